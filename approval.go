@@ -1,0 +1,137 @@
+package agentowl
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// ApprovalStatus is the state of an approval request. A request is created
+// pending (or already terminal when a policy decides it at creation) and moves
+// to exactly one terminal state, never back.
+type ApprovalStatus string
+
+const (
+	// StatusPending: created, no outcome yet. Left by a decision, by the
+	// expiry sweeper or a read at/after deadline_at, or by cancellation.
+	StatusPending ApprovalStatus = "pending"
+	// StatusApproved: an operator or policy permitted the call; the decision
+	// carries expires_at, after which the call must not start.
+	StatusApproved ApprovalStatus = "approved"
+	// StatusDenied: an operator or policy refused the call.
+	StatusDenied ApprovalStatus = "denied"
+	// StatusExpired: no decision was reached before deadline_at.
+	StatusExpired ApprovalStatus = "expired"
+	// StatusCancelled: withdrawn by its instance, or its instance was deleted.
+	StatusCancelled ApprovalStatus = "cancelled"
+)
+
+// Terminal reports whether s is one of the four final states.
+func (s ApprovalStatus) Terminal() bool { return s != StatusPending && s != "" }
+
+// Decision is the immutable outcome of a request.
+type Decision struct {
+	Status    ApprovalStatus
+	Note      string
+	DecidedAt time.Time
+	// ExpiresAt is set for approvals only.
+	ExpiresAt time.Time
+	// DecidedBy names who decided: "operator:<name>", "policy:<id>", "instance", "deadline", "instance-deleted".
+	DecidedBy string
+}
+
+// ApprovalRequest is one intercepted tool call awaiting, or holding, a decision.
+// Tool, Arguments, Timeout, AgentReasoning and Context are exactly what the
+// adapter submitted (Arguments and Context are the compacted raw JSON, so
+// numbers and key spellings survive unchanged).
+type ApprovalRequest struct {
+	ID             string
+	TenantID       string
+	InstanceID     string
+	IdempotencyKey string
+	InputHash      []byte
+	Tool           string
+	Arguments      json.RawMessage
+	Timeout        string
+	AgentReasoning *string
+	Context        json.RawMessage
+	Status         ApprovalStatus
+	CreatedAt      time.Time
+	DeadlineAt     time.Time
+	Decision       *Decision
+}
+
+// EffectiveStatus is the status a reader must see at now: a pending request
+// at or past its deadline is expired even before the sweeper records it.
+func (r *ApprovalRequest) EffectiveStatus(now time.Time) ApprovalStatus {
+	if r.Status == StatusPending && !now.Before(r.DeadlineAt) {
+		return StatusExpired
+	}
+	return r.Status
+}
+
+var durationPattern = regexp.MustCompile(`^[1-9][0-9]*(s|m|h)$`)
+
+// ParseDuration parses the contract's Duration: a positive whole number of
+// seconds, minutes or hours with its unit, such as 30s, 30m or 24h.
+func ParseDuration(s string) (time.Duration, bool) {
+	if len(s) > 12 || !durationPattern.MatchString(s) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour}[s[len(s)-1]]
+	if n > int64((1<<62)/unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+// CreateRequestInput is a validated CreateApprovalRequest body.
+type CreateRequestInput struct {
+	Tool           string
+	Arguments      json.RawMessage
+	Timeout        string
+	TimeoutDur     time.Duration
+	AgentReasoning *string
+	Context        json.RawMessage
+}
+
+// Hash returns a digest of the parsed field values, so that JSON whitespace
+// and object key order do not make two submissions differ.
+func (in *CreateRequestInput) Hash() []byte {
+	canon := map[string]any{"tool": in.Tool, "timeout": in.Timeout, "arguments": canonicalJSON(in.Arguments)}
+	if in.AgentReasoning != nil {
+		canon["agent_reasoning"] = *in.AgentReasoning
+	}
+	if in.Context != nil {
+		canon["context"] = canonicalJSON(in.Context)
+	}
+	return HashCanonical(canon)
+}
+
+// HashCanonical returns the SHA-256 of v's canonical JSON (sorted keys,
+// numbers as written).
+func HashCanonical(v any) []byte {
+	b, _ := json.Marshal(v) // maps marshal with sorted keys; values came from JSON
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// canonicalJSON decodes raw into generic values keeping number literals.
+func canonicalJSON(raw json.RawMessage) any {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	_ = dec.Decode(&v)
+	return v
+}
+
+// RetentionAfterDecision is how long a terminal request, its idempotency key,
+// instance creation keys and deletion records are kept: seven days (168 h).
+const RetentionAfterDecision = 168 * time.Hour

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentowl/agentowl/internal/access"
+)
+
+// cli holds the global flags and output streams shared by every command.
+type cli struct {
+	stdout, stderr io.Writer
+	json           bool
+	url, token     string
+	tenant         string
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	c := &cli{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "agentowl",
+		Short:         "AgentOwl: the control plane between AI agents and the people and channels around them",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.BoolVar(&c.json, "json", false, "print one JSON document on stdout")
+	pf.StringVar(&c.url, "url", "", "server URL (env AGENTOWL_URL, default http://127.0.0.1:8470)")
+	pf.StringVar(&c.token, "token", "", "operator token (env AGENTOWL_TOKEN)")
+	root.AddCommand(c.serveCommand(), c.adminCommand())
+	c.addOperatorCommands(root)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return c.fail(err) })
+	// Every error is printed once, to stderr; the exit code is non-zero.
+	wrapErrors(root, c)
+	return root
+}
+
+// wrapErrors makes every command print its error to stderr.
+func wrapErrors(cmd *cobra.Command, c *cli) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if err := run(cmd, args); err != nil {
+				return c.fail(err)
+			}
+			return nil
+		}
+	}
+	if cmd.Args == nil && cmd.RunE != nil {
+		cmd.Args = cobra.NoArgs
+	}
+	for _, sub := range cmd.Commands() {
+		wrapErrors(sub, c)
+	}
+}
+
+func (c *cli) fail(err error) error {
+	fmt.Fprintln(c.stderr, "error:", err)
+	return err
+}
+
+func envOr(flag, env, def string) string {
+	if flag != "" {
+		return flag
+	}
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	return def
+}
+
+// tenantFlag adds --tenant (env AGENTOWL_TENANT, default "default").
+func (c *cli) tenantFlag(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.tenant, "tenant", "", "tenant name (env AGENTOWL_TENANT, default \"default\")")
+}
+
+func (c *cli) tenantName() string {
+	return url.PathEscape(envOr(c.tenant, "AGENTOWL_TENANT", "default"))
+}
+
+// apiError is the server's error body.
+type apiError struct {
+	Status int
+	Body   struct {
+		Error struct {
+			Type      string `json:"type"`
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			Param     string `json:"param"`
+			RequestID string `json:"request_id"`
+		} `json:"error"`
+	}
+}
+
+func (e *apiError) Error() string {
+	b := e.Body.Error
+	msg := fmt.Sprintf("%s (%d %s", b.Message, e.Status, b.Code)
+	if b.Param != "" {
+		msg += ", param " + b.Param
+	}
+	return msg + ", request " + b.RequestID + ")"
+}
+
+// call sends one operator API request and decodes a JSON response into out.
+func (c *cli) call(ctx context.Context, method, path string, body, out any) error {
+	base := strings.TrimRight(envOr(c.url, "AGENTOWL_URL", "http://127.0.0.1:8470"), "/")
+	token := envOr(c.token, "AGENTOWL_TOKEN", "")
+	if token == "" {
+		return errors.New("no operator token: set AGENTOWL_TOKEN or pass --token")
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		e := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error.Code == "" {
+			return fmt.Errorf("server answered %s", resp.Status)
+		}
+		return e
+	}
+	if out == nil || len(data) == 0 {
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+// emit prints v as JSON with --json, and otherwise runs human.
+func (c *cli) emit(v any, human func(w io.Writer)) error {
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(v)
+	}
+	human(c.stdout)
+	return nil
+}
+
+// table prints rows under a header, tab-aligned.
+func table(w io.Writer, header string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func (c *cli) serveCommand() *cobra.Command {
+	var cfg Config
+	var dataDir, listen, dbURL, publicURL string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the AgentOwl server (SQLite in --data-dir by default, PostgreSQL with --database-url)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.DataDir = envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data")
+			cfg.Listen = envOr(listen, "AGENTOWL_LISTEN", "127.0.0.1:8470")
+			cfg.DatabaseURL = envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
+			cfg.PublicURL = envOr(publicURL, "AGENTOWL_PUBLIC_URL", "")
+			cfg.Stdout = c.stdout
+			m := &Main{Config: cfg}
+			if err := m.Run(cmd.Context()); err != nil {
+				m.Close()
+				return err
+			}
+			fmt.Fprintf(c.stdout, "AgentOwl listening on http://%s (%s)\n", m.Addr, m.store.Dialect())
+			<-cmd.Context().Done()
+			fmt.Fprintln(c.stdout, "Shutting down…")
+			return m.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", "", "data directory (env AGENTOWL_DATA_DIR, default ./agentowl-data)")
+	f.StringVar(&listen, "listen", "", "listen address (env AGENTOWL_LISTEN, default 127.0.0.1:8470)")
+	f.StringVar(&dbURL, "database-url", "", "postgres:// URL to use PostgreSQL (env AGENTOWL_DATABASE_URL)")
+	f.StringVar(&publicURL, "public-url", "", "externally reachable base URL (env AGENTOWL_PUBLIC_URL)")
+	return cmd
+}
+
+func (c *cli) adminCommand() *cobra.Command {
+	admin := &cobra.Command{Use: "admin", Short: "Offline administration, directly against the database"}
+	var tenant, dataDir, dbURL string
+	bootstrap := &cobra.Command{
+		Use:   "bootstrap",
+		Short: "Create a tenant (if missing) and a new admin operator token for it",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d := envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
+			if d != "" && !isPostgresURL(d) {
+				return errors.New("database URL must start with postgres:// or postgresql://")
+			}
+			st, err := openStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			res, err := access.New(st, systemClock(), access.Config{}).Bootstrap(cmd.Context(), tenant)
+			if err != nil {
+				return err
+			}
+			out := map[string]any{
+				"tenant":         map[string]string{"id": res.Tenant.ID, "name": res.Tenant.Name, "created_at": res.Tenant.CreatedAt.Format(time.RFC3339)},
+				"operator":       res.Operator.Name,
+				"operator_token": res.Token,
+			}
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "Tenant %s (%s): admin operator token (shown once):\n%s\n", res.Tenant.Name, res.Tenant.ID, res.Token)
+			})
+		},
+	}
+	bootstrap.Flags().StringVar(&tenant, "tenant", "", "tenant name")
+	bootstrap.MarkFlagRequired("tenant")
+	bootstrap.Flags().StringVar(&dataDir, "data-dir", "", "data directory (env AGENTOWL_DATA_DIR, default ./agentowl-data)")
+	bootstrap.Flags().StringVar(&dbURL, "database-url", "", "postgres:// URL (env AGENTOWL_DATABASE_URL)")
+	bootstrap.MarkFlagsMutuallyExclusive("data-dir", "database-url")
+	admin.AddCommand(bootstrap)
+	return admin
+}

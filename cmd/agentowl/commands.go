@@ -1,0 +1,351 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentowl/agentowl"
+)
+
+func systemClock() agentowl.Clock { return agentowl.SystemClock{} }
+
+// item and items are the operator API's JSON objects, kept generic so the
+// CLI prints in --json exactly what the server sent.
+type item = map[string]any
+
+type items struct {
+	Items []item `json:"items"`
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		if x == "" {
+			return "-"
+		}
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func get(m item, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+func rows(list []item, cols ...[]string) [][]string {
+	out := make([][]string, 0, len(list))
+	for _, it := range list {
+		row := make([]string, len(cols))
+		for i, c := range cols {
+			row[i] = str(get(it, c...))
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func col(path string) []string { return strings.Split(path, ".") }
+
+func (c *cli) tenantPath(suffix string) string { return "/api/v1/tenants/" + c.tenantName() + suffix }
+
+// listCmd builds a command that GETs a list and prints a table.
+func (c *cli) listCmd(use, short string, path func(args []string) string, header string, cols ...string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, RunE: func(cmd *cobra.Command, args []string) error {
+		var out items
+		if err := c.call(cmd.Context(), http.MethodGet, path(args), nil, &out); err != nil {
+			return err
+		}
+		cs := make([][]string, len(cols))
+		for i, p := range cols {
+			cs[i] = col(p)
+		}
+		return c.emit(out, func(w io.Writer) {
+			if len(out.Items) == 0 {
+				fmt.Fprintln(w, "(none)")
+				return
+			}
+			table(w, header, rows(out.Items, cs...))
+		})
+	}}
+	return cmd
+}
+
+// showItem prints one object as aligned key: value lines.
+func showItem(w io.Writer, it item, keys ...string) {
+	r := make([][]string, 0, len(keys))
+	for _, k := range keys {
+		if v := get(it, col(k)...); v != nil {
+			r = append(r, []string{k + ":", str(v)})
+		}
+	}
+	table(w, "", r)
+}
+
+func (c *cli) addOperatorCommands(root *cobra.Command) {
+	root.AddCommand(c.tenantsCommand(), c.operatorsCommand(), c.tokensCommand("operator-tokens", "operator"),
+		c.tokensCommand("provisioner-tokens", "provisioner"), c.auditCommand(), c.instancesCommand(),
+		c.approvalsCommand(), c.policiesCommand())
+}
+
+func (c *cli) tenantsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "tenants", Short: "List and create tenants"}
+	cmd.AddCommand(c.listCmd("list", "List the tenants you belong to", func([]string) string { return "/api/v1/tenants" },
+		"NAME\tROLE\tID", "name", "role", "id"))
+	cmd.AddCommand(&cobra.Command{Use: "create NAME", Short: "Create a tenant (you become its admin)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, "/api/v1/tenants", item{"name": args[0]}, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Created tenant %s (%s)\n", str(out["name"]), str(out["id"])) })
+		}})
+	return cmd
+}
+
+func (c *cli) operatorsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "operators", Short: "Manage the people who operate a tenant"}
+	list := c.listCmd("list", "List a tenant's operators", func([]string) string { return c.tenantPath("/operators") },
+		"NAME\tROLE\tID\tCREATED", "name", "role", "id", "created_at")
+	c.tenantFlag(list)
+	var name, role string
+	create := &cobra.Command{Use: "create", Short: "Add an operator to a tenant with a role (admin or member)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/operators"), item{"name": name, "role": role}, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Operator %s is %s\n", str(out["name"]), str(out["role"])) })
+		}}
+	c.tenantFlag(create)
+	create.Flags().StringVar(&name, "name", "", "operator name")
+	create.Flags().StringVar(&role, "role", "member", "admin or member")
+	create.MarkFlagRequired("name")
+	cmd.AddCommand(list, create)
+	return cmd
+}
+
+func (c *cli) tokensCommand(use, kind string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: "Create, list and revoke " + kind + " tokens"}
+	path := "/" + use
+	list := c.listCmd("list", "List "+kind+" tokens (never their secrets)", func([]string) string { return c.tenantPath(path) },
+		"ID\tLABEL\tSTATUS\tCREATED\tEXPIRES", "id", "label", "status", "created_at", "expires_at")
+	c.tenantFlag(list)
+	var label, operator string
+	var days int
+	create := &cobra.Command{Use: "create", Short: "Issue a " + kind + " token (shown once)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := item{"label": label, "days": days}
+			if operator != "" {
+				body["operator"] = operator
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath(path), body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "Created %s token %s (expires %s). Shown once:\n%s\n", kind, str(out["id"]), str(out["expires_at"]), str(out["token"]))
+			})
+		}}
+	c.tenantFlag(create)
+	create.Flags().StringVar(&label, "label", "", "a note to recognise the token by")
+	create.Flags().IntVar(&days, "days", 0, "expire after this many days (0: no expiry)")
+	if kind == "operator" {
+		create.Flags().StringVar(&operator, "operator", "", "operator the token belongs to (default: you)")
+	}
+	revoke := &cobra.Command{Use: "revoke ID", Short: "Revoke a " + kind + " token at once", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath(path+"/"+url.PathEscape(args[0])), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Revoked %s token %s\n", kind, str(out["id"])) })
+		}}
+	c.tenantFlag(revoke)
+	cmd.AddCommand(list, create, revoke)
+	return cmd
+}
+
+func (c *cli) auditCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "audit", Short: "Read a tenant's audit log"}
+	var limit int
+	list := c.listCmd("list", "List configuration changes, newest first",
+		func([]string) string { return c.tenantPath("/audit?limit=" + strconv.Itoa(limit)) },
+		"AT\tACTOR\tACTION\tTARGET\tREQUEST", "at", "actor", "action", "target", "request_id")
+	c.tenantFlag(list)
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many entries (1-1000)")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func (c *cli) instancesCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "instances", Short: "Inspect AAP instances"}
+	list := c.listCmd("list", "List live instances", func([]string) string { return c.tenantPath("/instances") },
+		"ID\tNAME\tAPPROVAL VALIDITY\tRECEIVER\tCREATED", "id", "name", "approval_validity", "delivery.url", "created_at")
+	c.tenantFlag(list)
+	inspect := &cobra.Command{Use: "inspect ID", Short: "Show one instance", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/instances/"+url.PathEscape(args[0])), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				showItem(w, out, "id", "name", "approval_validity", "delivery.type", "delivery.url", "delivery.registration_id", "created_at", "deleted_at")
+			})
+		}}
+	c.tenantFlag(inspect)
+	var validity string
+	update := &cobra.Command{Use: "update ID", Short: "Change how long new approvals of an instance stay valid", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPatch, c.tenantPath("/instances/"+url.PathEscape(args[0])),
+				item{"approval_validity": validity}, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { showItem(w, out, "id", "name", "approval_validity") })
+		}}
+	c.tenantFlag(update)
+	update.Flags().StringVar(&validity, "approval-validity", "", "validity of new approvals, such as 5m")
+	update.MarkFlagRequired("approval-validity")
+	cmd.AddCommand(list, inspect, update)
+	return cmd
+}
+
+func (c *cli) approvalsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "approvals", Short: "List, inspect and decide approval requests"}
+	var status, instance string
+	var limit int
+	list := c.listCmd("list", "List approval requests, newest first", func([]string) string {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if status != "" {
+			q.Set("status", status)
+		}
+		if instance != "" {
+			q.Set("instance", instance)
+		}
+		return c.tenantPath("/approvals?" + q.Encode())
+	}, "ID\tTOOL\tSTATUS\tCREATED\tDEADLINE\tINSTANCE", "request.id", "request.tool", "request.status",
+		"request.created_at", "request.deadline_at", "instance_id")
+	c.tenantFlag(list)
+	list.Flags().StringVar(&status, "status", "", "only requests in this state (pending, approved, denied, expired, cancelled)")
+	list.Flags().StringVar(&instance, "instance", "", "only requests of this instance ID")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+	inspect := &cobra.Command{Use: "inspect REQUEST-ID", Short: "Show one approval request in full", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/approvals/"+url.PathEscape(args[0])), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { printRequest(w, out["request"], out) })
+		}}
+	c.tenantFlag(inspect)
+	var approve, deny bool
+	var note, validFor string
+	decide := &cobra.Command{Use: "decide REQUEST-ID --approve|--deny", Short: "Approve or deny a pending request", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if approve == deny {
+				return fmt.Errorf("pass exactly one of --approve or --deny")
+			}
+			body := item{"decision": "deny"}
+			if approve {
+				body["decision"] = "approve"
+			}
+			if note != "" {
+				body["note"] = note
+			}
+			if validFor != "" {
+				body["valid_for"] = validFor
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/approvals/"+url.PathEscape(args[0])+"/decision"), body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { printRequest(w, out, nil) })
+		}}
+	c.tenantFlag(decide)
+	decide.Flags().BoolVar(&approve, "approve", false, "approve the call")
+	decide.Flags().BoolVar(&deny, "deny", false, "deny the call")
+	decide.Flags().StringVar(&note, "note", "", "a note for the agent")
+	decide.Flags().StringVar(&validFor, "valid-for", "", "how long the approval permits the call to start (default: the instance's validity)")
+	cmd.AddCommand(list, inspect, decide)
+	return cmd
+}
+
+func printRequest(w io.Writer, req any, extra item) {
+	r, _ := req.(map[string]any)
+	showItem(w, r, "id", "status", "tool", "timeout", "created_at", "deadline_at", "decision.status", "decision.note",
+		"decision.decided_at", "decision.expires_at")
+	if extra != nil {
+		showItem(w, extra, "instance_id", "decided_by")
+	}
+	args, _ := json.MarshalIndent(r["arguments"], "", "  ")
+	fmt.Fprintf(w, "arguments:\n%s\n", args)
+	if v, ok := r["agent_reasoning"]; ok {
+		fmt.Fprintf(w, "agent reasoning (a claim from the agent): %s\n", str(v))
+	}
+}
+
+func (c *cli) policiesCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "policies", Short: "Rules that approve or deny matching requests at creation"}
+	list := c.listCmd("list", "List rules in evaluation order", func([]string) string { return c.tenantPath("/policies") },
+		"ID\tNAME\tTOOL\tCONDITION\tEFFECT\tPRIORITY\tINSTANCE", "id", "name", "tool", "condition", "effect", "priority", "instance_id")
+	c.tenantFlag(list)
+	var name, tool, condition, effect, note, instance string
+	var priority int
+	create := &cobra.Command{Use: "create", Short: "Add a rule: --tool NAME|* --effect approve|deny [--condition CEL]",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := item{"tool": tool, "effect": effect, "priority": priority}
+			for k, v := range map[string]string{"name": name, "condition": condition, "note": note, "instance_id": instance} {
+				if v != "" {
+					body[k] = v
+				}
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/policies"), body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				showItem(w, out, "id", "name", "tool", "condition", "effect", "priority", "instance_id")
+			})
+		}}
+	c.tenantFlag(create)
+	f := create.Flags()
+	f.StringVar(&name, "name", "", "a readable name")
+	f.StringVar(&tool, "tool", "", "tool name the rule applies to, or * for any")
+	f.StringVar(&condition, "condition", "", "CEL condition over tool, arguments and context, e.g. 'arguments.amount <= 1000'")
+	f.StringVar(&effect, "effect", "", "approve or deny")
+	f.StringVar(&note, "note", "", "note recorded on the decision")
+	f.StringVar(&instance, "instance", "", "apply to this instance only")
+	f.IntVar(&priority, "priority", 0, "lower runs first")
+	create.MarkFlagRequired("tool")
+	create.MarkFlagRequired("effect")
+	del := &cobra.Command{Use: "delete ID", Short: "Remove a rule", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath("/policies/"+url.PathEscape(args[0])), nil, nil); err != nil {
+				return err
+			}
+			return c.emit(item{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "Deleted policy %s\n", args[0]) })
+		}}
+	c.tenantFlag(del)
+	cmd.AddCommand(list, create, del)
+	return cmd
+}

@@ -1,0 +1,88 @@
+// Package agentowl holds the domain of the AgentOwl control plane: its
+// objects, their states and transitions, and the one error type that every
+// layer returns. It depends on the standard library only.
+package agentowl
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. Each is a stable snake_case machine reason; httpapi alone maps
+// them to HTTP statuses and the contract's error types.
+const (
+	// 400: malformed or invalid input.
+	ECodeInvalidRequest        = "invalid_request"
+	ECodeInvalidJSON           = "invalid_json"
+	ECodeInvalidContentType    = "invalid_content_type"
+	ECodeInvalidField          = "invalid_field"
+	ECodeMissingField          = "missing_field"
+	ECodeUnknownField          = "unknown_field"
+	ECodeMissingIdempotencyKey = "missing_idempotency_key"
+	ECodeInvalidWebhookURL     = "invalid_webhook_url"
+	ECodeUnsupportedDelivery   = "unsupported_delivery_type"
+	ECodeInvalidPolicy         = "invalid_policy"
+	// 401 / 403 / 404.
+	ECodeUnauthenticated = "unauthenticated"
+	ECodeForbidden       = "forbidden"
+	ECodeNotFound        = "not_found"
+	ECodeMethod          = "method_not_allowed"
+	// 409: conflicts with existing state.
+	ECodeIdempotencyConflict = "idempotency_conflict"
+	ECodeAlreadyTerminal     = "already_terminal"
+	ECodeInstanceDeleted     = "instance_deleted"
+	ECodeAlreadyExists       = "already_exists"
+	ECodeConflict            = "conflict"
+	// 413 / 422 / 429 / 500 / 503.
+	ECodeTooLarge                  = "request_too_large"
+	ECodeWebhookVerificationFailed = "webhook_verification_failed"
+	ECodeRateLimited               = "rate_limited"
+	ECodeInternal                  = "internal"
+	ECodeUnavailable               = "unavailable"
+)
+
+// Error is the one error type the domain and use-case layers return for
+// anything a caller can act on. Message is safe to show to the caller; Param
+// names the offending input field when there is one.
+type Error struct {
+	Code    string
+	Message string
+	Param   string
+}
+
+func (e *Error) Error() string {
+	if e.Param != "" {
+		return fmt.Sprintf("agentowl: %s (%s): %s", e.Code, e.Param, e.Message)
+	}
+	return fmt.Sprintf("agentowl: %s: %s", e.Code, e.Message)
+}
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldError returns an *Error about one input field.
+func FieldError(code, param, format string, args ...any) *Error {
+	return &Error{Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err if it is (or wraps) an *Error, and
+// ECodeInternal otherwise.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ECodeInternal
+}
+
+// ErrorMessage returns the caller-safe message of err, or a generic one for
+// errors that are not an *Error.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "The server could not complete the operation."
+}

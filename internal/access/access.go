@@ -1,0 +1,128 @@
+// Package access holds tenants, operators, bearer tokens and the audit log:
+// who may call which surface, for which tenant.
+package access
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Config bounds token lifetimes.
+type Config struct {
+	// MaxTokenDays caps --days for operator and provisioner tokens.
+	// Defaults to 365.
+	MaxTokenDays int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxTokenDays <= 0 {
+		c.MaxTokenDays = 365
+	}
+	return c
+}
+
+// Service implements the access use-cases.
+type Service struct {
+	store store.Store
+	clock agentowl.Clock
+	cfg   Config
+}
+
+// New returns a Service.
+func New(s store.Store, clock agentowl.Clock, cfg Config) *Service {
+	return &Service{store: s, clock: clock, cfg: cfg.withDefaults()}
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Token *agentowl.Token
+	// Operator and Memberships are set for operator tokens.
+	Operator    *agentowl.Operator
+	Memberships []*agentowl.Membership
+	// Secret is the presented bearer secret. Provisioning seals replayable
+	// responses with it; it is never stored or logged.
+	Secret string
+}
+
+// Actor names the principal in audit entries.
+func (p *Principal) Actor() string {
+	switch {
+	case p == nil:
+		return "system"
+	case p.Operator != nil:
+		return "operator:" + p.Operator.Name
+	default:
+		return string(p.Token.Kind) + ":" + p.Token.ID
+	}
+}
+
+func unauthenticated() error {
+	return agentowl.Errorf(agentowl.ECodeUnauthenticated, "The credential is missing, expired, revoked or otherwise invalid.")
+}
+
+// Authenticate resolves a bearer secret to a principal of the wanted kind.
+// A token of another kind, or an expired or revoked one, is unauthenticated:
+// kinds are never interchangeable.
+func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl.TokenKind) (*Principal, error) {
+	if secret == "" || len(secret) > 256 {
+		return nil, unauthenticated()
+	}
+	if k, ok := agentowl.TokenKindOf(secret); !ok || k != kind {
+		return nil, unauthenticated()
+	}
+	var p *Principal
+	err := s.store.Read(ctx, func(tx store.Tx) error {
+		tok, err := tx.TokenGetByHash(ctx, agentowl.HashToken(secret))
+		if err != nil {
+			return err
+		}
+		if tok.Kind != kind || !agentowl.TokenMatches(secret, tok.Hash) || !tok.Active(s.clock.Now()) {
+			return store.ErrNotFound
+		}
+		p = &Principal{Token: tok, Secret: secret}
+		if kind == agentowl.TokenOperator {
+			if p.Operator, err = tx.OperatorGetByID(ctx, tok.OperatorID); err != nil {
+				return err
+			}
+			p.Memberships, err = tx.MembershipsByOperator(ctx, tok.OperatorID)
+		}
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, unauthenticated()
+	}
+	return p, err
+}
+
+// Tenant returns the tenant named name if the operator is a member with at
+// least role; otherwise not_found (so tenant names do not leak) or forbidden.
+func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.Membership, error) {
+	for _, m := range p.Memberships {
+		if m.TenantName == name {
+			if role == agentowl.RoleAdmin && m.Role != agentowl.RoleAdmin {
+				return nil, agentowl.Errorf(agentowl.ECodeForbidden, "This operation needs the admin role in tenant %q.", name)
+			}
+			return m, nil
+		}
+	}
+	return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No tenant %q is available to this operator.", name)
+}
+
+// Audit appends an audit entry for a configuration change in tx.
+func Audit(ctx context.Context, tx store.Tx, at time.Time, tenantID string, p *Principal, action, target string, details map[string]any) error {
+	return tx.AuditAppend(ctx, &agentowl.AuditEntry{
+		TenantID: tenantID, At: at, Actor: p.Actor(), Action: action, Target: target,
+		RequestID: agentowl.RequestIDFromContext(ctx), Details: details,
+	})
+}
+
+func newID() string { return uuid.NewString() }
+
+// NewID returns a fresh random UUID.
+func NewID() string { return newID() }

@@ -1,0 +1,322 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// BootstrapResult is a tenant and a fresh admin operator token.
+type BootstrapResult struct {
+	Tenant   *agentowl.Tenant
+	Operator *agentowl.Operator
+	Token    string
+}
+
+// Bootstrap creates tenant name if missing, an "admin" operator with the
+// admin role in it if missing, and a new operator token for that operator.
+// Running it again for an existing tenant adds another token. It is for the
+// offline `admin bootstrap` command and the first start of `serve`.
+func (s *Service) Bootstrap(ctx context.Context, tenantName string) (*BootstrapResult, error) {
+	if !agentowl.ValidSlug(tenantName) {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "tenant", "A tenant name is 1-63 lowercase letters, digits and hyphens.")
+	}
+	var res BootstrapResult
+	err := s.store.Write(ctx, func(tx store.Tx) error {
+		now := s.clock.Now()
+		t, err := tx.TenantGetByName(ctx, tenantName)
+		if errors.Is(err, store.ErrNotFound) {
+			t = &agentowl.Tenant{ID: newID(), Name: tenantName, CreatedAt: now}
+			err = tx.TenantCreate(ctx, t)
+		}
+		if err != nil {
+			return err
+		}
+		op, err := tx.OperatorGetByName(ctx, "admin")
+		if errors.Is(err, store.ErrNotFound) {
+			op = &agentowl.Operator{ID: newID(), Name: "admin", CreatedAt: now}
+			err = tx.OperatorCreate(ctx, op)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.MembershipUpsert(ctx, &agentowl.Membership{OperatorID: op.ID, TenantID: t.ID, Role: agentowl.RoleAdmin}); err != nil {
+			return err
+		}
+		secret, tok := s.newToken(agentowl.TokenOperator, t.ID, "bootstrap", nil)
+		tok.OperatorID = op.ID
+		if err := tx.TokenCreate(ctx, tok); err != nil {
+			return err
+		}
+		res = BootstrapResult{Tenant: t, Operator: op, Token: secret}
+		return Audit(ctx, tx, now, t.ID, nil, "admin.bootstrap", "operator-token:"+tok.ID, map[string]any{"operator": op.Name})
+	})
+	return &res, err
+}
+
+// NeedsBootstrap reports whether the database has no tenant yet.
+func (s *Service) NeedsBootstrap(ctx context.Context) (bool, error) {
+	var empty bool
+	err := s.store.Read(ctx, func(tx store.Tx) error {
+		ts, err := tx.TenantList(ctx)
+		empty = len(ts) == 0
+		return err
+	})
+	return empty, err
+}
+
+func (s *Service) newToken(kind agentowl.TokenKind, tenantID, label string, expires *time.Time) (string, *agentowl.Token) {
+	secret := agentowl.NewTokenSecret(kind)
+	return secret, &agentowl.Token{
+		ID: newID(), Kind: kind, Hash: agentowl.HashToken(secret), TenantID: tenantID,
+		Label: label, CreatedAt: s.clock.Now(), ExpiresAt: expires,
+	}
+}
+
+// NewInstanceCredential returns a fresh instance credential for the approval
+// use-cases to store in their own transaction.
+func (s *Service) NewInstanceCredential(tenantID, instanceID string, expires *time.Time) (string, *agentowl.Token) {
+	secret, tok := s.newToken(agentowl.TokenInstance, tenantID, "instance", expires)
+	tok.InstanceID = instanceID
+	return secret, tok
+}
+
+// ListTenants returns the tenants the operator belongs to.
+func (s *Service) ListTenants(p *Principal) []*agentowl.Membership { return p.Memberships }
+
+// CreateTenant creates a tenant. Any operator who is admin somewhere may; they
+// become its admin.
+func (s *Service) CreateTenant(ctx context.Context, p *Principal, name string) (*agentowl.Tenant, error) {
+	admin := false
+	for _, m := range p.Memberships {
+		admin = admin || m.Role == agentowl.RoleAdmin
+	}
+	if !admin {
+		return nil, agentowl.Errorf(agentowl.ECodeForbidden, "Creating a tenant needs the admin role in some tenant.")
+	}
+	if !agentowl.ValidSlug(name) {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "name", "A tenant name is 1-63 lowercase letters, digits and hyphens.")
+	}
+	t := &agentowl.Tenant{ID: newID(), Name: name, CreatedAt: s.clock.Now()}
+	err := s.store.Write(ctx, func(tx store.Tx) error {
+		if err := tx.TenantCreate(ctx, t); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return agentowl.Errorf(agentowl.ECodeAlreadyExists, "A tenant named %q already exists.", name)
+			}
+			return err
+		}
+		if err := tx.MembershipUpsert(ctx, &agentowl.Membership{OperatorID: p.Operator.ID, TenantID: t.ID, Role: agentowl.RoleAdmin}); err != nil {
+			return err
+		}
+		return Audit(ctx, tx, t.CreatedAt, t.ID, p, "tenant.create", "tenant:"+t.Name, nil)
+	})
+	return t, err
+}
+
+// CreateOperator adds a named operator to a tenant with a role, creating the
+// operator if the name is new. Admin only.
+func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name string, role agentowl.Role) (*store.OperatorWithRole, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if !agentowl.ValidSlug(name) {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "name", "An operator name is 1-63 lowercase letters, digits and hyphens.")
+	}
+	if role != agentowl.RoleAdmin && role != agentowl.RoleMember {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "role", "The role must be admin or member.")
+	}
+	var out store.OperatorWithRole
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		now := s.clock.Now()
+		op, err := tx.OperatorGetByName(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			op = &agentowl.Operator{ID: newID(), Name: name, CreatedAt: now}
+			err = tx.OperatorCreate(ctx, op)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.MembershipUpsert(ctx, &agentowl.Membership{OperatorID: op.ID, TenantID: m.TenantID, Role: role}); err != nil {
+			return err
+		}
+		out = store.OperatorWithRole{Operator: *op, Role: role}
+		return Audit(ctx, tx, now, m.TenantID, p, "operator.create", "operator:"+name, map[string]any{"role": string(role)})
+	})
+	return &out, err
+}
+
+// ListOperators lists a tenant's operators. Members may.
+func (s *Service) ListOperators(ctx context.Context, p *Principal, tenant string) ([]*store.OperatorWithRole, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.OperatorWithRole
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.OperatorListByTenant(ctx, m.TenantID)
+		return err
+	})
+	return out, err
+}
+
+// IssuedToken is a token record and its secret, shown once.
+type IssuedToken struct {
+	Token  *agentowl.Token
+	Secret string
+	// OperatorName is set for operator tokens.
+	OperatorName string
+}
+
+func (s *Service) expiry(days int) (*time.Time, error) {
+	if days < 0 || days > s.cfg.MaxTokenDays {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "days", "days must be between 1 and %d (0 for no expiry).", s.cfg.MaxTokenDays)
+	}
+	if days == 0 {
+		return nil, nil
+	}
+	t := s.clock.Now().Add(time.Duration(days) * 24 * time.Hour)
+	return &t, nil
+}
+
+// CreateOperatorToken issues a token for operator (default: the caller).
+// Tokens for someone else need the admin role.
+func (s *Service) CreateOperatorToken(ctx context.Context, p *Principal, tenant, operator, label string, days int) (*IssuedToken, error) {
+	role := agentowl.RoleMember
+	if operator != "" && operator != p.Operator.Name {
+		role = agentowl.RoleAdmin
+	}
+	m, err := p.Tenant(tenant, role)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := s.expiry(days)
+	if err != nil {
+		return nil, err
+	}
+	var out IssuedToken
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		op := p.Operator
+		if operator != "" && operator != p.Operator.Name {
+			op, err = s.memberOperator(ctx, tx, m.TenantID, operator)
+			if err != nil {
+				return err
+			}
+		}
+		secret, tok := s.newToken(agentowl.TokenOperator, m.TenantID, label, exp)
+		tok.OperatorID = op.ID
+		if err := tx.TokenCreate(ctx, tok); err != nil {
+			return err
+		}
+		out = IssuedToken{Token: tok, Secret: secret, OperatorName: op.Name}
+		return Audit(ctx, tx, tok.CreatedAt, m.TenantID, p, "operator_token.create", "operator-token:"+tok.ID, map[string]any{"operator": op.Name})
+	})
+	return &out, err
+}
+
+func (s *Service) memberOperator(ctx context.Context, tx store.Tx, tenantID, name string) (*agentowl.Operator, error) {
+	ops, err := tx.OperatorListByTenant(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range ops {
+		if o.Name == name {
+			return &o.Operator, nil
+		}
+	}
+	return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No operator %q in this tenant.", name)
+}
+
+// CreateProvisionerToken issues a provisioner token for the tenant. Admin only.
+func (s *Service) CreateProvisionerToken(ctx context.Context, p *Principal, tenant, label string, days int) (*IssuedToken, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := s.expiry(days)
+	if err != nil {
+		return nil, err
+	}
+	var out IssuedToken
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		secret, tok := s.newToken(agentowl.TokenProvisioner, m.TenantID, label, exp)
+		if err := tx.TokenCreate(ctx, tok); err != nil {
+			return err
+		}
+		out = IssuedToken{Token: tok, Secret: secret}
+		return Audit(ctx, tx, tok.CreatedAt, m.TenantID, p, "provisioner_token.create", "provisioner-token:"+tok.ID, nil)
+	})
+	return &out, err
+}
+
+// ListTokens lists a tenant's tokens of kind (never their secrets). Operator
+// tokens of other operators need the admin role.
+func (s *Service) ListTokens(ctx context.Context, p *Principal, tenant string, kind agentowl.TokenKind) ([]*agentowl.Token, error) {
+	role := agentowl.RoleAdmin
+	if kind == agentowl.TokenOperator {
+		role = agentowl.RoleMember
+	}
+	m, err := p.Tenant(tenant, role)
+	if err != nil {
+		return nil, err
+	}
+	params := store.TokenListParams{TenantID: m.TenantID, Kind: kind}
+	if kind == agentowl.TokenOperator && m.Role != agentowl.RoleAdmin {
+		params.OperatorID = p.Operator.ID
+	}
+	var out []*agentowl.Token
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.TokenList(ctx, params)
+		return err
+	})
+	return out, err
+}
+
+// RevokeToken revokes a tenant's operator or provisioner token by ID.
+// Revocation is immediate and idempotent. Operators may revoke their own
+// tokens; anything else needs the admin role.
+func (s *Service) RevokeToken(ctx context.Context, p *Principal, tenant string, kind agentowl.TokenKind, id string) (*agentowl.Token, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	var out *agentowl.Token
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		tok, err := tx.TokenGetByID(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (tok.TenantID != m.TenantID || tok.Kind != kind)) {
+			return agentowl.Errorf(agentowl.ECodeNotFound, "No %s token %q in this tenant.", kind, id)
+		}
+		if err != nil {
+			return err
+		}
+		if m.Role != agentowl.RoleAdmin && tok.OperatorID != p.Operator.ID {
+			return agentowl.Errorf(agentowl.ECodeForbidden, "Revoking another operator's token needs the admin role.")
+		}
+		now := s.clock.Now()
+		if err := tx.TokenRevoke(ctx, id, now); err != nil {
+			return err
+		}
+		if out, err = tx.TokenGetByID(ctx, id); err != nil {
+			return err
+		}
+		return Audit(ctx, tx, now, m.TenantID, p, string(kind)+"_token.revoke", string(kind)+"-token:"+id, nil)
+	})
+	return out, err
+}
+
+// ListAudit returns a tenant's audit log, newest first. Admin only.
+func (s *Service) ListAudit(ctx context.Context, p *Principal, tenant string, limit int) ([]*agentowl.AuditEntry, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	var out []*agentowl.AuditEntry
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.AuditList(ctx, store.AuditListParams{TenantID: m.TenantID, Limit: limit})
+		return err
+	})
+	return out, err
+}

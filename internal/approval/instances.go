@@ -1,0 +1,354 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Idempotency operations for keyed instance management.
+const (
+	opInstanceCreate = "instances.create"
+	opInstanceUpdate = "instances.update"
+)
+
+// ProvisionInput is a validated ProvisionInstanceRequest.
+type ProvisionInput struct {
+	Name     string // "" lets the provider assign one
+	Delivery *agentowl.Delivery
+}
+
+// UpdateInput is a validated UpdateInstanceRequest.
+type UpdateInput struct {
+	Name *string
+	// DeliverySet is true when delivery was present; Delivery nil then means
+	// null (remove the receiver).
+	DeliverySet bool
+	Delivery    *agentowl.Delivery
+}
+
+// Provisioned is an instance and the credential issued with it.
+type Provisioned struct {
+	Instance            *agentowl.Instance
+	Credential          string
+	CredentialExpiresAt *time.Time
+	Replayed            bool
+}
+
+type sealedProvision struct {
+	InstanceID string     `json:"instance_id"`
+	Credential string     `json:"credential"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+}
+
+// checkDelivery validates a proposed receiver. Until receiver verification
+// and notification delivery exist, this provider supports synchronous mode
+// only and answers a valid webhook configuration as the contract prescribes:
+// unsupported_delivery_type.
+func checkDelivery(d *agentowl.Delivery) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	return agentowl.FieldError(agentowl.ECodeUnsupportedDelivery, "delivery",
+		"This provider supports synchronous mode only; webhook delivery is not available yet.")
+}
+
+func provisionHash(in *ProvisionInput) []byte {
+	v := map[string]any{"instance_name": in.Name}
+	if in.Delivery != nil {
+		v["delivery"] = deliveryCanon(in.Delivery)
+	}
+	return agentowl.HashCanonical(v)
+}
+
+func deliveryCanon(d *agentowl.Delivery) map[string]any {
+	return map[string]any{"type": d.Type, "url": d.URL, "registration_id": d.RegistrationID, "signing_secret": d.SigningSecret}
+}
+
+// ProvisionInstance creates an instance and its credential for provisioner p,
+// keyed by idemKey. The same key and input return the original instance and
+// credential (Replayed); a changed input is idempotency_conflict; a replay
+// after deletion is instance_deleted.
+func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput) (*Provisioned, error) {
+	if in.Delivery != nil {
+		if err := checkDelivery(in.Delivery); err != nil {
+			return nil, err
+		}
+	}
+	hash := provisionHash(in)
+	for attempt := 0; ; attempt++ {
+		var out *Provisioned
+		err := s.store.Write(ctx, func(tx store.Tx) error {
+			rec, err := tx.IdempotencyGet(ctx, p.Token.ID, opInstanceCreate, idemKey)
+			if err == nil {
+				out, err = s.replayProvision(ctx, tx, p, idemKey, hash, rec)
+				return err
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			now := s.now()
+			inst := &agentowl.Instance{
+				ID: access.NewID(), TenantID: p.Token.TenantID, Name: in.Name, ProvisionerTokenID: p.Token.ID,
+				ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
+			}
+			if inst.Name == "" {
+				inst.Name = "instance-" + inst.ID[:8]
+			}
+			if err := tx.InstanceCreate(ctx, inst); err != nil {
+				return err
+			}
+			var exp *time.Time
+			if s.cfg.InstanceCredentialTTL > 0 {
+				t := now.Add(s.cfg.InstanceCredentialTTL)
+				exp = &t
+			}
+			secret, tok := s.access.NewInstanceCredential(inst.TenantID, inst.ID, exp)
+			if err := tx.TokenCreate(ctx, tok); err != nil {
+				return err
+			}
+			plain, err := json.Marshal(sealedProvision{InstanceID: inst.ID, Credential: secret, ExpiresAt: exp})
+			if err != nil {
+				return err
+			}
+			sealed, err := seal(p.Secret, idemKey, plain)
+			if err != nil {
+				return err
+			}
+			if err := tx.IdempotencyCreate(ctx, &store.Idempotency{
+				Scope: p.Token.ID, Operation: opInstanceCreate, Key: idemKey, InputHash: hash, ResourceID: inst.ID,
+				Response: sealed, CreatedAt: now, RetainUntil: now.Add(agentowl.RetentionAfterDecision),
+			}); err != nil {
+				return err
+			}
+			out = &Provisioned{Instance: inst, Credential: secret, CredentialExpiresAt: exp}
+			return access.Audit(ctx, tx, now, inst.TenantID, p, "instance.create", "instance:"+inst.ID, map[string]any{"name": inst.Name})
+		})
+		if errors.Is(err, store.ErrConflict) && attempt == 0 {
+			continue // a concurrent attempt with the same key committed first: replay it
+		}
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+func (s *Service) replayProvision(ctx context.Context, tx store.Tx, p *access.Principal, idemKey string, hash []byte, rec *store.Idempotency) (*Provisioned, error) {
+	if string(rec.InputHash) != string(hash) {
+		return nil, agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used with different input.")
+	}
+	inst, err := tx.InstanceGet(ctx, rec.ResourceID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+		return nil, agentowl.Errorf(agentowl.ECodeInstanceDeleted, "The instance created with this idempotency key has been deleted.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	plain, err := unseal(p.Secret, idemKey, rec.Response)
+	if err != nil {
+		return nil, fmt.Errorf("approval: open sealed provisioning response: %w", err)
+	}
+	var sp sealedProvision
+	if err := json.Unmarshal(plain, &sp); err != nil {
+		return nil, err
+	}
+	return &Provisioned{Instance: inst, Credential: sp.Credential, CredentialExpiresAt: sp.ExpiresAt, Replayed: true}, nil
+}
+
+// provisionerInstance loads an instance visible to provisioner p (its
+// tenant, not deleted); anything else is not_found.
+func provisionerInstance(ctx context.Context, tx store.Tx, p *access.Principal, id string, forUpdate bool) (*agentowl.Instance, error) {
+	if !agentowl.ValidUUID(id) {
+		return nil, notFound("instance", id)
+	}
+	get := tx.InstanceGet
+	if forUpdate {
+		get = tx.InstanceGetForUpdate
+	}
+	inst, err := get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != p.Token.TenantID) {
+		return nil, notFound("instance", id)
+	}
+	return inst, err
+}
+
+// GetInstance returns an instance in p's scope; deleted instances are not_found.
+func (s *Service) GetInstance(ctx context.Context, p *access.Principal, id string) (*agentowl.Instance, error) {
+	var inst *agentowl.Instance
+	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+		inst, err = provisionerInstance(ctx, tx, p, id, false)
+		if err == nil && inst.DeletedAt != nil {
+			err = notFound("instance", id)
+		}
+		return err
+	})
+	return inst, err
+}
+
+// UpdateInstance applies a keyed update. The same key and input return the
+// original response without applying it again.
+func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, idemKey string, in *UpdateInput) (*agentowl.Instance, error) {
+	if in.DeliverySet && in.Delivery != nil {
+		if err := checkDelivery(in.Delivery); err != nil {
+			return nil, err
+		}
+	}
+	canon := map[string]any{}
+	if in.Name != nil {
+		canon["instance_name"] = *in.Name
+	}
+	if in.DeliverySet {
+		canon["delivery"] = nil
+		if in.Delivery != nil {
+			canon["delivery"] = deliveryCanon(in.Delivery)
+		}
+	}
+	hash := agentowl.HashCanonical(canon)
+	scope := p.Token.ID + "/" + id
+	var out *agentowl.Instance
+	err := s.store.Write(ctx, func(tx store.Tx) error {
+		inst, err := provisionerInstance(ctx, tx, p, id, true)
+		if err != nil {
+			return err
+		}
+		if inst.DeletedAt != nil {
+			return notFound("instance", id)
+		}
+		rec, err := tx.IdempotencyGet(ctx, scope, opInstanceUpdate, idemKey)
+		if err == nil {
+			if string(rec.InputHash) != string(hash) {
+				return agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used with different input.")
+			}
+			out = &agentowl.Instance{}
+			return json.Unmarshal(rec.Response, out)
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if in.Name != nil {
+			inst.Name = *in.Name
+		}
+		if in.DeliverySet {
+			inst.Delivery = in.Delivery
+		}
+		if err := tx.InstanceUpdate(ctx, inst); err != nil {
+			return err
+		}
+		now := s.now()
+		snapshot := *inst
+		if snapshot.Delivery != nil {
+			d := *snapshot.Delivery
+			d.SigningSecret = "" // never retained in a replayable response
+			snapshot.Delivery = &d
+		}
+		resp, err := json.Marshal(&snapshot)
+		if err != nil {
+			return err
+		}
+		if err := tx.IdempotencyCreate(ctx, &store.Idempotency{
+			Scope: scope, Operation: opInstanceUpdate, Key: idemKey, InputHash: hash, ResourceID: id,
+			Response: resp, CreatedAt: now, RetainUntil: now.Add(agentowl.RetentionAfterDecision),
+		}); err != nil {
+			return err
+		}
+		out = &snapshot
+		return access.Audit(ctx, tx, now, inst.TenantID, p, "instance.update", "instance:"+id, map[string]any{"name": inst.Name})
+	})
+	return out, err
+}
+
+// DeleteInstance retires an instance: revokes its credentials and cancels its
+// pending requests (no notifications). Repeated deletion succeeds while the
+// deletion record is kept.
+func (s *Service) DeleteInstance(ctx context.Context, p *access.Principal, id string) error {
+	var cancelled []string
+	err := s.store.Write(ctx, func(tx store.Tx) error {
+		inst, err := provisionerInstance(ctx, tx, p, id, true)
+		if err != nil || inst.DeletedAt != nil {
+			return err
+		}
+		now := s.now()
+		inst.DeletedAt = &now
+		if err := tx.InstanceUpdate(ctx, inst); err != nil {
+			return err
+		}
+		if err := tx.TokenRevokeByInstance(ctx, id, now); err != nil {
+			return err
+		}
+		if cancelled, err = tx.RequestPendingIDs(ctx, id); err != nil {
+			return err
+		}
+		for _, rid := range cancelled {
+			d := &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: now, DecidedBy: "instance-deleted"}
+			if err := tx.RequestResolve(ctx, rid, d, now.Add(agentowl.RetentionAfterDecision)); err != nil {
+				return err
+			}
+		}
+		return access.Audit(ctx, tx, now, inst.TenantID, p, "instance.delete", "instance:"+id,
+			map[string]any{"cancelled_requests": len(cancelled)})
+	})
+	if err == nil {
+		s.hub.notify(cancelled...)
+	}
+	return err
+}
+
+// ---- operator views
+
+// TenantInstances lists a tenant's live instances.
+func (s *Service) TenantInstances(ctx context.Context, tenantID string) ([]*agentowl.Instance, error) {
+	var out []*agentowl.Instance
+	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.InstanceList(ctx, tenantID)
+		return err
+	})
+	return out, err
+}
+
+// TenantInstance returns one instance of a tenant, deleted or not.
+func (s *Service) TenantInstance(ctx context.Context, tenantID, id string) (*agentowl.Instance, error) {
+	if !agentowl.ValidUUID(id) {
+		return nil, notFound("instance", id)
+	}
+	var inst *agentowl.Instance
+	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+		inst, err = tx.InstanceGet(ctx, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != tenantID) {
+		return nil, notFound("instance", id)
+	}
+	return inst, err
+}
+
+// SetApprovalValidity changes how long new approvals of an instance permit
+// the call to start. Operators (admin) only.
+func (s *Service) SetApprovalValidity(ctx context.Context, p *access.Principal, tenantID, id string, validity time.Duration) (*agentowl.Instance, error) {
+	if validity < time.Second || validity > s.cfg.MaxApprovalValidity {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "approval_validity", "approval_validity must be between 1s and %s.", s.cfg.MaxApprovalValidity)
+	}
+	var inst *agentowl.Instance
+	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+		inst, err = tx.InstanceGetForUpdate(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
+			return notFound("instance", id)
+		}
+		if err != nil {
+			return err
+		}
+		inst.ApprovalValidity = validity.Truncate(time.Second)
+		if err := tx.InstanceUpdate(ctx, inst); err != nil {
+			return err
+		}
+		return access.Audit(ctx, tx, s.now(), tenantID, p, "instance.set_approval_validity", "instance:"+id,
+			map[string]any{"approval_validity": inst.ApprovalValidity.String()})
+	})
+	return inst, err
+}

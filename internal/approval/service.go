@@ -1,0 +1,455 @@
+// Package approval holds the AAP provider use-cases: instances, their
+// credentials, approval requests, human and policy decisions, expiry and
+// retention. It holds business rules only: no SQL, no HTTP.
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Config holds the provider's policy limits.
+type Config struct {
+	// MaxTimeout caps a request's approval window; longer timeouts are
+	// shortened (never lengthened). Defaults to 24h.
+	MaxTimeout time.Duration
+	// DefaultApprovalValidity is how long an approval permits the call to
+	// start, for new instances. Defaults to 5m.
+	DefaultApprovalValidity time.Duration
+	// MaxApprovalValidity caps per-instance and per-decision validity.
+	// Defaults to 24h.
+	MaxApprovalValidity time.Duration
+	// MaxWait caps GET ?wait=. Defaults to 30s (the contract's cap).
+	MaxWait time.Duration
+	// RecheckInterval is how often a long poll re-reads the store, so that
+	// decisions made by another replica end it. Defaults to 1s.
+	RecheckInterval time.Duration
+	// InstanceCredentialTTL sets expires_at on issued instance credentials.
+	// Defaults to 0: no scheduled expiry (revoked by instance deletion).
+	InstanceCredentialTTL time.Duration
+	// SweepInterval is how often pending requests past their deadline are
+	// recorded as expired. Defaults to 1s.
+	SweepInterval time.Duration
+	// PurgeInterval is how often retained records past retention are
+	// deleted. Defaults to 1m.
+	PurgeInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxTimeout, 24*time.Hour)
+	def(&c.DefaultApprovalValidity, 5*time.Minute)
+	def(&c.MaxApprovalValidity, 24*time.Hour)
+	def(&c.MaxWait, 30*time.Second)
+	def(&c.RecheckInterval, time.Second)
+	def(&c.SweepInterval, time.Second)
+	def(&c.PurgeInterval, time.Minute)
+	if c.MaxWait > 30*time.Second {
+		c.MaxWait = 30 * time.Second
+	}
+	return c
+}
+
+// Service implements the provider use-cases.
+type Service struct {
+	store    store.Store
+	access   *access.Service
+	clock    agentowl.Clock
+	cfg      Config
+	log      *slog.Logger
+	hub      *hub
+	policies *policyEngine
+}
+
+// New returns a Service.
+func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, log *slog.Logger) *Service {
+	return &Service{store: s, access: acc, clock: clock, cfg: cfg.withDefaults(), log: log, hub: newHub(), policies: newPolicyEngine()}
+}
+
+// now is the clock truncated to whole seconds: every recorded timestamp is
+// whole seconds, as the contract's examples are, and deadlines computed from
+// it can only shorten windows, never lengthen them.
+func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Second) }
+
+func notFound(what, id string) error {
+	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q is available to this credential.", what, id)
+}
+
+// ---- approval requests
+
+// CreateResult is a created or replayed request.
+type CreateResult struct {
+	Request *agentowl.ApprovalRequest
+	// Replayed is true when an earlier request with the same key and input
+	// was returned.
+	Replayed bool
+}
+
+// CreateRequest submits one intercepted tool call for instance p, keyed by
+// idemKey. A matching policy rule decides it at once.
+func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKey string, in *agentowl.CreateRequestInput) (*CreateResult, error) {
+	hash := in.Hash()
+	for attempt := 0; ; attempt++ {
+		var res CreateResult
+		err := s.store.Write(ctx, func(tx store.Tx) error {
+			now := s.now()
+			existing, err := tx.RequestGetByKey(ctx, p.Token.InstanceID, idemKey)
+			if err == nil {
+				if string(existing.InputHash) != string(hash) {
+					return agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used for a different request.")
+				}
+				res = CreateResult{Request: existing, Replayed: true}
+				return s.expireIfDue(ctx, tx, existing, now)
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			inst, err := tx.InstanceGetForUpdate(ctx, p.Token.InstanceID)
+			if err != nil {
+				return err
+			}
+			if inst.DeletedAt != nil {
+				return agentowl.Errorf(agentowl.ECodeUnauthenticated, "The credential is missing, expired, revoked or otherwise invalid.")
+			}
+			window := min(in.TimeoutDur, s.cfg.MaxTimeout)
+			r := &agentowl.ApprovalRequest{
+				ID: access.NewID(), TenantID: inst.TenantID, InstanceID: inst.ID, IdempotencyKey: idemKey, InputHash: hash,
+				Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout, AgentReasoning: in.AgentReasoning, Context: in.Context,
+				Status: agentowl.StatusPending, CreatedAt: now, DeadlineAt: now.Add(window),
+			}
+			rules, err := tx.PolicyList(ctx, inst.TenantID, inst.ID)
+			if err != nil {
+				return err
+			}
+			if rule, _ := s.policies.match(rules, in); rule != nil {
+				r.Decision = &agentowl.Decision{DecidedAt: now, Note: rule.Note, DecidedBy: "policy:" + rule.ID, Status: agentowl.StatusDenied}
+				if rule.Effect == agentowl.EffectApprove {
+					r.Decision.Status, r.Decision.ExpiresAt = agentowl.StatusApproved, now.Add(inst.ApprovalValidity)
+				}
+				r.Status = r.Decision.Status
+			}
+			res = CreateResult{Request: r}
+			return tx.RequestCreate(ctx, r)
+		})
+		// Two replicas racing on one key: the loser replays the winner.
+		if errors.Is(err, store.ErrConflict) && attempt == 0 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &res, nil
+	}
+}
+
+// expireIfDue records expiry on a pending request past its deadline, so a
+// read never shows such a request as pending. r is updated in place.
+func (s *Service) expireIfDue(ctx context.Context, tx store.Tx, r *agentowl.ApprovalRequest, now time.Time) error {
+	if r.EffectiveStatus(now) != agentowl.StatusExpired || r.Status != agentowl.StatusPending {
+		return nil
+	}
+	d := &agentowl.Decision{Status: agentowl.StatusExpired, DecidedAt: r.DeadlineAt, DecidedBy: "deadline"}
+	if err := s.resolve(ctx, tx, r, d); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resolve records d on pending request r in tx and updates r.
+func (s *Service) resolve(ctx context.Context, tx store.Tx, r *agentowl.ApprovalRequest, d *agentowl.Decision) error {
+	if err := tx.RequestResolve(ctx, r.ID, d, d.DecidedAt.Add(agentowl.RetentionAfterDecision)); err != nil {
+		return err
+	}
+	r.Status, r.Decision = d.Status, d
+	return nil
+}
+
+// GetRequest returns an instance's request. With wait > 0 it holds until the
+// request is terminal or the wait (capped at MaxWait) ends.
+func (s *Service) GetRequest(ctx context.Context, p *access.Principal, id string, wait time.Duration) (*agentowl.ApprovalRequest, error) {
+	r, err := s.readRequest(ctx, p.Token.InstanceID, id)
+	if err != nil || wait <= 0 || r.Status.Terminal() {
+		return r, err
+	}
+	wait = min(wait, s.cfg.MaxWait)
+	done := s.clock.After(wait)
+	for {
+		woken, cancel := s.hub.subscribe(id)
+		untilDeadline := r.DeadlineAt.Sub(s.clock.Now())
+		select {
+		case <-woken:
+		case <-s.clock.After(max(untilDeadline, 0)):
+		case <-s.clock.After(s.cfg.RecheckInterval):
+		case <-done:
+			cancel()
+			return s.readRequest(ctx, p.Token.InstanceID, id)
+		case <-ctx.Done():
+			cancel()
+			return nil, ctx.Err()
+		}
+		cancel()
+		if r, err = s.readRequest(ctx, p.Token.InstanceID, id); err != nil || r.Status.Terminal() {
+			return r, err
+		}
+	}
+}
+
+// readRequest reads a request of instanceID (any instance if ""), recording
+// expiry first if it is due.
+func (s *Service) readRequest(ctx context.Context, instanceID, id string) (*agentowl.ApprovalRequest, error) {
+	if !agentowl.ValidUUID(id) {
+		return nil, notFound("approval request", id)
+	}
+	var r *agentowl.ApprovalRequest
+	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+		r, err = tx.RequestGet(ctx, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && instanceID != "" && r.InstanceID != instanceID) {
+		return nil, notFound("approval request", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.EffectiveStatus(s.clock.Now()) == agentowl.StatusExpired && r.Status == agentowl.StatusPending {
+		return s.expire(ctx, id)
+	}
+	return r, nil
+}
+
+// expire records expiry of one request if it is still pending and due, and
+// returns it in its resulting state.
+func (s *Service) expire(ctx context.Context, id string) (*agentowl.ApprovalRequest, error) {
+	var r *agentowl.ApprovalRequest
+	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+		if r, err = tx.RequestGet(ctx, id); err != nil {
+			return err
+		}
+		return s.expireIfDue(ctx, tx, r, s.clock.Now())
+	})
+	if err == nil && r.Status == agentowl.StatusExpired {
+		s.hub.notify(id)
+	}
+	return r, err
+}
+
+// CancelRequest withdraws an instance's pending request. Cancelling again
+// returns the same cancelled request; other terminal states are a conflict.
+func (s *Service) CancelRequest(ctx context.Context, p *access.Principal, id string) (*agentowl.ApprovalRequest, error) {
+	if !agentowl.ValidUUID(id) {
+		return nil, notFound("approval request", id)
+	}
+	var r *agentowl.ApprovalRequest
+	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+		r, err = tx.RequestGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && r.InstanceID != p.Token.InstanceID) {
+			return notFound("approval request", id)
+		}
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if err := s.expireIfDue(ctx, tx, r, s.clock.Now()); err != nil {
+			return err
+		}
+		switch r.Status {
+		case agentowl.StatusCancelled:
+			return nil
+		case agentowl.StatusPending:
+			return s.resolve(ctx, tx, r, &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: now, DecidedBy: "instance"})
+		}
+		return alreadyTerminal(r)
+	})
+	if err == nil || agentowl.ErrorCode(err) == agentowl.ECodeAlreadyTerminal {
+		s.hub.notify(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func alreadyTerminal(r *agentowl.ApprovalRequest) error {
+	return agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "The request is already %s; its outcome is unchanged.", r.Status)
+}
+
+// DecideParams is a person's decision on a pending request.
+type DecideParams struct {
+	Approve bool
+	Note    string
+	// ValidFor overrides the instance's approval validity when > 0.
+	ValidFor time.Duration
+}
+
+// Decide records an operator's decision on a request of tenantID. Exactly
+// one outcome wins: deciding a request that is no longer pending (decided,
+// cancelled, expired, or whose instance was deleted) is already_terminal.
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id string, dp DecideParams) (*agentowl.ApprovalRequest, error) {
+	if !agentowl.ValidUUID(id) {
+		return nil, notFound("approval request", id)
+	}
+	if dp.ValidFor < 0 || dp.ValidFor > s.cfg.MaxApprovalValidity {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "valid_for", "valid_for must be between 1s and %s.", s.cfg.MaxApprovalValidity)
+	}
+	if len(dp.Note) > 4096 {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "note", "The note is longer than 4096 bytes.")
+	}
+	var r *agentowl.ApprovalRequest
+	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+		r, err = tx.RequestGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
+			return notFound("approval request", id)
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.expireIfDue(ctx, tx, r, s.clock.Now()); err != nil {
+			return err
+		}
+		if r.Status != agentowl.StatusPending {
+			return alreadyTerminal(r)
+		}
+		inst, err := tx.InstanceGetForUpdate(ctx, r.InstanceID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		d := &agentowl.Decision{Status: agentowl.StatusDenied, Note: dp.Note, DecidedAt: now, DecidedBy: p.Actor()}
+		if dp.Approve {
+			validity := inst.ApprovalValidity
+			if dp.ValidFor > 0 {
+				validity = dp.ValidFor
+			}
+			d.Status, d.ExpiresAt = agentowl.StatusApproved, now.Add(max(validity.Truncate(time.Second), time.Second))
+		}
+		if err := s.resolve(ctx, tx, r, d); err != nil {
+			return err
+		}
+		return access.Audit(ctx, tx, now, tenantID, p, "approval.decide", "approval-request:"+id,
+			map[string]any{"decision": string(d.Status)})
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil, agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "The request was decided concurrently; its outcome is unchanged.")
+	}
+	if r != nil && r.Status.Terminal() {
+		s.hub.notify(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ListRequests lists a tenant's requests, newest first, as readers see them.
+func (s *Service) ListRequests(ctx context.Context, tenantID string, p store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
+	p.TenantID = tenantID
+	now := s.clock.Now()
+	var out []*agentowl.ApprovalRequest
+	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.RequestList(ctx, p)
+		return err
+	})
+	for _, r := range out {
+		if r.EffectiveStatus(now) == agentowl.StatusExpired && r.Status == agentowl.StatusPending {
+			r.Status = agentowl.StatusExpired
+			r.Decision = &agentowl.Decision{Status: agentowl.StatusExpired, DecidedAt: r.DeadlineAt, DecidedBy: "deadline"}
+		}
+	}
+	return out, err
+}
+
+// TenantRequest returns one request of a tenant (for operators).
+func (s *Service) TenantRequest(ctx context.Context, tenantID, id string) (*agentowl.ApprovalRequest, error) {
+	r, err := s.readRequest(ctx, "", id)
+	if err == nil && r.TenantID != tenantID {
+		return nil, notFound("approval request", id)
+	}
+	return r, err
+}
+
+// ---- maintenance
+
+// Run expires due requests and purges past-retention records until ctx ends.
+// Every replica may run it: each change is a guarded, idempotent write.
+func (s *Service) Run(ctx context.Context) {
+	purge := s.clock.After(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(s.cfg.SweepInterval):
+			if _, err := s.ExpireDue(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("expiry sweep failed", "err", err)
+			}
+		case <-purge:
+			if n, err := s.Purge(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("retention purge failed", "err", err)
+			} else if n > 0 {
+				s.log.Info("retention purge", "rows", n)
+			}
+			purge = s.clock.After(s.cfg.PurgeInterval)
+		}
+	}
+}
+
+// ExpireDue records expiry for every pending request past its deadline and
+// returns how many it expired.
+func (s *Service) ExpireDue(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		var ids []string
+		err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+			ids, err = tx.RequestDueForExpiry(ctx, s.clock.Now(), 500)
+			return err
+		})
+		if err != nil || len(ids) == 0 {
+			return total, err
+		}
+		var expired []string
+		err = s.store.Write(ctx, func(tx store.Tx) error {
+			expired = expired[:0]
+			for _, id := range ids {
+				r, err := tx.RequestGet(ctx, id)
+				if err != nil {
+					return err
+				}
+				if err := s.expireIfDue(ctx, tx, r, s.clock.Now()); err != nil {
+					return err
+				}
+				if r.Status == agentowl.StatusExpired {
+					expired = append(expired, id)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("expire: %w", err)
+		}
+		s.hub.notify(expired...)
+		total += len(expired)
+		if len(ids) < 500 {
+			return total, nil
+		}
+	}
+}
+
+// Purge deletes what retention no longer requires.
+func (s *Service) Purge(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+		n, err = tx.Purge(ctx, s.clock.Now())
+		return err
+	})
+	return n, err
+}

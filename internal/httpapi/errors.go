@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentowl/agentowl"
+)
+
+// statusOf is the single place where error codes become HTTP statuses. The
+// contract's error type follows from the status.
+var statusOf = map[string]int{
+	agentowl.ECodeInvalidRequest:            http.StatusBadRequest,
+	agentowl.ECodeInvalidJSON:               http.StatusBadRequest,
+	agentowl.ECodeInvalidContentType:        http.StatusBadRequest,
+	agentowl.ECodeInvalidField:              http.StatusBadRequest,
+	agentowl.ECodeMissingField:              http.StatusBadRequest,
+	agentowl.ECodeUnknownField:              http.StatusBadRequest,
+	agentowl.ECodeMissingIdempotencyKey:     http.StatusBadRequest,
+	agentowl.ECodeInvalidWebhookURL:         http.StatusBadRequest,
+	agentowl.ECodeUnsupportedDelivery:       http.StatusBadRequest,
+	agentowl.ECodeInvalidPolicy:             http.StatusBadRequest,
+	agentowl.ECodeUnauthenticated:           http.StatusUnauthorized,
+	agentowl.ECodeForbidden:                 http.StatusForbidden,
+	agentowl.ECodeNotFound:                  http.StatusNotFound,
+	agentowl.ECodeMethod:                    http.StatusMethodNotAllowed,
+	agentowl.ECodeIdempotencyConflict:       http.StatusConflict,
+	agentowl.ECodeAlreadyTerminal:           http.StatusConflict,
+	agentowl.ECodeInstanceDeleted:           http.StatusConflict,
+	agentowl.ECodeAlreadyExists:             http.StatusConflict,
+	agentowl.ECodeConflict:                  http.StatusConflict,
+	agentowl.ECodeTooLarge:                  http.StatusRequestEntityTooLarge,
+	agentowl.ECodeWebhookVerificationFailed: http.StatusUnprocessableEntity,
+	agentowl.ECodeRateLimited:               http.StatusTooManyRequests,
+	agentowl.ECodeUnavailable:               http.StatusServiceUnavailable,
+	agentowl.ECodeInternal:                  http.StatusInternalServerError,
+}
+
+// typeOf maps a status to the contract's ErrorType.
+func typeOf(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication"
+	case http.StatusForbidden:
+		return "authorization"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusTooManyRequests:
+		return "rate_limit"
+	case http.StatusServiceUnavailable:
+		return "dependency"
+	case http.StatusInternalServerError:
+		return "internal"
+	}
+	return "invalid_request"
+}
+
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Type      string `json:"type"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Param     string `json:"param,omitempty"`
+	RequestID string `json:"request_id"`
+}
+
+// writeError writes err as the contract's ErrorResponse. Errors that are not
+// an *agentowl.Error are internal: logged once with the request ID, answered
+// with a generic message.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *agentowl.Error
+	if !errors.As(err, &ae) {
+		if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
+			return // the client went away; nobody reads this response
+		}
+		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = &agentowl.Error{Code: agentowl.ECodeInternal, Message: agentowl.ErrorMessage(err)}
+	}
+	status, ok := statusOf[ae.Code]
+	if !ok {
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, errorBody{Error: errorObject{
+		Type: typeOf(status), Code: ae.Code, Message: ae.Message, Param: ae.Param, RequestID: requestID(r),
+	}})
+}

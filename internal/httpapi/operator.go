@@ -1,0 +1,529 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// opHandler is an operator API handler: it receives the authenticated
+// operator and returns a status and body, or an error.
+type opHandler func(r *http.Request, p *access.Principal) (int, any, error)
+
+func (s *Server) op(h opHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r, agentowl.TokenOperator)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		status, body, err := h(r, p)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if body == nil {
+			w.WriteHeader(status)
+			return
+		}
+		writeJSON(w, status, body)
+	}
+}
+
+func (s *Server) operatorRoutes(mux *http.ServeMux) {
+	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
+	const t = "/api/v1/tenants/{tenant}"
+	s.route(mux, "/api/v1/whoami", map[string]http.HandlerFunc{get: s.op(s.whoami)})
+	s.route(mux, "/api/v1/tenants", map[string]http.HandlerFunc{get: s.op(s.listTenants), post: s.op(s.createTenant)})
+	s.route(mux, t+"/operators", map[string]http.HandlerFunc{get: s.op(s.listOperators), post: s.op(s.createOperator)})
+	s.route(mux, t+"/operator-tokens", map[string]http.HandlerFunc{
+		get: s.op(s.listTokens(agentowl.TokenOperator)), post: s.op(s.createOperatorToken)})
+	s.route(mux, t+"/operator-tokens/{id}", map[string]http.HandlerFunc{del: s.op(s.revokeToken(agentowl.TokenOperator))})
+	s.route(mux, t+"/provisioner-tokens", map[string]http.HandlerFunc{
+		get: s.op(s.listTokens(agentowl.TokenProvisioner)), post: s.op(s.createProvisionerToken)})
+	s.route(mux, t+"/provisioner-tokens/{id}", map[string]http.HandlerFunc{del: s.op(s.revokeToken(agentowl.TokenProvisioner))})
+	s.route(mux, t+"/instances", map[string]http.HandlerFunc{get: s.op(s.listInstances)})
+	s.route(mux, t+"/instances/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectInstance), patch: s.op(s.patchInstance)})
+	s.route(mux, t+"/approvals", map[string]http.HandlerFunc{get: s.op(s.listApprovals)})
+	s.route(mux, t+"/approvals/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectApproval)})
+	s.route(mux, t+"/approvals/{id}/decision", map[string]http.HandlerFunc{post: s.op(s.decideApproval)})
+	s.route(mux, t+"/policies", map[string]http.HandlerFunc{get: s.op(s.listPolicies), post: s.op(s.createPolicy)})
+	s.route(mux, t+"/policies/{id}", map[string]http.HandlerFunc{del: s.op(s.deletePolicy)})
+	s.route(mux, t+"/audit", map[string]http.HandlerFunc{get: s.op(s.listAudit)})
+}
+
+type list[T any] struct {
+	Items []T `json:"items"`
+}
+
+func listOf[S any, T any](in []S, f func(S) T) list[T] {
+	out := list[T]{Items: make([]T, 0, len(in))}
+	for _, v := range in {
+		out.Items = append(out.Items, f(v))
+	}
+	return out
+}
+
+func limitParam(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, agentowl.FieldError(agentowl.ECodeInvalidField, "limit", "limit must be between 1 and 1000.")
+	}
+	return n, nil
+}
+
+// ---- tenants and operators
+
+type wireMembership struct {
+	Tenant string `json:"tenant"`
+	Role   string `json:"role"`
+}
+
+func (s *Server) whoami(r *http.Request, p *access.Principal) (int, any, error) {
+	return http.StatusOK, map[string]any{
+		"operator": p.Operator.Name,
+		"tenants": listOf(p.Memberships, func(m *agentowl.Membership) wireMembership {
+			return wireMembership{Tenant: m.TenantName, Role: string(m.Role)}
+		}).Items,
+	}, nil
+}
+
+type wireTenant struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Role      string `json:"role,omitempty"`
+	CreatedAt string `json:"created_at,omitempty"`
+}
+
+func (s *Server) listTenants(r *http.Request, p *access.Principal) (int, any, error) {
+	return http.StatusOK, listOf(s.access.ListTenants(p), func(m *agentowl.Membership) wireTenant {
+		return wireTenant{ID: m.TenantID, Name: m.TenantName, Role: string(m.Role)}
+	}), nil
+}
+
+func (s *Server) createTenant(r *http.Request, p *access.Principal) (int, any, error) {
+	fields, err := readObject(r, "name")
+	if err != nil {
+		return 0, nil, err
+	}
+	var name string
+	if err := requiredField(fields, "name", &name); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.access.CreateTenant(r.Context(), p, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, wireTenant{ID: t.ID, Name: t.Name, Role: string(agentowl.RoleAdmin), CreatedAt: timestamp(t.CreatedAt)}, nil
+}
+
+type wireOperator struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	CreatedAt string `json:"created_at"`
+}
+
+func toWireOperator(o *store.OperatorWithRole) wireOperator {
+	return wireOperator{ID: o.ID, Name: o.Name, Role: string(o.Role), CreatedAt: timestamp(o.CreatedAt)}
+}
+
+func (s *Server) listOperators(r *http.Request, p *access.Principal) (int, any, error) {
+	ops, err := s.access.ListOperators(r.Context(), p, r.PathValue("tenant"))
+	return http.StatusOK, listOf(ops, toWireOperator), err
+}
+
+func (s *Server) createOperator(r *http.Request, p *access.Principal) (int, any, error) {
+	fields, err := readObject(r, "name", "role")
+	if err != nil {
+		return 0, nil, err
+	}
+	var name, role string
+	if err := requiredField(fields, "name", &name); err != nil {
+		return 0, nil, err
+	}
+	if err := requiredField(fields, "role", &role); err != nil {
+		return 0, nil, err
+	}
+	op, err := s.access.CreateOperator(r.Context(), p, r.PathValue("tenant"), name, agentowl.Role(role))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, toWireOperator(op), nil
+}
+
+// ---- tokens
+
+type wireToken struct {
+	ID        string  `json:"id"`
+	Kind      string  `json:"kind"`
+	Label     string  `json:"label"`
+	Operator  string  `json:"operator,omitempty"`
+	Status    string  `json:"status"`
+	CreatedAt string  `json:"created_at"`
+	ExpiresAt *string `json:"expires_at,omitempty"`
+	RevokedAt *string `json:"revoked_at,omitempty"`
+	Token     string  `json:"token,omitempty"`
+}
+
+func (s *Server) toWireToken(t *agentowl.Token) wireToken {
+	status := "active"
+	switch {
+	case t.RevokedAt != nil:
+		status = "revoked"
+	case !t.Active(s.clock.Now()):
+		status = "expired"
+	}
+	return wireToken{ID: t.ID, Kind: string(t.Kind), Label: t.Label, Status: status, CreatedAt: timestamp(t.CreatedAt),
+		ExpiresAt: timestampPtr(t.ExpiresAt), RevokedAt: timestampPtr(t.RevokedAt)}
+}
+
+type tokenInput struct {
+	operator, label string
+	days            int
+}
+
+func readTokenInput(r *http.Request, allowOperator bool) (*tokenInput, error) {
+	allowed := []string{"label", "days"}
+	if allowOperator {
+		allowed = append(allowed, "operator")
+	}
+	fields, err := readObject(r, allowed...)
+	if err != nil {
+		return nil, err
+	}
+	var in tokenInput
+	for name, dst := range map[string]any{"operator": &in.operator, "label": &in.label, "days": &in.days} {
+		if _, err := field(fields, name, dst); err != nil {
+			return nil, err
+		}
+	}
+	if len(in.label) > 256 {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "label", "label is limited to 256 bytes.")
+	}
+	return &in, nil
+}
+
+func (s *Server) createOperatorToken(r *http.Request, p *access.Principal) (int, any, error) {
+	in, err := readTokenInput(r, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	it, err := s.access.CreateOperatorToken(r.Context(), p, r.PathValue("tenant"), in.operator, in.label, in.days)
+	if err != nil {
+		return 0, nil, err
+	}
+	w := s.toWireToken(it.Token)
+	w.Token, w.Operator = it.Secret, it.OperatorName
+	return http.StatusCreated, w, nil
+}
+
+func (s *Server) createProvisionerToken(r *http.Request, p *access.Principal) (int, any, error) {
+	in, err := readTokenInput(r, false)
+	if err != nil {
+		return 0, nil, err
+	}
+	it, err := s.access.CreateProvisionerToken(r.Context(), p, r.PathValue("tenant"), in.label, in.days)
+	if err != nil {
+		return 0, nil, err
+	}
+	w := s.toWireToken(it.Token)
+	w.Token = it.Secret
+	return http.StatusCreated, w, nil
+}
+
+func (s *Server) listTokens(kind agentowl.TokenKind) opHandler {
+	return func(r *http.Request, p *access.Principal) (int, any, error) {
+		toks, err := s.access.ListTokens(r.Context(), p, r.PathValue("tenant"), kind)
+		return http.StatusOK, listOf(toks, s.toWireToken), err
+	}
+}
+
+func (s *Server) revokeToken(kind agentowl.TokenKind) opHandler {
+	return func(r *http.Request, p *access.Principal) (int, any, error) {
+		tok, err := s.access.RevokeToken(r.Context(), p, r.PathValue("tenant"), kind, r.PathValue("id"))
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, s.toWireToken(tok), nil
+	}
+}
+
+// ---- instances and approvals
+
+type wireOperatorInstance struct {
+	ID               string        `json:"id"`
+	Name             string        `json:"name"`
+	Delivery         *wireDelivery `json:"delivery,omitempty"`
+	ApprovalValidity string        `json:"approval_validity"`
+	CreatedAt        string        `json:"created_at"`
+	DeletedAt        *string       `json:"deleted_at,omitempty"`
+}
+
+func toWireOperatorInstance(in *agentowl.Instance) wireOperatorInstance {
+	wi := toWireInstance(in)
+	return wireOperatorInstance{ID: in.ID, Name: in.Name, Delivery: wi.Delivery, ApprovalValidity: formatDuration(in.ApprovalValidity),
+		CreatedAt: timestamp(in.CreatedAt), DeletedAt: timestampPtr(in.DeletedAt)}
+}
+
+// formatDuration writes d in the contract's Duration form (30s, 5m, 2h).
+func formatDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	}
+	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+}
+
+func (s *Server) tenant(r *http.Request, p *access.Principal, role agentowl.Role) (*agentowl.Membership, error) {
+	return p.Tenant(r.PathValue("tenant"), role)
+}
+
+func (s *Server) listInstances(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleMember)
+	if err != nil {
+		return 0, nil, err
+	}
+	insts, err := s.approval.TenantInstances(r.Context(), m.TenantID)
+	return http.StatusOK, listOf(insts, toWireOperatorInstance), err
+}
+
+func (s *Server) inspectInstance(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleMember)
+	if err != nil {
+		return 0, nil, err
+	}
+	inst, err := s.approval.TenantInstance(r.Context(), m.TenantID, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireOperatorInstance(inst), nil
+}
+
+func (s *Server) patchInstance(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleAdmin)
+	if err != nil {
+		return 0, nil, err
+	}
+	fields, err := readObject(r, "approval_validity")
+	if err != nil {
+		return 0, nil, err
+	}
+	var v string
+	if err := requiredField(fields, "approval_validity", &v); err != nil {
+		return 0, nil, err
+	}
+	d, ok := agentowl.ParseDuration(v)
+	if !ok {
+		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "approval_validity", "approval_validity must be a duration such as 5m.")
+	}
+	inst, err := s.approval.SetApprovalValidity(r.Context(), p, m.TenantID, r.PathValue("id"), d)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireOperatorInstance(inst), nil
+}
+
+// wireApproval is the operator view of a request: the exact provider object
+// plus who asked and who decided.
+type wireApproval struct {
+	Request    *WireRequest `json:"request"`
+	InstanceID string       `json:"instance_id"`
+	DecidedBy  string       `json:"decided_by,omitempty"`
+}
+
+func toWireApproval(r *agentowl.ApprovalRequest) wireApproval {
+	w := wireApproval{Request: toWireRequest(r), InstanceID: r.InstanceID}
+	if r.Decision != nil {
+		w.DecidedBy = r.Decision.DecidedBy
+	}
+	return w
+}
+
+func (s *Server) listApprovals(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleMember)
+	if err != nil {
+		return 0, nil, err
+	}
+	limit, err := limitParam(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	params := store.RequestListParams{InstanceID: r.URL.Query().Get("instance"), Limit: limit}
+	if st := r.URL.Query().Get("status"); st != "" {
+		switch agentowl.ApprovalStatus(st) {
+		case agentowl.StatusPending, agentowl.StatusApproved, agentowl.StatusDenied, agentowl.StatusExpired, agentowl.StatusCancelled:
+			params.Status = agentowl.ApprovalStatus(st)
+		default:
+			return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be pending, approved, denied, expired or cancelled.")
+		}
+	}
+	reqs, err := s.approval.ListRequests(r.Context(), m.TenantID, params)
+	if err != nil {
+		return 0, nil, err
+	}
+	if params.Status == agentowl.StatusPending { // drop those that expired since the query
+		kept := reqs[:0]
+		for _, q := range reqs {
+			if q.Status == agentowl.StatusPending {
+				kept = append(kept, q)
+			}
+		}
+		reqs = kept
+	}
+	return http.StatusOK, listOf(reqs, toWireApproval), nil
+}
+
+func (s *Server) inspectApproval(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleMember)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := s.approval.TenantRequest(r.Context(), m.TenantID, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireApproval(req), nil
+}
+
+// decideApproval records approve or deny and answers with the exact provider
+// request object, as GET /v1/requests/{id} would return it.
+func (s *Server) decideApproval(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleMember)
+	if err != nil {
+		return 0, nil, err
+	}
+	fields, err := readObject(r, "decision", "note", "valid_for")
+	if err != nil {
+		return 0, nil, err
+	}
+	var decision, validFor string
+	var dp approval.DecideParams
+	if err := requiredField(fields, "decision", &decision); err != nil {
+		return 0, nil, err
+	}
+	switch decision {
+	case "approve":
+		dp.Approve = true
+	case "deny":
+	default:
+		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "decision", "decision must be approve or deny.")
+	}
+	if _, err := field(fields, "note", &dp.Note); err != nil {
+		return 0, nil, err
+	}
+	if present, err := field(fields, "valid_for", &validFor); err != nil {
+		return 0, nil, err
+	} else if present {
+		d, ok := agentowl.ParseDuration(validFor)
+		if !ok || !dp.Approve {
+			return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "valid_for", "valid_for is a duration such as 5m, for approvals only.")
+		}
+		dp.ValidFor = d
+	}
+	req, err := s.approval.Decide(r.Context(), p, m.TenantID, r.PathValue("id"), dp)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireRequest(req), nil
+}
+
+// ---- policies and audit
+
+type wirePolicy struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	InstanceID string `json:"instance_id,omitempty"`
+	Tool       string `json:"tool"`
+	Condition  string `json:"condition,omitempty"`
+	Effect     string `json:"effect"`
+	Note       string `json:"note,omitempty"`
+	Priority   int    `json:"priority"`
+	CreatedAt  string `json:"created_at"`
+}
+
+func toWirePolicy(p *agentowl.Policy) wirePolicy {
+	return wirePolicy{ID: p.ID, Name: p.Name, InstanceID: p.InstanceID, Tool: p.Tool, Condition: p.Condition,
+		Effect: string(p.Effect), Note: p.Note, Priority: p.Priority, CreatedAt: timestamp(p.CreatedAt)}
+}
+
+func (s *Server) listPolicies(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleMember)
+	if err != nil {
+		return 0, nil, err
+	}
+	rules, err := s.approval.ListPolicies(r.Context(), m.TenantID)
+	return http.StatusOK, listOf(rules, toWirePolicy), err
+}
+
+func (s *Server) createPolicy(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleAdmin)
+	if err != nil {
+		return 0, nil, err
+	}
+	fields, err := readObject(r, "name", "instance_id", "tool", "condition", "effect", "note", "priority")
+	if err != nil {
+		return 0, nil, err
+	}
+	var rule agentowl.Policy
+	var effect string
+	if err := requiredField(fields, "tool", &rule.Tool); err != nil {
+		return 0, nil, err
+	}
+	if err := requiredField(fields, "effect", &effect); err != nil {
+		return 0, nil, err
+	}
+	rule.Effect = agentowl.PolicyEffect(effect)
+	for name, dst := range map[string]any{"name": &rule.Name, "instance_id": &rule.InstanceID, "condition": &rule.Condition,
+		"note": &rule.Note, "priority": &rule.Priority} {
+		if _, err := field(fields, name, dst); err != nil {
+			return 0, nil, err
+		}
+	}
+	created, err := s.approval.CreatePolicy(r.Context(), p, m.TenantID, &rule)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, toWirePolicy(created), nil
+}
+
+func (s *Server) deletePolicy(r *http.Request, p *access.Principal) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleAdmin)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, s.approval.DeletePolicy(r.Context(), p, m.TenantID, r.PathValue("id"))
+}
+
+type wireAudit struct {
+	ID        int64          `json:"id"`
+	At        string         `json:"at"`
+	Actor     string         `json:"actor"`
+	Action    string         `json:"action"`
+	Target    string         `json:"target"`
+	RequestID string         `json:"request_id"`
+	Details   map[string]any `json:"details"`
+}
+
+func (s *Server) listAudit(r *http.Request, p *access.Principal) (int, any, error) {
+	limit, err := limitParam(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	entries, err := s.access.ListAudit(r.Context(), p, r.PathValue("tenant"), limit)
+	return http.StatusOK, listOf(entries, func(e *agentowl.AuditEntry) wireAudit {
+		return wireAudit{ID: e.ID, At: timestamp(e.At), Actor: e.Actor, Action: e.Action, Target: e.Target,
+			RequestID: e.RequestID, Details: e.Details}
+	}), nil
+}

@@ -1,0 +1,420 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+)
+
+// Limits on provider input beyond the overall body bound.
+const (
+	maxToolNameBytes     = 256
+	maxInstanceNameBytes = 256
+)
+
+func (s *Server) providerRoutes(mux *http.ServeMux) {
+	s.route(mux, "/v1/instances", map[string]http.HandlerFunc{http.MethodPost: s.provisionInstance})
+	s.route(mux, "/v1/instances/{id}", map[string]http.HandlerFunc{
+		http.MethodGet: s.getInstance, http.MethodPatch: s.updateInstance, http.MethodDelete: s.deleteInstance,
+	})
+	s.route(mux, "/v1/requests", map[string]http.HandlerFunc{http.MethodPost: s.createRequest})
+	s.route(mux, "/v1/requests/{id}", map[string]http.HandlerFunc{http.MethodGet: s.getRequest, http.MethodDelete: s.cancelRequest})
+}
+
+// authenticate resolves the bearer token for a surface that accepts kind. A
+// valid token of another kind is forbidden (it authenticates but may not
+// call this operation); anything else is unauthenticated.
+func (s *Server) authenticate(r *http.Request, kind agentowl.TokenKind) (*access.Principal, error) {
+	h := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		if scheme, rest, found := strings.Cut(h, " "); found && strings.EqualFold(scheme, "bearer") {
+			secret, ok = rest, true
+		}
+	}
+	secret = strings.TrimSpace(secret)
+	if !ok || secret == "" {
+		return nil, agentowl.Errorf(agentowl.ECodeUnauthenticated, "A bearer credential is required in the Authorization header.")
+	}
+	p, err := s.access.Authenticate(r.Context(), secret, kind)
+	if agentowl.ErrorCode(err) == agentowl.ECodeUnauthenticated {
+		if other, known := agentowl.TokenKindOf(secret); known && other != kind {
+			if _, oerr := s.access.Authenticate(r.Context(), secret, other); oerr == nil {
+				return nil, agentowl.Errorf(agentowl.ECodeForbidden, "A %s credential cannot call this operation.", other)
+			}
+		}
+	}
+	return p, err
+}
+
+func (s *Server) idempotencyKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if k == "" {
+		return "", agentowl.FieldError(agentowl.ECodeMissingIdempotencyKey, "Idempotency-Key", "The Idempotency-Key header is required.")
+	}
+	if len(k) > s.cfg.MaxIdempotencyKeyBytes || !utf8.ValidString(k) {
+		return "", agentowl.FieldError(agentowl.ECodeInvalidField, "Idempotency-Key",
+			"The Idempotency-Key header must be valid UTF-8 of at most %d bytes.", s.cfg.MaxIdempotencyKeyBytes)
+	}
+	return k, nil
+}
+
+// ---- wire objects
+
+type wireDelivery struct {
+	Type           string `json:"type"`
+	URL            string `json:"url"`
+	RegistrationID string `json:"registration_id"`
+}
+
+type wireInstance struct {
+	ID       string        `json:"id"`
+	Name     string        `json:"name"`
+	Delivery *wireDelivery `json:"delivery,omitempty"`
+}
+
+func toWireInstance(in *agentowl.Instance) *wireInstance {
+	w := &wireInstance{ID: in.ID, Name: in.Name}
+	if in.Delivery != nil {
+		w.Delivery = &wireDelivery{Type: in.Delivery.Type, URL: in.Delivery.URL, RegistrationID: in.Delivery.RegistrationID}
+	}
+	return w
+}
+
+type wireCredential struct {
+	Token     string  `json:"token"`
+	ExpiresAt *string `json:"expires_at,omitempty"`
+}
+
+type wireProvisioned struct {
+	Instance   *wireInstance  `json:"instance"`
+	Credential wireCredential `json:"credential"`
+}
+
+type wireDecision struct {
+	Status    string  `json:"status"`
+	Note      string  `json:"note,omitempty"`
+	DecidedAt string  `json:"decided_at"`
+	ExpiresAt *string `json:"expires_at,omitempty"`
+}
+
+// WireRequest is the contract's ApprovalRequest object: submitted fields
+// echoed exactly, optional ones omitted when not sent.
+type WireRequest struct {
+	ID             string          `json:"id"`
+	Tool           string          `json:"tool"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Timeout        string          `json:"timeout"`
+	AgentReasoning *string         `json:"agent_reasoning,omitempty"`
+	Context        json.RawMessage `json:"context,omitempty"`
+	Status         string          `json:"status"`
+	CreatedAt      string          `json:"created_at"`
+	DeadlineAt     string          `json:"deadline_at"`
+	Decision       *wireDecision   `json:"decision,omitempty"`
+}
+
+func toWireRequest(r *agentowl.ApprovalRequest) *WireRequest {
+	w := &WireRequest{
+		ID: r.ID, Tool: r.Tool, Arguments: r.Arguments, Timeout: r.Timeout, AgentReasoning: r.AgentReasoning,
+		Context: r.Context, Status: string(r.Status), CreatedAt: timestamp(r.CreatedAt), DeadlineAt: timestamp(r.DeadlineAt),
+	}
+	if d := r.Decision; d != nil {
+		w.Decision = &wireDecision{Status: string(d.Status), Note: d.Note, DecidedAt: timestamp(d.DecidedAt)}
+		if d.Status == agentowl.StatusApproved {
+			w.Decision.ExpiresAt = timestampPtr(&d.ExpiresAt)
+		}
+	}
+	return w
+}
+
+// ---- instances
+
+func (s *Server) provisionInstance(w http.ResponseWriter, r *http.Request) {
+	p, err := s.authenticate(r, agentowl.TokenProvisioner)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key, err := s.idempotencyKey(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	fields, err := readObject(r, "instance_name", "delivery")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in := &approval.ProvisionInput{}
+	if _, err := field(fields, "instance_name", &in.Name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, ok := fields["instance_name"]; ok {
+		if err := validName(in.Name); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if raw, ok := fields["delivery"]; ok {
+		if in.Delivery, err = decodeDelivery(raw, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	res, err := s.approval.ProvisionInstance(r.Context(), p, key, in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if res.Replayed {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, wireProvisioned{
+		Instance:   toWireInstance(res.Instance),
+		Credential: wireCredential{Token: res.Credential, ExpiresAt: timestampPtr(res.CredentialExpiresAt)},
+	})
+}
+
+func validName(name string) error {
+	if name == "" || len(name) > maxInstanceNameBytes || !utf8.ValidString(name) {
+		return agentowl.FieldError(agentowl.ECodeInvalidField, "instance_name", "instance_name must be 1-%d bytes of UTF-8.", maxInstanceNameBytes)
+	}
+	return nil
+}
+
+// decodeDelivery decodes a WebhookDeliveryInput (null allowed on update).
+func decodeDelivery(raw json.RawMessage, allowNull bool) (*agentowl.Delivery, error) {
+	if string(raw) == "null" {
+		if allowNull {
+			return nil, nil
+		}
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "delivery", "delivery must be an object.")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "delivery", "delivery must be an object.")
+	}
+	for k := range obj {
+		if !contains([]string{"type", "url", "registration_id", "signing_secret"}, k) {
+			return nil, agentowl.FieldError(agentowl.ECodeUnknownField, "delivery."+k, "Unknown field %q in delivery.", k)
+		}
+	}
+	var d agentowl.Delivery
+	for name, dst := range map[string]*string{"type": &d.Type, "url": &d.URL, "registration_id": &d.RegistrationID, "signing_secret": &d.SigningSecret} {
+		if err := requiredField(obj, name, dst); err != nil {
+			e := err.(*agentowl.Error)
+			e.Param = "delivery." + name
+			return nil, e
+		}
+	}
+	return &d, d.Validate()
+}
+
+func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
+	p, err := s.authenticate(r, agentowl.TokenProvisioner)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	inst, err := s.approval.GetInstance(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWireInstance(inst))
+}
+
+func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) {
+	p, err := s.authenticate(r, agentowl.TokenProvisioner)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key, err := s.idempotencyKey(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	fields, err := readObject(r, "instance_name", "delivery")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(fields) == 0 {
+		s.writeError(w, r, agentowl.Errorf(agentowl.ECodeInvalidRequest, "Supply instance_name, delivery or both."))
+		return
+	}
+	in := &approval.UpdateInput{}
+	var name string
+	if present, err := field(fields, "instance_name", &name); err != nil {
+		s.writeError(w, r, err)
+		return
+	} else if present {
+		if err := validName(name); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		in.Name = &name
+	}
+	if raw, ok := fields["delivery"]; ok {
+		in.DeliverySet = true
+		if in.Delivery, err = decodeDelivery(raw, true); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	inst, err := s.approval.UpdateInstance(r.Context(), p, r.PathValue("id"), key, in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWireInstance(inst))
+}
+
+func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) {
+	p, err := s.authenticate(r, agentowl.TokenProvisioner)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.approval.DeleteInstance(r.Context(), p, r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ---- requests
+
+func (s *Server) createRequest(w http.ResponseWriter, r *http.Request) {
+	p, err := s.authenticate(r, agentowl.TokenInstance)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key, err := s.idempotencyKey(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	fields, err := readObject(r, "tool", "arguments", "timeout", "agent_reasoning", "context")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in, err := decodeCreateRequest(fields)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.approval.CreateRequest(r.Context(), p, key, in)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if res.Replayed {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, toWireRequest(res.Request))
+}
+
+func decodeCreateRequest(fields map[string]json.RawMessage) (*agentowl.CreateRequestInput, error) {
+	in := &agentowl.CreateRequestInput{}
+	if err := requiredField(fields, "tool", &in.Tool); err != nil {
+		return nil, err
+	}
+	if in.Tool == "" || len(in.Tool) > maxToolNameBytes {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "tool", "tool must be 1-%d bytes.", maxToolNameBytes)
+	}
+	var err error
+	if in.Arguments, err = objectField(fields, "arguments", true); err != nil {
+		return nil, err
+	}
+	if err := requiredField(fields, "timeout", &in.Timeout); err != nil {
+		return nil, err
+	}
+	var ok bool
+	if in.TimeoutDur, ok = agentowl.ParseDuration(in.Timeout); !ok {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "timeout",
+			"timeout must be a positive whole number of seconds, minutes or hours with its unit, such as 30s, 30m or 24h.")
+	}
+	var reasoning string
+	if present, err := field(fields, "agent_reasoning", &reasoning); err != nil {
+		return nil, err
+	} else if present {
+		in.AgentReasoning = &reasoning
+	}
+	if in.Context, err = objectField(fields, "context", false); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// objectField returns a JSON object member compacted, keeping its keys and
+// number literals exactly as sent.
+func objectField(fields map[string]json.RawMessage, name string, required bool) (json.RawMessage, error) {
+	raw, ok := fields[name]
+	if !ok {
+		if required {
+			return nil, agentowl.FieldError(agentowl.ECodeMissingField, name, "%s is required.", name)
+		}
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, name, "%s must be a JSON object.", name)
+	}
+	var buf strings.Builder
+	compacted, err := compact(raw)
+	if err != nil {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, name, "%s must be a JSON object.", name)
+	}
+	buf.Write(compacted)
+	return json.RawMessage(buf.String()), nil
+}
+
+func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
+	p, err := s.authenticate(r, agentowl.TokenInstance)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var wait = int64(0)
+	if v := r.URL.Query().Get("wait"); v != "" || r.URL.Query().Has("wait") {
+		d, ok := agentowl.ParseDuration(v)
+		if !ok {
+			s.writeError(w, r, agentowl.FieldError(agentowl.ECodeInvalidField, "wait",
+				"wait must be a positive whole number of seconds, minutes or hours with its unit, such as 30s."))
+			return
+		}
+		wait = int64(d)
+	}
+	req, err := s.approval.GetRequest(r.Context(), p, r.PathValue("id"), durationOf(wait))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWireRequest(req))
+}
+
+func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request) {
+	p, err := s.authenticate(r, agentowl.TokenInstance)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := s.approval.CancelRequest(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWireRequest(req))
+}

@@ -1,0 +1,285 @@
+// Package httpapi serves AgentOwl's HTTP surfaces: the AAP provider API
+// (/v1), the operator API (/api/v1) and the health and metrics endpoints. It
+// alone maps error codes to statuses and writes the contract's error body.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Config bounds what the server accepts.
+type Config struct {
+	// MaxBodyBytes caps every request body; larger bodies get 413
+	// request_too_large. Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// MaxIdempotencyKeyBytes caps Idempotency-Key. Defaults to 1024.
+	MaxIdempotencyKeyBytes int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.MaxIdempotencyKeyBytes <= 0 {
+		c.MaxIdempotencyKeyBytes = 1024
+	}
+	return c
+}
+
+// Server holds the HTTP handlers' dependencies.
+type Server struct {
+	access   *access.Service
+	approval *approval.Service
+	store    store.Store
+	clock    agentowl.Clock
+	log      *slog.Logger
+	cfg      Config
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// New returns a Server.
+func New(acc *access.Service, appr *approval.Service, st store.Store, clock agentowl.Clock, log *slog.Logger, cfg Config) *Server {
+	s := &Server{access: acc, approval: appr, store: st, clock: clock, log: log, cfg: cfg.withDefaults(), registry: prometheus.NewRegistry()}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentowl_http_requests_total", Help: "HTTP requests by surface, method and status.",
+	}, []string{"surface", "method", "status"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "agentowl_http_request_duration_seconds", Help: "HTTP request latency by surface.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
+	}, []string{"surface"})
+	s.registry.MustRegister(s.requests, s.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return s
+}
+
+// Handler returns the root handler with every route.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.providerRoutes(mux)
+	s.operatorRoutes(mux)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.store.Ping(ctx); err != nil {
+			s.writeError(w, r, agentowl.Errorf(agentowl.ECodeUnavailable, "The database is not reachable."))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "database": s.store.Dialect()})
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, agentowl.Errorf(agentowl.ECodeNotFound, "No such endpoint: %s %s.", r.Method, r.URL.Path))
+	})
+	return s.middleware(mux)
+}
+
+type ctxKey int
+
+const requestIDCtx ctxKey = iota
+
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDCtx).(string)
+	return id
+}
+
+// middleware assigns every exchange an X-Request-ID, bounds the body,
+// records metrics and turns a panic into a 500 that loses nothing else.
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := uuid.NewString()
+		w.Header().Set("X-Request-ID", id)
+		ctx := context.WithValue(r.Context(), requestIDCtx, id)
+		ctx = agentowl.ContextWithRequestID(ctx, id)
+		r = r.WithContext(ctx)
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "request_id", id, "panic", fmt.Sprint(v))
+				if !rec.wrote {
+					s.writeError(rec, r, fmt.Errorf("panic: %v", v))
+				}
+			}
+			surface := surfaceOf(r.URL.Path)
+			s.requests.WithLabelValues(surface, r.Method, fmt.Sprint(rec.status)).Inc()
+			s.latency.WithLabelValues(surface).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+func surfaceOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/v1/"):
+		return "provider"
+	case strings.HasPrefix(path, "/api/v1/"):
+		return "operator"
+	}
+	return "other"
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// route registers one path whose methods dispatch to handlers; any other
+// method is 405 with an Allow header and the contract's error body.
+func (s *Server) route(mux *http.ServeMux, pattern string, handlers map[string]http.HandlerFunc) {
+	allow := make([]string, 0, len(handlers))
+	for m := range handlers {
+		allow = append(allow, m)
+	}
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := handlers[r.Method]; ok {
+			h(w, r)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		s.writeError(w, r, agentowl.Errorf(agentowl.ECodeMethod, "Method %s is not allowed here.", r.Method))
+	})
+}
+
+// writeJSON writes v with status. HTML escaping is off so that echoed tool
+// arguments keep their original characters.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, `{"error":{"type":"internal","code":"internal","message":"encoding failed","request_id":"`+w.Header().Get("X-Request-ID")+`"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// readObject reads a JSON object body into its fields, enforcing the content
+// type, the size bound, a single top-level object and the allowed field set.
+func readObject(r *http.Request, allowed ...string) (map[string]json.RawMessage, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", mbe.Limit)
+		}
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
+	}
+	data := buf.Bytes()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidJSON, "The request body must be one JSON object.")
+	}
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) != 0 {
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidJSON, "The request body must contain one JSON object and nothing after it.")
+	}
+	for k := range fields {
+		if !contains(allowed, k) {
+			return nil, agentowl.FieldError(agentowl.ECodeUnknownField, k, "Unknown field %q.", k)
+		}
+	}
+	return fields, nil
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// field decodes one present field into dst; a JSON null or a wrong type is
+// invalid_field.
+func field(fields map[string]json.RawMessage, name string, dst any) (present bool, err error) {
+	raw, ok := fields[name]
+	if !ok {
+		return false, nil
+	}
+	if string(raw) == "null" {
+		return true, agentowl.FieldError(agentowl.ECodeInvalidField, name, "%s must not be null.", name)
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return true, agentowl.FieldError(agentowl.ECodeInvalidField, name, "%s has the wrong type.", name)
+	}
+	return true, nil
+}
+
+// requiredField is field for a required member.
+func requiredField(fields map[string]json.RawMessage, name string, dst any) error {
+	present, err := field(fields, name, dst)
+	if err == nil && !present {
+		return agentowl.FieldError(agentowl.ECodeMissingField, name, "%s is required.", name)
+	}
+	return err
+}
+
+func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func timestampPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := timestamp(*t)
+	return &s
+}
+
+func durationOf(n int64) time.Duration { return time.Duration(n) }
+
+// compact removes insignificant whitespace, keeping every literal as sent.
+func compact(raw []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,5 @@
+package sqlite
+
+import "io/fs"
+
+func fsSub() (fs.FS, error) { return fs.Sub(migrations, "migrations") }

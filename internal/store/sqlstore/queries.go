@@ -1,0 +1,497 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Times are stored as Unix microseconds.
+func ts(t time.Time) int64 { return t.UnixMicro() }
+
+func fromTS(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullTS(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromNullTS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromTS(v.Int64)
+	return &t
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// ---- tenants, operators, memberships
+
+func (t *tx) TenantCreate(ctx context.Context, v *agentowl.Tenant) error {
+	_, err := t.exec(ctx, `INSERT INTO tenants (id, name, created_at) VALUES (?, ?, ?)`, v.ID, v.Name, ts(v.CreatedAt))
+	return err
+}
+
+func scanTenant(s scanner) (*agentowl.Tenant, error) {
+	var v agentowl.Tenant
+	var created int64
+	if err := s.Scan(&v.ID, &v.Name, &created); err != nil {
+		return nil, err
+	}
+	v.CreatedAt = fromTS(created)
+	return &v, nil
+}
+
+func (t *tx) TenantGetByName(ctx context.Context, name string) (*agentowl.Tenant, error) {
+	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE name = ?`, name), scanTenant)
+}
+
+func (t *tx) TenantGetByID(ctx context.Context, id string) (*agentowl.Tenant, error) {
+	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE id = ?`, id), scanTenant)
+}
+
+func (t *tx) TenantList(ctx context.Context) ([]*agentowl.Tenant, error) {
+	rows, err := t.query(ctx, `SELECT id, name, created_at FROM tenants ORDER BY name`)
+	return all(rows, err, scanTenant)
+}
+
+func (t *tx) OperatorCreate(ctx context.Context, v *agentowl.Operator) error {
+	_, err := t.exec(ctx, `INSERT INTO operators (id, name, created_at) VALUES (?, ?, ?)`, v.ID, v.Name, ts(v.CreatedAt))
+	return err
+}
+
+func scanOperator(s scanner) (*agentowl.Operator, error) {
+	var v agentowl.Operator
+	var created int64
+	if err := s.Scan(&v.ID, &v.Name, &created); err != nil {
+		return nil, err
+	}
+	v.CreatedAt = fromTS(created)
+	return &v, nil
+}
+
+func (t *tx) OperatorGetByName(ctx context.Context, name string) (*agentowl.Operator, error) {
+	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM operators WHERE name = ?`, name), scanOperator)
+}
+
+func (t *tx) OperatorGetByID(ctx context.Context, id string) (*agentowl.Operator, error) {
+	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM operators WHERE id = ?`, id), scanOperator)
+}
+
+func (t *tx) MembershipUpsert(ctx context.Context, m *agentowl.Membership) error {
+	_, err := t.exec(ctx, `INSERT INTO memberships (operator_id, tenant_id, role) VALUES (?, ?, ?)
+		ON CONFLICT (operator_id, tenant_id) DO UPDATE SET role = excluded.role`, m.OperatorID, m.TenantID, string(m.Role))
+	return err
+}
+
+func (t *tx) MembershipsByOperator(ctx context.Context, operatorID string) ([]*agentowl.Membership, error) {
+	rows, err := t.query(ctx, `SELECT m.operator_id, m.tenant_id, t.name, m.role FROM memberships m
+		JOIN tenants t ON t.id = m.tenant_id WHERE m.operator_id = ? ORDER BY t.name`, operatorID)
+	return all(rows, err, func(s scanner) (*agentowl.Membership, error) {
+		var m agentowl.Membership
+		var role string
+		err := s.Scan(&m.OperatorID, &m.TenantID, &m.TenantName, &role)
+		m.Role = agentowl.Role(role)
+		return &m, err
+	})
+}
+
+func (t *tx) OperatorListByTenant(ctx context.Context, tenantID string) ([]*store.OperatorWithRole, error) {
+	rows, err := t.query(ctx, `SELECT o.id, o.name, o.created_at, m.role FROM operators o
+		JOIN memberships m ON m.operator_id = o.id WHERE m.tenant_id = ? ORDER BY o.name`, tenantID)
+	return all(rows, err, func(s scanner) (*store.OperatorWithRole, error) {
+		var v store.OperatorWithRole
+		var created int64
+		var role string
+		err := s.Scan(&v.ID, &v.Name, &created, &role)
+		v.CreatedAt, v.Role = fromTS(created), agentowl.Role(role)
+		return &v, err
+	})
+}
+
+// ---- tokens
+
+const tokenCols = `id, kind, hash, tenant_id, operator_id, instance_id, label, created_at, expires_at, revoked_at`
+
+func scanToken(s scanner) (*agentowl.Token, error) {
+	var v agentowl.Token
+	var kind string
+	var op, inst sql.NullString
+	var created int64
+	var expires, revoked sql.NullInt64
+	if err := s.Scan(&v.ID, &kind, &v.Hash, &v.TenantID, &op, &inst, &v.Label, &created, &expires, &revoked); err != nil {
+		return nil, err
+	}
+	v.Kind, v.OperatorID, v.InstanceID = agentowl.TokenKind(kind), op.String, inst.String
+	v.CreatedAt, v.ExpiresAt, v.RevokedAt = fromTS(created), fromNullTS(expires), fromNullTS(revoked)
+	return &v, nil
+}
+
+func (t *tx) TokenCreate(ctx context.Context, v *agentowl.Token) error {
+	_, err := t.exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, string(v.Kind), v.Hash, v.TenantID, nullStr(v.OperatorID), nullStr(v.InstanceID), v.Label,
+		ts(v.CreatedAt), nullTS(v.ExpiresAt), nullTS(v.RevokedAt))
+	return err
+}
+
+func (t *tx) TokenGetByHash(ctx context.Context, hash []byte) (*agentowl.Token, error) {
+	return one(t.queryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`, hash), scanToken)
+}
+
+func (t *tx) TokenGetByID(ctx context.Context, id string) (*agentowl.Token, error) {
+	return one(t.queryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ?`, id), scanToken)
+}
+
+func (t *tx) TokenList(ctx context.Context, p store.TokenListParams) ([]*agentowl.Token, error) {
+	q := `SELECT ` + tokenCols + ` FROM tokens WHERE tenant_id = ? AND kind = ?`
+	args := []any{p.TenantID, string(p.Kind)}
+	if p.OperatorID != "" {
+		q += ` AND operator_id = ?`
+		args = append(args, p.OperatorID)
+	}
+	if p.InstanceID != "" {
+		q += ` AND instance_id = ?`
+		args = append(args, p.InstanceID)
+	}
+	rows, err := t.query(ctx, q+` ORDER BY created_at, id`, args...)
+	return all(rows, err, scanToken)
+}
+
+func (t *tx) TokenRevoke(ctx context.Context, id string, at time.Time) error {
+	if _, err := t.exec(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ts(at), id); err != nil {
+		return err
+	}
+	_, err := t.TokenGetByID(ctx, id)
+	return err
+}
+
+func (t *tx) TokenRevokeByInstance(ctx context.Context, instanceID string, at time.Time) error {
+	_, err := t.exec(ctx, `UPDATE tokens SET revoked_at = ? WHERE instance_id = ? AND revoked_at IS NULL`, ts(at), instanceID)
+	return err
+}
+
+// ---- instances
+
+const instanceCols = `id, tenant_id, name, provisioner_token_id, delivery_type, delivery_url, delivery_registration_id,
+	delivery_secret, approval_validity_seconds, created_at, deleted_at`
+
+func scanInstance(s scanner) (*agentowl.Instance, error) {
+	var v agentowl.Instance
+	var dtype, durl, dreg, dsecret sql.NullString
+	var validity, created int64
+	var deleted sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &v.ProvisionerTokenID, &dtype, &durl, &dreg, &dsecret,
+		&validity, &created, &deleted); err != nil {
+		return nil, err
+	}
+	if dtype.Valid {
+		v.Delivery = &agentowl.Delivery{Type: dtype.String, URL: durl.String, RegistrationID: dreg.String, SigningSecret: dsecret.String}
+	}
+	v.ApprovalValidity = time.Duration(validity) * time.Second
+	v.CreatedAt, v.DeletedAt = fromTS(created), fromNullTS(deleted)
+	return &v, nil
+}
+
+func deliveryArgs(d *agentowl.Delivery) []any {
+	if d == nil {
+		return []any{nil, nil, nil, nil}
+	}
+	return []any{d.Type, d.URL, d.RegistrationID, d.SigningSecret}
+}
+
+func (t *tx) InstanceCreate(ctx context.Context, v *agentowl.Instance) error {
+	args := append([]any{v.ID, v.TenantID, v.Name, v.ProvisionerTokenID}, deliveryArgs(v.Delivery)...)
+	args = append(args, int64(v.ApprovalValidity/time.Second), ts(v.CreatedAt), nullTS(v.DeletedAt))
+	_, err := t.exec(ctx, `INSERT INTO instances (`+instanceCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	return err
+}
+
+func (t *tx) InstanceGet(ctx context.Context, id string) (*agentowl.Instance, error) {
+	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`, id), scanInstance)
+}
+
+func (t *tx) InstanceGetForUpdate(ctx context.Context, id string) (*agentowl.Instance, error) {
+	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForUpdate, id), scanInstance)
+}
+
+func (t *tx) InstanceUpdate(ctx context.Context, v *agentowl.Instance) error {
+	args := append([]any{v.Name}, deliveryArgs(v.Delivery)...)
+	args = append(args, int64(v.ApprovalValidity/time.Second), nullTS(v.DeletedAt), v.ID)
+	return t.execOne(ctx, `UPDATE instances SET name = ?, delivery_type = ?, delivery_url = ?, delivery_registration_id = ?,
+		delivery_secret = ?, approval_validity_seconds = ?, deleted_at = ? WHERE id = ?`, args...)
+}
+
+func (t *tx) InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Instance, error) {
+	rows, err := t.query(ctx, `SELECT `+instanceCols+` FROM instances WHERE tenant_id = ? AND deleted_at IS NULL
+		ORDER BY created_at, id`, tenantID)
+	return all(rows, err, scanInstance)
+}
+
+// ---- idempotency
+
+func (t *tx) IdempotencyGet(ctx context.Context, scope, operation, key string) (*store.Idempotency, error) {
+	return one(t.queryRow(ctx, `SELECT scope, operation, key, input_hash, resource_id, response, created_at, retain_until
+		FROM idempotency_keys WHERE scope = ? AND operation = ? AND key = ?`, scope, operation, key),
+		func(s scanner) (*store.Idempotency, error) {
+			var v store.Idempotency
+			var created, retain int64
+			err := s.Scan(&v.Scope, &v.Operation, &v.Key, &v.InputHash, &v.ResourceID, &v.Response, &created, &retain)
+			v.CreatedAt, v.RetainUntil = fromTS(created), fromTS(retain)
+			return &v, err
+		})
+}
+
+func (t *tx) IdempotencyCreate(ctx context.Context, v *store.Idempotency) error {
+	_, err := t.exec(ctx, `INSERT INTO idempotency_keys (scope, operation, key, input_hash, resource_id, response, created_at, retain_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, v.Scope, v.Operation, v.Key, v.InputHash, v.ResourceID, v.Response,
+		ts(v.CreatedAt), ts(v.RetainUntil))
+	return err
+}
+
+// ---- approval requests
+
+const requestCols = `id, tenant_id, instance_id, idempotency_key, input_hash, tool, arguments, timeout, agent_reasoning,
+	context, status, created_at, deadline_at, decided_at, decision_note, decision_expires_at, decided_by`
+
+func scanRequest(s scanner) (*agentowl.ApprovalRequest, error) {
+	var v agentowl.ApprovalRequest
+	var args string
+	var reasoning, rctx, note, decidedBy sql.NullString
+	var status string
+	var created, deadline int64
+	var decided, expires sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.InstanceID, &v.IdempotencyKey, &v.InputHash, &v.Tool, &args, &v.Timeout,
+		&reasoning, &rctx, &status, &created, &deadline, &decided, &note, &expires, &decidedBy); err != nil {
+		return nil, err
+	}
+	v.Arguments = json.RawMessage(args)
+	if reasoning.Valid {
+		v.AgentReasoning = &reasoning.String
+	}
+	if rctx.Valid {
+		v.Context = json.RawMessage(rctx.String)
+	}
+	v.Status = agentowl.ApprovalStatus(status)
+	v.CreatedAt, v.DeadlineAt = fromTS(created), fromTS(deadline)
+	if decided.Valid {
+		v.Decision = &agentowl.Decision{Status: v.Status, Note: note.String, DecidedAt: fromTS(decided.Int64), DecidedBy: decidedBy.String}
+		if expires.Valid {
+			v.Decision.ExpiresAt = fromTS(expires.Int64)
+		}
+	}
+	return &v, nil
+}
+
+func decisionArgs(d *agentowl.Decision) (decided, note, expires, by any) {
+	if d == nil {
+		return nil, nil, nil, nil
+	}
+	decided, note, by = ts(d.DecidedAt), nullStr(d.Note), nullStr(d.DecidedBy)
+	if !d.ExpiresAt.IsZero() {
+		expires = ts(d.ExpiresAt)
+	}
+	return
+}
+
+func (t *tx) RequestCreate(ctx context.Context, v *agentowl.ApprovalRequest) error {
+	var reasoning, rctx any
+	if v.AgentReasoning != nil {
+		reasoning = *v.AgentReasoning
+	}
+	if v.Context != nil {
+		rctx = string(v.Context)
+	}
+	decided, note, expires, by := decisionArgs(v.Decision)
+	_, err := t.exec(ctx, `INSERT INTO approval_requests (`+requestCols+`, retain_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.InstanceID, v.IdempotencyKey, v.InputHash, v.Tool, string(v.Arguments), v.Timeout,
+		reasoning, rctx, string(v.Status), ts(v.CreatedAt), ts(v.DeadlineAt), decided, note, expires, by, retainArg(v))
+	return err
+}
+
+// retainArg is the purge time of a request terminal at creation: seven days
+// after its decision. Pending requests are never purged.
+func retainArg(v *agentowl.ApprovalRequest) any {
+	if v.Decision == nil {
+		return nil
+	}
+	return ts(v.Decision.DecidedAt.Add(agentowl.RetentionAfterDecision))
+}
+
+func (t *tx) RequestGet(ctx context.Context, id string) (*agentowl.ApprovalRequest, error) {
+	return one(t.queryRow(ctx, `SELECT `+requestCols+` FROM approval_requests WHERE id = ?`, id), scanRequest)
+}
+
+func (t *tx) RequestGetByKey(ctx context.Context, instanceID, key string) (*agentowl.ApprovalRequest, error) {
+	return one(t.queryRow(ctx, `SELECT `+requestCols+` FROM approval_requests WHERE instance_id = ? AND idempotency_key = ?`,
+		instanceID, key), scanRequest)
+}
+
+func (t *tx) RequestResolve(ctx context.Context, id string, d *agentowl.Decision, retainUntil time.Time) error {
+	decided, note, expires, by := decisionArgs(d)
+	err := t.execOne(ctx, `UPDATE approval_requests SET status = ?, decided_at = ?, decision_note = ?,
+		decision_expires_at = ?, decided_by = ?, retain_until = ? WHERE id = ? AND status = 'pending'`,
+		string(d.Status), decided, note, expires, by, ts(retainUntil), id)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, gerr := t.RequestGet(ctx, id); gerr != nil {
+			return gerr
+		}
+		return store.ErrConflict
+	}
+	return err
+}
+
+func (t *tx) RequestList(ctx context.Context, p store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
+	var where []string
+	var args []any
+	where, args = append(where, "tenant_id = ?"), append(args, p.TenantID)
+	if p.InstanceID != "" {
+		where, args = append(where, "instance_id = ?"), append(args, p.InstanceID)
+	}
+	if p.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(p.Status))
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := t.query(ctx, `SELECT `+requestCols+` FROM approval_requests WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
+	return all(rows, err, scanRequest)
+}
+
+func scanString(s scanner) (string, error) {
+	var v string
+	err := s.Scan(&v)
+	return v, err
+}
+
+func (t *tx) RequestPendingIDs(ctx context.Context, instanceID string) ([]string, error) {
+	rows, err := t.query(ctx, `SELECT id FROM approval_requests WHERE instance_id = ? AND status = 'pending' ORDER BY id`, instanceID)
+	return all(rows, err, scanString)
+}
+
+func (t *tx) RequestDueForExpiry(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	rows, err := t.query(ctx, `SELECT id FROM approval_requests WHERE status = 'pending' AND deadline_at <= ?
+		ORDER BY deadline_at LIMIT ?`, ts(now), limit)
+	return all(rows, err, scanString)
+}
+
+// ---- policies
+
+const policyCols = `id, tenant_id, instance_id, name, tool, condition, effect, note, priority, created_at`
+
+func scanPolicy(s scanner) (*agentowl.Policy, error) {
+	var v agentowl.Policy
+	var inst sql.NullString
+	var effect string
+	var created int64
+	if err := s.Scan(&v.ID, &v.TenantID, &inst, &v.Name, &v.Tool, &v.Condition, &effect, &v.Note, &v.Priority, &created); err != nil {
+		return nil, err
+	}
+	v.InstanceID, v.Effect, v.CreatedAt = inst.String, agentowl.PolicyEffect(effect), fromTS(created)
+	return &v, nil
+}
+
+func (t *tx) PolicyCreate(ctx context.Context, v *agentowl.Policy) error {
+	_, err := t.exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, nullStr(v.InstanceID), v.Name, v.Tool, v.Condition, string(v.Effect), v.Note, v.Priority, ts(v.CreatedAt))
+	return err
+}
+
+func (t *tx) PolicyGet(ctx context.Context, id string) (*agentowl.Policy, error) {
+	return one(t.queryRow(ctx, `SELECT `+policyCols+` FROM policies WHERE id = ?`, id), scanPolicy)
+}
+
+func (t *tx) PolicyDelete(ctx context.Context, id string) error {
+	return t.execOne(ctx, `DELETE FROM policies WHERE id = ?`, id)
+}
+
+func (t *tx) PolicyList(ctx context.Context, tenantID, instanceID string) ([]*agentowl.Policy, error) {
+	q := `SELECT ` + policyCols + ` FROM policies WHERE tenant_id = ?`
+	args := []any{tenantID}
+	if instanceID == "" {
+		q += ` ORDER BY instance_id IS NULL, priority, created_at, id`
+	} else {
+		q += ` AND (instance_id IS NULL OR instance_id = ?) ORDER BY instance_id IS NULL, priority, created_at, id`
+		args = append(args, instanceID)
+	}
+	rows, err := t.query(ctx, q, args...)
+	return all(rows, err, scanPolicy)
+}
+
+// ---- audit
+
+func (t *tx) AuditAppend(ctx context.Context, e *agentowl.AuditEntry) error {
+	details, err := json.Marshal(e.Details)
+	if err != nil {
+		return err
+	}
+	if e.Details == nil {
+		details = []byte("{}")
+	}
+	return t.queryRow(ctx, `INSERT INTO audit_log (tenant_id, at, actor, action, target, request_id, details)
+		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, e.TenantID, ts(e.At), e.Actor, e.Action, e.Target, e.RequestID,
+		string(details)).Scan(&e.ID)
+}
+
+func (t *tx) AuditList(ctx context.Context, p store.AuditListParams) ([]*agentowl.AuditEntry, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := t.query(ctx, `SELECT id, tenant_id, at, actor, action, target, request_id, details FROM audit_log
+		WHERE tenant_id = ? ORDER BY id DESC LIMIT ?`, p.TenantID, limit)
+	return all(rows, err, func(s scanner) (*agentowl.AuditEntry, error) {
+		var e agentowl.AuditEntry
+		var at int64
+		var details string
+		if err := s.Scan(&e.ID, &e.TenantID, &at, &e.Actor, &e.Action, &e.Target, &e.RequestID, &details); err != nil {
+			return nil, err
+		}
+		e.At = fromTS(at)
+		return &e, json.Unmarshal([]byte(details), &e.Details)
+	})
+}
+
+// ---- retention
+
+func (t *tx) Purge(ctx context.Context, now time.Time) (int64, error) {
+	var total int64
+	for _, q := range []string{
+		`DELETE FROM approval_requests WHERE retain_until IS NOT NULL AND retain_until <= ?`,
+		`DELETE FROM idempotency_keys WHERE retain_until <= ?`,
+		// A deleted instance's row goes once its deletion record has been kept
+		// for the retention period and no request or token refers to it.
+		`DELETE FROM tokens WHERE kind = 'instance' AND revoked_at IS NOT NULL AND revoked_at <= ? - ` + retentionMicros + `
+			AND instance_id IN (SELECT id FROM instances WHERE deleted_at IS NOT NULL)`,
+		`DELETE FROM policies WHERE instance_id IN (SELECT id FROM instances WHERE deleted_at IS NOT NULL AND deleted_at <= ? - ` + retentionMicros + `)`,
+		`DELETE FROM instances WHERE deleted_at IS NOT NULL AND deleted_at <= ? - ` + retentionMicros + `
+			AND NOT EXISTS (SELECT 1 FROM approval_requests r WHERE r.instance_id = instances.id)
+			AND NOT EXISTS (SELECT 1 FROM tokens k WHERE k.instance_id = instances.id)`,
+	} {
+		res, err := t.exec(ctx, q, ts(now))
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.RowsAffected()
+		total += n
+	}
+	return total, nil
+}
+
+var retentionMicros = itoa(agentowl.RetentionAfterDecision.Microseconds())

@@ -1,0 +1,114 @@
+// Package storetest opens real test databases and holds the conformance suite
+// that every store implementation must pass.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for schema set-up
+
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/postgres"
+	"github.com/agentowl/agentowl/internal/store/sqlite"
+)
+
+// Backend is one store kind a test runs against.
+type Backend struct {
+	Name string
+	// Open returns a fresh, empty, migrated store closed at test end.
+	Open func(t testing.TB) store.Store
+	// URL returns the database setting for a fresh store that Main would use:
+	// a SQLite file path or a PostgreSQL URL with its own schema.
+	URL func(t testing.TB) string
+}
+
+// Backends returns SQLite always, and PostgreSQL when
+// AGENTOWL_TEST_DATABASE_URL is set. With CI set and no URL, the test fails
+// rather than silently running on one backend.
+func Backends(t testing.TB) []Backend {
+	bs := []Backend{{Name: "sqlite", Open: OpenSQLite, URL: func(t testing.TB) string {
+		return filepath.Join(t.TempDir(), "agentowl.db")
+	}}}
+	if PostgresURL(t) != "" {
+		bs = append(bs, Backend{Name: "postgres", Open: OpenPostgres, URL: FreshPostgresURL})
+	}
+	return bs
+}
+
+// PostgresURL returns AGENTOWL_TEST_DATABASE_URL, failing the test when CI
+// is set and it is missing.
+func PostgresURL(t testing.TB) string {
+	u := os.Getenv("AGENTOWL_TEST_DATABASE_URL")
+	if u == "" && os.Getenv("CI") != "" {
+		t.Fatal("CI is set but AGENTOWL_TEST_DATABASE_URL is not: the PostgreSQL half of the suite cannot run")
+	}
+	if u == "" {
+		t.Log("AGENTOWL_TEST_DATABASE_URL not set: running on SQLite only")
+	}
+	return u
+}
+
+// OpenSQLite opens a store in a temporary directory.
+func OpenSQLite(t testing.TB) store.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agentowl.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// OpenPostgres opens a store in a fresh schema of the test database.
+func OpenPostgres(t testing.TB) store.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), FreshPostgresURL(t))
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// FreshPostgresURL creates an empty schema, dropped at test end, and returns
+// the test database URL with search_path set to it.
+func FreshPostgresURL(t testing.TB) string {
+	t.Helper()
+	base := PostgresURL(t)
+	if base == "" {
+		t.Fatal("AGENTOWL_TEST_DATABASE_URL is not set")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("postgres: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", base)
+		if err == nil {
+			_, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE")
+			db.Close()
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("postgres url: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
