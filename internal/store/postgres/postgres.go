@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,7 +50,15 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	locker, err := lock.NewPostgresSessionLocker()
+	// Replicas sharing a schema migrate one at a time; databases with several
+	// schemas (one per test run) do not wait on each other.
+	var schema string
+	if err := db.QueryRowContext(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
+		return err
+	}
+	h := fnv.New64a()
+	h.Write([]byte("agentowl-migrate:" + schema))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return err
 	}
