@@ -40,17 +40,17 @@ type DB struct {
 	// writeMu serializes writers within this process where the backend can
 	// have only one writer anyway (SQLite), so they queue here instead of
 	// spinning on the busy timeout.
-	writeMu  *sync.Mutex
-	rebound  sync.Map
-	closeFns []func() error
+	// batch, when set, group-commits concurrent writes (SQLite).
+	batch   *batcher
+	rebound sync.Map
 }
 
-// New returns a Store. reader may equal writer. serializeWrites should be true
-// for SQLite.
-func New(d Dialect, writer, reader *sql.DB, serializeWrites bool) *DB {
+// New returns a Store. reader may equal writer. groupCommit should be true
+// for SQLite: its single writer then commits concurrent writes together.
+func New(d Dialect, writer, reader *sql.DB, groupCommit bool) *DB {
 	db := &DB{dialect: d, writer: writer, reader: reader}
-	if serializeWrites {
-		db.writeMu = &sync.Mutex{}
+	if groupCommit {
+		db.batch = newBatcher(db)
 	}
 	return db
 }
@@ -63,6 +63,9 @@ func (db *DB) Ping(ctx context.Context) error { return db.writer.PingContext(ctx
 
 // Close implements store.Store.
 func (db *DB) Close() error {
+	if db.batch != nil {
+		db.batch.close()
+	}
 	err := db.writer.Close()
 	if db.reader != db.writer {
 		err = errors.Join(err, db.reader.Close())
@@ -82,9 +85,8 @@ func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
 
 // Write implements store.Store.
 func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
-	if db.writeMu != nil {
-		db.writeMu.Lock()
-		defer db.writeMu.Unlock()
+	if db.batch != nil {
+		return db.batch.write(ctx, fn)
 	}
 	for attempt := 0; ; attempt++ {
 		err := db.writeOnce(ctx, fn)
