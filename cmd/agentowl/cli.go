@@ -158,7 +158,10 @@ func (c *cli) call(ctx context.Context, method, path string, body, out any) erro
 	if out == nil || len(data) == 0 {
 		return nil
 	}
-	return json.Unmarshal(data, out)
+	// Numbers stay json.Number so --json reprints tool arguments exactly.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return dec.Decode(out)
 }
 
 // emit prints v as JSON with --json, and otherwise runs human.
@@ -176,7 +179,9 @@ func (c *cli) emit(v any, human func(w io.Writer)) error {
 // table prints rows under a header, tab-aligned.
 func table(w io.Writer, header string, rows [][]string) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
+	if header != "" {
+		fmt.Fprintln(tw, header)
+	}
 	for _, r := range rows {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}

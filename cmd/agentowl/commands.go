@@ -33,8 +33,8 @@ func str(v any) string {
 			return "-"
 		}
 		return x
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
+	case json.Number:
+		return x.String()
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
