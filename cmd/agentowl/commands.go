@@ -104,7 +104,54 @@ func showItem(w io.Writer, it item, keys ...string) {
 func (c *cli) addOperatorCommands(root *cobra.Command) {
 	root.AddCommand(c.tenantsCommand(), c.operatorsCommand(), c.tokensCommand("operator-tokens", "operator"),
 		c.tokensCommand("provisioner-tokens", "provisioner"), c.auditCommand(), c.instancesCommand(),
-		c.approvalsCommand(), c.policiesCommand())
+		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand())
+}
+
+func (c *cli) deliveriesCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "deliveries", Short: "Follow outbound notifications and their attempts"}
+	var instance, state, request string
+	var limit int
+	list := c.listCmd("list", "List notifications, newest first", func([]string) string {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		for k, v := range map[string]string{"instance": instance, "state": state, "request": request} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		return c.tenantPath("/deliveries?" + q.Encode())
+	}, "EVENT ID\tKIND\tSTATE\tATTEMPTS\tNEXT ATTEMPT\tDEADLINE\tLAST ERROR", "id", "kind", "state", "attempts",
+		"next_attempt_at", "deadline_at", "last_error")
+	c.tenantFlag(list)
+	list.Flags().StringVar(&instance, "instance", "", "only notifications to this instance's receiver")
+	list.Flags().StringVar(&state, "state", "", "pending, delivered, failed or cancelled")
+	list.Flags().StringVar(&request, "request", "", "only notifications about this approval request")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+	inspect := &cobra.Command{Use: "inspect EVENT-ID", Short: "Show a notification and every attempt", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/deliveries/"+url.PathEscape(args[0])), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				showItem(w, out, "id", "kind", "destination", "subject", "state", "attempts", "created_at", "deadline_at",
+					"next_attempt_at", "ended_at", "last_status", "last_error")
+				hist, _ := out["attempt_history"].([]any)
+				list := make([]item, 0, len(hist))
+				for _, h := range hist {
+					if m, ok := h.(map[string]any); ok {
+						list = append(list, m)
+					}
+				}
+				if len(list) > 0 {
+					fmt.Fprintln(w)
+					table(w, "#\tSTARTED\tENDED\tSTATUS\tERROR\tURL", rows(list, col("n"), col("started_at"), col("ended_at"),
+						col("status_code"), col("error"), col("url")))
+				}
+			})
+		}}
+	c.tenantFlag(inspect)
+	cmd.AddCommand(list, inspect)
+	return cmd
 }
 
 func (c *cli) tenantsCommand() *cobra.Command {

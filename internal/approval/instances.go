@@ -47,18 +47,6 @@ type sealedProvision struct {
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
 }
 
-// checkDelivery validates a proposed receiver. Until receiver verification
-// and notification delivery exist, this provider supports synchronous mode
-// only and answers a valid webhook configuration as the contract prescribes:
-// unsupported_delivery_type.
-func checkDelivery(d *agentowl.Delivery) error {
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	return agentowl.FieldError(agentowl.ECodeUnsupportedDelivery, "delivery",
-		"This provider supports synchronous mode only; webhook delivery is not available yet.")
-}
-
 func provisionHash(in *ProvisionInput) []byte {
 	v := map[string]any{"instance_name": in.Name}
 	if in.Delivery != nil {
@@ -77,11 +65,22 @@ func deliveryCanon(d *agentowl.Delivery) map[string]any {
 // after deletion is instance_deleted.
 func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput) (*Provisioned, error) {
 	if in.Delivery != nil {
-		if err := checkDelivery(in.Delivery); err != nil {
+		if err := s.checkDelivery(in.Delivery); err != nil {
 			return nil, err
 		}
 	}
 	hash := provisionHash(in)
+	// The instance ID is proposed to the receiver before anything commits.
+	instanceID := access.NewID()
+	if in.Delivery != nil {
+		replay, err := s.provisionReplay(ctx, p, idemKey, hash)
+		if err != nil || replay != nil {
+			return replay, err
+		}
+		if err := s.verifyOnce(ctx, "create/"+p.Token.ID+"/"+idemKey, in.Delivery, instanceID); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		var out *Provisioned
 		err := s.store.Write(ctx, func(tx store.Tx) error {
@@ -95,8 +94,8 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 			}
 			now := s.now()
 			inst := &agentowl.Instance{
-				ID: access.NewID(), TenantID: p.Token.TenantID, Name: in.Name, ProvisionerTokenID: p.Token.ID,
-				ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
+				ID: instanceID, TenantID: p.Token.TenantID, Name: in.Name, ProvisionerTokenID: p.Token.ID,
+				Delivery: in.Delivery, ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
 			}
 			if inst.Name == "" {
 				inst.Name = "instance-" + inst.ID[:8]
@@ -138,6 +137,24 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 		}
 		return out, nil
 	}
+}
+
+// provisionReplay returns the original result of a keyed creation, or nil
+// when the key is new.
+func (s *Service) provisionReplay(ctx context.Context, p *access.Principal, idemKey string, hash []byte) (*Provisioned, error) {
+	var out *Provisioned
+	err := s.store.Read(ctx, func(tx store.Tx) error {
+		rec, err := tx.IdempotencyGet(ctx, p.Token.ID, opInstanceCreate, idemKey)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err = s.replayProvision(ctx, tx, p, idemKey, hash, rec)
+		return err
+	})
+	return out, err
 }
 
 func (s *Service) replayProvision(ctx context.Context, tx store.Tx, p *access.Principal, idemKey string, hash []byte, rec *store.Idempotency) (*Provisioned, error) {
@@ -196,7 +213,7 @@ func (s *Service) GetInstance(ctx context.Context, p *access.Principal, id strin
 // original response without applying it again.
 func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, idemKey string, in *UpdateInput) (*agentowl.Instance, error) {
 	if in.DeliverySet && in.Delivery != nil {
-		if err := checkDelivery(in.Delivery); err != nil {
+		if err := s.checkDelivery(in.Delivery); err != nil {
 			return nil, err
 		}
 	}
@@ -212,6 +229,18 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 	}
 	hash := agentowl.HashCanonical(canon)
 	scope := p.Token.ID + "/" + id
+	if in.DeliverySet && in.Delivery != nil {
+		// Verify the replacement before committing anything; a replay of a
+		// committed update does not verify again. Deletion during the
+		// verification wins: the transaction below then finds it deleted.
+		replayed, err := s.updateReplay(ctx, p, id, scope, idemKey, hash)
+		if err != nil || replayed != nil {
+			return replayed, err
+		}
+		if err := s.verifyOnce(ctx, "update/"+scope+"/"+idemKey, in.Delivery, id); err != nil {
+			return nil, err
+		}
+	}
 	var out *agentowl.Instance
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		inst, err := provisionerInstance(ctx, tx, p, id, true)
@@ -235,13 +264,19 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 		if in.Name != nil {
 			inst.Name = *in.Name
 		}
+		now := s.now()
 		if in.DeliverySet {
+			if in.Delivery == nil && inst.Delivery != nil {
+				// Removing the receiver ends its outstanding deliveries.
+				if _, err := tx.MessageCancelDestination(ctx, InstanceDestination(id), s.clock.Now(), deliveredGrace); err != nil {
+					return err
+				}
+			}
 			inst.Delivery = in.Delivery
 		}
 		if err := tx.InstanceUpdate(ctx, inst); err != nil {
 			return err
 		}
-		now := s.now()
 		snapshot := *inst
 		if snapshot.Delivery != nil {
 			d := *snapshot.Delivery
@@ -264,6 +299,38 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 	return out, err
 }
 
+// updateReplay returns the original response of a committed keyed update of
+// a live instance, nil when the key is new.
+func (s *Service) updateReplay(ctx context.Context, p *access.Principal, id, scope, idemKey string, hash []byte) (*agentowl.Instance, error) {
+	var out *agentowl.Instance
+	err := s.store.Read(ctx, func(tx store.Tx) error {
+		inst, err := provisionerInstance(ctx, tx, p, id, false)
+		if err != nil {
+			return err
+		}
+		if inst.DeletedAt != nil {
+			return notFound("instance", id)
+		}
+		rec, err := tx.IdempotencyGet(ctx, scope, opInstanceUpdate, idemKey)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if string(rec.InputHash) != string(hash) {
+			return agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used with different input.")
+		}
+		out = &agentowl.Instance{}
+		return json.Unmarshal(rec.Response, out)
+	})
+	return out, err
+}
+
+// deliveredGrace is how long notifications stay retained after their
+// delivery ends.
+const deliveredGrace = 24 * time.Hour
+
 // DeleteInstance retires an instance: revokes its credentials and cancels its
 // pending requests (no notifications). Repeated deletion succeeds while the
 // deletion record is kept.
@@ -280,6 +347,9 @@ func (s *Service) DeleteInstance(ctx context.Context, p *access.Principal, id st
 			return err
 		}
 		if err := tx.TokenRevokeByInstance(ctx, id, now); err != nil {
+			return err
+		}
+		if _, err := tx.MessageCancelDestination(ctx, InstanceDestination(id), s.clock.Now(), deliveredGrace); err != nil {
 			return err
 		}
 		if cancelled, err = tx.RequestPendingIDs(ctx, id); err != nil {

@@ -70,6 +70,7 @@ type Service struct {
 	log      *slog.Logger
 	hub      *hub
 	policies *policyEngine
+	async    *asyncMode
 }
 
 // New returns a Service.
@@ -140,7 +141,14 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 				r.Status = r.Decision.Status
 			}
 			res = CreateResult{Request: r}
-			return tx.RequestCreate(ctx, r)
+			if err := tx.RequestCreate(ctx, r); err != nil {
+				return err
+			}
+			if r.Decision == nil {
+				return nil
+			}
+			_, err = s.recordNotification(ctx, tx, inst, r)
+			return err
 		})
 		// Two replicas racing on one key: the loser replays the winner.
 		if errors.Is(err, store.ErrConflict) && attempt == 0 {
@@ -148,6 +156,9 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 		}
 		if err != nil {
 			return nil, err
+		}
+		if !res.Replayed && res.Request.Status.Terminal() {
+			s.wakeDelivery()
 		}
 		return &res, nil
 	}
@@ -166,13 +177,20 @@ func (s *Service) expireIfDue(ctx context.Context, tx store.Tx, r *agentowl.Appr
 	return nil
 }
 
-// resolve records d on pending request r in tx and updates r.
+// resolve records d on pending request r in tx, together with its
+// request.resolved notification when the instance has a receiver, and
+// updates r. The decision and its notification commit or fail together.
 func (s *Service) resolve(ctx context.Context, tx store.Tx, r *agentowl.ApprovalRequest, d *agentowl.Decision) error {
 	if err := tx.RequestResolve(ctx, r.ID, d, d.DecidedAt.Add(agentowl.RetentionAfterDecision)); err != nil {
 		return err
 	}
 	r.Status, r.Decision = d.Status, d
-	return nil
+	inst, err := tx.InstanceGet(ctx, r.InstanceID)
+	if err != nil {
+		return err
+	}
+	_, err = s.recordNotification(ctx, tx, inst, r)
+	return err
 }
 
 // GetRequest returns an instance's request. With wait > 0 it holds until the
@@ -240,6 +258,7 @@ func (s *Service) expire(ctx context.Context, id string) (*agentowl.ApprovalRequ
 	})
 	if err == nil && r.Status == agentowl.StatusExpired {
 		s.hub.notify(id)
+		s.wakeDelivery()
 	}
 	return r, err
 }
@@ -273,6 +292,7 @@ func (s *Service) CancelRequest(ctx context.Context, p *access.Principal, id str
 	})
 	if err == nil || agentowl.ErrorCode(err) == agentowl.ECodeAlreadyTerminal {
 		s.hub.notify(id)
+		s.wakeDelivery()
 	}
 	if err != nil {
 		return nil, err
@@ -344,6 +364,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 	}
 	if r != nil && r.Status.Terminal() {
 		s.hub.notify(id)
+		s.wakeDelivery()
 	}
 	if err != nil {
 		return nil, err
@@ -437,6 +458,9 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("expire: %w", err)
 		}
 		s.hub.notify(expired...)
+		if len(expired) > 0 {
+			s.wakeDelivery()
+		}
 		total += len(expired)
 		if len(ids) < 500 {
 			return total, nil

@@ -55,6 +55,8 @@ func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	s.route(mux, t+"/policies", map[string]http.HandlerFunc{get: s.op(s.listPolicies), post: s.op(s.createPolicy)})
 	s.route(mux, t+"/policies/{id}", map[string]http.HandlerFunc{del: s.op(s.deletePolicy)})
 	s.route(mux, t+"/audit", map[string]http.HandlerFunc{get: s.op(s.listAudit)})
+	s.route(mux, t+"/deliveries", map[string]http.HandlerFunc{get: s.op(s.listDeliveries)})
+	s.route(mux, t+"/deliveries/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectDelivery)})
 }
 
 type list[T any] struct {

@@ -72,6 +72,9 @@ func New(acc *access.Service, appr *approval.Service, st store.Store, clock agen
 	return s
 }
 
+// Register adds collectors (such as the delivery engine's) to /metrics.
+func (s *Server) Register(cs ...prometheus.Collector) { s.registry.MustRegister(cs...) }
+
 // Handler returns the root handler with every route.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

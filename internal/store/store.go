@@ -103,6 +103,8 @@ type Tx interface {
 	AuditAppend(ctx context.Context, e *agentowl.AuditEntry) error
 	AuditList(ctx context.Context, p AuditListParams) ([]*agentowl.AuditEntry, error)
 
+	Outbox
+
 	// Purge deletes what retention no longer requires at now and reports how
 	// many rows went.
 	Purge(ctx context.Context, now time.Time) (int64, error)
@@ -147,4 +149,98 @@ type Idempotency struct {
 	Response    []byte // the original response; sealed when it holds a secret
 	CreatedAt   time.Time
 	RetainUntil time.Time
+}
+
+// Message is one outbound message of the delivery engine.
+type Message struct {
+	ID          string // the event ID, sent as webhook-id; stable across attempts
+	TenantID    string
+	Kind        string // e.g. "aap.request_resolved", "aap.webhook_verification"
+	Destination string // resolved at each attempt, e.g. "instance:<id>"
+	Subject     string // what it is about, e.g. the approval request ID
+	Body        []byte // exact bytes sent on every attempt
+	CreatedAt   time.Time
+	DeadlineAt  time.Time // no attempt starts or runs past this
+	State       MessageState
+	Attempts    int
+	NextAttempt time.Time
+	LeaseOwner  string
+	LeaseUntil  *time.Time
+	LastStatus  int
+	LastError   string
+	EndedAt     *time.Time
+	RetainUntil *time.Time
+}
+
+// MessageState is where a message is in its life.
+type MessageState string
+
+const (
+	// MessagePending: waiting for its next attempt or in flight (leased).
+	MessagePending MessageState = "pending"
+	// MessageDelivered: a 2xx acknowledged it.
+	MessageDelivered MessageState = "delivered"
+	// MessageFailed: the retry window ended without acknowledgement.
+	MessageFailed MessageState = "failed"
+	// MessageCancelled: its destination went away (receiver removed, instance deleted).
+	MessageCancelled MessageState = "cancelled"
+)
+
+// Attempt is one recorded delivery attempt.
+type Attempt struct {
+	EventID    string
+	N          int
+	URL        string
+	StartedAt  time.Time
+	EndedAt    time.Time
+	StatusCode int
+	Error      string
+}
+
+// ClaimParams selects due messages and leases them to one worker.
+type ClaimParams struct {
+	Now        time.Time
+	LeaseUntil time.Time
+	Owner      string
+	Limit      int
+}
+
+// FinishParams records the outcome of one attempt. It applies only if the
+// message is still leased by Owner for attempt number Attempt.
+type FinishParams struct {
+	ID      string
+	Owner   string
+	Attempt Attempt
+	// State is the new state: pending (retry at NextAttempt) or terminal.
+	State       MessageState
+	NextAttempt time.Time
+	RetainUntil *time.Time // set when State is terminal
+}
+
+// MessageListParams filters MessageList; newest first.
+type MessageListParams struct {
+	TenantID string
+	Subject  string // optional
+	Prefix   string // optional destination, e.g. "instance:<id>"
+	State    MessageState
+	Limit    int
+}
+
+// Outbox is implemented by Tx (see the methods named Message*).
+type Outbox interface {
+	MessageCreate(ctx context.Context, m *Message) error
+	MessageGet(ctx context.Context, id string) (*Message, error)
+	// MessageClaim leases up to Limit pending messages due at Now whose lease
+	// is free or expired, oldest due first, incrementing their attempt count.
+	MessageClaim(ctx context.Context, p ClaimParams) ([]*Message, error)
+	// MessageFinish records an attempt and the message's next state;
+	// ErrConflict if the lease was lost.
+	MessageFinish(ctx context.Context, p FinishParams) error
+	// MessageCancelDestination ends every pending message to destination,
+	// returning their IDs. In-flight ones end when their lease would.
+	MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error)
+	MessageList(ctx context.Context, p MessageListParams) ([]*Message, error)
+	AttemptList(ctx context.Context, eventID string) ([]*Attempt, error)
+	// MessageStats returns the pending count and the oldest pending creation time.
+	MessageStats(ctx context.Context) (pending int, oldest *time.Time, err error)
 }

@@ -41,7 +41,7 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 		db.Close()
 		return nil, err
 	}
-	d := sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FOR UPDATE", Classify: classify, Retryable: retryable}
+	d := sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable}
 	return sqlstore.New(d, db, db, false), nil
 }
 

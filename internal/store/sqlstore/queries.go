@@ -473,7 +473,10 @@ func (t *tx) AuditList(ctx context.Context, p store.AuditListParams) ([]*agentow
 func (t *tx) Purge(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
 	for _, q := range []string{
-		`DELETE FROM approval_requests WHERE retain_until IS NOT NULL AND retain_until <= ?`,
+		// A request with a notification is kept while the notification is.
+		`DELETE FROM approval_requests WHERE retain_until IS NOT NULL AND retain_until <= ?
+			AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = approval_requests.id)`,
+		`DELETE FROM outbox WHERE state <> 'pending' AND retain_until <= ?`,
 		`DELETE FROM idempotency_keys WHERE retain_until <= ?`,
 		// A deleted instance's row goes once its deletion record has been kept
 		// for the retention period and no request or token refers to it.

@@ -24,6 +24,9 @@ type Dialect struct {
 	// ForUpdate is appended to row reads that must lock ("" on SQLite, whose
 	// write transactions are already exclusive).
 	ForUpdate string
+	// SkipLocked is appended to the outbox claim's row selection so
+	// concurrent claimers pass over each other's rows (PostgreSQL).
+	SkipLocked string
 	// Classify maps a driver error to store.ErrConflict (unique violation) or
 	// returns it unchanged.
 	Classify func(error) error

@@ -1,0 +1,149 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// ReceiverVerifier sends the signed webhook.verification to a proposed
+// receiver; any failure is webhook_verification_failed.
+type ReceiverVerifier interface {
+	Verify(ctx context.Context, d *agentowl.Delivery, instanceID string) error
+}
+
+// asyncMode holds what asynchronous mode needs; nil means the provider is
+// synchronous-only and answers webhook configuration with
+// unsupported_delivery_type.
+type asyncMode struct {
+	verifier ReceiverVerifier
+	// checkURL rejects URLs whose host is an IP literal that egress refuses.
+	checkURL func(string) error
+	// wake prompts the delivery engine after a notification commits.
+	wake func()
+	// flights coalesces concurrent verifications of one keyed submission.
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// EnableDelivery turns on asynchronous mode: receivers are verified before
+// they are configured, and terminal decisions record request.resolved
+// notifications for the delivery engine.
+func (s *Service) EnableDelivery(v ReceiverVerifier, checkURL func(string) error, wake func()) {
+	s.async = &asyncMode{verifier: v, checkURL: checkURL, wake: wake, flights: map[string]*flight{}}
+}
+
+// MessageKindRequestResolved is the outbox kind of AAP notifications.
+const MessageKindRequestResolved = "aap.request_resolved"
+
+// NotificationWindow is how long a notification is retried: seven days after
+// the decision.
+const NotificationWindow = 168 * time.Hour
+
+// InstanceDestination names an instance's receiver as a delivery destination.
+func InstanceDestination(instanceID string) string { return "instance:" + instanceID }
+
+// ResolveDestination returns the current receiver URL and signing secret of
+// an instance destination; ok is false once the instance is deleted or has no
+// receiver, which ends the message.
+func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (url, secret string, ok bool, err error) {
+	id, found := strings.CutPrefix(destination, "instance:")
+	if !found {
+		return "", "", false, nil
+	}
+	inst, err := tx.InstanceGet(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", "", false, nil
+	}
+	if err != nil || inst.DeletedAt != nil || inst.Delivery == nil {
+		return "", "", false, err
+	}
+	return inst.Delivery.URL, inst.Delivery.SigningSecret, true, nil
+}
+
+// checkDelivery validates a proposed receiver.
+func (s *Service) checkDelivery(d *agentowl.Delivery) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if s.async == nil {
+		return agentowl.FieldError(agentowl.ECodeUnsupportedDelivery, "delivery",
+			"This provider runs in synchronous mode only; webhook delivery is not enabled.")
+	}
+	if err := s.async.checkURL(d.URL); err != nil {
+		return agentowl.FieldError(agentowl.ECodeInvalidWebhookURL, "delivery.url", "The webhook URL is not allowed: %s.", err)
+	}
+	return nil
+}
+
+// verifyOnce runs one verification per keyed submission at a time: a
+// concurrent attempt with the same key waits for it and shares its result.
+func (s *Service) verifyOnce(ctx context.Context, flightKey string, d *agentowl.Delivery, instanceID string) error {
+	a := s.async
+	a.mu.Lock()
+	if f, ok := a.flights[flightKey]; ok {
+		a.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	a.flights[flightKey] = f
+	a.mu.Unlock()
+	f.err = a.verifier.Verify(ctx, d, instanceID)
+	a.mu.Lock()
+	delete(a.flights, flightKey)
+	a.mu.Unlock()
+	close(f.done)
+	return f.err
+}
+
+type resolvedEvent struct {
+	ID         string `json:"id"`
+	Type       string `json:"type"`
+	InstanceID string `json:"instance_id"`
+	RequestID  string `json:"request_id"`
+	CreatedAt  string `json:"created_at"`
+}
+
+// recordNotification writes the request.resolved message for r in tx when
+// its instance has a receiver. It reports whether it wrote one.
+func (s *Service) recordNotification(ctx context.Context, tx store.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest) (bool, error) {
+	if inst == nil || inst.Delivery == nil || inst.DeletedAt != nil {
+		return false, nil
+	}
+	id := uuid.NewString()
+	body, err := json.Marshal(resolvedEvent{ID: id, Type: "request.resolved", InstanceID: inst.ID, RequestID: r.ID,
+		CreatedAt: r.Decision.DecidedAt.UTC().Format(time.RFC3339)})
+	if err != nil {
+		return false, err
+	}
+	now := s.clock.Now()
+	return true, tx.MessageCreate(ctx, &store.Message{
+		ID: id, TenantID: inst.TenantID, Kind: MessageKindRequestResolved, Destination: InstanceDestination(inst.ID),
+		Subject: r.ID, Body: body, CreatedAt: now, DeadlineAt: r.Decision.DecidedAt.Add(NotificationWindow),
+		State: store.MessagePending, NextAttempt: now,
+	})
+}
+
+func (s *Service) wakeDelivery() {
+	if s.async != nil && s.async.wake != nil {
+		s.async.wake()
+	}
+}

@@ -1,0 +1,336 @@
+// Package delivery is the outbound-message engine: a durable outbox row is
+// written in the same transaction as the change that caused it; the engine
+// leases due rows (at most one attempt in flight per message, across
+// processes and crashes), signs each attempt with Standard Webhooks, sends it
+// through the SSRF-safe egress client, and retries with backoff and full
+// jitter until the message's deadline. It knows nothing about approval
+// requests: a Resolver turns a message's destination into a URL and secret
+// at every attempt.
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/webhook"
+)
+
+// Config tunes the engine. Every field has a default.
+type Config struct {
+	// RetryMinDelay is the first retry's delay bound. Defaults to 5s
+	// (AGENTOWL_RETRY_MIN_DELAY).
+	RetryMinDelay time.Duration
+	// RetryMaxDelay caps the retry delay bound. Defaults to 1h
+	// (AGENTOWL_RETRY_MAX_DELAY).
+	RetryMaxDelay time.Duration
+	// AttemptTimeout bounds one attempt (also by the time left to the
+	// deadline). Defaults to 10s, the most AAP allows.
+	AttemptTimeout time.Duration
+	// Lease is how long a claimed message stays reserved for its attempt;
+	// after a crash another worker may claim it once it lapses. Defaults to
+	// 30s and is always more than AttemptTimeout.
+	Lease time.Duration
+	// PollInterval is how often the engine looks for due messages when not
+	// woken. Defaults to 500ms.
+	PollInterval time.Duration
+	// Concurrency bounds attempts in flight in this process. Defaults to 64.
+	Concurrency int
+	// DeliveredGrace is how long a message (and what it is about) is kept
+	// after delivery ends. Defaults to 24h.
+	DeliveredGrace time.Duration
+	// Retention is the minimum time a message is kept after creation.
+	// Defaults to 168h.
+	Retention time.Duration
+	// MaxResponseBytes is how much of a response body is read (and then
+	// ignored). Defaults to 64 KiB.
+	MaxResponseBytes int64
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.RetryMinDelay, 5*time.Second)
+	def(&c.RetryMaxDelay, time.Hour)
+	def(&c.AttemptTimeout, 10*time.Second)
+	def(&c.Lease, 30*time.Second)
+	def(&c.PollInterval, 500*time.Millisecond)
+	def(&c.DeliveredGrace, 24*time.Hour)
+	def(&c.Retention, agentowl.RetentionAfterDecision)
+	if c.AttemptTimeout > 10*time.Second {
+		c.AttemptTimeout = 10 * time.Second
+	}
+	if c.Lease <= c.AttemptTimeout {
+		c.Lease = c.AttemptTimeout + 20*time.Second
+	}
+	if c.RetryMaxDelay < c.RetryMinDelay {
+		c.RetryMaxDelay = c.RetryMinDelay
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 64
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 64 << 10
+	}
+	return c
+}
+
+// Target is where one attempt goes.
+type Target struct {
+	URL    string
+	Secret string // whsec_ signing secret
+}
+
+// Resolver returns the current target of a destination, or nil when it no
+// longer exists (the message is then cancelled).
+type Resolver func(ctx context.Context, tx store.Tx, destination string) (*Target, error)
+
+// Doer sends one HTTP request; the egress client in production.
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// Engine delivers outbox messages.
+type Engine struct {
+	store    store.Store
+	clock    agentowl.Clock
+	client   Doer
+	resolve  Resolver
+	cfg      Config
+	log      *slog.Logger
+	owner    string
+	wake     chan struct{}
+	slots    chan struct{}
+	inflight sync.WaitGroup
+	metrics  *Metrics
+}
+
+// New returns an Engine. Call Run to start delivering.
+func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cfg Config, log *slog.Logger) *Engine {
+	cfg = cfg.withDefaults()
+	return &Engine{
+		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
+		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
+		metrics: newMetrics(),
+	}
+}
+
+// Metrics returns the engine's Prometheus collectors.
+func (e *Engine) Metrics() *Metrics { return e.metrics }
+
+// Wake asks the engine to look for due messages now; call it after
+// committing a new message so the first attempt is prompt.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims and attempts due messages until ctx ends, then waits for the
+// attempts in flight.
+func (e *Engine) Run(ctx context.Context) {
+	defer e.inflight.Wait()
+	for {
+		n, err := e.claimAndStart(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("outbox claim failed", "err", err)
+		}
+		if n > 0 && len(e.slots) < cap(e.slots) {
+			continue // there may be more due right now
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+		case <-e.clock.After(e.cfg.PollInterval):
+		}
+	}
+}
+
+// claimAndStart leases as many due messages as there are free slots and
+// starts an attempt for each.
+func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
+	free := cap(e.slots) - len(e.slots)
+	if free == 0 {
+		return 0, nil
+	}
+	now := e.clock.Now()
+	var msgs []*store.Message
+	err := e.store.Write(ctx, func(tx store.Tx) (err error) {
+		msgs, err = tx.MessageClaim(ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(e.cfg.Lease), Owner: e.owner, Limit: free})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range msgs {
+		e.slots <- struct{}{}
+		e.inflight.Add(1)
+		go func() {
+			defer func() { <-e.slots; e.inflight.Done() }()
+			e.attempt(context.WithoutCancel(ctx), m)
+		}()
+	}
+	return len(msgs), nil
+}
+
+// attempt makes one delivery attempt of a leased message and records it.
+func (e *Engine) attempt(ctx context.Context, m *store.Message) {
+	start := e.clock.Now()
+	a := store.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
+	var target *Target
+	err := e.store.Read(ctx, func(tx store.Tx) (err error) {
+		target, err = e.resolve(ctx, tx, m.Destination)
+		return err
+	})
+	if err != nil {
+		e.log.Error("resolve destination", "event_id", m.ID, "err", err)
+		a.EndedAt, a.Error = e.clock.Now(), "destination lookup failed"
+		e.finish(ctx, m, a, store.MessagePending, start.Add(e.cfg.RetryMinDelay))
+		return
+	}
+	if target == nil {
+		a.EndedAt, a.Error = e.clock.Now(), "destination removed"
+		e.finish(ctx, m, a, store.MessageCancelled, time.Time{})
+		return
+	}
+	a.URL = target.URL
+	if !start.Before(m.DeadlineAt) {
+		a.EndedAt, a.Error = start, "retry window ended"
+		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
+		return
+	}
+	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(start)))
+	a.EndedAt, a.StatusCode = e.clock.Now(), status
+	e.metrics.attempts.WithLabelValues(m.Kind, outcomeLabel(status, sendErr)).Inc()
+	if sendErr == nil && status >= 200 && status < 300 {
+		e.metrics.decisionToAck.WithLabelValues(m.Kind).Observe(a.EndedAt.Sub(m.CreatedAt).Seconds())
+		e.finish(ctx, m, a, store.MessageDelivered, time.Time{})
+		return
+	}
+	if sendErr != nil {
+		a.Error = sendErr.Error()
+	} else {
+		a.Error = "HTTP " + strconv.Itoa(status)
+	}
+	next := a.EndedAt.Add(max(e.backoff(m.Attempts), retryAfter))
+	if !next.Before(m.DeadlineAt) {
+		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
+		return
+	}
+	e.finish(ctx, m, a, store.MessagePending, next)
+}
+
+// send posts the exact body bytes, freshly signed, and reports the status
+// and any Retry-After of a 429 or 503.
+func (e *Engine) send(ctx context.Context, m *store.Message, t *Target, timeout time.Duration) (int, time.Duration, error) {
+	key, err := webhook.ParseSecret(t.Secret)
+	if err != nil {
+		return 0, 0, errors.New("invalid signing secret")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(m.Body))
+	if err != nil {
+		return 0, 0, errors.New("invalid URL")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "AgentOwl-Webhooks/1")
+	key.SetHeaders(req.Header, m.ID, e.clock.Now(), m.Body)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, 0, fmt.Errorf("timed out after %s", timeout)
+		}
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
+	var retryAfter time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), e.clock.Now())
+	}
+	return resp.StatusCode, retryAfter, nil
+}
+
+// parseRetryAfter reads seconds or an HTTP date; anything else is zero.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		return time.Duration(min(s, 7*24*3600)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// backoff is exponential with full jitter: uniform in [0, bound] where the
+// bound doubles from RetryMinDelay up to RetryMaxDelay, never below a tenth
+// of RetryMinDelay so a receiver is not hammered.
+func (e *Engine) backoff(attempts int) time.Duration {
+	bound := e.cfg.RetryMinDelay
+	for i := 1; i < attempts && bound < e.cfg.RetryMaxDelay; i++ {
+		bound *= 2
+	}
+	bound = min(bound, e.cfg.RetryMaxDelay)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	d := time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(bound+1))
+	return max(d, e.cfg.RetryMinDelay/10)
+}
+
+// finish records the attempt; a lost lease means another worker owns the
+// message now, and this outcome is dropped.
+func (e *Engine) finish(ctx context.Context, m *store.Message, a store.Attempt, state store.MessageState, next time.Time) {
+	p := store.FinishParams{ID: m.ID, Owner: e.owner, Attempt: a, State: state, NextAttempt: next}
+	if state != store.MessagePending {
+		retain := m.CreatedAt.Add(e.cfg.Retention)
+		if grace := a.EndedAt.Add(e.cfg.DeliveredGrace); grace.After(retain) {
+			retain = grace
+		}
+		p.RetainUntil, p.NextAttempt = &retain, a.EndedAt
+		e.metrics.outcomes.WithLabelValues(m.Kind, string(state)).Inc()
+	}
+	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageFinish(ctx, p) })
+	if errors.Is(err, store.ErrConflict) {
+		e.log.Warn("delivery lease lost; attempt outcome dropped", "event_id", m.ID, "attempt", a.N)
+		return
+	}
+	if err != nil {
+		e.log.Error("record delivery attempt", "event_id", m.ID, "err", err)
+	}
+}
+
+func outcomeLabel(status int, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case status >= 200 && status < 300:
+		return "2xx"
+	case status >= 300 && status < 400:
+		return "3xx"
+	case status >= 400 && status < 500:
+		return "4xx"
+	}
+	return "5xx"
+}

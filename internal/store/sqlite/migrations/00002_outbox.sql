@@ -1,0 +1,45 @@
+-- +goose Up
+-- The durable outbox of the delivery engine: one row per outbound message
+-- (event ID, exact body bytes, retry deadline), written in the transaction of
+-- the change that caused it. destination names where it goes ("instance:<id>")
+-- and is resolved to a URL and secret at every attempt, so a replaced
+-- receiver gets the queued messages.
+CREATE TABLE outbox (
+  id              TEXT PRIMARY KEY,
+  tenant_id       TEXT NOT NULL REFERENCES tenants(id),
+  kind            TEXT NOT NULL,
+  destination     TEXT NOT NULL,
+  subject         TEXT NOT NULL,
+  body            BLOB NOT NULL,
+  created_at      INTEGER NOT NULL,
+  deadline_at     INTEGER NOT NULL,
+  state           TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed', 'cancelled')),
+  attempts        INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL,
+  lease_owner     TEXT,
+  lease_until     INTEGER,
+  last_status     INTEGER,
+  last_error      TEXT,
+  ended_at        INTEGER,
+  retain_until    INTEGER,
+  CHECK ((state = 'pending') = (ended_at IS NULL))
+);
+CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX outbox_destination ON outbox (destination) WHERE state = 'pending';
+CREATE INDEX outbox_subject ON outbox (subject);
+CREATE INDEX outbox_tenant ON outbox (tenant_id, created_at);
+
+CREATE TABLE outbox_attempts (
+  event_id    TEXT NOT NULL REFERENCES outbox(id) ON DELETE CASCADE,
+  n           INTEGER NOT NULL,
+  url         TEXT NOT NULL,
+  started_at  INTEGER NOT NULL,
+  ended_at    INTEGER NOT NULL,
+  status_code INTEGER,
+  error       TEXT,
+  PRIMARY KEY (event_id, n)
+);
+
+-- +goose Down
+DROP TABLE outbox_attempts;
+DROP TABLE outbox;

@@ -1,0 +1,136 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+const messageCols = `id, tenant_id, kind, destination, subject, body, created_at, deadline_at, state, attempts,
+	next_attempt_at, lease_owner, lease_until, last_status, last_error, ended_at, retain_until`
+
+func scanMessage(s scanner) (*store.Message, error) {
+	var m store.Message
+	var state string
+	var created, deadline, next int64
+	var owner, lastErr sql.NullString
+	var lease, ended, retain, status sql.NullInt64
+	if err := s.Scan(&m.ID, &m.TenantID, &m.Kind, &m.Destination, &m.Subject, &m.Body, &created, &deadline, &state,
+		&m.Attempts, &next, &owner, &lease, &status, &lastErr, &ended, &retain); err != nil {
+		return nil, err
+	}
+	m.State, m.LeaseOwner, m.LastError, m.LastStatus = store.MessageState(state), owner.String, lastErr.String, int(status.Int64)
+	m.CreatedAt, m.DeadlineAt, m.NextAttempt = fromTS(created), fromTS(deadline), fromTS(next)
+	m.LeaseUntil, m.EndedAt, m.RetainUntil = fromNullTS(lease), fromNullTS(ended), fromNullTS(retain)
+	return &m, nil
+}
+
+func (t *tx) MessageCreate(ctx context.Context, m *store.Message) error {
+	_, err := t.exec(ctx, `INSERT INTO outbox (`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.TenantID, m.Kind, m.Destination, m.Subject, m.Body, ts(m.CreatedAt), ts(m.DeadlineAt), string(m.State),
+		m.Attempts, ts(m.NextAttempt), nullStr(m.LeaseOwner), nullTS(m.LeaseUntil), nullInt(m.LastStatus),
+		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil))
+	return err
+}
+
+func nullInt(v int) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+func (t *tx) MessageGet(ctx context.Context, id string) (*store.Message, error) {
+	return one(t.queryRow(ctx, `SELECT `+messageCols+` FROM outbox WHERE id = ?`, id), scanMessage)
+}
+
+func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*store.Message, error) {
+	// The inner ORDER BY matches the outbox_due index so the claim stays an
+	// index range scan however long the queue grows.
+	rows, err := t.query(ctx, `UPDATE outbox SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
+		WHERE id IN (SELECT id FROM outbox WHERE state = 'pending' AND next_attempt_at <= ?
+			AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at LIMIT ?`+t.db.dialect.SkipLocked+`)
+		RETURNING `+messageCols, p.Owner, ts(p.LeaseUntil), ts(p.Now), ts(p.Now), p.Limit)
+	return all(rows, err, scanMessage)
+}
+
+func (t *tx) MessageFinish(ctx context.Context, p store.FinishParams) error {
+	a := p.Attempt
+	var ended any
+	if p.State != store.MessagePending {
+		ended = ts(a.EndedAt)
+	}
+	err := t.execOne(ctx, `UPDATE outbox SET state = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL,
+		last_status = ?, last_error = ?, ended_at = ?, retain_until = ?
+		WHERE id = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`,
+		string(p.State), ts(p.NextAttempt), nullInt(a.StatusCode), nullStr(a.Error), ended, nullTS(p.RetainUntil),
+		p.ID, p.Owner, a.N)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.ErrConflict
+	}
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, `INSERT INTO outbox_attempts (event_id, n, url, started_at, ended_at, status_code, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, a.EventID, a.N, a.URL, ts(a.StartedAt), ts(a.EndedAt), nullInt(a.StatusCode), nullStr(a.Error))
+	return err
+}
+
+func (t *tx) MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error) {
+	// A message in flight ends when its lease would, so the delivery grace
+	// period starts after that attempt.
+	rows, err := t.query(ctx, `UPDATE outbox SET state = 'cancelled',
+		ended_at = CASE WHEN lease_until IS NOT NULL AND lease_until > ? THEN lease_until ELSE ? END,
+		retain_until = CASE WHEN lease_until IS NOT NULL AND lease_until > ? THEN lease_until ELSE ? END + ?,
+		lease_owner = NULL, lease_until = NULL
+		WHERE destination = ? AND state = 'pending' RETURNING id`,
+		ts(now), ts(now), ts(now), ts(now), grace.Microseconds(), destination)
+	return all(rows, err, scanString)
+}
+
+func (t *tx) MessageList(ctx context.Context, p store.MessageListParams) ([]*store.Message, error) {
+	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
+	if p.Subject != "" {
+		where, args = append(where, "subject = ?"), append(args, p.Subject)
+	}
+	if p.Prefix != "" {
+		where, args = append(where, "destination = ?"), append(args, p.Prefix)
+	}
+	if p.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(p.State))
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := t.query(ctx, `SELECT `+messageCols+` FROM outbox WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
+	return all(rows, err, scanMessage)
+}
+
+func (t *tx) AttemptList(ctx context.Context, eventID string) ([]*store.Attempt, error) {
+	rows, err := t.query(ctx, `SELECT event_id, n, url, started_at, ended_at, status_code, error FROM outbox_attempts
+		WHERE event_id = ? ORDER BY n`, eventID)
+	return all(rows, err, func(s scanner) (*store.Attempt, error) {
+		var a store.Attempt
+		var started, ended int64
+		var status sql.NullInt64
+		var errText sql.NullString
+		if err := s.Scan(&a.EventID, &a.N, &a.URL, &started, &ended, &status, &errText); err != nil {
+			return nil, err
+		}
+		a.StartedAt, a.EndedAt, a.StatusCode, a.Error = fromTS(started), fromTS(ended), int(status.Int64), errText.String
+		return &a, nil
+	})
+}
+
+func (t *tx) MessageStats(ctx context.Context) (int, *time.Time, error) {
+	var n int
+	var oldest sql.NullInt64
+	err := t.queryRow(ctx, `SELECT count(*), min(created_at) FROM outbox WHERE state = 'pending'`).Scan(&n, &oldest)
+	return n, fromNullTS(oldest), err
+}
