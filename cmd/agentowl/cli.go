@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/egress"
 )
 
 // cli holds the global flags and output streams shared by every command.
@@ -32,8 +33,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "agentowl",
 		Short:         "AgentOwl: the control plane between AI agents and the people and channels around them",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -43,33 +43,21 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&c.token, "token", "", "operator token (env AGENTOWL_TOKEN)")
 	root.AddCommand(c.serveCommand(), c.adminCommand())
 	c.addOperatorCommands(root)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return c.fail(err) })
-	// Every error is printed once, to stderr; the exit code is non-zero.
-	wrapErrors(root, c)
+	// Cobra prints every error once, to stderr, as "error: …" (usage errors
+	// included); the exit code is then non-zero.
+	root.SetErrPrefix("error:")
+	requireNoArgs(root)
 	return root
 }
 
-// wrapErrors makes every command print its error to stderr.
-func wrapErrors(cmd *cobra.Command, c *cli) {
-	if run := cmd.RunE; run != nil {
-		cmd.RunE = func(cmd *cobra.Command, args []string) error {
-			if err := run(cmd, args); err != nil {
-				return c.fail(err)
-			}
-			return nil
-		}
-	}
+// requireNoArgs makes commands that declare no arguments refuse extra ones.
+func requireNoArgs(cmd *cobra.Command) {
 	if cmd.Args == nil && cmd.RunE != nil {
 		cmd.Args = cobra.NoArgs
 	}
 	for _, sub := range cmd.Commands() {
-		wrapErrors(sub, c)
+		requireNoArgs(sub)
 	}
-}
-
-func (c *cli) fail(err error) error {
-	fmt.Fprintln(c.stderr, "error:", err)
-	return err
 }
 
 func envOr(flag, env, def string) string {
@@ -200,6 +188,9 @@ func (c *cli) serveCommand() *cobra.Command {
 			cfg.DatabaseURL = envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
 			cfg.PublicURL = envOr(publicURL, "AGENTOWL_PUBLIC_URL", "")
 			cfg.Stdout = c.stdout
+			if err := egressFromEnv(&cfg); err != nil {
+				return err
+			}
 			m := &Main{Config: cfg}
 			if err := m.Run(cmd.Context()); err != nil {
 				m.Close()
@@ -217,6 +208,37 @@ func (c *cli) serveCommand() *cobra.Command {
 	f.StringVar(&dbURL, "database-url", "", "postgres:// URL to use PostgreSQL (env AGENTOWL_DATABASE_URL)")
 	f.StringVar(&publicURL, "public-url", "", "externally reachable base URL (env AGENTOWL_PUBLIC_URL)")
 	return cmd
+}
+
+// egressFromEnv reads the egress and retry settings, which are operator
+// settings without flags: AGENTOWL_EGRESS_ALLOW_CIDRS, AGENTOWL_EGRESS_CA_FILE,
+// AGENTOWL_RETRY_MIN_DELAY and AGENTOWL_RETRY_MAX_DELAY.
+func egressFromEnv(cfg *Config) error {
+	allow, err := egress.ParseAllowCIDRs(os.Getenv("AGENTOWL_EGRESS_ALLOW_CIDRS"))
+	if err != nil {
+		return fmt.Errorf("AGENTOWL_EGRESS_ALLOW_CIDRS: %w", err)
+	}
+	cfg.Egress.AllowCIDRs = allow
+	if f := os.Getenv("AGENTOWL_EGRESS_CA_FILE"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("AGENTOWL_EGRESS_CA_FILE: %w", err)
+		}
+		cfg.Egress.ExtraRootsPEM = pem
+	}
+	for env, dst := range map[string]*time.Duration{
+		"AGENTOWL_RETRY_MIN_DELAY": &cfg.Delivery.RetryMinDelay,
+		"AGENTOWL_RETRY_MAX_DELAY": &cfg.Delivery.RetryMaxDelay,
+	} {
+		if v := os.Getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("%s: %q is not a positive duration such as 5s", env, v)
+			}
+			*dst = d
+		}
+	}
+	return nil
 }
 
 func (c *cli) adminCommand() *cobra.Command {

@@ -15,12 +15,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
@@ -50,6 +53,8 @@ type Config struct {
 	PublicURL string
 	HTTP      httpapi.Config
 	Approval  approval.Config
+	Delivery  delivery.Config
+	Egress    egress.Config
 	Clock     agentowl.Clock
 	Logger    *slog.Logger
 	// Stdout receives the first-start bootstrap notice.
@@ -102,6 +107,7 @@ type Main struct {
 	store    store.Store
 	server   *http.Server
 	approval *approval.Service
+	engine   *delivery.Engine
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
@@ -124,7 +130,15 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.approval = approval.New(st, acc, cfg.Clock, cfg.Approval, cfg.Logger)
+	client, err := egress.New(cfg.Egress)
+	if err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	m.engine = delivery.New(st, cfg.Clock, client, resolveDestination, cfg.Delivery, cfg.Logger)
+	verifier := delivery.NewVerifier(client, cfg.Clock, nil)
+	m.approval.EnableDelivery(verifier, client.CheckURL, m.engine.Wake)
 	api := httpapi.New(acc, m.approval, st, cfg.Clock, cfg.Logger, cfg.HTTP)
+	api.Register(m.engine.Metrics().Collectors(st)...)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -135,7 +149,10 @@ func (m *Main) Run(ctx context.Context) error {
 	m.cancel, m.done = cancel, make(chan struct{})
 	go func() {
 		defer close(m.done)
-		m.approval.Run(bg)
+		var wg sync.WaitGroup
+		wg.Go(func() { m.approval.Run(bg) })
+		wg.Go(func() { m.engine.Run(bg) })
+		wg.Wait()
 	}()
 	go func() {
 		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -144,6 +161,15 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 	cfg.Logger.Info("agentowl serving", "addr", m.Addr, "database", st.Dialect())
 	return nil
+}
+
+// resolveDestination maps an outbox destination to its current receiver.
+func resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
+	url, secret, ok, err := approval.ResolveDestination(ctx, tx, destination)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &delivery.Target{URL: url, Secret: secret}, nil
 }
 
 // bootstrap creates tenant "default" and an admin operator token on first

@@ -336,7 +336,7 @@ const deliveredGrace = 24 * time.Hour
 // deletion record is kept.
 func (s *Service) DeleteInstance(ctx context.Context, p *access.Principal, id string) error {
 	var cancelled []string
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.writeRequest(ctx, func(tx store.Tx) error {
 		inst, err := provisionerInstance(ctx, tx, p, id, true)
 		if err != nil || inst.DeletedAt != nil {
 			return err

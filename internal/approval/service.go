@@ -164,6 +164,19 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 	}
 }
 
+// writeRequest runs a write that reads a request and then moves it with a
+// guarded update. Under PostgreSQL's read committed isolation another
+// replica or goroutine may move it in between; the guarded update then
+// reports ErrConflict, and running fn again reads the outcome that won.
+func (s *Service) writeRequest(ctx context.Context, fn func(store.Tx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.store.Write(ctx, fn)
+		if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+			return err
+		}
+	}
+}
+
 // expireIfDue records expiry on a pending request past its deadline, so a
 // read never shows such a request as pending. r is updated in place.
 func (s *Service) expireIfDue(ctx context.Context, tx store.Tx, r *agentowl.ApprovalRequest, now time.Time) error {
@@ -250,7 +263,7 @@ func (s *Service) readRequest(ctx context.Context, instanceID, id string) (*agen
 // returns it in its resulting state.
 func (s *Service) expire(ctx context.Context, id string) (*agentowl.ApprovalRequest, error) {
 	var r *agentowl.ApprovalRequest
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
 		if r, err = tx.RequestGet(ctx, id); err != nil {
 			return err
 		}
@@ -270,7 +283,7 @@ func (s *Service) CancelRequest(ctx context.Context, p *access.Principal, id str
 		return nil, notFound("approval request", id)
 	}
 	var r *agentowl.ApprovalRequest
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.InstanceID != p.Token.InstanceID) {
 			return notFound("approval request", id)
@@ -326,7 +339,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "note", "The note is longer than 4096 bytes.")
 	}
 	var r *agentowl.ApprovalRequest
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
 			return notFound("approval request", id)
@@ -438,7 +451,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			return total, err
 		}
 		var expired []string
-		err = s.store.Write(ctx, func(tx store.Tx) error {
+		err = s.writeRequest(ctx, func(tx store.Tx) error {
 			expired = expired[:0]
 			for _, id := range ids {
 				r, err := tx.RequestGet(ctx, id)
