@@ -1,0 +1,584 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+)
+
+// site is where one test's server keeps its data: a data directory (the
+// SQLite database and the operator-token file) and, on PostgreSQL, the URL
+// of a fresh schema.
+type site struct {
+	backend string
+	dataDir string
+	dbURL   string
+}
+
+func newSite(t *testing.T, b storetest.Backend) site {
+	t.Helper()
+	s := site{backend: b.Name, dataDir: t.TempDir()}
+	if b.Name == "postgres" {
+		s.dbURL = b.URL(t)
+	}
+	return s
+}
+
+// forEachBackend runs fn as a parallel subtest per store backend, each on a
+// fresh site.
+func forEachBackend(t *testing.T, fn func(t *testing.T, s site)) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newSite(t, b))
+		})
+	}
+}
+
+// running is one in-process Main serving on 127.0.0.1:0.
+type running struct {
+	m      *Main
+	url    string
+	stdout string // what Run printed (the first-start notice)
+
+	once     sync.Once
+	closeErr error
+}
+
+// start runs Main on s; clock may be nil for the wall clock. The server is
+// closed at test end if the test did not close it.
+func (s site) start(t *testing.T, clock agentowl.Clock) *running {
+	t.Helper()
+	var out bytes.Buffer
+	m := &Main{Config: Config{
+		DataDir:     s.dataDir,
+		DatabaseURL: s.dbURL,
+		Listen:      "127.0.0.1:0",
+		Clock:       clock,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Stdout:      &out,
+	}}
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		t.Fatalf("Main.Run: %v", err)
+	}
+	r := &running{m: m, url: "http://" + m.Addr, stdout: out.String()}
+	t.Cleanup(func() { r.close() })
+	return r
+}
+
+// close closes Main once and returns Close's error.
+func (r *running) close() error {
+	r.once.Do(func() { r.closeErr = r.m.Close() })
+	return r.closeErr
+}
+
+// tokenPath is the bootstrap operator-token file of s.
+func (s site) tokenPath() string { return filepath.Join(s.dataDir, "operator-token") }
+
+// adminToken reads the bootstrap operator token of s.
+func (s site) adminToken(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(s.tokenPath())
+	if err != nil {
+		t.Fatalf("read operator token: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// reply is a completed HTTP exchange.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// object decodes the body as a JSON object.
+func (r reply) object(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body is not a JSON object: %v: %s", err, r.body)
+	}
+	return m
+}
+
+// errorCode returns error.code of an error body.
+func (r reply) errorCode(t *testing.T) string {
+	t.Helper()
+	e, _ := r.object(t)["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+// send makes one HTTP request as a harness or probe would. body is marshalled
+// to JSON unless nil; headers are name, value pairs. Every response must carry
+// X-Request-ID.
+func send(t *testing.T, method, url, token string, body any, headers ...string) reply {
+	t.Helper()
+	r, err := exchange(t, method, url, token, body, headers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// exchange is send for use off the test goroutine: it reports transport
+// errors instead of stopping the test.
+func exchange(t *testing.T, method, url, token string, body any, headers ...string) (reply, error) {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return reply{}, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return reply{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, fmt.Errorf("%s %s: read body: %w", method, url, err)
+	}
+	if resp.Header.Get("X-Request-ID") == "" {
+		t.Errorf("%s %s -> %d: no X-Request-ID header", method, url, resp.StatusCode)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+// expectStatus fails the test unless r has status want.
+func expectStatus(t *testing.T, what string, r reply, want int) {
+	t.Helper()
+	if r.status != want {
+		t.Fatalf("%s: status %d, want %d; body: %s", what, r.status, want, r.body)
+	}
+}
+
+// normJSON re-encodes a JSON document with sorted keys and no insignificant
+// whitespace, so two encodings of one value compare equal.
+func normJSON(t *testing.T, data []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, data)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// harness is an AAP instance provisioned over /v1 as a harness would.
+type harness struct {
+	url        string
+	instanceID string
+	credential string
+}
+
+// provision creates an instance with a provisioner token.
+func provision(t *testing.T, baseURL, provToken, name string) harness {
+	t.Helper()
+	r := send(t, http.MethodPost, baseURL+"/v1/instances", provToken, map[string]any{"instance_name": name},
+		"Idempotency-Key", "provision-"+name)
+	expectStatus(t, "POST /v1/instances", r, http.StatusCreated)
+	obj := r.object(t)
+	inst, _ := obj["instance"].(map[string]any)
+	cred, _ := obj["credential"].(map[string]any)
+	h := harness{url: baseURL}
+	h.instanceID, _ = inst["id"].(string)
+	h.credential, _ = cred["token"].(string)
+	if h.instanceID == "" || !strings.HasPrefix(h.credential, "owl_inst_") {
+		t.Fatalf("provisioned instance lacks an id or an owl_inst_ credential: %s", r.body)
+	}
+	return h
+}
+
+// submit posts one approval request with an Idempotency-Key.
+func (h harness) submit(t *testing.T, key string, body map[string]any) reply {
+	t.Helper()
+	return send(t, http.MethodPost, h.url+"/v1/requests", h.credential, body, "Idempotency-Key", key)
+}
+
+// get reads a request as the harness sees it, with an optional wait.
+func (h harness) get(t *testing.T, id, query string) reply {
+	t.Helper()
+	return send(t, http.MethodGet, h.url+"/v1/requests/"+id+query, h.credential, nil)
+}
+
+func TestMainBootstrapAndHealth(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, s site) {
+		first := s.start(t, nil)
+
+		info, err := os.Stat(s.tokenPath())
+		if err != nil {
+			t.Fatalf("first start wrote no operator-token file: %v", err)
+		}
+		if mode := info.Mode().Perm(); mode != 0o600 {
+			t.Errorf("operator-token mode = %o, want 600", mode)
+		}
+		token := s.adminToken(t)
+		if !strings.HasPrefix(token, "owl_op_") {
+			t.Errorf("operator-token holds %q, want an owl_op_ token", token)
+		}
+		abs, err := filepath.Abs(s.tokenPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(first.stdout, abs) {
+			t.Errorf("first-start notice does not name the token file %s:\n%s", abs, first.stdout)
+		}
+		if !strings.Contains(first.stdout, "default") {
+			t.Errorf("first-start notice does not name tenant default:\n%s", first.stdout)
+		}
+
+		r := send(t, http.MethodGet, first.url+"/healthz", "", nil)
+		expectStatus(t, "/healthz", r, http.StatusOK)
+		if got := r.object(t)["status"]; got != "ok" {
+			t.Errorf("/healthz status = %v, want ok", got)
+		}
+		r = send(t, http.MethodGet, first.url+"/readyz", "", nil)
+		expectStatus(t, "/readyz", r, http.StatusOK)
+		if got := r.object(t)["database"]; got != s.backend {
+			t.Errorf("/readyz database = %v, want %s", got, s.backend)
+		}
+		r = send(t, http.MethodGet, first.url+"/api/v1/whoami", token, nil)
+		expectStatus(t, "whoami with the bootstrap token", r, http.StatusOK)
+		r = send(t, http.MethodGet, first.url+"/no/such/path", "", nil)
+		expectStatus(t, "unknown path", r, http.StatusNotFound)
+		if got, want := r.errorCode(t), "not_found"; got != want {
+			t.Errorf("unknown path error code = %q, want %q", got, want)
+		}
+		if reqID := r.object(t)["error"].(map[string]any)["request_id"]; reqID != r.header.Get("X-Request-ID") {
+			t.Errorf("error request_id %v != X-Request-ID %q", reqID, r.header.Get("X-Request-ID"))
+		}
+		r = send(t, http.MethodGet, first.url+"/metrics", "", nil)
+		expectStatus(t, "/metrics", r, http.StatusOK)
+		if !bytes.Contains(r.body, []byte("agentowl_http_requests_total")) {
+			t.Errorf("/metrics lacks agentowl_http_requests_total:\n%.2000s", r.body)
+		}
+
+		before, err := os.ReadFile(s.tokenPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+
+		second := s.start(t, nil)
+		if second.stdout != "" {
+			t.Errorf("second start printed a bootstrap notice:\n%s", second.stdout)
+		}
+		after, err := os.ReadFile(s.tokenPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(before, after) {
+			t.Errorf("second start rewrote operator-token: %q -> %q", before, after)
+		}
+		r = send(t, http.MethodGet, second.url+"/api/v1/whoami", token, nil)
+		expectStatus(t, "whoami with the bootstrap token after restart", r, http.StatusOK)
+		r = send(t, http.MethodGet, second.url+"/api/v1/tenants", token, nil)
+		expectStatus(t, "tenants after restart", r, http.StatusOK)
+		if items, _ := r.object(t)["items"].([]any); len(items) != 1 {
+			t.Errorf("after restart there are %d tenants, want only default: %s", len(items), r.body)
+		}
+	})
+}
+
+// fakeClock is a settable clock whose timers fire when Advance passes them.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeTimer{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+// Advance moves time forward and fires every timer that came due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.now) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- c.now
+	}
+	c.waiters = kept
+}
+
+// pendingAt reports whether a timer is due exactly d from now.
+func (c *fakeClock) pendingAt(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		if w.at.Equal(c.now.Add(d)) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventually polls cond every 10ms for at most limit; it synchronizes with
+// background work, it is not an assertion about speed.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s after %s", what, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Close lets an in-flight long poll finish with a complete answer before it
+// returns and before the store closes.
+func TestMainCloseFinishesLongPoll(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, s site) {
+		clock := newFakeClock()
+		srv := s.start(t, clock)
+		admin := s.adminToken(t)
+		prov := cliJSON(t, srv.cli(t, admin, "provisioner-tokens", "create", "--label", "shutdown", "--json"))
+		h := provision(t, srv.url, prov["token"].(string), "long-poller")
+		r := h.submit(t, "lp-1", map[string]any{"tool": "deploy", "arguments": map[string]any{"env": "prod"}, "timeout": "1h"})
+		expectStatus(t, "POST /v1/requests", r, http.StatusCreated)
+		id := r.object(t)["id"].(string)
+
+		type result struct {
+			r   reply
+			err error
+		}
+		polled := make(chan result, 1)
+		go func() {
+			r, err := exchange(t, http.MethodGet, h.url+"/v1/requests/"+id+"?wait=30s", h.credential, nil)
+			polled <- result{r, err}
+		}()
+		eventually(t, 10*time.Second, "the long poll to park on its 30s wait", func() bool { return clock.pendingAt(30 * time.Second) })
+
+		closed := make(chan error, 1)
+		go func() { closed <- srv.close() }()
+		// Shutdown closes the listener first: once dials fail, Close is under way.
+		eventually(t, 10*time.Second, "the listener to close", func() bool {
+			c, err := net.DialTimeout("tcp", srv.m.Addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil
+		})
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while a long poll was still in flight", err)
+		case p := <-polled:
+			t.Fatalf("the long poll ended before its wait did: %d %s %v", p.r.status, p.r.body, p.err)
+		default:
+		}
+
+		clock.Advance(30 * time.Second)
+		select {
+		case p := <-polled:
+			if p.err != nil {
+				t.Fatalf("the long poll got no answer: %v", p.err)
+			}
+			expectStatus(t, "long poll during shutdown", p.r, http.StatusOK)
+			if got := p.r.object(t)["status"]; got != "pending" {
+				t.Errorf("long poll answered status %v, want pending", got)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the long poll did not answer after its wait ended")
+		}
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Close did not return after the in-flight long poll finished")
+		}
+	})
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// serveProcess is `agentowl serve` running as a child process.
+type serveProcess struct {
+	cmd    *exec.Cmd
+	url    string
+	stdout string // path of the captured stdout
+	exited chan struct{}
+}
+
+// startServe runs the built binary on dataDir and waits until /healthz answers.
+func startServe(t *testing.T, bin, dataDir string) *serveProcess {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	logDir := t.TempDir()
+	stdout, err := os.Create(filepath.Join(logDir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := os.Create(filepath.Join(logDir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", addr)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AGENTOWL_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	p := &serveProcess{cmd: cmd, url: "http://" + addr, stdout: stdout.Name(), exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		stdout.Close()
+		stderr.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			errs, _ := os.ReadFile(stderr.Name())
+			t.Logf("agentowl serve stderr:\n%s", errs)
+		}
+	})
+	client := &http.Client{Timeout: time.Second}
+	eventually(t, 30*time.Second, "agentowl serve to answer /healthz", func() bool {
+		select {
+		case <-p.exited:
+			errs, _ := os.ReadFile(stderr.Name())
+			t.Fatalf("agentowl serve exited early: %v\n%s", cmd.ProcessState, errs)
+		default:
+		}
+		resp, err := client.Get(p.url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+// kill9 kills the process with SIGKILL and waits for it to be gone.
+func (p *serveProcess) kill9(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill -9: %v", err)
+	}
+	<-p.exited
+}
+
+// A decision acknowledged to the operator survives kill -9 of the server.
+func TestCrashKeepsApprovedDecision(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "agentowl")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dataDir := t.TempDir()
+
+	first := startServe(t, bin, dataDir)
+	admin := site{dataDir: dataDir}.adminToken(t)
+	prov := cliJSON(t, runCLI(t, "provisioner-tokens", "create", "--json", "--url", first.url, "--token", admin))
+	h := provision(t, first.url, prov["token"].(string), "crash-agent")
+	r := h.submit(t, "crash-1", map[string]any{"tool": "drop_table", "arguments": map[string]any{"table": "users"}, "timeout": "1h"})
+	expectStatus(t, "POST /v1/requests", r, http.StatusCreated)
+	id := r.object(t)["id"].(string)
+	decided := runCLI(t, "approvals", "decide", id, "--approve", "--note", "survives", "--json", "--url", first.url, "--token", admin)
+	if decided.err != nil {
+		t.Fatalf("approvals decide: %v\n%s", decided.err, decided.stderr)
+	}
+	first.kill9(t)
+
+	second := startServe(t, bin, dataDir)
+	if out, _ := os.ReadFile(second.stdout); bytes.Contains(out, []byte("First start")) {
+		t.Errorf("restart after kill -9 bootstrapped again:\n%s", out)
+	}
+	h.url = second.url
+	r = h.get(t, id, "")
+	expectStatus(t, "GET /v1/requests/{id} after kill -9", r, http.StatusOK)
+	if got, want := normJSON(t, r.body), normJSON(t, []byte(decided.stdout)); got != want {
+		t.Errorf("after kill -9 the request reads\n%s\nwant the acknowledged decision\n%s", got, want)
+	}
+	if got := r.object(t)["status"]; got != "approved" {
+		t.Errorf("after kill -9 status = %v, want approved", got)
+	}
+}

@@ -1,0 +1,252 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+)
+
+// fakeClock is a settable clock; After fires when Advance passes its time.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+// Advance moves time forward and fires every timer that came due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(c.now) {
+			w.ch <- c.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
+// Waiters reports how many timers are pending (to know a long poll is parked).
+func (c *fakeClock) Waiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// env is one test's running server on a real store.
+type env struct {
+	t        *testing.T
+	store    store.Store
+	clock    *fakeClock
+	access   *access.Service
+	approval *approval.Service
+	srv      *httptest.Server
+	// operatorToken is an admin of tenant "default".
+	operatorToken string
+}
+
+// setup starts a server on backend b with a fake clock.
+func setup(t *testing.T, b storetest.Backend) *env {
+	t.Helper()
+	st := b.Open(t)
+	clock := newFakeClock()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	acc := access.New(st, clock, access.Config{})
+	appr := approval.New(st, acc, clock, approval.Config{}, log)
+	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	res, err := acc.Bootstrap(context.Background(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
+}
+
+// forEachBackend runs fn as a parallel subtest per store backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setup(t, b))
+		})
+	}
+}
+
+// response is a completed exchange, already checked against api/openapi.yaml.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a generic map.
+func (r *response) JSON(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("response is not a JSON object: %v: %s", err, r.Body)
+	}
+	return m
+}
+
+// ErrorCode returns error.code of an error body.
+func (r *response) ErrorCode(t *testing.T) string {
+	t.Helper()
+	e, _ := r.JSON(t)["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+// do sends a request; body may be a string (sent as is), []byte, or a value
+// marshalled to JSON. headers are name, value pairs. Every response is
+// validated against api/openapi.yaml and must carry X-Request-ID.
+func (e *env) do(method, path, token string, body any, headers ...string) *response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.Header.Get("X-Request-ID") == "" {
+		e.t.Errorf("%s %s: no X-Request-ID header", method, path)
+	}
+	checkContract(e.t, req, resp, data)
+	return &response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+}
+
+var (
+	specOnce   sync.Once
+	specDoc    *openapi3.T
+	specRouter routers.Router
+	specErr    error
+)
+
+func specPath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "api", "openapi.yaml")
+}
+
+// checkContract validates a response against api/openapi.yaml, so the
+// document cannot drift from the server.
+func checkContract(t *testing.T, req *http.Request, resp *http.Response, body []byte) {
+	t.Helper()
+	specOnce.Do(func() {
+		specDoc, specErr = openapi3.NewLoader().LoadFromFile(specPath())
+		if specErr == nil {
+			specErr = specDoc.Validate(context.Background())
+		}
+		if specErr == nil {
+			specRouter, specErr = gorillamux.NewRouter(specDoc)
+		}
+	})
+	if specErr != nil {
+		t.Fatalf("api/openapi.yaml: %v", specErr)
+	}
+	route, params, err := specRouter.FindRoute(req)
+	if err != nil {
+		t.Errorf("%s %s: not described in api/openapi.yaml: %v", req.Method, req.URL.Path, err)
+		return
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Options: &openapi3filter.Options{
+			IncludeResponseStatus: true,
+			MultiError:            true,
+			SchemaValidationOptions: []openapi3.SchemaValidationOption{
+				openapi3.WithStringFormatValidator("uuid", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC9562)),
+			},
+		},
+	}
+	in.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		t.Errorf("%s %s -> %d violates api/openapi.yaml (%s): %v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode,
+			route.Operation.OperationID, err, body)
+	}
+}
+
+var _ = agentowl.StatusPending
