@@ -1,0 +1,42 @@
+package delivery
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBackoffBounds(t *testing.T) {
+	e := &Engine{cfg: Config{RetryMinDelay: time.Second, RetryMaxDelay: 8 * time.Second}.withDefaults()}
+	for attempts := 1; attempts <= 10; attempts++ {
+		bound := min(time.Second<<(attempts-1), 8*time.Second)
+		for range 200 {
+			d := e.backoff(attempts)
+			if d < 100*time.Millisecond || d > bound {
+				t.Fatalf("backoff(%d) = %v, want within [100ms, %v]", attempts, d, bound)
+			}
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0}, {"5", 5 * time.Second}, {"0", 0}, {"-3", 0}, {"soon", 0},
+		{"Wed, 16 Sep 2026 12:01:00 GMT", time.Minute}, {"Wed, 16 Sep 2026 11:00:00 GMT", 0},
+		{"99999999999", 7 * 24 * time.Hour},
+	} {
+		if got := parseRetryAfter(c.in, now); got != c.want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{AttemptTimeout: time.Minute, Lease: time.Second}.withDefaults()
+	if c.AttemptTimeout != 10*time.Second || c.Lease <= c.AttemptTimeout || c.RetryMinDelay != 5*time.Second || c.RetryMaxDelay != time.Hour {
+		t.Fatalf("defaults %+v", c)
+	}
+}

@@ -1,0 +1,405 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/clocktest"
+	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+	"github.com/agentowl/agentowl/webhook"
+)
+
+// receiver is a real HTTPS endpoint that records every message, verifies
+// its signature, and answers with a scripted status per call.
+type receiver struct {
+	t      *testing.T
+	srv    *httptest.Server
+	secret string
+	key    webhook.Key
+	clock  *clocktest.Fake
+	answer func(n int) (status int, header http.Header)
+
+	mu       sync.Mutex
+	got      []received
+	inflight map[string]int
+	overlap  bool
+}
+
+type received struct {
+	id, timestamp string
+	body          []byte
+	verifyErr     error
+}
+
+func newReceiver(t *testing.T, clock *clocktest.Fake, answer func(n int) (int, http.Header)) *receiver {
+	r := &receiver{t: t, secret: webhook.NewSecret(), clock: clock, answer: answer, inflight: map[string]int{}}
+	r.key, _ = webhook.ParseSecret(r.secret)
+	r.srv = httptest.NewTLSServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	id := req.Header.Get(webhook.HeaderID)
+	_, verr := r.key.Verify(req.Header, body, r.clock.Now(), webhook.DefaultTolerance)
+	r.mu.Lock()
+	r.inflight[id]++
+	if r.inflight[id] > 1 {
+		r.overlap = true
+	}
+	n := len(r.got)
+	r.got = append(r.got, received{id: id, timestamp: req.Header.Get(webhook.HeaderTimestamp), body: body, verifyErr: verr})
+	r.mu.Unlock()
+	defer func() { r.mu.Lock(); r.inflight[id]--; r.mu.Unlock() }()
+	status, h := http.StatusNoContent, http.Header(nil)
+	if r.answer != nil {
+		status, h = r.answer(n)
+	}
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(status)
+}
+
+func (r *receiver) received() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+// fixture is a store with one tenant, a fake clock and a resolver whose
+// targets a test can change.
+type fixture struct {
+	t       *testing.T
+	store   store.Store
+	clock   *clocktest.Fake
+	tenant  string
+	mu      sync.Mutex
+	targets map[string]*delivery.Target
+}
+
+func newFixture(t *testing.T, b storetest.Backend) *fixture {
+	f := &fixture{t: t, store: b.Open(t), clock: clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)),
+		tenant: uuid.NewString(), targets: map[string]*delivery.Target{}}
+	err := f.store.Write(context.Background(), func(tx store.Tx) error {
+		return tx.TenantCreate(context.Background(), &agentowl.Tenant{ID: f.tenant, Name: "t-" + f.tenant[:8], CreatedAt: f.clock.Now()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) resolve(_ context.Context, _ store.Tx, dest string) (*delivery.Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.targets[dest], nil
+}
+
+func (f *fixture) point(dest string, r *receiver) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r == nil {
+		delete(f.targets, dest)
+		return
+	}
+	f.targets[dest] = &delivery.Target{URL: r.srv.URL + "/hook", Secret: r.secret}
+}
+
+// engine starts an engine whose HTTPS client trusts client's receiver.
+func (f *fixture) engine(client *http.Client, cfg delivery.Config) *delivery.Engine {
+	if cfg.RetryMinDelay == 0 {
+		cfg.RetryMinDelay, cfg.RetryMaxDelay = time.Second, 4*time.Second
+	}
+	e := delivery.New(f.store, f.clock, client, f.resolve, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
+func (f *fixture) message(dest string, window time.Duration) *store.Message {
+	id := uuid.NewString()
+	now := f.clock.Now()
+	m := &store.Message{ID: id, TenantID: f.tenant, Kind: "test", Destination: dest, Subject: "s-" + id,
+		Body: []byte(fmt.Sprintf(`{"id":%q,"type":"test"}`, id)), CreatedAt: now, DeadlineAt: now.Add(window),
+		State: store.MessagePending, NextAttempt: now}
+	if err := f.store.Write(context.Background(), func(tx store.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
+
+func (f *fixture) get(id string) *store.Message {
+	var m *store.Message
+	if err := f.store.Read(context.Background(), func(tx store.Tx) (err error) { m, err = tx.MessageGet(context.Background(), id); return err }); err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
+
+func (f *fixture) attempts(id string) []*store.Attempt {
+	var as []*store.Attempt
+	if err := f.store.Read(context.Background(), func(tx store.Tx) (err error) { as, err = tx.AttemptList(context.Background(), id); return err }); err != nil {
+		f.t.Fatal(err)
+	}
+	return as
+}
+
+// waitFor polls cond (synchronization with the engine's goroutines, not a
+// timing assertion) and fails the test if it never holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func forEach(t *testing.T, fn func(t *testing.T, f *fixture)) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newFixture(t, b))
+		})
+	}
+}
+
+func TestEngineDeliversSignedMessage(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, nil)
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{})
+		m := f.message("d", time.Hour)
+		e.Wake()
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		got := r.received()
+		if len(got) != 1 || got[0].id != m.ID || string(got[0].body) != string(m.Body) || got[0].verifyErr != nil {
+			t.Fatalf("received %+v", got)
+		}
+		if as := f.attempts(m.ID); len(as) != 1 || as[0].StatusCode != 204 || as[0].URL != r.srv.URL+"/hook" {
+			t.Fatalf("attempts %+v", as)
+		}
+		if rt := f.get(m.ID).RetainUntil; rt == nil || rt.Before(m.CreatedAt.Add(agentowl.RetentionAfterDecision)) {
+			t.Fatalf("retain_until %v, want at least creation + 7 days", rt)
+		}
+	})
+}
+
+func TestEngineRetriesWithSameBodyAndFreshSignature(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, func(n int) (int, http.Header) {
+			if n == 0 {
+				return 500, nil
+			}
+			return 204, nil
+		})
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{})
+		m := f.message("d", time.Hour)
+		e.Wake()
+		waitFor(t, "first attempt recorded", func() bool { return len(f.attempts(m.ID)) == 1 })
+		if next := f.get(m.ID).NextAttempt; !next.After(f.clock.Now()) || next.After(f.clock.Now().Add(4*time.Second)) {
+			t.Fatalf("next attempt %v not within the backoff bound after %v", next, f.clock.Now())
+		}
+		f.clock.Advance(5 * time.Second)
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		got := r.received()
+		if len(got) != 2 || got[0].id != got[1].id || string(got[0].body) != string(got[1].body) {
+			t.Fatalf("retry changed id or body: %+v", got)
+		}
+		if got[0].timestamp == got[1].timestamp {
+			t.Fatalf("retry reused the timestamp %s", got[0].timestamp)
+		}
+		for _, g := range got {
+			if g.verifyErr != nil {
+				t.Fatalf("signature: %v", g.verifyErr)
+			}
+		}
+		if as := f.attempts(m.ID); len(as) != 2 || as[0].StatusCode != 500 || as[0].Error != "HTTP 500" || as[1].StatusCode != 204 {
+			t.Fatalf("attempts %+v", as)
+		}
+	})
+}
+
+func TestEngineRespectsRetryAfterWithinWindow(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, func(n int) (int, http.Header) {
+			return 429, http.Header{"Retry-After": {"120"}}
+		})
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{})
+		m := f.message("d", time.Hour)
+		e.Wake()
+		waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 })
+		if next := f.get(m.ID).NextAttempt; next.Before(f.clock.Now().Add(120 * time.Second)) {
+			t.Fatalf("next attempt %v ignores Retry-After: 120 at %v", next, f.clock.Now())
+		}
+		// A Retry-After past the deadline ends the message instead of extending the window.
+		late := f.message("d", 60*time.Second)
+		e.Wake()
+		waitFor(t, "failed at deadline", func() bool { return f.get(late.ID).State == store.MessageFailed })
+		if !f.get(late.ID).EndedAt.Before(late.DeadlineAt) {
+			t.Fatalf("ended after its deadline")
+		}
+	})
+}
+
+func TestEngineFailsWhenWindowEnds(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, func(int) (int, http.Header) { return 503, nil })
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{})
+		m := f.message("d", 30*time.Second)
+		e.Wake()
+		for f.get(m.ID).State == store.MessagePending {
+			n := len(f.attempts(m.ID))
+			f.clock.Advance(5 * time.Second)
+			waitFor(t, "an attempt or the end", func() bool {
+				return len(f.attempts(m.ID)) > n || f.get(m.ID).State != store.MessagePending || f.get(m.ID).NextAttempt.After(f.clock.Now())
+			})
+		}
+		got := f.get(m.ID)
+		if got.State != store.MessageFailed || got.EndedAt == nil {
+			t.Fatalf("state %s", got.State)
+		}
+		for _, a := range f.attempts(m.ID) {
+			if a.StartedAt.After(m.DeadlineAt) {
+				t.Fatalf("attempt %d started after the deadline", a.N)
+			}
+		}
+	})
+}
+
+func TestEngineDoesNotFollowRedirects(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		var hits atomic.Int32
+		target := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+		defer target.Close()
+		r := newReceiver(t, f.clock, func(int) (int, http.Header) {
+			return http.StatusFound, http.Header{"Location": {target.URL}}
+		})
+		f.point("d", r)
+		client := r.srv.Client()
+		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		e := f.engine(client, delivery.Config{})
+		m := f.message("d", time.Hour)
+		e.Wake()
+		waitFor(t, "attempt", func() bool { return len(f.attempts(m.ID)) == 1 })
+		if a := f.attempts(m.ID)[0]; a.StatusCode != 302 || f.get(m.ID).State != store.MessagePending || hits.Load() != 0 {
+			t.Fatalf("redirect treated as %+v, state %s, target hits %d", a, f.get(m.ID).State, hits.Load())
+		}
+	})
+}
+
+func TestEngineUsesCurrentTargetAndCancelsRemoved(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		old := newReceiver(t, f.clock, func(int) (int, http.Header) { return 500, nil })
+		repl := newReceiver(t, f.clock, nil)
+		f.point("d", old)
+		client := old.srv.Client()
+		client.Transport.(*http.Transport).TLSClientConfig.RootCAs.AddCert(repl.srv.Certificate())
+		e := f.engine(client, delivery.Config{})
+		m := f.message("d", time.Hour)
+		e.Wake()
+		waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 })
+		f.point("d", repl) // the receiver was replaced: new URL and secret
+		f.clock.Advance(5 * time.Second)
+		waitFor(t, "delivery to the replacement", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		if got := repl.received(); len(got) != 1 || got[0].id != m.ID || got[0].verifyErr != nil || string(got[0].body) != string(m.Body) {
+			t.Fatalf("replacement received %+v", got)
+		}
+		f.point("gone", nil)
+		gone := f.message("gone", time.Hour)
+		e.Wake()
+		waitFor(t, "cancellation", func() bool { return f.get(gone.ID).State == store.MessageCancelled })
+	})
+}
+
+func TestEngineReclaimsAfterLeaseLapses(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, nil)
+		f.point("d", r)
+		m := f.message("d", time.Hour)
+		// A process claims the message and dies before finishing its attempt.
+		ctx := context.Background()
+		if err := f.store.Write(ctx, func(tx store.Tx) error {
+			ms, err := tx.MessageClaim(ctx, store.ClaimParams{Now: f.clock.Now(), LeaseUntil: f.clock.Now().Add(30 * time.Second), Owner: "crashed", Limit: 10})
+			if err == nil && len(ms) != 1 {
+				err = errors.New("claim did not lease the message")
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		e := f.engine(r.srv.Client(), delivery.Config{Lease: 30 * time.Second})
+		e.Wake()
+		f.clock.Advance(10 * time.Second)
+		if got := r.received(); len(got) != 0 {
+			t.Fatalf("attempted while another owner held the lease: %+v", got)
+		}
+		f.clock.Advance(21 * time.Second)
+		waitFor(t, "delivery after the lease lapsed", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		if got := f.get(m.ID); got.Attempts != 2 {
+			t.Fatalf("attempts = %d, want 2 (the lost one counts)", got.Attempts)
+		}
+	})
+}
+
+func TestEnginesShareQueueWithoutOverlap(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, func(n int) (int, http.Header) {
+			if n%3 == 0 {
+				return 500, nil
+			}
+			return 204, nil
+		})
+		f.point("d", r)
+		a := f.engine(r.srv.Client(), delivery.Config{Concurrency: 8})
+		b := f.engine(r.srv.Client(), delivery.Config{Concurrency: 8})
+		var ids []string
+		for range 60 {
+			ids = append(ids, f.message("d", time.Hour).ID)
+		}
+		a.Wake()
+		b.Wake()
+		allDone := func() bool {
+			for _, id := range ids {
+				if f.get(id).State != store.MessageDelivered {
+					return false
+				}
+			}
+			return true
+		}
+		for !allDone() {
+			f.clock.Advance(5 * time.Second)
+			time.Sleep(5 * time.Millisecond) // let the engines run; the loop condition is the assertion
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.overlap {
+			t.Fatal("two attempts of one message were in flight at once")
+		}
+		if len(r.got) < len(ids) {
+			t.Fatalf("received %d messages for %d events", len(r.got), len(ids))
+		}
+	})
+}
