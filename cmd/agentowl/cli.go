@@ -31,8 +31,8 @@ type cli struct {
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	c := &cli{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
-		Use:           "agentowl",
-		Short:         "AgentOwl: the control plane between AI agents and the people and channels around them",
+		Use:          "agentowl",
+		Short:        "AgentOwl: the control plane between AI agents and the people and channels around them",
 		SilenceUsage: true,
 	}
 	root.SetOut(stdout)
