@@ -6,6 +6,7 @@ package agentowl
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. Each is a stable snake_case machine reason; httpapi alone maps
@@ -48,6 +49,9 @@ type Error struct {
 	Code    string
 	Message string
 	Param   string
+	// RetryAfter, when set on rate_limited or unavailable, becomes the
+	// Retry-After header.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -91,7 +93,15 @@ func (s *Service) checkDelivery(d *agentowl.Delivery) error {
 
 // verifyOnce runs one verification per keyed submission at a time: a
 // concurrent attempt with the same key waits for it and shares its result.
-func (s *Service) verifyOnce(ctx context.Context, flightKey string, d *agentowl.Delivery, instanceID string) error {
+func (s *Service) verifyOnce(ctx context.Context, tenantID, flightKey string, d *agentowl.Delivery, instanceID string) error {
+	if ok, wait := s.registerTenant.Allow(tenantID); !ok {
+		return ratelimit.Error("receiver registrations for this account", wait)
+	}
+	if u, err := url.Parse(d.URL); err == nil {
+		if ok, wait := s.registerHost.Allow(strings.ToLower(u.Hostname())); !ok {
+			return ratelimit.Error("receiver registrations for this destination", wait)
+		}
+	}
 	a := s.async
 	a.mu.Lock()
 	if f, ok := a.flights[flightKey]; ok {

@@ -77,7 +77,7 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 		if err != nil || replay != nil {
 			return replay, err
 		}
-		if err := s.verifyOnce(ctx, "create/"+p.Token.ID+"/"+idemKey, in.Delivery, instanceID); err != nil {
+		if err := s.verifyOnce(ctx, p.Token.TenantID, "create/"+p.Token.ID+"/"+idemKey, in.Delivery, instanceID); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +237,7 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 		if err != nil || replayed != nil {
 			return replayed, err
 		}
-		if err := s.verifyOnce(ctx, "update/"+scope+"/"+idemKey, in.Delivery, id); err != nil {
+		if err := s.verifyOnce(ctx, p.Token.TenantID, "update/"+scope+"/"+idemKey, in.Delivery, id); err != nil {
 			return nil, err
 		}
 	}

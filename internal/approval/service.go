@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -40,6 +41,12 @@ type Config struct {
 	// PurgeInterval is how often retained records past retention are
 	// deleted. Defaults to 1m.
 	PurgeInterval time.Duration
+	// CreateLimit bounds approval request creation per tenant. Defaults to
+	// 5,000/s with a burst of 5,000.
+	CreateLimit ratelimit.Limit
+	// RegisterLimit bounds receiver verifications per tenant and, separately,
+	// per destination host across tenants. Defaults to 30/min, burst 10.
+	RegisterLimit ratelimit.Limit
 }
 
 func (c Config) withDefaults() Config {
@@ -55,6 +62,12 @@ func (c Config) withDefaults() Config {
 	def(&c.RecheckInterval, time.Second)
 	def(&c.SweepInterval, time.Second)
 	def(&c.PurgeInterval, time.Minute)
+	if c.CreateLimit.Per == 0 {
+		c.CreateLimit = ratelimit.Limit{Events: 5000, Per: time.Second}
+	}
+	if c.RegisterLimit.Per == 0 {
+		c.RegisterLimit = ratelimit.Limit{Events: 30, Per: time.Minute, Burst: 10}
+	}
 	if c.MaxWait > 30*time.Second {
 		c.MaxWait = 30 * time.Second
 	}
@@ -71,11 +84,18 @@ type Service struct {
 	hub      *hub
 	policies *policyEngine
 	async    *asyncMode
+	// Abuse limits, per process.
+	createLimit, registerTenant, registerHost *ratelimit.Keyed
 }
 
 // New returns a Service.
 func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, log *slog.Logger) *Service {
-	return &Service{store: s, access: acc, clock: clock, cfg: cfg.withDefaults(), log: log, hub: newHub(), policies: newPolicyEngine()}
+	cfg = cfg.withDefaults()
+	return &Service{store: s, access: acc, clock: clock, cfg: cfg, log: log, hub: newHub(), policies: newPolicyEngine(),
+		createLimit:    ratelimit.New(cfg.CreateLimit, clock),
+		registerTenant: ratelimit.New(cfg.RegisterLimit, clock),
+		registerHost:   ratelimit.New(cfg.RegisterLimit, clock),
+	}
 }
 
 // now is the clock truncated to whole seconds: every recorded timestamp is
@@ -100,6 +120,9 @@ type CreateResult struct {
 // CreateRequest submits one intercepted tool call for instance p, keyed by
 // idemKey. A matching policy rule decides it at once.
 func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKey string, in *agentowl.CreateRequestInput) (*CreateResult, error) {
+	if ok, wait := s.createLimit.Allow(p.Token.TenantID); !ok {
+		return nil, ratelimit.Error("approval requests for this account", wait)
+	}
 	hash := in.Hash()
 	for attempt := 0; ; attempt++ {
 		var res CreateResult
@@ -389,6 +412,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 func (s *Service) ListRequests(ctx context.Context, tenantID string, p store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
 	p.TenantID = tenantID
 	now := s.clock.Now()
+	p.Now = now
 	var out []*agentowl.ApprovalRequest
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.RequestList(ctx, p)

@@ -274,6 +274,7 @@ func TestEngineFailsWhenWindowEnds(t *testing.T) {
 			n := len(f.attempts(m.ID))
 			f.clock.Advance(5 * time.Second)
 			waitFor(t, "an attempt or the end", func() bool {
+				e.Wake() // the engine may have parked on a timer set after the advance
 				return len(f.attempts(m.ID)) > n || f.get(m.ID).State != store.MessagePending || f.get(m.ID).NextAttempt.After(f.clock.Now())
 			})
 		}

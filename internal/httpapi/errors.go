@@ -3,6 +3,8 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/agentowl/agentowl"
 )
@@ -84,6 +86,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, ok := statusOf[ae.Code]
 	if !ok {
 		status = http.StatusBadRequest
+	}
+	if ae.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((ae.RetryAfter+time.Second-1)/time.Second)))
 	}
 	writeJSON(w, status, errorBody{Error: errorObject{
 		Type: typeOf(status), Code: ae.Code, Message: ae.Message, Param: ae.Param, RequestID: requestID(r),

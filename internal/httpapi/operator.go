@@ -375,15 +375,6 @@ func (s *Server) listApprovals(r *http.Request, p *access.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	if params.Status == agentowl.StatusPending { // drop those that expired since the query
-		kept := reqs[:0]
-		for _, q := range reqs {
-			if q.Status == agentowl.StatusPending {
-				kept = append(kept, q)
-			}
-		}
-		reqs = kept
-	}
 	return http.StatusOK, listOf(reqs, toWireApproval), nil
 }
 
@@ -524,6 +515,9 @@ func (s *Server) listAudit(r *http.Request, p *access.Principal) (int, any, erro
 		return 0, nil, err
 	}
 	entries, err := s.access.ListAudit(r.Context(), p, r.PathValue("tenant"), limit)
+	if err != nil {
+		return 0, nil, err
+	}
 	return http.StatusOK, listOf(entries, func(e *agentowl.AuditEntry) wireAudit {
 		return wireAudit{ID: e.ID, At: timestamp(e.At), Actor: e.Actor, Action: e.Action, Target: e.Target,
 			RequestID: e.RequestID, Details: e.Details}

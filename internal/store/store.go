@@ -129,7 +129,10 @@ type RequestListParams struct {
 	TenantID   string
 	InstanceID string                  // optional
 	Status     agentowl.ApprovalStatus // optional
-	Limit      int
+	// Now makes the pending and expired filters follow effective status:
+	// a pending request at or past its deadline counts as expired.
+	Now   time.Time
+	Limit int
 }
 
 // AuditListParams filters AuditList; results are newest first.

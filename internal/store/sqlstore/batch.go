@@ -22,6 +22,7 @@ type batcher struct {
 	queue   chan *pendingWrite
 	stop    chan struct{}
 	stopped sync.WaitGroup
+	once    sync.Once
 }
 
 type pendingWrite struct {
@@ -54,7 +55,7 @@ func (b *batcher) write(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (b *batcher) close() {
-	close(b.stop)
+	b.once.Do(func() { close(b.stop) })
 	b.stopped.Wait()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,7 +56,18 @@ func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*store.Me
 		WHERE id IN (SELECT id FROM outbox WHERE state = 'pending' AND next_attempt_at <= ?
 			AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at LIMIT ?`+t.db.dialect.SkipLocked+`)
 		RETURNING `+messageCols, p.Owner, ts(p.LeaseUntil), ts(p.Now), ts(p.Now), p.Limit)
-	return all(rows, err, scanMessage)
+	msgs, err := all(rows, err, scanMessage)
+	// RETURNING does not keep the subquery's order; attempts start oldest due first.
+	slices.SortFunc(msgs, func(a, b *store.Message) int {
+		if c := a.NextAttempt.Compare(b.NextAttempt); c != 0 {
+			return c
+		}
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return msgs, err
 }
 
 func (t *tx) MessageFinish(ctx context.Context, p store.FinishParams) error {

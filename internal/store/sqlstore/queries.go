@@ -362,7 +362,12 @@ func (t *tx) RequestList(ctx context.Context, p store.RequestListParams) ([]*age
 	if p.InstanceID != "" {
 		where, args = append(where, "instance_id = ?"), append(args, p.InstanceID)
 	}
-	if p.Status != "" {
+	switch {
+	case p.Status == agentowl.StatusPending && !p.Now.IsZero():
+		where, args = append(where, "status = 'pending' AND deadline_at > ?"), append(args, ts(p.Now))
+	case p.Status == agentowl.StatusExpired && !p.Now.IsZero():
+		where, args = append(where, "(status = 'expired' OR (status = 'pending' AND deadline_at <= ?))"), append(args, ts(p.Now))
+	case p.Status != "":
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
 	}
 	limit := p.Limit
@@ -408,7 +413,8 @@ func scanPolicy(s scanner) (*agentowl.Policy, error) {
 }
 
 func (t *tx) PolicyCreate(ctx context.Context, v *agentowl.Policy) error {
-	_, err := t.exec(ctx, `INSERT INTO policies (`+policyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.exec(ctx, `INSERT INTO policies (`+policyCols+`, seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM policies))`,
 		v.ID, v.TenantID, nullStr(v.InstanceID), v.Name, v.Tool, v.Condition, string(v.Effect), v.Note, v.Priority, ts(v.CreatedAt))
 	return err
 }
@@ -425,9 +431,9 @@ func (t *tx) PolicyList(ctx context.Context, tenantID, instanceID string) ([]*ag
 	q := `SELECT ` + policyCols + ` FROM policies WHERE tenant_id = ?`
 	args := []any{tenantID}
 	if instanceID == "" {
-		q += ` ORDER BY instance_id IS NULL, priority, created_at, id`
+		q += ` ORDER BY instance_id IS NULL, priority, created_at, seq`
 	} else {
-		q += ` AND (instance_id IS NULL OR instance_id = ?) ORDER BY instance_id IS NULL, priority, created_at, id`
+		q += ` AND (instance_id IS NULL OR instance_id = ?) ORDER BY instance_id IS NULL, priority, created_at, seq`
 		args = append(args, instanceID)
 	}
 	rows, err := t.query(ctx, q, args...)

@@ -103,9 +103,11 @@ CREATE TABLE policies (
   effect      TEXT NOT NULL CHECK (effect IN ('approve', 'deny')),
   note        TEXT NOT NULL,
   priority    BIGINT NOT NULL,
-  created_at  BIGINT NOT NULL
+  created_at  BIGINT NOT NULL,
+  -- seq orders rules created in the same instant by creation.
+  seq         BIGINT NOT NULL
 );
-CREATE INDEX policies_tenant ON policies (tenant_id, priority, created_at);
+CREATE INDEX policies_tenant ON policies (tenant_id, priority, created_at, seq);
 
 CREATE TABLE audit_log (
   id         BIGSERIAL PRIMARY KEY,
