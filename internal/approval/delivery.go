@@ -94,11 +94,11 @@ func (s *Service) checkDelivery(d *agentowl.Delivery) error {
 // verifyOnce runs one verification per keyed submission at a time: a
 // concurrent attempt with the same key waits for it and shares its result.
 func (s *Service) verifyOnce(ctx context.Context, tenantID, flightKey string, d *agentowl.Delivery, instanceID string) error {
-	if ok, wait := s.registerTenant.Allow(tenantID); !ok {
+	if ok, wait := s.registerTenant.Allow(ctx, tenantID); !ok {
 		return ratelimit.Error("receiver registrations for this account", wait)
 	}
 	if u, err := url.Parse(d.URL); err == nil {
-		if ok, wait := s.registerHost.Allow(strings.ToLower(u.Hostname())); !ok {
+		if ok, wait := s.registerHost.Allow(ctx, strings.ToLower(u.Hostname())); !ok {
 			return ratelimit.Error("receiver registrations for this destination", wait)
 		}
 	}

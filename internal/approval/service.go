@@ -42,10 +42,10 @@ type Config struct {
 	// deleted. Defaults to 1m.
 	PurgeInterval time.Duration
 	// CreateLimit bounds approval request creation per tenant. Defaults to
-	// 5,000/s with a burst of 5,000.
+	// 100,000 per minute.
 	CreateLimit ratelimit.Limit
 	// RegisterLimit bounds receiver verifications per tenant and, separately,
-	// per destination host across tenants. Defaults to 30/min, burst 10.
+	// per destination host across tenants. Defaults to 30 per minute.
 	RegisterLimit ratelimit.Limit
 }
 
@@ -63,10 +63,10 @@ func (c Config) withDefaults() Config {
 	def(&c.SweepInterval, time.Second)
 	def(&c.PurgeInterval, time.Minute)
 	if c.CreateLimit.Per == 0 {
-		c.CreateLimit = ratelimit.Limit{Events: 5000, Per: time.Second}
+		c.CreateLimit = ratelimit.Limit{Events: 100_000, Per: time.Minute}
 	}
 	if c.RegisterLimit.Per == 0 {
-		c.RegisterLimit = ratelimit.Limit{Events: 30, Per: time.Minute, Burst: 10}
+		c.RegisterLimit = ratelimit.Limit{Events: 30, Per: time.Minute}
 	}
 	if c.MaxWait > 30*time.Second {
 		c.MaxWait = 30 * time.Second
@@ -85,16 +85,16 @@ type Service struct {
 	policies *policyEngine
 	async    *asyncMode
 	// Abuse limits, per process.
-	createLimit, registerTenant, registerHost *ratelimit.Keyed
+	createLimit, registerTenant, registerHost *ratelimit.Limiter
 }
 
 // New returns a Service.
 func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, log *slog.Logger) *Service {
 	cfg = cfg.withDefaults()
 	return &Service{store: s, access: acc, clock: clock, cfg: cfg, log: log, hub: newHub(), policies: newPolicyEngine(),
-		createLimit:    ratelimit.New(cfg.CreateLimit, clock),
-		registerTenant: ratelimit.New(cfg.RegisterLimit, clock),
-		registerHost:   ratelimit.New(cfg.RegisterLimit, clock),
+		createLimit:    ratelimit.New("create", cfg.CreateLimit, s, clock),
+		registerTenant: ratelimit.New("register-tenant", cfg.RegisterLimit, s, clock),
+		registerHost:   ratelimit.New("register-host", cfg.RegisterLimit, s, clock),
 	}
 }
 
@@ -120,7 +120,7 @@ type CreateResult struct {
 // CreateRequest submits one intercepted tool call for instance p, keyed by
 // idemKey. A matching policy rule decides it at once.
 func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKey string, in *agentowl.CreateRequestInput) (*CreateResult, error) {
-	if ok, wait := s.createLimit.Allow(p.Token.TenantID); !ok {
+	if ok, wait := s.createLimit.Allow(ctx, p.Token.TenantID); !ok {
 		return nil, ratelimit.Error("approval requests for this account", wait)
 	}
 	hash := in.Hash()

@@ -18,13 +18,16 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -58,6 +61,13 @@ type Config struct {
 	// MaxResponseBytes is how much of a response body is read (and then
 	// ignored). Defaults to 64 KiB.
 	MaxResponseBytes int64
+	// PerHostConcurrency bounds attempts in flight to one destination host in
+	// this process. Defaults to 16.
+	PerHostConcurrency int
+	// PerHostRate bounds attempts (first ones and retries) to one destination
+	// host across every process sharing the database. Defaults to 360,000 per
+	// minute.
+	PerHostRate ratelimit.Limit
 }
 
 func (c Config) withDefaults() Config {
@@ -87,6 +97,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = 64 << 10
+	}
+	if c.PerHostConcurrency <= 0 {
+		c.PerHostConcurrency = 16
+	}
+	if c.PerHostRate.Per <= 0 {
+		c.PerHostRate = ratelimit.Limit{Events: 360_000, Per: time.Minute}
 	}
 	return c
 }
@@ -119,6 +135,9 @@ type Engine struct {
 	slots    chan struct{}
 	inflight sync.WaitGroup
 	metrics  *Metrics
+	hostRate *ratelimit.Limiter
+	hostMu   sync.Mutex
+	hostBusy map[string]int
 }
 
 // New returns an Engine. Call Run to start delivering.
@@ -127,7 +146,7 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 	return &Engine{
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
-		metrics: newMetrics(),
+		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock), hostBusy: map[string]int{},
 	}
 }
 
@@ -217,6 +236,17 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message) {
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return
 	}
+	// Destination limits delay an attempt; they never drop it.
+	host := hostOf(target.URL)
+	if ok, wait := e.hostRate.Allow(ctx, host); !ok {
+		e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
+		return
+	}
+	if !e.acquireHost(host) {
+		e.deferMessage(ctx, m, start.Add(time.Second))
+		return
+	}
+	defer e.releaseHost(host)
 	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(start)))
 	a.EndedAt, a.StatusCode = e.clock.Now(), status
 	e.metrics.attempts.WithLabelValues(m.Kind, outcomeLabel(status, sendErr)).Inc()
@@ -297,6 +327,41 @@ func (e *Engine) backoff(attempts int) time.Duration {
 	_, _ = rand.Read(b[:])
 	d := time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(bound+1))
 	return max(d, e.cfg.RetryMinDelay/10)
+}
+
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+func (e *Engine) acquireHost(host string) bool {
+	e.hostMu.Lock()
+	defer e.hostMu.Unlock()
+	if e.hostBusy[host] >= e.cfg.PerHostConcurrency {
+		return false
+	}
+	e.hostBusy[host]++
+	return true
+}
+
+func (e *Engine) releaseHost(host string) {
+	e.hostMu.Lock()
+	defer e.hostMu.Unlock()
+	if e.hostBusy[host]--; e.hostBusy[host] <= 0 {
+		delete(e.hostBusy, host)
+	}
+}
+
+// deferMessage gives a claimed message back, uncounted, for later.
+func (e *Engine) deferMessage(ctx context.Context, m *store.Message, next time.Time) {
+	e.metrics.deferred.WithLabelValues(m.Kind).Inc()
+	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageDefer(ctx, m.ID, e.owner, m.Attempts, next) })
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		e.log.Error("defer delivery", "event_id", m.ID, "err", err)
+	}
 }
 
 // finish records the attempt; a lost lease means another worker owns the

@@ -163,12 +163,18 @@ func (f *fixture) attempts(id string) []*store.Attempt {
 }
 
 // waitFor polls cond (synchronization with the engine's goroutines, not a
-// timing assertion) and fails the test if it never holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// timing assertion) and fails the test if it never holds. Engines are woken
+// on every poll: one that parked on a fake-clock timer set after the test's
+// last Advance would otherwise sleep forever. Waking only makes an engine
+// look for due messages; what is due is still decided by the clock.
+func waitFor(t *testing.T, what string, cond func() bool, engines ...*delivery.Engine) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		if cond() {
 			return
+		}
+		for _, e := range engines {
+			e.Wake()
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
@@ -190,7 +196,7 @@ func TestEngineDeliversSignedMessage(t *testing.T) {
 		e := f.engine(r.srv.Client(), delivery.Config{})
 		m := f.message("d", time.Hour)
 		e.Wake()
-		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
 		got := r.received()
 		if len(got) != 1 || got[0].id != m.ID || string(got[0].body) != string(m.Body) || got[0].verifyErr != nil {
 			t.Fatalf("received %+v", got)
@@ -216,12 +222,12 @@ func TestEngineRetriesWithSameBodyAndFreshSignature(t *testing.T) {
 		e := f.engine(r.srv.Client(), delivery.Config{})
 		m := f.message("d", time.Hour)
 		e.Wake()
-		waitFor(t, "first attempt recorded", func() bool { return len(f.attempts(m.ID)) == 1 })
+		waitFor(t, "first attempt recorded", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
 		if next := f.get(m.ID).NextAttempt; !next.After(f.clock.Now()) || next.After(f.clock.Now().Add(4*time.Second)) {
 			t.Fatalf("next attempt %v not within the backoff bound after %v", next, f.clock.Now())
 		}
 		f.clock.Advance(5 * time.Second)
-		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
 		got := r.received()
 		if len(got) != 2 || got[0].id != got[1].id || string(got[0].body) != string(got[1].body) {
 			t.Fatalf("retry changed id or body: %+v", got)
@@ -249,14 +255,14 @@ func TestEngineRespectsRetryAfterWithinWindow(t *testing.T) {
 		e := f.engine(r.srv.Client(), delivery.Config{})
 		m := f.message("d", time.Hour)
 		e.Wake()
-		waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 })
+		waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
 		if next := f.get(m.ID).NextAttempt; next.Before(f.clock.Now().Add(120 * time.Second)) {
 			t.Fatalf("next attempt %v ignores Retry-After: 120 at %v", next, f.clock.Now())
 		}
 		// A Retry-After past the deadline ends the message instead of extending the window.
 		late := f.message("d", 60*time.Second)
 		e.Wake()
-		waitFor(t, "failed at deadline", func() bool { return f.get(late.ID).State == store.MessageFailed })
+		waitFor(t, "failed at deadline", func() bool { return f.get(late.ID).State == store.MessageFailed }, e)
 		if !f.get(late.ID).EndedAt.Before(late.DeadlineAt) {
 			t.Fatalf("ended after its deadline")
 		}
@@ -274,9 +280,8 @@ func TestEngineFailsWhenWindowEnds(t *testing.T) {
 			n := len(f.attempts(m.ID))
 			f.clock.Advance(5 * time.Second)
 			waitFor(t, "an attempt or the end", func() bool {
-				e.Wake() // the engine may have parked on a timer set after the advance
 				return len(f.attempts(m.ID)) > n || f.get(m.ID).State != store.MessagePending || f.get(m.ID).NextAttempt.After(f.clock.Now())
-			})
+			}, e)
 		}
 		got := f.get(m.ID)
 		if got.State != store.MessageFailed || got.EndedAt == nil {
@@ -304,7 +309,7 @@ func TestEngineDoesNotFollowRedirects(t *testing.T) {
 		e := f.engine(client, delivery.Config{})
 		m := f.message("d", time.Hour)
 		e.Wake()
-		waitFor(t, "attempt", func() bool { return len(f.attempts(m.ID)) == 1 })
+		waitFor(t, "attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
 		if a := f.attempts(m.ID)[0]; a.StatusCode != 302 || f.get(m.ID).State != store.MessagePending || hits.Load() != 0 {
 			t.Fatalf("redirect treated as %+v, state %s, target hits %d", a, f.get(m.ID).State, hits.Load())
 		}
@@ -321,17 +326,17 @@ func TestEngineUsesCurrentTargetAndCancelsRemoved(t *testing.T) {
 		e := f.engine(client, delivery.Config{})
 		m := f.message("d", time.Hour)
 		e.Wake()
-		waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 })
+		waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
 		f.point("d", repl) // the receiver was replaced: new URL and secret
 		f.clock.Advance(5 * time.Second)
-		waitFor(t, "delivery to the replacement", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		waitFor(t, "delivery to the replacement", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
 		if got := repl.received(); len(got) != 1 || got[0].id != m.ID || got[0].verifyErr != nil || string(got[0].body) != string(m.Body) {
 			t.Fatalf("replacement received %+v", got)
 		}
 		f.point("gone", nil)
 		gone := f.message("gone", time.Hour)
 		e.Wake()
-		waitFor(t, "cancellation", func() bool { return f.get(gone.ID).State == store.MessageCancelled })
+		waitFor(t, "cancellation", func() bool { return f.get(gone.ID).State == store.MessageCancelled }, e)
 	})
 }
 
@@ -358,7 +363,7 @@ func TestEngineReclaimsAfterLeaseLapses(t *testing.T) {
 			t.Fatalf("attempted while another owner held the lease: %+v", got)
 		}
 		f.clock.Advance(21 * time.Second)
-		waitFor(t, "delivery after the lease lapsed", func() bool { return f.get(m.ID).State == store.MessageDelivered })
+		waitFor(t, "delivery after the lease lapsed", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
 		if got := f.get(m.ID); got.Attempts != 2 {
 			t.Fatalf("attempts = %d, want 2 (the lost one counts)", got.Attempts)
 		}

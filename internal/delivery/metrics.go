@@ -14,6 +14,7 @@ type Metrics struct {
 	attempts      *prometheus.CounterVec
 	outcomes      *prometheus.CounterVec
 	decisionToAck *prometheus.HistogramVec
+	deferred      *prometheus.CounterVec
 }
 
 func newMetrics() *Metrics {
@@ -24,6 +25,9 @@ func newMetrics() *Metrics {
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentowl_delivery_outcomes_total", Help: "Messages that ended, by kind and final state.",
 		}, []string{"kind", "state"}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentowl_delivery_deferred_total", Help: "Attempts delayed by a destination limit.",
+		}, []string{"kind"}),
 		decisionToAck: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "agentowl_delivery_ack_latency_seconds", Help: "Time from message creation (the decision) to acknowledgement.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 5, 30, 300, 3600, 86400},
@@ -39,7 +43,7 @@ func (m *Metrics) Collectors(st store.Store) []prometheus.Collector {
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "agentowl_delivery_oldest_pending_seconds", Help: "Age of the oldest pending message.",
 	}, func() float64 { _, age := queueStats(st); return age.Seconds() })
-	return []prometheus.Collector{m.attempts, m.outcomes, m.decisionToAck, depth, oldest}
+	return []prometheus.Collector{m.attempts, m.outcomes, m.decisionToAck, m.deferred, depth, oldest}
 }
 
 func queueStats(st store.Store) (int, time.Duration) {

@@ -1,79 +1,98 @@
-// Package ratelimit holds keyed token-bucket limiters for abuse controls
-// (per tenant, per destination). Limits are per process: with several
-// replicas each enforces its own share, which docs/limits.md states.
+// Package ratelimit enforces abuse limits (per tenant, per destination) as
+// fixed-window counters kept in the store, so every process sharing a
+// database enforces one limit together.
 package ratelimit
 
 import (
+	"context"
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
 )
 
-// Limit is a sustained rate with a burst. A zero Per disables the limit.
+// Limit is Events per Per. A zero Limit is unlimited.
 type Limit struct {
-	Events int           // events allowed per Per, sustained
-	Per    time.Duration // the period
-	Burst  int           // events allowed at once; defaults to Events
+	Events int
+	Per    time.Duration
 }
 
-// Keyed limits events per key (a tenant, a destination host).
-type Keyed struct {
-	limit   Limit
-	clock   agentowl.Clock
+// Limiter counts events per key in fixed windows.
+//
+// Each process keeps a local tally and adds it to the shared counter once it
+// reaches a twentieth of the limit (at once for limits below 20), so a
+// window can be exceeded by at most that share per process while hot keys
+// cost one write per share, not one per event.
+type Limiter struct {
+	name  string
+	limit Limit
+	store store.Store
+	clock agentowl.Clock
+	mu    sync.Mutex
+	keys  map[string]*window
+}
+
+type window struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket
-	sweep   time.Time
+	start   time.Time
+	global  int64 // shared total as last seen
+	pending int64 // admitted here, not yet added to the shared total
 }
 
-type bucket struct {
-	l    *rate.Limiter
-	seen time.Time
+// New returns a limiter; name prefixes its keys in the shared counters.
+func New(name string, limit Limit, st store.Store, clock agentowl.Clock) *Limiter {
+	return &Limiter{name: name, limit: limit, store: st, clock: clock, keys: map[string]*window{}}
 }
 
-// New returns a keyed limiter.
-func New(limit Limit, clock agentowl.Clock) *Keyed {
-	if limit.Burst <= 0 {
-		limit.Burst = limit.Events
-	}
-	return &Keyed{limit: limit, clock: clock, buckets: map[string]*bucket{}}
-}
-
-// Allow takes one event for key. When the limit is exhausted it reports
-// false and how long until an event is allowed again.
-func (k *Keyed) Allow(key string) (bool, time.Duration) {
-	if k == nil || k.limit.Per <= 0 || k.limit.Events <= 0 {
+// Allow admits one event for key, or reports how long until the window
+// ends. A store failure admits the event: limits protect receivers and the
+// service, and must not turn a database hiccup into refused work.
+func (l *Limiter) Allow(ctx context.Context, key string) (bool, time.Duration) {
+	if l == nil || l.limit.Events <= 0 || l.limit.Per <= 0 {
 		return true, 0
 	}
-	now := k.clock.Now()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if now.Sub(k.sweep) > 10*time.Minute { // forget idle keys
-		for key, b := range k.buckets {
-			if now.Sub(b.seen) > 10*time.Minute {
-				delete(k.buckets, key)
+	now := l.clock.Now()
+	start := now.Truncate(l.limit.Per)
+	w := l.window(key)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.start.Equal(start) {
+		w.start, w.global, w.pending = start, 0, 0
+	}
+	if w.global+w.pending >= int64(l.limit.Events) {
+		return false, start.Add(l.limit.Per).Sub(now)
+	}
+	w.pending++
+	if w.pending >= max(int64(l.limit.Events)/20, 1) {
+		var total int64
+		err := l.store.Write(ctx, func(tx store.Tx) (err error) {
+			total, err = tx.CounterAdd(ctx, l.name+":"+key, start, w.pending)
+			return err
+		})
+		if err == nil {
+			w.global, w.pending = total, 0
+			if total > int64(l.limit.Events) {
+				// Others filled the window first; this event is over the limit.
+				return false, start.Add(l.limit.Per).Sub(now)
 			}
 		}
-		k.sweep = now
-	}
-	b := k.buckets[key]
-	if b == nil {
-		every := rate.Every(k.limit.Per / time.Duration(k.limit.Events))
-		b = &bucket{l: rate.NewLimiter(every, k.limit.Burst)}
-		k.buckets[key] = b
-	}
-	b.seen = now
-	r := b.l.ReserveN(now, 1)
-	if !r.OK() {
-		return false, k.limit.Per
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
 	}
 	return true, 0
+}
+
+func (l *Limiter) window(key string) *window {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.keys) > 10_000 { // forget idle keys; their windows are shared anyway
+		l.keys = map[string]*window{}
+	}
+	w := l.keys[key]
+	if w == nil {
+		w = &window{}
+		l.keys[key] = w
+	}
+	return w
 }
 
 // Error is the rate_limited error with its Retry-After.

@@ -105,6 +105,10 @@ type Tx interface {
 
 	Outbox
 
+	// CounterAdd adds delta to the counter of key in the window starting at
+	// windowStart and returns the new total.
+	CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error)
+
 	// Purge deletes what retention no longer requires at now and reports how
 	// many rows went.
 	Purge(ctx context.Context, now time.Time) (int64, error)
@@ -239,6 +243,10 @@ type Outbox interface {
 	// MessageFinish records an attempt and the message's next state;
 	// ErrConflict if the lease was lost.
 	MessageFinish(ctx context.Context, p FinishParams) error
+	// MessageDefer releases a leased message without counting an attempt
+	// (a destination limit delayed it) and schedules it at next;
+	// ErrConflict if the lease was lost.
+	MessageDefer(ctx context.Context, id, owner string, attempt int, next time.Time) error
 	// MessageCancelDestination ends every pending message to destination,
 	// returning their IDs. In-flight ones end when their lease would.
 	MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error)

@@ -92,6 +92,15 @@ func (t *tx) MessageFinish(ctx context.Context, p store.FinishParams) error {
 	return err
 }
 
+func (t *tx) MessageDefer(ctx context.Context, id, owner string, attempt int, next time.Time) error {
+	err := t.execOne(ctx, `UPDATE outbox SET next_attempt_at = ?, lease_owner = NULL, lease_until = NULL, attempts = attempts - 1
+		WHERE id = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`, ts(next), id, owner, attempt)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.ErrConflict
+	}
+	return err
+}
+
 func (t *tx) MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error) {
 	// A message in flight ends when its lease would, so the delivery grace
 	// period starts after that attempt.

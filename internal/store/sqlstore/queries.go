@@ -474,6 +474,16 @@ func (t *tx) AuditList(ctx context.Context, p store.AuditListParams) ([]*agentow
 	})
 }
 
+// ---- rate counters
+
+func (t *tx) CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error) {
+	var total int64
+	err := t.queryRow(ctx, `INSERT INTO rate_counters (key, window_start, count) VALUES (?, ?, ?)
+		ON CONFLICT (key, window_start) DO UPDATE SET count = rate_counters.count + excluded.count
+		RETURNING count`, key, ts(windowStart), delta).Scan(&total)
+	return total, err
+}
+
 // ---- retention
 
 func (t *tx) Purge(ctx context.Context, now time.Time) (int64, error) {
@@ -483,6 +493,8 @@ func (t *tx) Purge(ctx context.Context, now time.Time) (int64, error) {
 		`DELETE FROM approval_requests WHERE retain_until IS NOT NULL AND retain_until <= ?
 			AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = approval_requests.id)`,
 		`DELETE FROM outbox WHERE state <> 'pending' AND retain_until <= ?`,
+		// Counter windows are at most an hour; a day later nobody reads them.
+		`DELETE FROM rate_counters WHERE window_start <= ? - 86400000000`,
 		`DELETE FROM idempotency_keys WHERE retain_until <= ?`,
 		// A deleted instance's row goes once its deletion record has been kept
 		// for the retention period and no request or token refers to it.
