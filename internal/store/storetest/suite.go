@@ -44,6 +44,7 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 		{"Purge", testPurge},
 		{"WriteRollsBack", testWriteRollsBack},
 	}
+	tests = append(tests, outboxTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,765 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// outboxTests are the conformance subtests of the delivery engine's outbox
+// (store.Outbox) and its part in Purge; Exercise runs them with the others,
+// each against a fresh store, since claims and stats see every message.
+var outboxTests = []struct {
+	name string
+	run  func(t *testing.T, e *env)
+}{
+	{"MessageRoundTrip", testMessageRoundTrip},
+	{"MessageClaim", testMessageClaim},
+	{"MessageClaimConcurrent", testMessageClaimConcurrent},
+	{"MessageFinish", testMessageFinish},
+	{"MessageFinishAfterLeaseLost", testMessageFinishAfterLeaseLost},
+	{"MessageDefer", testMessageDefer},
+	{"MessageCancelDestination", testMessageCancelDestination},
+	{"MessageList", testMessageList},
+	{"MessageStats", testMessageStats},
+	{"MessagePurge", testMessagePurge},
+	{"MessagePurgeKeepsRequest", testMessagePurgeKeepsRequest},
+}
+
+// ---- outbox factories and helpers
+
+// msgBody is a body no text round trip would survive unchanged: a NUL, bytes
+// that are not UTF-8, insignificant JSON whitespace and a trailing CRLF.
+var msgBody = []byte("{\"id\": \"x\",  \"n\":4900.0,\"raw\":\"\x00\xff\xfe\"}\r\n")
+
+// newMessage returns a pending message, due at created, with no lease and no
+// attempt yet.
+func newMessage(tenantID string, created time.Time) *store.Message {
+	return &store.Message{
+		ID: uuid.NewString(), TenantID: tenantID, Kind: "aap.request_resolved", Destination: "instance:" + uuid.NewString(),
+		Subject: uuid.NewString(), Body: slices.Clone(msgBody), CreatedAt: created, DeadlineAt: created.Add(24 * time.Hour),
+		State: store.MessagePending, NextAttempt: created,
+	}
+}
+
+// msgDue returns a pending message created at created and due at due.
+func msgDue(tenantID string, created, due time.Time) *store.Message {
+	m := newMessage(tenantID, created)
+	m.NextAttempt = due
+	return m
+}
+
+// msgEnded returns a message in a terminal state with its retention.
+func msgEnded(tenantID string, state store.MessageState, ended, retainUntil time.Time) *store.Message {
+	m := newMessage(tenantID, ended.Add(-time.Hour))
+	m.State, m.Attempts, m.EndedAt, m.RetainUntil = state, 1, ptr(ended), ptr(retainUntil)
+	return m
+}
+
+// withLease returns m as a claim by owner until until leaves it.
+func withLease(m *store.Message, owner string, until time.Time) *store.Message {
+	c := *m
+	c.Attempts++
+	c.LeaseOwner, c.LeaseUntil = owner, ptr(until)
+	return &c
+}
+
+// messages persists ms in one transaction.
+func (e *env) messages(t *testing.T, ms ...*store.Message) {
+	t.Helper()
+	e.write(t, func(tx store.Tx) error {
+		for _, m := range ms {
+			if err := tx.MessageCreate(e.ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (e *env) getMessage(t *testing.T, id string) *store.Message {
+	t.Helper()
+	return read(t, e, func(tx store.Tx) (*store.Message, error) { return tx.MessageGet(e.ctx, id) })
+}
+
+// claim runs one MessageClaim in its own transaction.
+func (e *env) claim(t *testing.T, owner string, now, leaseUntil time.Time, limit int) []*store.Message {
+	t.Helper()
+	var got []*store.Message
+	e.write(t, func(tx store.Tx) error {
+		var err error
+		got, err = tx.MessageClaim(e.ctx, store.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
+		return err
+	})
+	return nonNil(got)
+}
+
+func (e *env) finishErr(p store.FinishParams) error {
+	return e.writeErr(func(tx store.Tx) error { return tx.MessageFinish(e.ctx, p) })
+}
+
+func (e *env) finish(t *testing.T, p store.FinishParams) {
+	t.Helper()
+	e.write(t, func(tx store.Tx) error { return tx.MessageFinish(e.ctx, p) })
+}
+
+func (e *env) attempts(t *testing.T, id string) []*store.Attempt {
+	t.Helper()
+	return nonNil(read(t, e, func(tx store.Tx) ([]*store.Attempt, error) { return tx.AttemptList(e.ctx, id) }))
+}
+
+func (e *env) purge(t *testing.T, now time.Time) int64 {
+	t.Helper()
+	var n int64
+	e.write(t, func(tx store.Tx) error {
+		var err error
+		n, err = tx.Purge(e.ctx, now)
+		return err
+	})
+	return n
+}
+
+// messageGone reports whether MessageGet finds no message id, failing the
+// test on any other error.
+func (e *env) messageGone(t *testing.T, id string) bool {
+	t.Helper()
+	err := e.readErr(func(tx store.Tx) error { _, err := tx.MessageGet(e.ctx, id); return err })
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get message %s: %v", id, err)
+	}
+	return err != nil
+}
+
+// newAttempt returns the record of attempt n of m, started at start.
+func newAttempt(m *store.Message, n int, start time.Time, status int, errText string) store.Attempt {
+	return store.Attempt{
+		EventID: m.ID, N: n, URL: "https://hooks.example.com/aap?m=" + m.ID, StartedAt: start,
+		EndedAt: start.Add(1500 * time.Millisecond), StatusCode: status, Error: errText,
+	}
+}
+
+// equalClaim checks a claim's result against want, oldest due first. The
+// order is reported without stopping the test, so that one ordering defect
+// does not hide what the rest of the test would find.
+func equalClaim(t *testing.T, what string, got, want []*store.Message) {
+	t.Helper()
+	if g, w := msgIDs(got), msgIDs(want); !slices.Equal(g, w) {
+		t.Errorf("%s: claimed in order %v, want oldest due first %v", what, g, w)
+	}
+	byID := func(ms []*store.Message) []*store.Message {
+		ms = slices.Clone(ms)
+		slices.SortFunc(ms, func(a, b *store.Message) int { return strings.Compare(a.ID, b.ID) })
+		return ms
+	}
+	equal(t, what, byID(got), byID(want))
+}
+
+func msgIDs(ms []*store.Message) []string {
+	out := []string{}
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// ---- outbox tests
+
+func testMessageRoundTrip(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	bare := newMessage(ten.ID, e.now)
+	full := newMessage(ten.ID, e.now.Add(time.Second))
+	full.Kind, full.Body = "aap.webhook_verification", []byte{0x00, 0x01, 0xff, 0x7f, ' ', '\n', 0x00}
+	full.State, full.Attempts, full.NextAttempt = store.MessageFailed, 7, e.now.Add(3*time.Minute)
+	full.LeaseOwner, full.LeaseUntil = "worker-1", ptr(e.now.Add(4*time.Minute))
+	full.LastStatus, full.LastError = 503, "upstream said: \"busy\"\nretry later"
+	full.EndedAt, full.RetainUntil = ptr(e.now.Add(5*time.Minute)), ptr(e.now.Add(agentowl.RetentionAfterDecision))
+	e.messages(t, bare, full)
+
+	equal(t, "pending message without optional fields", e.getMessage(t, bare.ID), bare)
+	equal(t, "message with every field set", e.getMessage(t, full.ID), full)
+	if got := e.getMessage(t, full.ID).Body; string(got) != string(full.Body) {
+		t.Fatalf("body bytes: got %x, want %x", got, full.Body)
+	}
+
+	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
+		_, err := tx.MessageGet(e.ctx, uuid.NewString())
+		return err
+	}), store.ErrNotFound)
+	dup := newMessage(ten.ID, e.now)
+	dup.ID = bare.ID
+	wantErr(t, "create with a taken ID", e.writeErr(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, dup) }), store.ErrConflict)
+	equal(t, "message after rejected duplicate", e.getMessage(t, bare.ID), bare)
+}
+
+func testMessageClaim(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	// Created in an order unlike their due order: the claim goes by due time.
+	c := msgDue(ten.ID, at(-30), at(-1))
+	a := msgDue(ten.ID, at(-10), at(-3))
+	d := msgDue(ten.ID, at(-40), at(0)) // due exactly now
+	b := msgDue(ten.ID, at(-20), at(-2))
+	// Leased by a worker that crashed: its lease ran out a second ago.
+	expired := withLease(msgDue(ten.ID, at(-50), at(-4)), "crashed", at(-1))
+	// Leased by a live worker: not claimable until its lease ends.
+	held := withLease(msgDue(ten.ID, at(-60), at(-5)), "busy", at(60))
+	future := msgDue(ten.ID, at(-5), at(30)) // due once the first leases have ended
+	delivered := msgEnded(ten.ID, store.MessageDelivered, at(-6), at(3600))
+	delivered.NextAttempt = at(-100)
+	failed := msgEnded(ten.ID, store.MessageFailed, at(-6), at(3600))
+	failed.NextAttempt = at(-100)
+	cancelled := msgEnded(ten.ID, store.MessageCancelled, at(-6), at(3600))
+	cancelled.NextAttempt = at(-100)
+	e.messages(t, c, a, d, b, expired, held, future, delivered, failed, cancelled)
+
+	lease1 := at(30)
+	got := e.claim(t, "w1", e.now, lease1, 2)
+	wantExpired, wantA := withLease(expired, "w1", lease1), withLease(a, "w1", lease1)
+	equalClaim(t, "first claim: the two oldest due, lease taken, attempts counted", got, []*store.Message{wantExpired, wantA})
+	equal(t, "claimed message as stored", e.getMessage(t, a.ID), wantA)
+	equal(t, "reclaimed message as stored", e.getMessage(t, expired.ID), wantExpired)
+
+	got = e.claim(t, "w2", e.now, lease1, 10)
+	wantB, wantC, wantD := withLease(b, "w2", lease1), withLease(c, "w2", lease1), withLease(d, "w2", lease1)
+	equalClaim(t, "second claim: the rest of the due ones, oldest first", got, []*store.Message{wantB, wantC, wantD})
+	equal(t, "claim at the same time again: everything due is leased", msgIDs(e.claim(t, "w3", e.now, lease1, 10)), []string{})
+	equal(t, "claim before the leases end", msgIDs(e.claim(t, "w3", at(29), at(59), 10)), []string{})
+
+	// The workers "crash": once their leases end the messages are due again,
+	// oldest first, each with one more attempt; the live lease still holds.
+	lease2 := at(90)
+	got = e.claim(t, "w4", at(31), lease2, 10)
+	equalClaim(t, "claim after the leases ended", got, []*store.Message{
+		withLease(wantExpired, "w4", lease2), withLease(wantA, "w4", lease2), withLease(wantB, "w4", lease2),
+		withLease(wantC, "w4", lease2), withLease(wantD, "w4", lease2), withLease(future, "w4", lease2),
+	})
+	if m := e.getMessage(t, expired.ID); m.Attempts != 3 || m.LeaseOwner != "w4" {
+		t.Fatalf("message claimed three times: attempts %d, owner %q; want 3, w4", m.Attempts, m.LeaseOwner)
+	}
+	equal(t, "live lease, terminal messages untouched", []*store.Message{
+		e.getMessage(t, held.ID), e.getMessage(t, delivered.ID), e.getMessage(t, failed.ID), e.getMessage(t, cancelled.ID),
+	}, []*store.Message{held, delivered, failed, cancelled})
+
+	got = e.claim(t, "w5", at(61), at(120), 10)
+	equalClaim(t, "claim after the live lease ended", got, []*store.Message{withLease(held, "w5", at(120))})
+}
+
+func testMessageClaimConcurrent(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	const messages, workers, limit = 50, 8, 3
+	all := make([]*store.Message, messages)
+	for i := range all {
+		all[i] = msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Duration(i)*time.Second))
+	}
+	e.messages(t, all...)
+
+	// claimAll has every worker claim in a loop until a claim comes back
+	// empty, and returns which worker got each message.
+	claimAll := func(round string, now, leaseUntil time.Time) map[string]string {
+		t.Helper()
+		claimed := make([][]string, workers)
+		errs := make([]error, workers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				<-start
+				owner := fmt.Sprintf("%s-w%d", round, w)
+				for {
+					var got []*store.Message
+					err := e.s.Write(e.ctx, func(tx store.Tx) error {
+						var err error
+						got, err = tx.MessageClaim(e.ctx, store.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
+						return err
+					})
+					if err != nil {
+						errs[w] = err
+						return
+					}
+					if len(got) == 0 {
+						return
+					}
+					if len(got) > limit {
+						errs[w] = fmt.Errorf("claim returned %d messages, limit %d", len(got), limit)
+						return
+					}
+					// More claims than messages means a lease was ignored;
+					// stop rather than loop for ever.
+					if len(claimed[w])+len(got) > messages {
+						errs[w] = fmt.Errorf("%s claimed %d messages of %d", owner, len(claimed[w])+len(got), messages)
+						return
+					}
+					for _, m := range got {
+						if m.LeaseOwner != owner {
+							errs[w] = fmt.Errorf("claimed message %s has lease owner %q", m.ID, m.LeaseOwner)
+							return
+						}
+						claimed[w] = append(claimed[w], m.ID)
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("%s: %v", round, err)
+		}
+		owners := map[string]string{}
+		for w, ids := range claimed {
+			owner := fmt.Sprintf("%s-w%d", round, w)
+			for _, id := range ids {
+				if prev, ok := owners[id]; ok {
+					t.Fatalf("%s: message %s claimed by %s and again by %s while leased", round, id, prev, owner)
+				}
+				owners[id] = owner
+			}
+		}
+		if len(owners) != messages {
+			t.Fatalf("%s: %d distinct messages claimed, want all %d", round, len(owners), messages)
+		}
+		return owners
+	}
+	check := func(round string, owners map[string]string, attempts int) {
+		t.Helper()
+		for _, m := range all {
+			got := e.getMessage(t, m.ID)
+			if got.LeaseOwner != owners[m.ID] || got.Attempts != attempts {
+				t.Fatalf("%s: message %s stored with owner %q and %d attempts; want %q and %d",
+					round, m.ID, got.LeaseOwner, got.Attempts, owners[m.ID], attempts)
+			}
+		}
+	}
+
+	lease := e.now.Add(time.Minute)
+	check("first", claimAll("first", e.now, lease), 1)
+	equal(t, "claim while every lease holds", msgIDs(e.claim(t, "late", e.now.Add(59*time.Second), lease, messages)), []string{})
+	// Every worker crashed: all 50 are due again and go out once each.
+	check("recovery", claimAll("recovery", lease.Add(time.Second), lease.Add(time.Hour)), 2)
+}
+
+func testMessageFinish(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	m := msgDue(ten.ID, e.now.Add(-time.Minute), e.now)
+	e.messages(t, m)
+	lease := e.now.Add(30 * time.Second)
+	e.claim(t, "w1", e.now, lease, 10)
+	leased := withLease(m, "w1", lease)
+
+	a1 := newAttempt(m, 1, e.now.Add(time.Second), 503, "503 Service Unavailable")
+	retry := e.now.Add(time.Minute)
+	rejected := func(what string, p store.FinishParams) {
+		t.Helper()
+		wantErr(t, what, e.finishErr(p), store.ErrConflict)
+	}
+	rejected("finish by another owner", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: store.MessagePending, NextAttempt: retry})
+	stale := a1
+	stale.N = 0
+	rejected("finish of an earlier attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: stale, State: store.MessagePending, NextAttempt: retry})
+	ahead := a1
+	ahead.N = 2
+	rejected("finish of a later attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: ahead, State: store.MessageDelivered, RetainUntil: ptr(retry)})
+	equal(t, "no attempt recorded by rejected finishes", e.attempts(t, m.ID), []*store.Attempt{})
+	equal(t, "message after rejected finishes", e.getMessage(t, m.ID), leased)
+
+	// A failed attempt: back to pending, due at the retry time, lease released.
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: store.MessagePending, NextAttempt: retry})
+	want := *leased
+	want.NextAttempt, want.LeaseOwner, want.LeaseUntil, want.LastStatus, want.LastError = retry, "", nil, 503, a1.Error
+	equal(t, "message after a retryable failure", e.getMessage(t, m.ID), &want)
+	equal(t, "attempts after the first", e.attempts(t, m.ID), []*store.Attempt{&a1})
+	rejected("the same finish again", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: store.MessagePending, NextAttempt: retry})
+	equal(t, "claim before the retry time", msgIDs(e.claim(t, "w2", retry.Add(-time.Microsecond), retry.Add(time.Minute), 10)), []string{})
+
+	lease2 := retry.Add(30 * time.Second)
+	equal(t, "claim at the retry time", msgIDs(e.claim(t, "w2", retry, lease2, 10)), []string{m.ID})
+	a2 := newAttempt(m, 2, retry.Add(time.Second), 200, "")
+	rejected("finish by the previous owner", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a2, State: store.MessageDelivered, RetainUntil: ptr(lease2)})
+	rejected("finish with the previous attempt number", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: store.MessageDelivered, RetainUntil: ptr(lease2)})
+	equal(t, "attempts after rejected finishes", e.attempts(t, m.ID), []*store.Attempt{&a1})
+
+	retain := a2.EndedAt.Add(agentowl.RetentionAfterDecision)
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: store.MessageDelivered, RetainUntil: &retain})
+	got := e.getMessage(t, m.ID)
+	want.State, want.Attempts, want.LastStatus, want.LastError = store.MessageDelivered, 2, 200, ""
+	want.EndedAt, want.RetainUntil = &a2.EndedAt, &retain
+	want.NextAttempt = got.NextAttempt // unspecified once the message has ended
+	equal(t, "delivered message", got, &want)
+	equal(t, "attempts after delivery, in order", e.attempts(t, m.ID), []*store.Attempt{&a1, &a2})
+	equal(t, "claim after delivery", msgIDs(e.claim(t, "w3", retain, retain.Add(time.Minute), 10)), []string{})
+	rejected("finish after delivery", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: store.MessagePending, NextAttempt: retain})
+	equal(t, "attempts after a finish of a delivered message", e.attempts(t, m.ID), []*store.Attempt{&a1, &a2})
+
+	// The other terminal outcomes, each after one attempt.
+	for _, c := range []struct {
+		state  store.MessageState
+		status int
+		err    string
+	}{
+		{store.MessageFailed, 0, "dial tcp 203.0.113.7:443: i/o timeout"},
+		{store.MessageCancelled, 410, "410 Gone"},
+	} {
+		m := msgDue(ten.ID, e.now, e.now)
+		e.messages(t, m)
+		at := retain.Add(time.Hour)
+		equal(t, string(c.state)+": claim", msgIDs(e.claim(t, "w4", at, at.Add(time.Minute), 10)), []string{m.ID})
+		a := newAttempt(m, 1, at, c.status, c.err)
+		keep := a.EndedAt.Add(time.Hour)
+		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w4", Attempt: a, State: c.state, RetainUntil: &keep})
+		got := e.getMessage(t, m.ID)
+		want := *m
+		want.State, want.Attempts, want.LastStatus, want.LastError, want.EndedAt, want.RetainUntil = c.state, 1, c.status, c.err, &a.EndedAt, &keep
+		want.NextAttempt = got.NextAttempt
+		equal(t, string(c.state)+": message", got, &want)
+		equal(t, string(c.state)+": attempts", e.attempts(t, m.ID), []*store.Attempt{&a})
+	}
+}
+
+// A worker whose lease ran out while it was still sending must not record its
+// outcome over the attempt of the worker that reclaimed the message.
+func testMessageFinishAfterLeaseLost(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	m := msgDue(ten.ID, e.now, e.now)
+	e.messages(t, m)
+	lease1 := e.now.Add(30 * time.Second)
+	e.claim(t, "slow", e.now, lease1, 1)
+	lease2 := lease1.Add(time.Minute)
+	equal(t, "reclaim after the lease ended", msgIDs(e.claim(t, "fresh", lease1.Add(time.Second), lease2, 1)), []string{m.ID})
+
+	late := newAttempt(m, 1, e.now, 200, "")
+	wantErr(t, "finish by the worker that lost the lease", e.finishErr(store.FinishParams{
+		ID: m.ID, Owner: "slow", Attempt: late, State: store.MessageDelivered, RetainUntil: ptr(lease2),
+	}), store.ErrConflict)
+	equal(t, "attempts after the lost lease's finish", e.attempts(t, m.ID), []*store.Attempt{})
+	equal(t, "message after the lost lease's finish", e.getMessage(t, m.ID), withLease(withLease(m, "slow", lease1), "fresh", lease2))
+
+	a2 := newAttempt(m, 2, lease1.Add(time.Second), 500, "500 Internal Server Error")
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "fresh", Attempt: a2, State: store.MessagePending, NextAttempt: lease2})
+	equal(t, "attempts", e.attempts(t, m.ID), []*store.Attempt{&a2})
+}
+
+func testMessageDefer(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	m := msgDue(ten.ID, e.now.Add(-time.Minute), e.now)
+	e.messages(t, m)
+	lease := e.now.Add(30 * time.Second)
+	e.claim(t, "w1", e.now, lease, 1)
+	next := e.now.Add(10 * time.Second)
+	deferErr := func(owner string, attempt int) error {
+		return e.writeErr(func(tx store.Tx) error { return tx.MessageDefer(e.ctx, m.ID, owner, attempt, next) })
+	}
+	wantErr(t, "defer by another owner", deferErr("w2", 1), store.ErrConflict)
+	wantErr(t, "defer of another attempt", deferErr("w1", 2), store.ErrConflict)
+	equal(t, "message after rejected defers", e.getMessage(t, m.ID), withLease(m, "w1", lease))
+
+	if err := deferErr("w1", 1); err != nil {
+		t.Fatalf("defer: %v", err)
+	}
+	want := *m
+	want.NextAttempt = next
+	equal(t, "deferred message: lease released, attempt not counted", e.getMessage(t, m.ID), &want)
+	equal(t, "no attempt recorded", e.attempts(t, m.ID), []*store.Attempt{})
+	wantErr(t, "defer again", deferErr("w1", 1), store.ErrConflict)
+	equal(t, "claim before the deferred time", msgIDs(e.claim(t, "w2", next.Add(-time.Microsecond), lease, 1)), []string{})
+	equalClaim(t, "claim at the deferred time", e.claim(t, "w2", next, lease, 1), []*store.Message{withLease(&want, "w2", lease)})
+}
+
+func testMessageCancelDestination(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	dest, otherDest := "instance:"+uuid.NewString(), "instance:"+uuid.NewString()
+	to := func(m *store.Message, d string) *store.Message { m.Destination = d; return m }
+	idle := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(time.Hour)), dest)
+	dueIdle := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), dest)
+	crashed := to(withLease(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), "crashed", e.now.Add(-time.Second)), dest)
+	inFlightUntil := e.now.Add(30 * time.Second)
+	inFlight := to(withLease(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), "busy", inFlightUntil), dest)
+	delivered := to(msgEnded(ten.ID, store.MessageDelivered, e.now.Add(-time.Minute), e.now.Add(time.Hour)), dest)
+	elsewhere := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), otherDest)
+	e.messages(t, idle, dueIdle, crashed, inFlight, delivered, elsewhere)
+
+	grace := 2 * time.Hour
+	var cancelled []string
+	e.write(t, func(tx store.Tx) error {
+		var err error
+		cancelled, err = tx.MessageCancelDestination(e.ctx, dest, e.now, grace)
+		return err
+	})
+	equal(t, "cancelled IDs", sorted(cancelled), sorted([]string{idle.ID, dueIdle.ID, crashed.ID, inFlight.ID}))
+
+	for _, c := range []struct {
+		what  string
+		m     *store.Message
+		ended time.Time
+	}{
+		{"idle, not yet due", idle, e.now},
+		{"idle, due", dueIdle, e.now},
+		{"lease expired", crashed, e.now},
+		{"in flight", inFlight, inFlightUntil},
+	} {
+		got := e.getMessage(t, c.m.ID)
+		want := *c.m
+		want.State, want.EndedAt, want.RetainUntil = store.MessageCancelled, ptr(c.ended), ptr(c.ended.Add(grace))
+		// What a cancelled message keeps of its lease is not specified.
+		want.LeaseOwner, want.LeaseUntil = got.LeaseOwner, got.LeaseUntil
+		want.NextAttempt = got.NextAttempt
+		equal(t, "cancelled message, "+c.what, got, &want)
+	}
+	equal(t, "delivered message to the destination", e.getMessage(t, delivered.ID), delivered)
+	equal(t, "pending message to another destination", e.getMessage(t, elsewhere.ID), elsewhere)
+
+	// The in-flight worker's outcome cannot bring the message back.
+	a := newAttempt(inFlight, inFlight.Attempts, e.now, 200, "")
+	if err := e.finishErr(store.FinishParams{ID: inFlight.ID, Owner: "busy", Attempt: a, State: store.MessagePending, NextAttempt: e.now.Add(time.Hour)}); err != nil && !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("finish of a cancelled in-flight message: %v, want nil or ErrConflict", err)
+	}
+	if got := e.getMessage(t, inFlight.ID); got.State != store.MessageCancelled || got.EndedAt == nil || !got.EndedAt.Equal(inFlightUntil) {
+		t.Fatalf("cancelled in-flight message after its worker finished: %s", show(got))
+	}
+
+	later := e.now.Add(3 * time.Hour)
+	equal(t, "claim after cancelling", msgIDs(e.claim(t, "w1", later, later.Add(time.Minute), 10)), []string{elsewhere.ID})
+	e.write(t, func(tx store.Tx) error {
+		var err error
+		cancelled, err = tx.MessageCancelDestination(e.ctx, dest, later, grace)
+		return err
+	})
+	equal(t, "cancelling again", nonNil(cancelled), []string{})
+}
+
+func testMessageList(t *testing.T, e *env) {
+	ten, other := e.tenant(t), e.tenant(t)
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	destA, destB, subj := "instance:"+uuid.NewString(), "instance:"+uuid.NewString(), uuid.NewString()
+	mk := func(tenantID string, s int, dest, subject string) *store.Message {
+		m := newMessage(tenantID, at(s))
+		m.Destination = dest
+		if subject != "" {
+			m.Subject = subject
+		}
+		return m
+	}
+	m1, m2, m3 := mk(ten.ID, 1, destA, subj), mk(ten.ID, 2, destB, ""), mk(ten.ID, 3, destA, "")
+	m4 := mk(ten.ID, 4, destA, subj)
+	m4.State, m4.Attempts, m4.EndedAt, m4.RetainUntil = store.MessageDelivered, 1, ptr(at(10)), ptr(at(100))
+	m5 := mk(ten.ID, 5, destB, subj)
+	m5.State, m5.Attempts, m5.EndedAt, m5.RetainUntil = store.MessageFailed, 9, ptr(at(11)), ptr(at(100))
+	u1 := mk(other.ID, 6, destA, subj)
+	e.messages(t, m3, m1, u1, m5, m2, m4)
+
+	list := func(p store.MessageListParams) []string {
+		t.Helper()
+		return msgIDs(read(t, e, func(tx store.Tx) ([]*store.Message, error) { return tx.MessageList(e.ctx, p) }))
+	}
+	for _, c := range []struct {
+		what string
+		p    store.MessageListParams
+		want []*store.Message
+	}{
+		{"tenant, newest first", store.MessageListParams{TenantID: ten.ID, Limit: 10}, []*store.Message{m5, m4, m3, m2, m1}},
+		{"limit", store.MessageListParams{TenantID: ten.ID, Limit: 2}, []*store.Message{m5, m4}},
+		{"subject", store.MessageListParams{TenantID: ten.ID, Subject: subj, Limit: 10}, []*store.Message{m5, m4, m1}},
+		{"destination", store.MessageListParams{TenantID: ten.ID, Prefix: destA, Limit: 10}, []*store.Message{m4, m3, m1}},
+		{"state pending", store.MessageListParams{TenantID: ten.ID, State: store.MessagePending, Limit: 10}, []*store.Message{m3, m2, m1}},
+		{"state failed", store.MessageListParams{TenantID: ten.ID, State: store.MessageFailed, Limit: 10}, []*store.Message{m5}},
+		{"every filter", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, State: store.MessagePending, Limit: 10}, []*store.Message{m1}},
+		{"every filter and limit", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, Limit: 1}, []*store.Message{m4}},
+		{"other tenant", store.MessageListParams{TenantID: other.ID, Limit: 10}, []*store.Message{u1}},
+		{"no match", store.MessageListParams{TenantID: ten.ID, Subject: uuid.NewString(), Limit: 10}, []*store.Message{}},
+		{"unknown tenant", store.MessageListParams{TenantID: uuid.NewString(), Limit: 10}, []*store.Message{}},
+	} {
+		equal(t, c.what, list(c.p), msgIDs(c.want))
+	}
+	equal(t, "listed messages are complete", read(t, e, func(tx store.Tx) ([]*store.Message, error) {
+		return tx.MessageList(e.ctx, store.MessageListParams{TenantID: ten.ID, Prefix: destB, Limit: 10})
+	}), []*store.Message{m5, m2})
+}
+
+func testMessageStats(t *testing.T, e *env) {
+	ten, other := e.tenant(t), e.tenant(t)
+	stats := func(what string, wantN int, wantOldest *time.Time) {
+		t.Helper()
+		var n int
+		var oldest *time.Time
+		err := e.readErr(func(tx store.Tx) error {
+			var err error
+			n, oldest, err = tx.MessageStats(e.ctx)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: MessageStats: %v", what, err)
+		}
+		equal(t, what, []any{n, oldest}, []any{wantN, wantOldest})
+	}
+	stats("empty outbox", 0, nil)
+
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	oldestEnded := msgEnded(ten.ID, store.MessageDelivered, at(-1), at(100))
+	oldestEnded.CreatedAt = at(-100)
+	p1, p2 := msgDue(ten.ID, at(-30), at(0)), msgDue(ten.ID, at(-10), at(5))
+	leased := withLease(msgDue(ten.ID, at(-20), at(0)), "w", at(60))
+	e.messages(t, oldestEnded, p2, leased, p1)
+	stats("pending and leased messages, not ended ones", 3, ptr(at(-30)))
+
+	u := msgDue(other.ID, at(-50), at(100))
+	e.messages(t, u)
+	stats("every tenant's", 4, ptr(at(-50)))
+
+	e.write(t, func(tx store.Tx) error {
+		_, err := tx.MessageCancelDestination(e.ctx, u.Destination, e.now, time.Hour)
+		return err
+	})
+	stats("after the oldest was cancelled", 3, ptr(at(-30)))
+	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{p1.ID})
+	e.finish(t, store.FinishParams{ID: p1.ID, Owner: "w1", Attempt: newAttempt(p1, 1, at(1), 204, ""), State: store.MessageDelivered, RetainUntil: ptr(at(100))})
+	stats("after the oldest was delivered", 2, ptr(at(-20)))
+}
+
+func testMessagePurge(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+
+	// Ended after recorded attempts: claim and finish them first, alone.
+	withAttempts := func(state store.MessageState, retainUntil time.Time) *store.Message {
+		t.Helper()
+		m := msgDue(ten.ID, at(-7200), at(-7200))
+		e.messages(t, m)
+		equal(t, "claim", msgIDs(e.claim(t, "w", at(-7200), at(-7100), 1)), []string{m.ID})
+		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, at(-7200), 0, "refused"), State: store.MessagePending, NextAttempt: at(-7000)})
+		equal(t, "claim", msgIDs(e.claim(t, "w", at(-7000), at(-6900), 1)), []string{m.ID})
+		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 2, at(-7000), 200, ""), State: state, RetainUntil: &retainUntil})
+		if n := len(e.attempts(t, m.ID)); n != 2 {
+			t.Fatalf("set-up: %d attempts recorded, want 2", n)
+		}
+		return m
+	}
+	deliveredPast := withAttempts(store.MessageDelivered, at(-1))
+	failedKept := withAttempts(store.MessageFailed, at(3600))
+
+	// A pending message with recorded attempts, overdue, with a past
+	// retain_until: pending rows are never purged.
+	pendingRetried := msgDue(ten.ID, at(-7200), at(-7200))
+	e.messages(t, pendingRetried)
+	equal(t, "claim", msgIDs(e.claim(t, "w", at(-7200), at(-7100), 1)), []string{pendingRetried.ID})
+	e.finish(t, store.FinishParams{ID: pendingRetried.ID, Owner: "w", Attempt: newAttempt(pendingRetried, 1, at(-7200), 503, ""),
+		State: store.MessagePending, NextAttempt: at(-7000), RetainUntil: ptr(at(-7000))})
+
+	failedAtNow := msgEnded(ten.ID, store.MessageFailed, at(-7200), e.now)
+	cancelledPast := msgEnded(ten.ID, store.MessageCancelled, at(-7200), at(-7199))
+	cancelledKept := msgEnded(ten.ID, store.MessageCancelled, at(-7200), at(1))
+	pendingOld := msgDue(ten.ID, at(-30*86400), at(-30*86400))
+	pendingOld.DeadlineAt = at(-29 * 86400)
+	leased := withLease(msgDue(ten.ID, at(-7200), at(-7200)), "w", at(-7100))
+	e.messages(t, failedAtNow, cancelledPast, cancelledKept, pendingOld, leased)
+
+	if n := e.purge(t, e.now); n < 3 {
+		t.Fatalf("Purge reported %d rows, want at least the 3 ended messages past retention", n)
+	}
+	for _, c := range []struct {
+		what string
+		m    *store.Message
+		gone bool
+	}{
+		{"delivered, retained until the past", deliveredPast, true},
+		{"failed, retained until now", failedAtNow, true},
+		{"cancelled, retained until the past", cancelledPast, true},
+		{"failed, retained until later", failedKept, false},
+		{"cancelled, retained until later", cancelledKept, false},
+		{"pending after attempts, retain_until in the past", pendingRetried, false},
+		{"pending, long overdue", pendingOld, false},
+		{"pending, lease expired", leased, false},
+	} {
+		if gone := e.messageGone(t, c.m.ID); gone != c.gone {
+			t.Fatalf("message %s: gone = %v, want %v", c.what, gone, c.gone)
+		}
+	}
+	equal(t, "attempts of a purged message", e.attempts(t, deliveredPast.ID), []*store.Attempt{})
+	if n := len(e.attempts(t, failedKept.ID)); n != 2 {
+		t.Fatalf("attempts of a retained message: %d, want 2", n)
+	}
+	if n := len(e.attempts(t, pendingRetried.ID)); n != 1 {
+		t.Fatalf("attempts of a pending message: %d, want 1", n)
+	}
+	if n := e.purge(t, e.now); n != 0 {
+		t.Fatalf("second Purge at the same time reported %d rows, want 0", n)
+	}
+
+	e.purge(t, at(3600))
+	for _, m := range []*store.Message{failedKept, cancelledKept} {
+		if !e.messageGone(t, m.ID) {
+			t.Fatalf("message %s still there after its retention", m.ID)
+		}
+	}
+	for _, m := range []*store.Message{pendingRetried, pendingOld, leased} {
+		if e.messageGone(t, m.ID) {
+			t.Fatalf("pending message %s purged", m.ID)
+		}
+	}
+}
+
+// A resolved request outlives its retention while a notification about it
+// (subject = request ID) is still in the outbox, so the notification's body
+// and the request it names stay consistent; it goes once the row has.
+func testMessagePurgeKeepsRequest(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	in := e.instance(t, ten.ID, e.now.Add(-time.Hour))
+	notified, plain := e.request(t, in, e.now.Add(-time.Hour)), e.request(t, in, e.now.Add(-time.Hour))
+	e.resolve(t, notified, denied(e.now.Add(-time.Hour)), e.now.Add(-time.Second))
+	e.resolve(t, plain, denied(e.now.Add(-time.Hour)), e.now.Add(-time.Second))
+	m := msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(time.Minute))
+	m.Subject = notified.ID
+	e.messages(t, m)
+
+	requestThere := func(r *agentowl.ApprovalRequest) bool {
+		t.Helper()
+		err := e.readErr(func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err })
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("get request: %v", err)
+		}
+		return err == nil
+	}
+
+	e.purge(t, e.now)
+	if !requestThere(notified) {
+		t.Fatal("request purged while its notification is pending")
+	}
+	if requestThere(plain) {
+		t.Fatal("request without a notification kept past its retention")
+	}
+
+	lease := e.now.Add(2 * time.Minute)
+	equal(t, "claim", msgIDs(e.claim(t, "w", e.now.Add(time.Minute), lease, 1)), []string{m.ID})
+	retain := e.now.Add(time.Hour)
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, e.now.Add(time.Minute), 200, ""),
+		State: store.MessageDelivered, RetainUntil: &retain})
+	e.purge(t, e.now.Add(time.Minute))
+	if !requestThere(notified) {
+		t.Fatal("request purged while its delivered notification is retained")
+	}
+	if e.messageGone(t, m.ID) {
+		t.Fatal("delivered notification purged before its retention")
+	}
+
+	e.purge(t, retain)
+	e.purge(t, retain)
+	if !e.messageGone(t, m.ID) {
+		t.Fatal("delivered notification kept past its retention")
+	}
+	if requestThere(notified) {
+		t.Fatal("request kept after its notification was purged")
+	}
+}
