@@ -20,6 +20,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "deliver" {
+		if err := runDeliver(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	url := flag.String("url", envOr("AGENTOWL_URL", "http://127.0.0.1:8470"), "server URL")
 	token := flag.String("token", os.Getenv("AGENTOWL_TOKEN"), "admin operator token")
 	tenant := flag.String("tenant", "default", "tenant")

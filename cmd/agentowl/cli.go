@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -190,6 +191,16 @@ func (c *cli) serveCommand() *cobra.Command {
 			cfg.Stdout = c.stdout
 			if err := egressFromEnv(&cfg); err != nil {
 				return err
+			}
+			if path := os.Getenv("AGENTOWL_CPU_PROFILE"); path != "" { // for BENCHMARKS.md work
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			m := &Main{Config: cfg}
 			if err := m.Run(cmd.Context()); err != nil {

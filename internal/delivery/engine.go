@@ -61,8 +61,8 @@ type Config struct {
 	// MaxResponseBytes is how much of a response body is read (and then
 	// ignored). Defaults to 64 KiB.
 	MaxResponseBytes int64
-	// PerHostConcurrency bounds attempts in flight to one destination host in
-	// this process. Defaults to 16.
+	// PerHostConcurrency bounds attempts in flight to one destination
+	// (host:port) in this process. Defaults to 32.
 	PerHostConcurrency int
 	// PerHostRate bounds attempts (first ones and retries) to one destination
 	// host across every process sharing the database. Defaults to 360,000 per
@@ -99,7 +99,7 @@ func (c Config) withDefaults() Config {
 		c.MaxResponseBytes = 64 << 10
 	}
 	if c.PerHostConcurrency <= 0 {
-		c.PerHostConcurrency = 16
+		c.PerHostConcurrency = 32
 	}
 	if c.PerHostRate.Per <= 0 {
 		c.PerHostRate = ratelimit.Limit{Events: 360_000, Per: time.Minute}
@@ -137,7 +137,7 @@ type Engine struct {
 	metrics  *Metrics
 	hostRate *ratelimit.Limiter
 	hostMu   sync.Mutex
-	hostBusy map[string]int
+	hostBusy map[string]chan struct{}
 }
 
 // New returns an Engine. Call Run to start delivering.
@@ -146,7 +146,7 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 	return &Engine{
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
-		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock), hostBusy: map[string]int{},
+		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock), hostBusy: map[string]chan struct{}{},
 	}
 }
 
@@ -203,7 +203,7 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 		e.slots <- struct{}{}
 		e.inflight.Add(1)
 		go func() {
-			defer func() { <-e.slots; e.inflight.Done() }()
+			defer func() { <-e.slots; e.inflight.Done(); e.Wake() }() // a free slot may take the next due message
 			e.attempt(context.WithoutCancel(ctx), m)
 		}()
 	}
@@ -242,8 +242,8 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message) {
 		e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
 		return
 	}
-	if !e.acquireHost(host) {
-		e.deferMessage(ctx, m, start.Add(time.Second))
+	if !e.acquireHost(ctx, host) {
+		e.deferMessage(ctx, m, e.clock.Now().Add(250*time.Millisecond))
 		return
 	}
 	defer e.releaseHost(host)
@@ -329,30 +329,47 @@ func (e *Engine) backoff(attempts int) time.Duration {
 	return max(d, e.cfg.RetryMinDelay/10)
 }
 
+// hostOf names a URL's destination for limits: host and port.
 func hostOf(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
 	}
-	return strings.ToLower(u.Hostname())
+	return strings.ToLower(u.Host)
 }
 
-func (e *Engine) acquireHost(host string) bool {
+// acquireHost takes one of the destination's in-flight slots, waiting up to
+// a second for one to free (attempts usually take milliseconds).
+func (e *Engine) acquireHost(ctx context.Context, host string) bool {
 	e.hostMu.Lock()
-	defer e.hostMu.Unlock()
-	if e.hostBusy[host] >= e.cfg.PerHostConcurrency {
+	sem := e.hostBusy[host]
+	if sem == nil {
+		sem = make(chan struct{}, e.cfg.PerHostConcurrency)
+		e.hostBusy[host] = sem
+	}
+	e.hostMu.Unlock()
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(time.Second) // real time: a wait for a local slot, not a schedule
+	defer t.Stop()
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
 		return false
 	}
-	e.hostBusy[host]++
-	return true
 }
 
 func (e *Engine) releaseHost(host string) {
 	e.hostMu.Lock()
-	defer e.hostMu.Unlock()
-	if e.hostBusy[host]--; e.hostBusy[host] <= 0 {
-		delete(e.hostBusy, host)
-	}
+	sem := e.hostBusy[host]
+	e.hostMu.Unlock()
+	<-sem
 }
 
 // deferMessage gives a claimed message back, uncounted, for later.

@@ -42,7 +42,11 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 		return nil, err
 	}
 	d := sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable}
-	return sqlstore.New(d, db, db, false), nil
+	store, err := sqlstore.New(d, db, db, false, 0)
+	if err != nil {
+		return nil, err
+	}
+	return store, nil
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -21,6 +21,9 @@ import (
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
 
+// readConns is how many reader connections the store holds.
+const readConns = 8
+
 //go:embed migrations/*.sql
 var migrations embed.FS
 
@@ -58,9 +61,13 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 		writer.Close()
 		return nil, err
 	}
-	reader.SetMaxOpenConns(8)
-	reader.SetMaxIdleConns(8)
-	return sqlstore.New(sqlstore.Dialect{Name: "sqlite", Classify: classify}, writer, reader, true), nil
+	reader.SetMaxOpenConns(readConns)
+	reader.SetMaxIdleConns(readConns)
+	db, err := sqlstore.New(sqlstore.Dialect{Name: "sqlite", Classify: classify, CacheStatements: true}, writer, reader, true, readConns)
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,10 +20,12 @@ const maxBatch = 128
 // still commit together. No caller is answered before its commit is durable.
 type batcher struct {
 	db      *DB
+	conn    *conn // the held writer connection, when statements are cached
 	queue   chan *pendingWrite
 	stop    chan struct{}
 	stopped sync.WaitGroup
 	once    sync.Once
+	once2   sync.Once
 }
 
 type pendingWrite struct {
@@ -31,8 +34,8 @@ type pendingWrite struct {
 	done chan error
 }
 
-func newBatcher(db *DB) *batcher {
-	b := &batcher{db: db, queue: make(chan *pendingWrite, 1024), stop: make(chan struct{})}
+func newBatcher(db *DB, c *conn) *batcher {
+	b := &batcher{db: db, conn: c, queue: make(chan *pendingWrite, 1024), stop: make(chan struct{})}
 	b.stopped.Add(1)
 	go b.loop()
 	return b
@@ -57,6 +60,9 @@ func (b *batcher) write(ctx context.Context, fn func(store.Tx) error) error {
 func (b *batcher) close() {
 	b.once.Do(func() { close(b.stop) })
 	b.stopped.Wait()
+	if b.conn != nil {
+		b.once2.Do(b.conn.close)
+	}
 }
 
 func (b *batcher) loop() {
@@ -94,11 +100,17 @@ func (b *batcher) loop() {
 func (b *batcher) commit(batch []*pendingWrite) {
 	results := make([]error, len(batch))
 	err := func() error {
-		sqlTx, err := b.db.writer.BeginTx(context.Background(), nil)
+		var sqlTx *sql.Tx
+		var err error
+		if b.conn != nil {
+			sqlTx, err = b.conn.c.BeginTx(context.Background(), nil)
+		} else {
+			sqlTx, err = b.db.writer.BeginTx(context.Background(), nil)
+		}
 		if err != nil {
 			return err
 		}
-		t := &tx{db: b.db, tx: sqlTx}
+		t := &tx{db: b.db, tx: sqlTx, conn: b.conn}
 		for i, w := range batch {
 			if err := w.ctx.Err(); err != nil {
 				results[i] = err

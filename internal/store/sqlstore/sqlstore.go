@@ -33,6 +33,9 @@ type Dialect struct {
 	// Retryable reports whether a failed write transaction may be retried
 	// (serialization failure, deadlock).
 	Retryable func(error) bool
+	// CacheStatements prepares each query once per connection (SQLite;
+	// pgx caches statements itself).
+	CacheStatements bool
 }
 
 // DB is a store.Store over one or two database/sql pools.
@@ -46,28 +49,63 @@ type DB struct {
 	// batch, when set, group-commits concurrent writes (SQLite).
 	batch   *batcher
 	rebound sync.Map
+	// readers are held reader connections (CacheStatements only).
+	readers chan *conn
 }
 
 // New returns a Store. reader may equal writer. groupCommit should be true
 // for SQLite: its single writer then commits concurrent writes together.
-func New(d Dialect, writer, reader *sql.DB, groupCommit bool) *DB {
+//
+// With CacheStatements, readConns reader connections (and, with group
+// commit, the one writer connection) are held for the store's lifetime.
+func New(d Dialect, writer, reader *sql.DB, groupCommit bool, readConns int) (*DB, error) {
 	db := &DB{dialect: d, writer: writer, reader: reader}
-	if groupCommit {
-		db.batch = newBatcher(db)
+	ctx := context.Background()
+	if d.CacheStatements {
+		db.readers = make(chan *conn, readConns)
+		for range readConns {
+			c, err := reader.Conn(ctx)
+			if err != nil {
+				db.Close()
+				return nil, err
+			}
+			db.readers <- &conn{c: c, stmts: map[string]*sql.Stmt{}}
+		}
 	}
-	return db
+	if groupCommit {
+		var wc *conn
+		if d.CacheStatements {
+			c, err := writer.Conn(ctx)
+			if err != nil {
+				db.Close()
+				return nil, err
+			}
+			wc = &conn{c: c, stmts: map[string]*sql.Stmt{}}
+		}
+		db.batch = newBatcher(db, wc)
+	}
+	return db, nil
 }
 
 // Dialect implements store.Store.
 func (db *DB) Dialect() string { return db.dialect.Name }
 
 // Ping implements store.Store.
-func (db *DB) Ping(ctx context.Context) error { return db.writer.PingContext(ctx) }
+func (db *DB) Ping(ctx context.Context) error {
+	return db.Read(ctx, func(t store.Tx) error {
+		return t.(*tx).queryRow(ctx, "SELECT 1").Scan(new(int))
+	})
+}
 
 // Close implements store.Store.
 func (db *DB) Close() error {
 	if db.batch != nil {
 		db.batch.close()
+	}
+	if db.readers != nil {
+		for len(db.readers) > 0 {
+			(<-db.readers).close()
+		}
 	}
 	err := db.writer.Close()
 	if db.reader != db.writer {
@@ -78,12 +116,31 @@ func (db *DB) Close() error {
 
 // Read implements store.Store.
 func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
-	sqlTx, err := db.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: db.dialect.Name == "postgres"})
+	// PostgreSQL reads run at REPEATABLE READ so that every query of one
+	// Read sees the same snapshot, as SQLite's read transactions do.
+	opts := &sql.TxOptions{}
+	if db.dialect.Name == "postgres" {
+		opts = &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
+	}
+	var held *conn
+	var sqlTx *sql.Tx
+	var err error
+	if db.readers != nil {
+		select {
+		case held = <-db.readers:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { db.readers <- held }()
+		sqlTx, err = held.c.BeginTx(ctx, opts)
+	} else {
+		sqlTx, err = db.reader.BeginTx(ctx, opts)
+	}
 	if err != nil {
 		return err
 	}
 	defer sqlTx.Rollback() //nolint:errcheck // read-only; nothing to keep
-	return fn(&tx{db: db, tx: sqlTx})
+	return fn(&tx{db: db, tx: sqlTx, conn: held})
 }
 
 // Write implements store.Store.
@@ -137,12 +194,63 @@ func (db *DB) q(query string) string {
 }
 
 type tx struct {
-	db *DB
-	tx *sql.Tx
+	db   *DB
+	tx   *sql.Tx
+	conn *conn // the held connection tx runs on, if any
+}
+
+// conn is a connection this store holds for its lifetime with the
+// statements prepared on it, so each query is parsed once per connection
+// rather than on every call (parsing was a fifth of the CPU of a delivery on
+// SQLite). Statements are prepared on the connection itself, never through
+// the pool, which could wait forever for a connection a transaction holds.
+type conn struct {
+	c     *sql.Conn
+	stmts map[string]*sql.Stmt
+}
+
+func (c *conn) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := c.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := c.c.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.stmts[query] = st
+	return st, nil
+}
+
+func (c *conn) close() {
+	for _, st := range c.stmts {
+		st.Close()
+	}
+	c.c.Close()
+}
+
+// stmt returns query prepared for this transaction, or nil when the
+// transaction does not run on a held connection.
+func (t *tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if t.conn == nil {
+		return nil, nil
+	}
+	st, err := t.conn.prepared(ctx, t.db.q(query))
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(ctx, st), nil
 }
 
 func (t *tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	res, err := t.tx.ExecContext(ctx, t.db.q(query), args...)
+	st, err := t.stmt(ctx, query)
+	var res sql.Result
+	switch {
+	case err != nil:
+	case st != nil:
+		res, err = st.ExecContext(ctx, args...)
+	default:
+		res, err = t.tx.ExecContext(ctx, t.db.q(query), args...)
+	}
 	if err != nil {
 		return nil, t.db.dialect.Classify(err)
 	}
@@ -166,10 +274,20 @@ func (t *tx) execOne(ctx context.Context, query string, args ...any) error {
 }
 
 func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(ctx, query)
+	switch {
+	case err != nil:
+		return nil, err
+	case st != nil:
+		return st.QueryContext(ctx, args...)
+	}
 	return t.tx.QueryContext(ctx, t.db.q(query), args...)
 }
 
 func (t *tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st, err := t.stmt(ctx, query); err == nil && st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return t.tx.QueryRowContext(ctx, t.db.q(query), args...)
 }
 
