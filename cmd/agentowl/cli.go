@@ -43,6 +43,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&c.url, "url", "", "server URL (env AGENTOWL_URL, default http://127.0.0.1:8470)")
 	pf.StringVar(&c.token, "token", "", "operator token (env AGENTOWL_TOKEN)")
 	root.AddCommand(c.serveCommand(), c.adminCommand())
+	root.AddCommand(c.receiverCommand())
 	c.addOperatorCommands(root)
 	// Cobra prints every error once, to stderr, as "error: …" (usage errors
 	// included); the exit code is then non-zero.

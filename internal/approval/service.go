@@ -207,25 +207,25 @@ func (s *Service) expireIfDue(ctx context.Context, tx store.Tx, r *agentowl.Appr
 		return nil
 	}
 	d := &agentowl.Decision{Status: agentowl.StatusExpired, DecidedAt: r.DeadlineAt, DecidedBy: "deadline"}
-	if err := s.resolve(ctx, tx, r, d); err != nil {
-		return err
-	}
-	return nil
+	return s.resolve(ctx, tx, nil, r, d)
 }
 
 // resolve records d on pending request r in tx, together with its
 // request.resolved notification when the instance has a receiver, and
 // updates r. The decision and its notification commit or fail together.
-func (s *Service) resolve(ctx context.Context, tx store.Tx, r *agentowl.ApprovalRequest, d *agentowl.Decision) error {
+// inst is r's instance when the caller has already read it, else nil.
+func (s *Service) resolve(ctx context.Context, tx store.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest, d *agentowl.Decision) error {
 	if err := tx.RequestResolve(ctx, r.ID, d, d.DecidedAt.Add(agentowl.RetentionAfterDecision)); err != nil {
 		return err
 	}
 	r.Status, r.Decision = d.Status, d
-	inst, err := tx.InstanceGet(ctx, r.InstanceID)
-	if err != nil {
-		return err
+	if inst == nil {
+		var err error
+		if inst, err = tx.InstanceGet(ctx, r.InstanceID); err != nil {
+			return err
+		}
 	}
-	_, err = s.recordNotification(ctx, tx, inst, r)
+	_, err := s.recordNotification(ctx, tx, inst, r)
 	return err
 }
 
@@ -322,7 +322,7 @@ func (s *Service) CancelRequest(ctx context.Context, p *access.Principal, id str
 		case agentowl.StatusCancelled:
 			return nil
 		case agentowl.StatusPending:
-			return s.resolve(ctx, tx, r, &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: now, DecidedBy: "instance"})
+			return s.resolve(ctx, tx, nil, r, &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: now, DecidedBy: "instance"})
 		}
 		return alreadyTerminal(r)
 	})
@@ -389,7 +389,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 			}
 			d.Status, d.ExpiresAt = agentowl.StatusApproved, now.Add(max(validity.Truncate(time.Second), time.Second))
 		}
-		if err := s.resolve(ctx, tx, r, d); err != nil {
+		if err := s.resolve(ctx, tx, inst, r, d); err != nil {
 			return err
 		}
 		return access.Audit(ctx, tx, now, tenantID, p, "approval.decide", "approval-request:"+id,

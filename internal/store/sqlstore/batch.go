@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,6 +25,8 @@ type batcher struct {
 	stopped sync.WaitGroup
 	once    sync.Once
 	once2   sync.Once
+	mu      sync.RWMutex
+	closed  bool
 }
 
 type pendingWrite struct {
@@ -45,11 +46,18 @@ var errClosed = errors.New("store: closed")
 
 func (b *batcher) write(ctx context.Context, fn func(store.Tx) error) error {
 	w := &pendingWrite{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	// Enqueue under the read lock so close cannot slip between the check
+	// and the send: the loop drains everything queued before it stops.
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return errClosed
+	}
 	select {
 	case b.queue <- w:
-	case <-b.stop:
-		return errClosed
+		b.mu.RUnlock()
 	case <-ctx.Done():
+		b.mu.RUnlock()
 		return ctx.Err()
 	}
 	// Once queued, wait for the outcome even if ctx ends: the write may
@@ -58,7 +66,12 @@ func (b *batcher) write(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (b *batcher) close() {
-	b.once.Do(func() { close(b.stop) })
+	b.once.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		b.mu.Unlock()
+		close(b.stop)
+	})
 	b.stopped.Wait()
 	if b.conn != nil {
 		b.once2.Do(b.conn.close)
@@ -99,39 +112,61 @@ func (b *batcher) loop() {
 // itself (begin, savepoint, commit) fails every write of the batch.
 func (b *batcher) commit(batch []*pendingWrite) {
 	results := make([]error, len(batch))
-	err := func() error {
-		var sqlTx *sql.Tx
-		var err error
-		if b.conn != nil {
-			sqlTx, err = b.conn.c.BeginTx(context.Background(), nil)
-		} else {
-			sqlTx, err = b.db.writer.BeginTx(context.Background(), nil)
-		}
-		if err != nil {
+	bg := context.Background()
+	var t *tx
+	var exec func(q string) error
+	var commit, rollback func() error
+	if b.conn != nil {
+		t = &tx{db: b.db, conn: b.conn}
+		exec = func(q string) error {
+			st, err := b.conn.prepared(bg, q) // transaction control is parsed once too
+			if err == nil {
+				_, err = st.ExecContext(bg)
+			}
 			return err
 		}
-		t := &tx{db: b.db, tx: sqlTx, conn: b.conn}
+		commit = func() error { return exec("COMMIT") }
+		rollback = func() error { return exec("ROLLBACK") }
+	}
+	err := func() error {
+		if t != nil {
+			if err := exec("BEGIN IMMEDIATE"); err != nil {
+				return err
+			}
+		} else {
+			sqlTx, err := b.db.writer.BeginTx(bg, nil)
+			if err != nil {
+				return err
+			}
+			t = &tx{db: b.db, tx: sqlTx}
+			exec = func(q string) error { _, err := sqlTx.ExecContext(bg, q); return err }
+			commit, rollback = sqlTx.Commit, sqlTx.Rollback
+		}
 		for i, w := range batch {
 			if err := w.ctx.Err(); err != nil {
 				results[i] = err
 				continue
 			}
-			if _, err := sqlTx.Exec("SAVEPOINT w"); err != nil {
-				_ = sqlTx.Rollback()
+			if err := exec("SAVEPOINT w"); err != nil {
+				_ = rollback()
 				return err
 			}
 			if results[i] = w.fn(t); results[i] != nil {
-				if _, err := sqlTx.Exec("ROLLBACK TO w"); err != nil {
-					_ = sqlTx.Rollback()
+				if err := exec("ROLLBACK TO w"); err != nil {
+					_ = rollback()
 					return fmt.Errorf("rollback to savepoint: %w", err)
 				}
 			}
-			if _, err := sqlTx.Exec("RELEASE w"); err != nil {
-				_ = sqlTx.Rollback()
+			if err := exec("RELEASE w"); err != nil {
+				_ = rollback()
 				return err
 			}
 		}
-		return sqlTx.Commit()
+		if err := commit(); err != nil {
+			_ = rollback()
+			return err
+		}
+		return nil
 	}()
 	for i, w := range batch {
 		if err != nil {

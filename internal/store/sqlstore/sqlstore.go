@@ -122,25 +122,26 @@ func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
 	if db.dialect.Name == "postgres" {
 		opts = &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
 	}
-	var held *conn
-	var sqlTx *sql.Tx
-	var err error
 	if db.readers != nil {
+		var held *conn
 		select {
 		case held = <-db.readers:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		defer func() { db.readers <- held }()
-		sqlTx, err = held.c.BeginTx(ctx, opts)
-	} else {
-		sqlTx, err = db.reader.BeginTx(ctx, opts)
+		if _, err := held.c.ExecContext(ctx, "BEGIN"); err != nil {
+			return err
+		}
+		defer held.c.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // read-only
+		return fn(&tx{db: db, conn: held})
 	}
+	sqlTx, err := db.reader.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer sqlTx.Rollback() //nolint:errcheck // read-only; nothing to keep
-	return fn(&tx{db: db, tx: sqlTx, conn: held})
+	return fn(&tx{db: db, tx: sqlTx})
 }
 
 // Write implements store.Store.
@@ -193,10 +194,14 @@ func (db *DB) q(query string) string {
 	return out
 }
 
+// tx runs statements either in a database/sql transaction or, on a held
+// connection, between explicit BEGIN and COMMIT with the connection's cached
+// statements (database/sql would re-prepare a connection's statement for
+// every transaction).
 type tx struct {
 	db   *DB
 	tx   *sql.Tx
-	conn *conn // the held connection tx runs on, if any
+	conn *conn
 }
 
 // conn is a connection this store holds for its lifetime with the
@@ -228,27 +233,15 @@ func (c *conn) close() {
 	c.c.Close()
 }
 
-// stmt returns query prepared for this transaction, or nil when the
-// transaction does not run on a held connection.
-func (t *tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	if t.conn == nil {
-		return nil, nil
-	}
-	st, err := t.conn.prepared(ctx, t.db.q(query))
-	if err != nil {
-		return nil, err
-	}
-	return t.tx.StmtContext(ctx, st), nil
-}
-
 func (t *tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, err := t.stmt(ctx, query)
 	var res sql.Result
-	switch {
-	case err != nil:
-	case st != nil:
-		res, err = st.ExecContext(ctx, args...)
-	default:
+	var err error
+	if t.conn != nil {
+		var st *sql.Stmt
+		if st, err = t.conn.prepared(ctx, t.db.q(query)); err == nil {
+			res, err = st.ExecContext(ctx, args...)
+		}
+	} else {
 		res, err = t.tx.ExecContext(ctx, t.db.q(query), args...)
 	}
 	if err != nil {
@@ -274,19 +267,21 @@ func (t *tx) execOne(ctx context.Context, query string, args ...any) error {
 }
 
 func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	st, err := t.stmt(ctx, query)
-	switch {
-	case err != nil:
-		return nil, err
-	case st != nil:
+	if t.conn != nil {
+		st, err := t.conn.prepared(ctx, t.db.q(query))
+		if err != nil {
+			return nil, err
+		}
 		return st.QueryContext(ctx, args...)
 	}
 	return t.tx.QueryContext(ctx, t.db.q(query), args...)
 }
 
 func (t *tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	if st, err := t.stmt(ctx, query); err == nil && st != nil {
-		return st.QueryRowContext(ctx, args...)
+	if t.conn != nil {
+		if st, err := t.conn.prepared(ctx, t.db.q(query)); err == nil {
+			return st.QueryRowContext(ctx, args...)
+		}
 	}
 	return t.tx.QueryRowContext(ctx, t.db.q(query), args...)
 }

@@ -1,0 +1,288 @@
+package aap_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/aap"
+	"github.com/agentowl/agentowl/aap/sqlite"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+)
+
+// This file builds the real AgentOwl provider in-process (store, access,
+// approval, HTTP API, delivery engine and SSRF-safe egress, as
+// cmd/agentowl wires them) on a fake clock, and a real aap.Receiver on a
+// local TLS server that the provider's egress trusts.
+
+var t0 = time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)
+
+// syncLimit bounds, in real time, every wait for asynchronous work. Waits
+// synchronize; they assert nothing about durations.
+const syncLimit = 15 * time.Second
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(syncLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openStore(t testing.TB, path string) aap.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path)
+	must(t, err)
+	return s
+}
+
+// swapHandler lets a test replace the handler behind a running server (a
+// restarted process keeps its address).
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// receiverSite is a receiver process: its durable store file, the Receiver
+// over it and the TLS server it listens on.
+type receiverSite struct {
+	t     testing.TB
+	path  string
+	clock aap.Clock
+	srv   *httptest.Server
+	front swapHandler
+	// wrap, if set, sits in front of the Receiver (fault injection).
+	wrap func(http.Handler) http.Handler
+
+	mu       sync.Mutex
+	store    aap.Store
+	receiver *aap.Receiver
+}
+
+func newReceiverSite(t testing.TB, clock aap.Clock, wrap func(http.Handler) http.Handler) *receiverSite {
+	rs := &receiverSite{t: t, path: filepath.Join(t.TempDir(), "receiver.db"), clock: clock, wrap: wrap}
+	rs.srv = httptest.NewUnstartedServer(&rs.front)
+	rs.srv.StartTLS()
+	rs.restart()
+	t.Cleanup(func() {
+		rs.srv.Close()
+		rs.mu.Lock()
+		rs.store.Close()
+		rs.mu.Unlock()
+	})
+	return rs
+}
+
+// restart closes the store and opens a new Receiver over the same file, as
+// a restarted receiver process would.
+func (rs *receiverSite) restart() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.store != nil {
+		rs.store.Close()
+	}
+	rs.store = openStore(rs.t, rs.path)
+	r, err := aap.NewReceiver(aap.ReceiverConfig{Store: rs.store, Clock: rs.clock})
+	must(rs.t, err)
+	rs.receiver = r
+	var h http.Handler = r
+	if rs.wrap != nil {
+		h = rs.wrap(r)
+	}
+	rs.front.set(h)
+}
+
+func (rs *receiverSite) current() (*aap.Receiver, aap.Store) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.receiver, rs.store
+}
+
+func (rs *receiverSite) url() string { return rs.srv.URL + "/aap/events" }
+
+func (rs *receiverSite) caPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rs.srv.Certificate().Raw})
+}
+
+// provider is an in-process AgentOwl server on a fake clock.
+type provider struct {
+	t        testing.TB
+	clock    agentowl.Clock
+	store    store.Store
+	approval *approval.Service
+	client   *egress.Client
+	srv      *httptest.Server
+	operator string // admin operator token of tenant "default"
+	tenant   string // its ID
+	prov     string // provisioner token
+
+	mu     sync.Mutex
+	engine *delivery.Engine
+	stop   func()
+}
+
+func resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
+	url, secret, ok, err := approval.ResolveDestination(ctx, tx, destination)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &delivery.Target{URL: url, Secret: secret}, nil
+}
+
+// newProvider starts the provider; its egress allows loopback and trusts
+// caPEM (the receiver's certificate).
+func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
+	t.Helper()
+	st := storetest.OpenSQLite(t)
+	log := slog.New(slog.DiscardHandler)
+	acc := access.New(st, clock, access.Config{})
+	appr := approval.New(st, acc, clock, approval.Config{}, log)
+	client, err := egress.New(egress.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, ExtraRootsPEM: caPEM})
+	must(t, err)
+	p := &provider{t: t, clock: clock, store: st, approval: appr, client: client}
+	p.startEngine()
+	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, p.wake)
+	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
+	p.srv = httptest.NewServer(api.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); appr.Run(ctx) }()
+	t.Cleanup(func() {
+		p.srv.Close()
+		cancel()
+		<-done
+		p.mu.Lock()
+		p.stop()
+		p.mu.Unlock()
+		client.CloseIdleConnections()
+	})
+	res, err := acc.Bootstrap(context.Background(), "default")
+	must(t, err)
+	p.operator, p.tenant = res.Token, res.Tenant.ID
+	var tok struct{ Token string }
+	p.operatorCall(http.MethodPost, "/provisioner-tokens", map[string]any{"label": "test", "days": 0}, &tok)
+	p.prov = tok.Token
+	return p
+}
+
+func (p *provider) startEngine() {
+	e := delivery.New(p.store, p.clock, p.client, resolveDestination,
+		delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	p.engine = e
+	p.stop = func() { cancel(); <-done }
+}
+
+// restartEngine stops the delivery engine, as killing the provider would,
+// and starts a new one over the same outbox.
+func (p *provider) restartEngine() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stop()
+	p.startEngine()
+}
+
+func (p *provider) wake() {
+	p.mu.Lock()
+	e := p.engine
+	p.mu.Unlock()
+	if e != nil {
+		e.Wake()
+	}
+}
+
+// operatorCall calls the operator API of tenant "default".
+func (p *provider) operatorCall(method, path string, body, out any) int {
+	p.t.Helper()
+	data, _ := json.Marshal(body)
+	req, err := http.NewRequest(method, p.srv.URL+"/api/v1/tenants/default"+path, bytes.NewReader(data))
+	must(p.t, err)
+	req.Header.Set("Authorization", "Bearer "+p.operator)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	must(p.t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
+		p.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil {
+		must(p.t, json.Unmarshal(raw, out))
+	}
+	return resp.StatusCode
+}
+
+// decide approves (valid for validity) or denies a pending request; it
+// reports false if the request was no longer pending.
+func (p *provider) decide(id string, approve bool, validity time.Duration) bool {
+	p.t.Helper()
+	body := map[string]any{"decision": "deny"}
+	if approve {
+		body = map[string]any{"decision": "approve", "valid_for": fmt.Sprintf("%ds", int(validity.Seconds()))}
+	}
+	return p.operatorCall(http.MethodPost, "/approvals/"+id+"/decision", body, nil) == http.StatusOK
+}
+
+// flush delivers every notification that is due at the current fake time:
+// it returns once no pending message is due (each has either been
+// acknowledged or is scheduled for a later retry).
+func (p *provider) flush() {
+	p.t.Helper()
+	eventually(p.t, "due notifications to be attempted", func() bool {
+		p.wake()
+		msgs, err := delivery.List(context.Background(), p.store, store.MessageListParams{TenantID: p.tenant, State: store.MessagePending, Limit: 1000})
+		must(p.t, err)
+		now := p.clock.Now()
+		for _, m := range msgs {
+			if !m.NextAttempt.After(now) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// provision creates an instance delivering to rs with the kit's
+// Provisioner, and returns its credential.
+func (p *provider) provision(rs *receiverSite, name string) *aap.Credential {
+	p.t.Helper()
+	_, st := rs.current()
+	pr := &aap.Provisioner{Provider: &aap.Client{BaseURL: p.srv.URL, Token: p.prov}, Registrations: st, Clock: p.clock}
+	cred, err := pr.Provision(context.Background(), aap.NewSubmission(name, rs.url()))
+	must(p.t, err)
+	return cred
+}

@@ -1,0 +1,34 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+)
+
+// Writes racing Close either commit or fail; none waits forever.
+func TestWritesRacingCloseNeverHang(t *testing.T) {
+	for range 20 {
+		st := storetest.OpenSQLite(t)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				err := st.Write(context.Background(), func(store.Tx) error { return nil })
+				if err != nil && !errors.Is(err, errClosedSentinel(st)) {
+					t.Errorf("write: %v", err)
+				}
+			})
+		}
+		st.Close()
+		wg.Wait()
+	}
+}
+
+// errClosedSentinel returns the error a closed store gives a write.
+func errClosedSentinel(st store.Store) error {
+	return st.Write(context.Background(), func(store.Tx) error { return nil })
+}
