@@ -18,6 +18,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
@@ -407,5 +408,45 @@ func TestEnginesShareQueueWithoutOverlap(t *testing.T) {
 		if len(r.got) < len(ids) {
 			t.Fatalf("received %d messages for %d events", len(r.got), len(ids))
 		}
+	})
+}
+
+func TestEngineDestinationLimitDelaysWithoutDropping(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, nil)
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{PerHostRate: ratelimit.Limit{Events: 2, Per: time.Minute}})
+		var ms []*store.Message
+		for range 3 {
+			ms = append(ms, f.message("d", time.Hour))
+		}
+		e.Wake()
+		delivered := func() int {
+			n := 0
+			for _, m := range ms {
+				if f.get(m.ID).State == store.MessageDelivered {
+					n++
+				}
+			}
+			return n
+		}
+		var held *store.Message
+		waitFor(t, "two deliveries and the third given back", func() bool {
+			held = nil
+			for _, m := range ms {
+				if got := f.get(m.ID); got.State == store.MessagePending && got.LeaseOwner == "" {
+					held = got
+				}
+			}
+			return delivered() == 2 && held != nil
+		})
+		if held == nil || held.Attempts != 0 || !held.NextAttempt.After(f.clock.Now()) || len(f.attempts(held.ID)) != 0 {
+			t.Fatalf("the limited message: %+v; want pending, uncounted, scheduled later", held)
+		}
+		if got := len(r.received()); got != 2 {
+			t.Fatalf("receiver got %d messages within a limit of 2", got)
+		}
+		f.clock.Advance(time.Minute)
+		waitFor(t, "the delayed delivery", func() bool { return delivered() == 3 }, e)
 	})
 }

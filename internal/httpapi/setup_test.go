@@ -48,13 +48,16 @@ type env struct {
 }
 
 // setup starts a server on backend b with a fake clock.
-func setup(t *testing.T, b storetest.Backend) *env {
+func setup(t *testing.T, b storetest.Backend) *env { return setupWith(t, b, approval.Config{}) }
+
+// setupWith is setup with the provider's configuration.
+func setupWith(t *testing.T, b storetest.Backend, cfg approval.Config) *env {
 	t.Helper()
 	st := b.Open(t)
 	clock := newFakeClock()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, log)
+	appr := approval.New(st, acc, clock, cfg, log)
 	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
