@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentowl/agentowl/internal/clocktest"
 	"io"
 	"log/slog"
 	"net"
@@ -319,67 +320,10 @@ func TestMainBootstrapAndHealth(t *testing.T) {
 	})
 }
 
-// fakeClock is a settable clock whose timers fire when Advance passes them.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeTimer
-}
+// fakeClock is the shared settable test clock.
+type fakeClock = clocktest.Fake
 
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-// Advance moves time forward and fires every timer that came due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.at.After(c.now) {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- c.now
-	}
-	c.waiters = kept
-}
-
-// pendingAt reports whether a timer is due exactly d from now.
-func (c *fakeClock) pendingAt(d time.Duration) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, w := range c.waiters {
-		if w.at.Equal(c.now.Add(d)) {
-			return true
-		}
-	}
-	return false
-}
+func newFakeClock() *fakeClock { return clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)) }
 
 // eventually polls cond every 10ms for at most limit; it synchronizes with
 // background work, it is not an assertion about speed.
@@ -417,7 +361,7 @@ func TestMainCloseFinishesLongPoll(t *testing.T) {
 			r, err := exchange(t, http.MethodGet, h.url+"/v1/requests/"+id+"?wait=30s", h.credential, nil)
 			polled <- result{r, err}
 		}()
-		eventually(t, 10*time.Second, "the long poll to park on its 30s wait", func() bool { return clock.pendingAt(30 * time.Second) })
+		eventually(t, 10*time.Second, "the long poll to park on its 30s wait", func() bool { return clock.PendingAt(30 * time.Second) })
 
 		closed := make(chan error, 1)
 		go func() { closed <- srv.close() }()

@@ -66,3 +66,15 @@ func (c *Fake) Waiters() int {
 	defer c.mu.Unlock()
 	return len(c.waiters)
 }
+
+// PendingAt reports whether a timer is due exactly d from now.
+func (c *Fake) PendingAt(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		if w.at.Equal(c.now.Add(d)) {
+			return true
+		}
+	}
+	return false
+}

@@ -11,13 +11,14 @@ import (
 	"github.com/agentowl/agentowl/internal/store"
 )
 
-// opHandler is an operator API handler: it receives the authenticated
-// operator and returns a status and body, or an error.
-type opHandler func(r *http.Request, p *access.Principal) (int, any, error)
+// handler is an API handler: it receives the authenticated caller and
+// returns a status and body (nil for none), or an error.
+type handler func(r *http.Request, p *access.Principal) (int, any, error)
 
-func (s *Server) op(h opHandler) http.HandlerFunc {
+// handle authenticates a credential of kind and writes h's answer.
+func (s *Server) handle(kind agentowl.TokenKind, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.authenticate(r, agentowl.TokenOperator)
+		p, err := s.authenticate(r, kind)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -34,6 +35,8 @@ func (s *Server) op(h opHandler) http.HandlerFunc {
 		writeJSON(w, status, body)
 	}
 }
+
+func (s *Server) op(h handler) http.HandlerFunc { return s.handle(agentowl.TokenOperator, h) }
 
 func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
@@ -243,14 +246,14 @@ func (s *Server) createProvisionerToken(r *http.Request, p *access.Principal) (i
 	return http.StatusCreated, w, nil
 }
 
-func (s *Server) listTokens(kind agentowl.TokenKind) opHandler {
+func (s *Server) listTokens(kind agentowl.TokenKind) handler {
 	return func(r *http.Request, p *access.Principal) (int, any, error) {
 		toks, err := s.access.ListTokens(r.Context(), p, r.PathValue("tenant"), kind)
 		return http.StatusOK, listOf(toks, s.toWireToken), err
 	}
 }
 
-func (s *Server) revokeToken(kind agentowl.TokenKind) opHandler {
+func (s *Server) revokeToken(kind agentowl.TokenKind) handler {
 	return func(r *http.Request, p *access.Principal) (int, any, error) {
 		tok, err := s.access.RevokeToken(r.Context(), p, r.PathValue("tenant"), kind, r.PathValue("id"))
 		if err != nil {

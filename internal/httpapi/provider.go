@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
@@ -18,12 +19,14 @@ const (
 )
 
 func (s *Server) providerRoutes(mux *http.ServeMux) {
-	s.route(mux, "/v1/instances", map[string]http.HandlerFunc{http.MethodPost: s.provisionInstance})
+	prov := func(h handler) http.HandlerFunc { return s.handle(agentowl.TokenProvisioner, h) }
+	inst := func(h handler) http.HandlerFunc { return s.handle(agentowl.TokenInstance, h) }
+	s.route(mux, "/v1/instances", map[string]http.HandlerFunc{http.MethodPost: prov(s.provisionInstance)})
 	s.route(mux, "/v1/instances/{id}", map[string]http.HandlerFunc{
-		http.MethodGet: s.getInstance, http.MethodPatch: s.updateInstance, http.MethodDelete: s.deleteInstance,
+		http.MethodGet: prov(s.getInstance), http.MethodPatch: prov(s.updateInstance), http.MethodDelete: prov(s.deleteInstance),
 	})
-	s.route(mux, "/v1/requests", map[string]http.HandlerFunc{http.MethodPost: s.createRequest})
-	s.route(mux, "/v1/requests/{id}", map[string]http.HandlerFunc{http.MethodGet: s.getRequest, http.MethodDelete: s.cancelRequest})
+	s.route(mux, "/v1/requests", map[string]http.HandlerFunc{http.MethodPost: inst(s.createRequest)})
+	s.route(mux, "/v1/requests/{id}", map[string]http.HandlerFunc{http.MethodGet: inst(s.getRequest), http.MethodDelete: inst(s.cancelRequest)})
 }
 
 // authenticate resolves the bearer token for a surface that accepts kind. A
@@ -134,52 +137,40 @@ func toWireRequest(r *agentowl.ApprovalRequest) *WireRequest {
 
 // ---- instances
 
-func (s *Server) provisionInstance(w http.ResponseWriter, r *http.Request) {
-	p, err := s.authenticate(r, agentowl.TokenProvisioner)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) provisionInstance(r *http.Request, p *access.Principal) (int, any, error) {
 	key, err := s.idempotencyKey(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	fields, err := readObject(r, "instance_name", "delivery")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	in := &approval.ProvisionInput{}
-	if _, err := field(fields, "instance_name", &in.Name); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, ok := fields["instance_name"]; ok {
+	if present, err := field(fields, "instance_name", &in.Name); err != nil {
+		return 0, nil, err
+	} else if present {
 		if err := validName(in.Name); err != nil {
-			s.writeError(w, r, err)
-			return
+			return 0, nil, err
 		}
 	}
 	if raw, ok := fields["delivery"]; ok {
 		if in.Delivery, err = decodeDelivery(raw, false); err != nil {
-			s.writeError(w, r, err)
-			return
+			return 0, nil, err
 		}
 	}
 	res, err := s.approval.ProvisionInstance(r.Context(), p, key, in)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	status := http.StatusCreated
 	if res.Replayed {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, wireProvisioned{
+	return status, wireProvisioned{
 		Instance:   toWireInstance(res.Instance),
 		Credential: wireCredential{Token: res.Credential, ExpiresAt: timestampPtr(res.CredentialExpiresAt)},
-	})
+	}, nil
 }
 
 func validName(name string) error {
@@ -217,113 +208,77 @@ func decodeDelivery(raw json.RawMessage, allowNull bool) (*agentowl.Delivery, er
 	return &d, d.Validate()
 }
 
-func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
-	p, err := s.authenticate(r, agentowl.TokenProvisioner)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) getInstance(r *http.Request, p *access.Principal) (int, any, error) {
 	inst, err := s.approval.GetInstance(r.Context(), p, r.PathValue("id"))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
-	writeJSON(w, http.StatusOK, toWireInstance(inst))
+	return http.StatusOK, toWireInstance(inst), nil
 }
 
-func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) {
-	p, err := s.authenticate(r, agentowl.TokenProvisioner)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) updateInstance(r *http.Request, p *access.Principal) (int, any, error) {
 	key, err := s.idempotencyKey(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	fields, err := readObject(r, "instance_name", "delivery")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	if len(fields) == 0 {
-		s.writeError(w, r, agentowl.Errorf(agentowl.ECodeInvalidRequest, "Supply instance_name, delivery or both."))
-		return
+		return 0, nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "Supply instance_name, delivery or both.")
 	}
 	in := &approval.UpdateInput{}
 	var name string
 	if present, err := field(fields, "instance_name", &name); err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	} else if present {
 		if err := validName(name); err != nil {
-			s.writeError(w, r, err)
-			return
+			return 0, nil, err
 		}
 		in.Name = &name
 	}
 	if raw, ok := fields["delivery"]; ok {
 		in.DeliverySet = true
 		if in.Delivery, err = decodeDelivery(raw, true); err != nil {
-			s.writeError(w, r, err)
-			return
+			return 0, nil, err
 		}
 	}
 	inst, err := s.approval.UpdateInstance(r.Context(), p, r.PathValue("id"), key, in)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
-	writeJSON(w, http.StatusOK, toWireInstance(inst))
+	return http.StatusOK, toWireInstance(inst), nil
 }
 
-func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) {
-	p, err := s.authenticate(r, agentowl.TokenProvisioner)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.approval.DeleteInstance(r.Context(), p, r.PathValue("id")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+func (s *Server) deleteInstance(r *http.Request, p *access.Principal) (int, any, error) {
+	return http.StatusNoContent, nil, s.approval.DeleteInstance(r.Context(), p, r.PathValue("id"))
 }
 
 // ---- requests
 
-func (s *Server) createRequest(w http.ResponseWriter, r *http.Request) {
-	p, err := s.authenticate(r, agentowl.TokenInstance)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) createRequest(r *http.Request, p *access.Principal) (int, any, error) {
 	key, err := s.idempotencyKey(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	fields, err := readObject(r, "tool", "arguments", "timeout", "agent_reasoning", "context")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	in, err := decodeCreateRequest(fields)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	res, err := s.approval.CreateRequest(r.Context(), p, key, in)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	status := http.StatusCreated
 	if res.Replayed {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, toWireRequest(res.Request))
+	return status, toWireRequest(res.Request), nil
 }
 
 func decodeCreateRequest(fields map[string]json.RawMessage) (*agentowl.CreateRequestInput, error) {
@@ -381,40 +336,27 @@ func objectField(fields map[string]json.RawMessage, name string, required bool) 
 	return json.RawMessage(buf.String()), nil
 }
 
-func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) {
-	p, err := s.authenticate(r, agentowl.TokenInstance)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	var wait = int64(0)
-	if v := r.URL.Query().Get("wait"); v != "" || r.URL.Query().Has("wait") {
-		d, ok := agentowl.ParseDuration(v)
+func (s *Server) getRequest(r *http.Request, p *access.Principal) (int, any, error) {
+	var wait time.Duration
+	if r.URL.Query().Has("wait") {
+		d, ok := agentowl.ParseDuration(r.URL.Query().Get("wait"))
 		if !ok {
-			s.writeError(w, r, agentowl.FieldError(agentowl.ECodeInvalidField, "wait",
-				"wait must be a positive whole number of seconds, minutes or hours with its unit, such as 30s."))
-			return
+			return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "wait",
+				"wait must be a positive whole number of seconds, minutes or hours with its unit, such as 30s.")
 		}
-		wait = int64(d)
+		wait = d
 	}
-	req, err := s.approval.GetRequest(r.Context(), p, r.PathValue("id"), durationOf(wait))
+	req, err := s.approval.GetRequest(r.Context(), p, r.PathValue("id"), wait)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
-	writeJSON(w, http.StatusOK, toWireRequest(req))
+	return http.StatusOK, toWireRequest(req), nil
 }
 
-func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request) {
-	p, err := s.authenticate(r, agentowl.TokenInstance)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) cancelRequest(r *http.Request, p *access.Principal) (int, any, error) {
 	req, err := s.approval.CancelRequest(r.Context(), p, r.PathValue("id"))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
-	writeJSON(w, http.StatusOK, toWireRequest(req))
+	return http.StatusOK, toWireRequest(req), nil
 }

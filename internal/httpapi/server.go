@@ -276,8 +276,6 @@ func timestampPtr(t *time.Time) *string {
 	return &s
 }
 
-func durationOf(n int64) time.Duration { return time.Duration(n) }
-
 // compact removes insignificant whitespace, keeping every literal as sent.
 func compact(raw []byte) ([]byte, error) {
 	var buf bytes.Buffer
