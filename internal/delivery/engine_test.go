@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
@@ -207,6 +208,31 @@ func TestEngineDeliversSignedMessage(t *testing.T) {
 		}
 		if rt := f.get(m.ID).RetainUntil; rt == nil || rt.Before(m.CreatedAt.Add(agentowl.RetentionAfterDecision)) {
 			t.Fatalf("retain_until %v, want at least creation + 7 days", rt)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(e.Metrics().Collectors(f.store)...)
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]float64{}
+		for _, fam := range families {
+			for _, m := range fam.GetMetric() {
+				seen[fam.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		for name, want := range map[string]float64{
+			"agentowl_delivery_attempts_total":      1,
+			"agentowl_delivery_outcomes_total":      1,
+			"agentowl_delivery_ack_latency_seconds": 1,
+			"agentowl_delivery_queue_depth":         0,
+		} {
+			if got, ok := seen[name]; !ok || got != want {
+				t.Errorf("metric %s = %v (present %v), want %v", name, got, ok, want)
+			}
+		}
+		if _, ok := seen["agentowl_delivery_oldest_pending_seconds"]; !ok {
+			t.Error("no oldest-pending gauge")
 		}
 	})
 }
