@@ -17,10 +17,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,12 +61,15 @@ type Config struct {
 	// MaxResponseBytes is how much of a response body is read (and then
 	// ignored). Defaults to 64 KiB.
 	MaxResponseBytes int64
+	// AddrResolver resolves destination hosts for the per-address limits.
+	// Defaults to net.DefaultResolver.
+	AddrResolver AddrResolver
 	// PerHostConcurrency bounds attempts in flight to one destination
-	// (host:port) in this process. Defaults to 32.
+	// host:port, and to one resolved address, in this process. Defaults to 32.
 	PerHostConcurrency int
 	// PerHostRate bounds attempts (first ones and retries) to one destination
-	// host across every process sharing the database. Defaults to 360,000 per
-	// minute.
+	// host:port, and to one resolved address, across every process sharing
+	// the database. Defaults to 360,000 per minute.
 	PerHostRate ratelimit.Limit
 }
 
@@ -97,6 +100,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = 64 << 10
+	}
+	if c.AddrResolver == nil {
+		c.AddrResolver = net.DefaultResolver
 	}
 	if c.PerHostConcurrency <= 0 {
 		c.PerHostConcurrency = 32
@@ -136,6 +142,7 @@ type Engine struct {
 	inflight sync.WaitGroup
 	metrics  *Metrics
 	hostRate *ratelimit.Limiter
+	dests    *destinations
 	hostMu   sync.Mutex
 	hostBusy map[string]chan struct{}
 }
@@ -147,6 +154,7 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
 		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock), hostBusy: map[string]chan struct{}{},
+		dests: &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
 	}
 }
 
@@ -236,17 +244,20 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message) {
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return
 	}
-	// Destination limits delay an attempt; they never drop it.
-	host := hostOf(target.URL)
-	if ok, wait := e.hostRate.Allow(ctx, host); !ok {
-		e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
-		return
+	// Destination limits (host:port and each resolved address) delay an
+	// attempt; they never drop it.
+	keys := e.dests.keys(ctx, target.URL, start)
+	for _, k := range keys {
+		if ok, wait := e.hostRate.Allow(ctx, k); !ok {
+			e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
+			return
+		}
 	}
-	if !e.acquireHost(ctx, host) {
+	if !e.acquireDestinations(ctx, keys) {
 		e.deferMessage(ctx, m, e.clock.Now().Add(250*time.Millisecond))
 		return
 	}
-	defer e.releaseHost(host)
+	defer e.releaseDestinations(keys)
 	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(start)))
 	a.EndedAt, a.StatusCode = e.clock.Now(), status
 	e.metrics.attempts.WithLabelValues(m.Kind, outcomeLabel(status, sendErr)).Inc()
@@ -329,47 +340,42 @@ func (e *Engine) backoff(attempts int) time.Duration {
 	return max(d, e.cfg.RetryMinDelay/10)
 }
 
-// hostOf names a URL's destination for limits: host and port.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	return strings.ToLower(u.Host)
-}
-
-// acquireHost takes one of the destination's in-flight slots, waiting up to
-// a second for one to free (attempts usually take milliseconds).
-func (e *Engine) acquireHost(ctx context.Context, host string) bool {
-	e.hostMu.Lock()
-	sem := e.hostBusy[host]
-	if sem == nil {
-		sem = make(chan struct{}, e.cfg.PerHostConcurrency)
-		e.hostBusy[host] = sem
-	}
-	e.hostMu.Unlock()
-	select {
-	case sem <- struct{}{}:
-		return true
-	default:
-	}
+// acquireDestinations takes one in-flight slot of every key (in sorted
+// order, so two attempts cannot wait on each other), waiting up to a second
+// in all (attempts usually take milliseconds).
+func (e *Engine) acquireDestinations(ctx context.Context, keys []string) bool {
+	sorted := slices.Sorted(slices.Values(keys))
 	t := time.NewTimer(time.Second) // real time: a wait for a local slot, not a schedule
 	defer t.Stop()
-	select {
-	case sem <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
+	for i, k := range sorted {
+		select {
+		case e.slot(k) <- struct{}{}:
+		case <-t.C:
+			e.releaseDestinations(sorted[:i])
+			return false
+		case <-ctx.Done():
+			e.releaseDestinations(sorted[:i])
+			return false
+		}
 	}
+	return true
 }
 
-func (e *Engine) releaseHost(host string) {
+func (e *Engine) slot(key string) chan struct{} {
 	e.hostMu.Lock()
-	sem := e.hostBusy[host]
-	e.hostMu.Unlock()
-	<-sem
+	defer e.hostMu.Unlock()
+	sem := e.hostBusy[key]
+	if sem == nil {
+		sem = make(chan struct{}, e.cfg.PerHostConcurrency)
+		e.hostBusy[key] = sem
+	}
+	return sem
+}
+
+func (e *Engine) releaseDestinations(keys []string) {
+	for _, k := range keys {
+		<-e.slot(k)
+	}
 }
 
 // deferMessage gives a claimed message back, uncounted, for later.

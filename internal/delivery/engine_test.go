@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -474,5 +476,53 @@ func TestEngineDestinationLimitDelaysWithoutDropping(t *testing.T) {
 		}
 		f.clock.Advance(time.Minute)
 		waitFor(t, "the delayed delivery", func() bool { return delivered() == 3 }, e)
+	})
+}
+
+type stubAddrs map[string][]netip.Addr
+
+func (s stubAddrs) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := s[host]; ok {
+		return a, nil
+	}
+	return nil, errors.New("no such host")
+}
+
+func TestEngineHostNamesShareTheirAddressLimit(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, nil)
+		_, port, _ := net.SplitHostPort(r.srv.Listener.Addr().String())
+		shared := []netip.Addr{netip.MustParseAddr("203.0.113.7")}
+		client := r.srv.Client()
+		tr := client.Transport.(*http.Transport)
+		tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, r.srv.Listener.Addr().String())
+		}
+		tr.TLSClientConfig.ServerName = "example.com" // in httptest's certificate
+		f.mu.Lock()
+		f.targets["a"] = &delivery.Target{URL: "https://a.test:" + port + "/hook", Secret: r.secret}
+		f.targets["b"] = &delivery.Target{URL: "https://b.test:" + port + "/hook", Secret: r.secret}
+		f.mu.Unlock()
+		e := f.engine(client, delivery.Config{
+			PerHostRate:  ratelimit.Limit{Events: 2, Per: time.Minute},
+			AddrResolver: stubAddrs{"a.test": shared, "b.test": shared},
+		})
+		ms := []*store.Message{f.message("a", time.Hour), f.message("b", time.Hour), f.message("b", time.Hour)}
+		e.Wake()
+		waitFor(t, "two deliveries and one held back", func() bool {
+			delivered, held := 0, 0
+			for _, m := range ms {
+				switch got := f.get(m.ID); {
+				case got.State == store.MessageDelivered:
+					delivered++
+				case got.LeaseOwner == "" && got.Attempts == 0 && got.NextAttempt.After(f.clock.Now()):
+					held++
+				}
+			}
+			return delivered == 2 && held == 1
+		})
+		if got := len(r.received()); got != 2 {
+			t.Fatalf("the shared address received %d messages within a limit of 2", got)
+		}
 	})
 }
