@@ -143,6 +143,7 @@ type Engine struct {
 	metrics  *Metrics
 	hostRate *ratelimit.Limiter
 	dests    *destinations
+	finishes chan finishReq
 	hostMu   sync.Mutex
 	hostBusy map[string]chan struct{}
 }
@@ -154,7 +155,8 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
 		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock), hostBusy: map[string]chan struct{}{},
-		dests: &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
+		finishes: make(chan finishReq, 256),
+		dests:    &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
 	}
 }
 
@@ -173,7 +175,13 @@ func (e *Engine) Wake() {
 // Run claims and attempts due messages until ctx ends, then waits for the
 // attempts in flight.
 func (e *Engine) Run(ctx context.Context) {
-	defer e.inflight.Wait()
+	finishing := make(chan struct{})
+	go func() { e.recordFinishes(); close(finishing) }()
+	defer func() {
+		e.inflight.Wait() // attempts in flight still record their outcome
+		close(e.finishes)
+		<-finishing
+	}()
 	for {
 		n, err := e.claimAndStart(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -399,13 +407,60 @@ func (e *Engine) finish(ctx context.Context, m *store.Message, a store.Attempt, 
 		p.RetainUntil, p.NextAttempt = &retain, a.EndedAt
 		e.metrics.outcomes.WithLabelValues(m.Kind, string(state)).Inc()
 	}
-	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageFinish(ctx, p) })
+	done := make(chan error, 1)
+	e.finishes <- finishReq{p: p, done: done}
+	err := <-done
 	if errors.Is(err, store.ErrConflict) {
 		e.log.Warn("delivery lease lost; attempt outcome dropped", "event_id", m.ID, "attempt", a.N)
 		return
 	}
 	if err != nil {
 		e.log.Error("record delivery attempt", "event_id", m.ID, "err", err)
+	}
+}
+
+type finishReq struct {
+	p    store.FinishParams
+	done chan error
+}
+
+// recordFinishes writes attempt outcomes in batches: all outcomes that
+// arrive while one batch commits go into the next transaction, so a busy
+// engine pays one commit (one fsync) per batch rather than per attempt. A
+// lost lease fails only its own outcome.
+func (e *Engine) recordFinishes() {
+	for first := range e.finishes {
+		batch := []finishReq{first}
+	fill:
+		for len(batch) < 128 {
+			select {
+			case r, ok := <-e.finishes:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		results := make([]error, len(batch))
+		ctx := context.Background()
+		err := e.store.Write(ctx, func(tx store.Tx) error {
+			for i, r := range batch {
+				results[i] = tx.MessageFinish(ctx, r.p)
+				if results[i] != nil && !errors.Is(results[i], store.ErrConflict) {
+					return results[i]
+				}
+			}
+			return nil
+		})
+		for i, r := range batch {
+			if err != nil {
+				r.done <- err
+			} else {
+				r.done <- results[i]
+			}
+		}
 	}
 }
 
