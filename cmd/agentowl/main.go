@@ -25,6 +25,7 @@ import (
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
@@ -135,7 +136,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("egress: %w", err)
 	}
 	m.engine = delivery.New(st, cfg.Clock, client, resolveDestination, cfg.Delivery, cfg.Logger)
-	verifier := delivery.NewVerifier(client, cfg.Clock, nil)
+	verifier := delivery.NewVerifier(client, cfg.Clock, nil).
+		LimitDestinations(ratelimit.New("register-destination", delivery.DefaultRegisterLimit, st, cfg.Clock), nil)
 	m.approval.EnableDelivery(verifier, client.CheckURL, m.engine.Wake)
 	api := httpapi.New(acc, m.approval, st, cfg.Clock, cfg.Logger, cfg.HTTP)
 	api.Register(m.engine.Metrics().Collectors(st)...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -96,11 +95,6 @@ func (s *Service) checkDelivery(d *agentowl.Delivery) error {
 func (s *Service) verifyOnce(ctx context.Context, tenantID, flightKey string, d *agentowl.Delivery, instanceID string) error {
 	if ok, wait := s.registerTenant.Allow(ctx, tenantID); !ok {
 		return ratelimit.Error("receiver registrations for this account", wait)
-	}
-	if u, err := url.Parse(d.URL); err == nil {
-		if ok, wait := s.registerHost.Allow(ctx, strings.ToLower(u.Hostname())); !ok {
-			return ratelimit.Error("receiver registrations for this destination", wait)
-		}
 	}
 	a := s.async
 	a.mu.Lock()

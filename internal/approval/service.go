@@ -44,8 +44,9 @@ type Config struct {
 	// CreateLimit bounds approval request creation per tenant. Defaults to
 	// 100,000 per minute.
 	CreateLimit ratelimit.Limit
-	// RegisterLimit bounds receiver verifications per tenant and, separately,
-	// per destination host across tenants. Defaults to 30 per minute.
+	// RegisterLimit bounds receiver verifications per tenant. Defaults to 30
+	// per minute. (Per destination, the verifier limits them; see
+	// delivery.Verifier.LimitDestinations.)
 	RegisterLimit ratelimit.Limit
 }
 
@@ -85,7 +86,7 @@ type Service struct {
 	policies *policyEngine
 	async    *asyncMode
 	// Abuse limits, per process.
-	createLimit, registerTenant, registerHost *ratelimit.Limiter
+	createLimit, registerTenant *ratelimit.Limiter
 }
 
 // New returns a Service.
@@ -94,7 +95,6 @@ func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, l
 	return &Service{store: s, access: acc, clock: clock, cfg: cfg, log: log, hub: newHub(), policies: newPolicyEngine(),
 		createLimit:    ratelimit.New("create", cfg.CreateLimit, s, clock),
 		registerTenant: ratelimit.New("register-tenant", cfg.RegisterLimit, s, clock),
-		registerHost:   ratelimit.New("register-host", cfg.RegisterLimit, s, clock),
 	}
 }
 

@@ -526,3 +526,33 @@ func TestEngineHostNamesShareTheirAddressLimit(t *testing.T) {
 		}
 	})
 }
+
+func TestVerifierLimitsDestinationsAcrossHostNames(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		var hits atomic.Int32
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer srv.Close()
+		shared := []netip.Addr{netip.MustParseAddr("203.0.113.7")}
+		v := delivery.NewVerifier(srv.Client(), f.clock, nil).LimitDestinations(
+			ratelimit.New("register", ratelimit.Limit{Events: 2, Per: time.Minute}, f.store, f.clock),
+			stubAddrs{"a.test": shared, "b.test": shared})
+		_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+		try := func(host string) error {
+			return v.Verify(context.Background(), &agentowl.Delivery{Type: "webhook", URL: "https://" + host + ":" + port + "/hook",
+				RegistrationID: uuid.NewString(), SigningSecret: webhook.NewSecret()}, uuid.NewString())
+		}
+		for _, host := range []string{"a.test", "b.test"} {
+			if err := try(host); agentowl.ErrorCode(err) != agentowl.ECodeWebhookVerificationFailed {
+				t.Fatalf("%s: %v, want a failed verification (the names do not resolve for the dial)", host, err)
+			}
+		}
+		err := try("a.test")
+		var ae *agentowl.Error
+		if !errors.As(err, &ae) || ae.Code != agentowl.ECodeRateLimited || ae.RetryAfter <= 0 {
+			t.Fatalf("third registration to the shared address: %v, want rate_limited with a Retry-After", err)
+		}
+	})
+}

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -28,6 +30,23 @@ type Verifier struct {
 	client  Doer
 	clock   agentowl.Clock
 	classes func(error) string
+	limit   *ratelimit.Limiter
+	dests   *destinations
+}
+
+// DefaultRegisterLimit bounds verifications per destination (host:port and
+// each resolved address) across tenants: 30 per minute.
+var DefaultRegisterLimit = ratelimit.Limit{Events: 30, Per: time.Minute}
+
+// LimitDestinations makes Verify count every verification against its
+// destination's host:port and each address it resolves to (with r, or the
+// system resolver when nil), refusing with rate_limited past l.
+func (v *Verifier) LimitDestinations(l *ratelimit.Limiter, r AddrResolver) *Verifier {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	v.limit, v.dests = l, &destinations{resolver: r, cache: map[string]cachedAddrs{}}
+	return v
 }
 
 // NewVerifier returns a Verifier. describe turns a transport error into a
@@ -60,6 +79,13 @@ func (v *Verifier) Verify(ctx context.Context, d *agentowl.Delivery, instanceID 
 		return fail("the signing secret is invalid.")
 	}
 	now := v.clock.Now().UTC()
+	if v.limit != nil {
+		for _, k := range v.dests.keys(ctx, d.URL, now) {
+			if ok, wait := v.limit.Allow(ctx, k); !ok {
+				return ratelimit.Error("receiver registrations for this destination", wait)
+			}
+		}
+	}
 	msg := verification{
 		ID: uuid.NewString(), Type: "webhook.verification", RegistrationID: d.RegistrationID, InstanceID: instanceID,
 		CreatedAt: now.Truncate(time.Second).Format(time.RFC3339), Challenge: uuid.NewString(),
