@@ -61,6 +61,10 @@ type Config struct {
 	// MaxResponseBytes is how much of a response body is read (and then
 	// ignored). Defaults to 64 KiB.
 	MaxResponseBytes int64
+	// PerTenantRate bounds attempts of one provisioning account (tenant)
+	// across every process sharing the database. Defaults to 600,000 per
+	// minute.
+	PerTenantRate ratelimit.Limit
 	// AddrResolver resolves destination hosts for the per-address limits.
 	// Defaults to net.DefaultResolver.
 	AddrResolver AddrResolver
@@ -101,6 +105,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = 64 << 10
 	}
+	if c.PerTenantRate.Per <= 0 {
+		c.PerTenantRate = ratelimit.Limit{Events: 600_000, Per: time.Minute}
+	}
 	if c.AddrResolver == nil {
 		c.AddrResolver = net.DefaultResolver
 	}
@@ -130,22 +137,23 @@ type Doer interface {
 
 // Engine delivers outbox messages.
 type Engine struct {
-	store    store.Store
-	clock    agentowl.Clock
-	client   Doer
-	resolve  Resolver
-	cfg      Config
-	log      *slog.Logger
-	owner    string
-	wake     chan struct{}
-	slots    chan struct{}
-	inflight sync.WaitGroup
-	metrics  *Metrics
-	hostRate *ratelimit.Limiter
-	dests    *destinations
-	finishes chan finishReq
-	hostMu   sync.Mutex
-	hostBusy map[string]chan struct{}
+	store      store.Store
+	clock      agentowl.Clock
+	client     Doer
+	resolve    Resolver
+	cfg        Config
+	log        *slog.Logger
+	owner      string
+	wake       chan struct{}
+	slots      chan struct{}
+	inflight   sync.WaitGroup
+	metrics    *Metrics
+	hostRate   *ratelimit.Limiter
+	tenantRate *ratelimit.Limiter
+	dests      *destinations
+	finishes   chan finishReq
+	hostMu     sync.Mutex
+	hostBusy   map[string]chan struct{}
 }
 
 // New returns an Engine. Call Run to start delivering.
@@ -154,7 +162,8 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 	return &Engine{
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
-		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock), hostBusy: map[string]chan struct{}{},
+		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
+		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock), hostBusy: map[string]chan struct{}{},
 		finishes: make(chan finishReq, 256),
 		dests:    &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
 	}
@@ -255,6 +264,10 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message) {
 	// Destination limits (host:port and each resolved address) delay an
 	// attempt; they never drop it.
 	keys := e.dests.keys(ctx, target.URL, start)
+	if ok, wait := e.tenantRate.Allow(ctx, m.TenantID); !ok {
+		e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
+		return
+	}
 	for _, k := range keys {
 		if ok, wait := e.hostRate.Allow(ctx, k); !ok {
 			e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
