@@ -439,11 +439,20 @@ func TestEnginesShareQueueWithoutOverlap(t *testing.T) {
 	})
 }
 
-func TestEngineDestinationLimitDelaysWithoutDropping(t *testing.T) {
+func TestEngineLimitsDelayWithoutDropping(t *testing.T) {
+	for name, cfg := range map[string]delivery.Config{
+		"destination": {PerHostRate: ratelimit.Limit{Events: 2, Per: time.Minute}},
+		"tenant":      {PerTenantRate: ratelimit.Limit{Events: 2, Per: time.Minute}},
+	} {
+		t.Run(name, func(t *testing.T) { testLimitDelays(t, cfg) })
+	}
+}
+
+func testLimitDelays(t *testing.T, cfg delivery.Config) {
 	forEach(t, func(t *testing.T, f *fixture) {
 		r := newReceiver(t, f.clock, nil)
 		f.point("d", r)
-		e := f.engine(r.srv.Client(), delivery.Config{PerHostRate: ratelimit.Limit{Events: 2, Per: time.Minute}})
+		e := f.engine(r.srv.Client(), cfg)
 		var ms []*store.Message
 		for range 3 {
 			ms = append(ms, f.message("d", time.Hour))
