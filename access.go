@@ -58,6 +58,10 @@ const (
 	TokenProvisioner TokenKind = "provisioner"
 	// TokenInstance authorizes approval requests of one instance.
 	TokenInstance TokenKind = "instance"
+	// TokenRuntime authorizes an agent runtime's reports (and, with their
+	// scopes, reads) for the work of one endpoint. Runtime credentials are
+	// kept apart from the other kinds (see internal/work).
+	TokenRuntime TokenKind = "runtime"
 )
 
 // tokenPrefixes makes a token's kind readable at a glance (and greppable by
@@ -66,6 +70,7 @@ var tokenPrefixes = map[TokenKind]string{
 	TokenOperator:    "owl_op_",
 	TokenProvisioner: "owl_prov_",
 	TokenInstance:    "owl_inst_",
+	TokenRuntime:     "owl_rt_",
 }
 
 // Token is the stored record of a bearer credential; the secret itself is

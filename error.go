@@ -28,12 +28,27 @@ const (
 	ECodeForbidden       = "forbidden"
 	ECodeNotFound        = "not_found"
 	ECodeMethod          = "method_not_allowed"
+	// ECodeInvalidSignature (401): an inbound event whose binding has a
+	// signing secret lacks a valid Standard Webhooks signature.
+	ECodeInvalidSignature = "invalid_signature"
+	// ECodeInsufficientScope (403): a runtime credential without the scope
+	// the operation needs.
+	ECodeInsufficientScope = "insufficient_scope"
 	// 409: conflicts with existing state.
 	ECodeIdempotencyConflict = "idempotency_conflict"
 	ECodeAlreadyTerminal     = "already_terminal"
 	ECodeInstanceDeleted     = "instance_deleted"
 	ECodeAlreadyExists       = "already_exists"
 	ECodeConflict            = "conflict"
+	// Agent work (409): a callback ID reused with other content, a sequence
+	// number already taken by another callback, the per-work callback cap,
+	// an endpoint that bindings still route to, and replay of work whose
+	// endpoint no longer takes agent work.
+	ECodeCallbackConflict  = "callback_conflict"
+	ECodeSequenceConflict  = "sequence_conflict"
+	ECodeCallbackLimit     = "callback_limit_reached"
+	ECodeEndpointInUse     = "endpoint_in_use"
+	ECodeAgentWorkDisabled = "agent_work_disabled"
 	// 413 / 422 / 429 / 500 / 503.
 	ECodeTooLarge                  = "request_too_large"
 	ECodeWebhookVerificationFailed = "webhook_verification_failed"

@@ -105,6 +105,7 @@ func (c *cli) addOperatorCommands(root *cobra.Command) {
 	root.AddCommand(c.tenantsCommand(), c.operatorsCommand(), c.tokensCommand("operator-tokens", "operator"),
 		c.tokensCommand("provisioner-tokens", "provisioner"), c.auditCommand(), c.instancesCommand(),
 		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand())
+	c.addWorkCommands(root)
 }
 
 func (c *cli) deliveriesCommand() *cobra.Command {

@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,10 +28,12 @@ import (
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
+	"github.com/agentowl/agentowl/internal/work"
 )
 
 func main() {
@@ -50,14 +55,20 @@ type Config struct {
 	// DatabaseURL selects PostgreSQL when it starts with postgres:// or
 	// postgresql://; empty means SQLite in DataDir.
 	DatabaseURL string
-	// PublicURL is the externally reachable base URL (used in printed hints).
+	// PublicURL is the externally reachable base URL: callback URLs in
+	// handoffs and ingress URLs are built from it. Defaults to
+	// http://<the bound listen address>.
 	PublicURL string
 	HTTP      httpapi.Config
 	Approval  approval.Config
 	Delivery  delivery.Config
 	Egress    egress.Config
-	Clock     agentowl.Clock
-	Logger    *slog.Logger
+	// Work configures agent work; its SecretKey defaults to
+	// AGENTOWL_SECRET_KEY or the key file in DataDir (see workSecretKey).
+	Work    work.Config
+	Ingress ingress.Config
+	Clock   agentowl.Clock
+	Logger  *slog.Logger
 	// Stdout receives the first-start bootstrap notice.
 	Stdout io.Writer
 }
@@ -109,6 +120,7 @@ type Main struct {
 	server   *http.Server
 	approval *approval.Service
 	engine   *delivery.Engine
+	work     *work.Service
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
@@ -135,7 +147,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("egress: %w", err)
 	}
-	m.engine = delivery.New(st, cfg.Clock, client, resolveDestination, cfg.Delivery, cfg.Logger)
+	m.engine = delivery.New(st, cfg.Clock, client, m.resolveDestination, cfg.Delivery, cfg.Logger)
 	verifier := delivery.NewVerifier(client, cfg.Clock, nil).
 		LimitDestinations(ratelimit.New("register-destination", delivery.DefaultRegisterLimit, st, cfg.Clock), nil)
 	m.approval.EnableDelivery(verifier, client.CheckURL, m.engine.Wake)
@@ -146,6 +158,10 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Addr = ln.Addr().String()
+	if err := m.enableWork(api, client.CheckURL); err != nil {
+		ln.Close()
+		return err
+	}
 	m.server = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	bg, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan struct{})
@@ -165,9 +181,14 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// resolveDestination maps an outbox destination to its current receiver.
-func resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
-	url, secret, ok, err := approval.ResolveDestination(ctx, tx, destination)
+// resolveDestination maps an outbox destination to its current receiver:
+// "endpoint:<id>" to an agent-work endpoint, anything else to AAP.
+func (m *Main) resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
+	resolve := approval.ResolveDestination
+	if strings.HasPrefix(destination, "endpoint:") && m.work != nil {
+		resolve = m.work.ResolveDestination
+	}
+	url, secret, ok, err := resolve(ctx, tx, destination)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -215,4 +236,111 @@ func (m *Main) Close() error {
 		err = errors.Join(err, m.store.Close())
 	}
 	return err
+}
+
+// enableWork starts agent work: endpoints, runtime credentials, bindings,
+// handoffs and callbacks (docs/agent-work.md).
+func (m *Main) enableWork(api *httpapi.Server, checkURL func(string) error) error {
+	cfg := &m.Config
+	wc := cfg.Work
+	if wc.PublicURL == "" {
+		wc.PublicURL = cfg.PublicURL
+	}
+	if wc.PublicURL == "" {
+		wc.PublicURL = "http://" + m.Addr
+	}
+	if err := workFromEnv(&wc, &cfg.Ingress); err != nil {
+		return err
+	}
+	if wc.SecretKey == nil {
+		key, err := workSecretKey(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		wc.SecretKey = key
+	}
+	w, err := work.New(m.store, cfg.Clock, checkURL, m.engine.Wake, wc, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	m.work = w
+	api.EnableWork(w, ingress.New(m.store, cfg.Clock, w, cfg.Ingress))
+	return nil
+}
+
+// workFromEnv fills agent-work settings that are unset from
+// AGENTOWL_CALLBACK_RATE (callbacks per minute per endpoint),
+// AGENTOWL_MAX_CALLBACKS_PER_WORK and AGENTOWL_INGRESS_RATE (events per
+// minute per binding).
+func workFromEnv(wc *work.Config, ic *ingress.Config) error {
+	for env, set := range map[string]func(n int){
+		"AGENTOWL_CALLBACK_RATE": func(n int) {
+			if wc.CallbackLimit.Per == 0 {
+				wc.CallbackLimit.Events, wc.CallbackLimit.Per = n, time.Minute
+			}
+		},
+		"AGENTOWL_MAX_CALLBACKS_PER_WORK": func(n int) {
+			if wc.MaxCallbacksPerWork == 0 {
+				wc.MaxCallbacksPerWork = n
+			}
+		},
+		"AGENTOWL_INGRESS_RATE": func(n int) {
+			if ic.Limit.Per == 0 {
+				ic.Limit.Events, ic.Limit.Per = n, time.Minute
+			}
+		},
+	} {
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%s: %q is not a positive whole number", env, v)
+			}
+			set(n)
+		}
+	}
+	return nil
+}
+
+// workSecretKey returns the 32-byte key that seals endpoint and binding
+// secrets at rest: AGENTOWL_SECRET_KEY (base64) when set, otherwise the
+// key file DataDir/secret-key, created (mode 0600) on first start. Replicas
+// sharing PostgreSQL must share the key: set AGENTOWL_SECRET_KEY on each.
+func workSecretKey(dataDir string) ([]byte, error) {
+	if v := os.Getenv("AGENTOWL_SECRET_KEY"); v != "" {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
+		if err != nil || len(key) != 32 {
+			return nil, errors.New("AGENTOWL_SECRET_KEY must be the base64 of exactly 32 bytes (openssl rand -base64 32)")
+		}
+		return key, nil
+	}
+	path := filepath.Join(dataDir, "secret-key")
+	if data, err := os.ReadFile(path); err == nil {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+		if err != nil || len(key) != 32 {
+			return nil, fmt.Errorf("%s must hold the base64 of exactly 32 bytes", path)
+		}
+		return key, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	// O_EXCL: a concurrent first start keeps the key that was written first.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return workSecretKey(dataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return key, err
 }

@@ -36,6 +36,13 @@ var statusOf = map[string]int{
 	agentowl.ECodeRateLimited:               http.StatusTooManyRequests,
 	agentowl.ECodeUnavailable:               http.StatusServiceUnavailable,
 	agentowl.ECodeInternal:                  http.StatusInternalServerError,
+	agentowl.ECodeInvalidSignature:          http.StatusUnauthorized,
+	agentowl.ECodeInsufficientScope:         http.StatusForbidden,
+	agentowl.ECodeCallbackConflict:          http.StatusConflict,
+	agentowl.ECodeSequenceConflict:          http.StatusConflict,
+	agentowl.ECodeCallbackLimit:             http.StatusConflict,
+	agentowl.ECodeEndpointInUse:             http.StatusConflict,
+	agentowl.ECodeAgentWorkDisabled:         http.StatusConflict,
 }
 
 // typeOf maps a status to the contract's ErrorType.

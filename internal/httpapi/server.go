@@ -56,6 +56,7 @@ type Server struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	work     *workAPI // agent work (runtime.go); nil until EnableWork
 }
 
 // New returns a Server.
@@ -80,6 +81,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.providerRoutes(mux)
 	s.operatorRoutes(mux)
+	s.workRoutes(mux)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

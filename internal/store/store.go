@@ -104,6 +104,7 @@ type Tx interface {
 	AuditList(ctx context.Context, p AuditListParams) ([]*agentowl.AuditEntry, error)
 
 	Outbox
+	AgentWork
 
 	// CounterAdd adds delta to the counter of key in the window starting at
 	// windowStart and returns the new total.

@@ -45,6 +45,7 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 		{"WriteRollsBack", testWriteRollsBack},
 	}
 	tests = append(tests, outboxTests...)
+	tests = append(tests, workTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

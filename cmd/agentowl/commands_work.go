@@ -1,0 +1,409 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Agent-work commands (docs/agent-work.md): endpoints, runtime credentials,
+// bindings and work. Like every operator command they are clients of the
+// operator API.
+
+func (c *cli) addWorkCommands(root *cobra.Command) {
+	root.AddCommand(c.endpointsCommand(), c.runtimeCredentialsCommand(), c.bindingsCommand(), c.workCommand())
+}
+
+// readSecretFile reads a secret from a file, without its trailing newline.
+func readSecretFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	secret := strings.TrimRight(string(data), "\r\n")
+	if secret == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return secret, nil
+}
+
+// joined prints a JSON array of strings as a comma-separated list.
+func joined(v any) string {
+	raw, _ := v.([]any)
+	parts := make([]string, 0, len(raw))
+	for _, x := range raw {
+		parts = append(parts, str(x))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+// itemList returns the objects of an array field.
+func itemList(v any) []item {
+	raw, _ := v.([]any)
+	out := make([]item, 0, len(raw))
+	for _, x := range raw {
+		if m, ok := x.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// apiURLFlag adds --api-url, the server URL, to commands whose own --url
+// flag names an endpoint's URL (and so hides the global --url).
+func (c *cli) apiURLFlag(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.url, "api-url", "", "server URL (env AGENTOWL_URL, default http://127.0.0.1:8470); --url is the endpoint's URL here")
+}
+
+func (c *cli) endpointPath(id string) string { return c.tenantPath("/endpoints/" + url.PathEscape(id)) }
+
+func printEndpoint(w io.Writer, ep item) {
+	showItem(w, ep, "id", "name", "url", "config.agent_work", "decision_url", "decision_secret_set", "bindings", "created_at", "updated_at")
+	if creds := itemList(ep["runtime_credentials"]); len(creds) > 0 {
+		fmt.Fprintln(w)
+		r := rows(creds, col("id"), col("status"), col("scopes"), col("expires_at"), col("label"))
+		for i, it := range creds {
+			r[i][2] = joined(it["scopes"])
+		}
+		table(w, "CREDENTIAL\tSTATUS\tSCOPES\tEXPIRES\tLABEL", r)
+	}
+}
+
+func (c *cli) endpointsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "endpoints", Short: "Manage where a tenant's events are delivered (agent runtimes and webhooks)"}
+	list := c.listCmd("list", "List live endpoints", func([]string) string { return c.tenantPath("/endpoints") },
+		"ID\tNAME\tAGENT WORK\tURL", "id", "name", "config.agent_work", "url")
+	c.tenantFlag(list)
+
+	var name, endpointURL, decisionURL, decisionSecretFile string
+	var agentWork, noDecision bool
+	decisionInput := func(body item) error {
+		if decisionSecretFile != "" && decisionURL == "" {
+			return errors.New("--decision-secret-file needs --decision-url")
+		}
+		if decisionURL != "" {
+			body["decision_url"] = decisionURL
+		}
+		if decisionSecretFile != "" {
+			secret, err := readSecretFile(decisionSecretFile)
+			if err != nil {
+				return err
+			}
+			body["decision_secret"] = secret
+		}
+		return nil
+	}
+	create := &cobra.Command{Use: "create", Short: "Add an endpoint; its signing secret is printed once",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := item{"name": name, "url": endpointURL, "config": item{"agent_work": agentWork}}
+			if err := decisionInput(body); err != nil {
+				return err
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/endpoints"), body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "Created endpoint %s (%s), agent work %s.\n", str(out["id"]), str(out["name"]), str(get(out, "config", "agent_work")))
+				fmt.Fprintf(w, "Signing secret (shown once; install it on the receiver to verify deliveries):\n%s\n", str(out["signing_secret"]))
+			})
+		}}
+	c.tenantFlag(create)
+	f := create.Flags()
+	f.StringVar(&name, "name", "", "a name, unique among the tenant's endpoints")
+	f.StringVar(&endpointURL, "url", "", "HTTPS URL deliveries are POSTed to")
+	f.BoolVar(&agentWork, "agent-work", false, "add the work block to deliveries and accept runtime callbacks")
+	f.StringVar(&decisionURL, "decision-url", "", "HTTPS URL decisions are pushed to")
+	f.StringVar(&decisionSecretFile, "decision-secret-file", "", "file holding the bearer secret sent to --decision-url (stored encrypted, never shown)")
+	c.apiURLFlag(create)
+	create.MarkFlagRequired("name")
+	create.MarkFlagRequired("url")
+
+	inspect := &cobra.Command{Use: "inspect ENDPOINT", Short: "Show an endpoint and its runtime credentials", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.endpointPath(args[0]), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { printEndpoint(w, out) })
+		}}
+	c.tenantFlag(inspect)
+
+	update := &cobra.Command{Use: "update ENDPOINT", Short: "Change an endpoint's name, URL, agent work or decision settings",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := item{}
+			fl := cmd.Flags()
+			if fl.Changed("name") {
+				body["name"] = name
+			}
+			if fl.Changed("url") {
+				body["url"] = endpointURL
+			}
+			if fl.Changed("agent-work") {
+				body["config"] = item{"agent_work": agentWork}
+			}
+			if noDecision {
+				if decisionURL != "" || decisionSecretFile != "" {
+					return errors.New("--no-decision cannot be combined with --decision-url or --decision-secret-file")
+				}
+				body["decision_url"] = nil
+			} else if err := decisionInput(body); err != nil {
+				return err
+			}
+			if len(body) == 0 {
+				return errors.New("nothing to change: pass --name, --url, --agent-work=true|false, --decision-url or --no-decision")
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPatch, c.endpointPath(args[0]), body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { printEndpoint(w, out) })
+		}}
+	c.tenantFlag(update)
+	f = update.Flags()
+	f.StringVar(&name, "name", "", "new name")
+	f.StringVar(&endpointURL, "url", "", "new HTTPS URL (queued deliveries follow it)")
+	f.BoolVar(&agentWork, "agent-work", false, "turn agent work on (--agent-work) or off (--agent-work=false)")
+	f.StringVar(&decisionURL, "decision-url", "", "new HTTPS decision URL")
+	f.StringVar(&decisionSecretFile, "decision-secret-file", "", "file holding the new decision bearer secret")
+	f.BoolVar(&noDecision, "no-decision", false, "remove the decision URL and secret")
+	c.apiURLFlag(update)
+
+	del := &cobra.Command{Use: "delete ENDPOINT", Short: "Delete an endpoint: revokes its credentials, cancels queued deliveries",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.call(cmd.Context(), http.MethodDelete, c.endpointPath(args[0]), nil, nil); err != nil {
+				return err
+			}
+			return c.emit(item{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "Deleted endpoint %s\n", args[0]) })
+		}}
+	c.tenantFlag(del)
+
+	rotate := &cobra.Command{Use: "rotate-secret ENDPOINT", Short: "Replace an endpoint's signing secret; the new one is printed once",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/rotate-secret", nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "New signing secret of endpoint %s (shown once; it signs every delivery from now on):\n%s\n",
+					str(out["id"]), str(out["signing_secret"]))
+			})
+		}}
+	c.tenantFlag(rotate)
+	cmd.AddCommand(list, create, inspect, update, del, rotate)
+	return cmd
+}
+
+func (c *cli) runtimeCredentialsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "runtime-credentials", Short: "Issue, list and revoke endpoint-bound runtime tokens"}
+	var days int
+	var scopes []string
+	var label string
+	create := &cobra.Command{Use: "create ENDPOINT", Short: "Issue a runtime token for an endpoint (shown once)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := item{"days": days, "label": label}
+			if len(scopes) > 0 {
+				body["scopes"] = scopes
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/runtime-credentials", body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "Created runtime credential %s for endpoint %s (scopes %s, expires %s). Token, shown once:\n%s\n",
+					str(out["id"]), str(out["endpoint_id"]), joined(out["scopes"]), str(out["expires_at"]), str(out["token"]))
+			})
+		}}
+	c.tenantFlag(create)
+	create.Flags().IntVar(&days, "days", 0, "expire after this many days (1-90; default 90)")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "callbacks:write (default), attachments:read, decisions:read; repeat or comma-separate")
+	create.Flags().StringVar(&label, "label", "", "a note to recognise the credential by")
+	list := &cobra.Command{Use: "list ENDPOINT", Short: "List an endpoint's runtime credentials (never their tokens)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out items
+			if err := c.call(cmd.Context(), http.MethodGet, c.endpointPath(args[0])+"/runtime-credentials", nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				if len(out.Items) == 0 {
+					fmt.Fprintln(w, "(none)")
+					return
+				}
+				r := rows(out.Items, col("id"), col("status"), col("scopes"), col("created_at"), col("expires_at"), col("label"))
+				for i, it := range out.Items {
+					r[i][2] = joined(it["scopes"])
+				}
+				table(w, "ID\tSTATUS\tSCOPES\tCREATED\tEXPIRES\tLABEL", r)
+			})
+		}}
+	c.tenantFlag(list)
+	revoke := &cobra.Command{Use: "revoke CREDENTIAL", Short: "Revoke a runtime credential at once", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath("/runtime-credentials/"+url.PathEscape(args[0])), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Revoked runtime credential %s\n", str(out["id"])) })
+		}}
+	c.tenantFlag(revoke)
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func (c *cli) bindingsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "bindings", Short: "Receiving addresses that route a channel's events to an endpoint"}
+	list := c.listCmd("list", "List live bindings", func([]string) string { return c.tenantPath("/bindings") },
+		"ID\tCHANNEL\tENDPOINT\tSIGNED\tNAME", "id", "channel", "endpoint_id", "signed", "name")
+	c.tenantFlag(list)
+	var channel, endpoint, name, secretFile string
+	create := &cobra.Command{Use: "create", Short: "Add a binding; its ingress URL is printed once",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := item{"channel": channel, "endpoint_id": endpoint, "name": name}
+			if secretFile != "" {
+				secret, err := readSecretFile(secretFile)
+				if err != nil {
+					return err
+				}
+				body["signing_secret"] = secret
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/bindings"), body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "Created %s binding %s routing to endpoint %s. Ingress URL (shown once; it is the credential):\n%s\n",
+					str(out["channel"]), str(out["id"]), str(out["endpoint_id"]), str(out["ingress_url"]))
+			})
+		}}
+	c.tenantFlag(create)
+	f := create.Flags()
+	f.StringVar(&channel, "channel", "", "the channel: webhook")
+	f.StringVar(&endpoint, "endpoint", "", "endpoint the events are routed to")
+	f.StringVar(&name, "name", "", "a readable name")
+	f.StringVar(&secretFile, "signing-secret-file", "", "file holding a whsec_ secret: events must then carry a valid Standard Webhooks signature")
+	create.MarkFlagRequired("channel")
+	create.MarkFlagRequired("endpoint")
+	inspect := &cobra.Command{Use: "inspect BINDING", Short: "Show a binding", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/bindings/"+url.PathEscape(args[0])), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "created_at") })
+		}}
+	c.tenantFlag(inspect)
+	del := &cobra.Command{Use: "delete BINDING", Short: "Delete a binding: its ingress URL stops accepting events", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath("/bindings/"+url.PathEscape(args[0])), nil, nil); err != nil {
+				return err
+			}
+			return c.emit(item{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "Deleted binding %s\n", args[0]) })
+		}}
+	c.tenantFlag(del)
+	cmd.AddCommand(list, create, inspect, del)
+	return cmd
+}
+
+func (c *cli) workCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "work", Short: "Follow work handed to agent runtimes: delivery, runtime progress, decisions"}
+	var status, endpoint, conversation string
+	var limit int
+	list := c.listCmd("list", "List work, newest first", func([]string) string {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		for k, v := range map[string]string{"status": status, "endpoint": endpoint, "conversation": conversation} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		return c.tenantPath("/work?" + q.Encode())
+	}, "ID\tGEN\tRUNTIME\tDELIVERY\tDECISION\tENDPOINT\tCREATED", "id", "generation", "runtime.status", "delivery.state",
+		"decision.status", "endpoint_id", "created_at")
+	c.tenantFlag(list)
+	list.Flags().StringVar(&status, "status", "", "runtime status: pending, accepted, running, needs_input, completed, failed, cancelled")
+	list.Flags().StringVar(&endpoint, "endpoint", "", "only work of this endpoint")
+	list.Flags().StringVar(&conversation, "conversation", "", "only work of this conversation")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+
+	var all bool
+	inspect := &cobra.Command{Use: "inspect WORK", Short: "Show work: its three statuses and its timeline", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/work/"+url.PathEscape(args[0])), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { printWork(w, out, all) })
+		}}
+	c.tenantFlag(inspect)
+	inspect.Flags().BoolVar(&all, "all", false, "also list routine running progress")
+
+	replay := &cobra.Command{Use: "replay WORK", Short: "Hand the work's event over again as new work (generation + 1)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/work/"+url.PathEscape(args[0])+"/replay"), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "Replayed as work %s (generation %s, conversation %s)\n", str(out["id"]), str(out["generation"]),
+					str(out["conversation_id"]))
+			})
+		}}
+	c.tenantFlag(replay)
+	cmd.AddCommand(list, inspect, replay)
+	return cmd
+}
+
+// printWork shows the three statuses apart, then the timeline. Routine
+// running callbacks are counted, and listed only with --all.
+func printWork(w io.Writer, wk item, all bool) {
+	showItem(w, wk, "id", "endpoint_id", "conversation_id", "event_id", "generation", "replay_of", "credential_id", "created_at")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "delivery (HTTP acknowledgement):")
+	showItem(w, wk, "delivery.state", "delivery.attempts", "delivery.last_status", "delivery.last_error", "delivery.next_attempt_at")
+	fmt.Fprintln(w, "runtime (callbacks):")
+	showItem(w, wk, "runtime.status", "runtime.sequence", "runtime.runtime_session_id", "runtime.callbacks",
+		"runtime.result.summary", "runtime.result.url", "runtime.ended_at")
+	fmt.Fprintln(w, "decision (human decision receipt):")
+	showItem(w, wk, "decision.status")
+	var lines [][]string
+	quiet := 0
+	for _, e := range itemList(wk["timeline"]) {
+		if e["quiet"] == true && !all {
+			quiet++
+			continue
+		}
+		var what string
+		switch e["kind"] {
+		case "handoff":
+			what = "work committed for handoff"
+		case "delivery_attempt":
+			what = fmt.Sprintf("attempt %s: status %s %s", str(get(e, "attempt", "n")), str(get(e, "attempt", "status_code")),
+				strings.TrimSpace(fmt.Sprint(get(e, "attempt", "error"))))
+			what = strings.TrimSuffix(what, " <nil>")
+		case "callback":
+			what = fmt.Sprintf("callback %s seq %s: %s", str(get(e, "callback", "callback_id")), str(get(e, "callback", "sequence")),
+				str(get(e, "callback", "status")))
+			if get(e, "callback", "stale") == true {
+				what += " (stale: recorded, changed nothing)"
+			}
+		}
+		lines = append(lines, []string{str(e["at"]), str(e["kind"]), what})
+	}
+	fmt.Fprintln(w)
+	table(w, "AT\tKIND\tWHAT", lines)
+	if quiet > 0 {
+		fmt.Fprintf(w, "(%d routine running updates not shown; --all lists them)\n", quiet)
+	}
+}

@@ -1,0 +1,448 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// workOperatorRoutes registers the operator API of agent work under the
+// tenant prefix t.
+func (s *Server) workOperatorRoutes(mux *http.ServeMux, t string) {
+	if s.work == nil {
+		return
+	}
+	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
+	s.route(mux, t+"/endpoints", map[string]http.HandlerFunc{get: s.op(s.listEndpoints), post: s.op(s.createEndpoint)})
+	s.route(mux, t+"/endpoints/{id}", map[string]http.HandlerFunc{
+		get: s.op(s.inspectEndpoint), patch: s.op(s.updateEndpoint), del: s.op(s.deleteEndpoint)})
+	s.route(mux, t+"/endpoints/{id}/rotate-secret", map[string]http.HandlerFunc{post: s.op(s.rotateEndpointSecret)})
+	s.route(mux, t+"/endpoints/{id}/runtime-credentials", map[string]http.HandlerFunc{
+		get: s.op(s.listRuntimeCredentials), post: s.op(s.createRuntimeCredential)})
+	s.route(mux, t+"/runtime-credentials/{id}", map[string]http.HandlerFunc{del: s.op(s.revokeRuntimeCredential)})
+	s.route(mux, t+"/bindings", map[string]http.HandlerFunc{get: s.op(s.listBindings), post: s.op(s.createBinding)})
+	s.route(mux, t+"/bindings/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectBinding), del: s.op(s.deleteBinding)})
+	s.route(mux, t+"/work", map[string]http.HandlerFunc{get: s.op(s.listWork)})
+	s.route(mux, t+"/work/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectWork)})
+	s.route(mux, t+"/work/{id}/replay", map[string]http.HandlerFunc{post: s.op(s.replayWork)})
+}
+
+// ---- endpoints
+
+// wireEndpointConfig is an endpoint's behaviour switches; agent_work is the
+// protocol's config.agent_work.
+type wireEndpointConfig struct {
+	AgentWork bool `json:"agent_work"`
+}
+
+type wireEndpoint struct {
+	ID                 string                   `json:"id"`
+	Name               string                   `json:"name"`
+	URL                string                   `json:"url"`
+	Config             wireEndpointConfig       `json:"config"`
+	DecisionURL        string                   `json:"decision_url,omitempty"`
+	DecisionSecretSet  bool                     `json:"decision_secret_set"`
+	CreatedAt          string                   `json:"created_at"`
+	UpdatedAt          string                   `json:"updated_at"`
+	SigningSecret      string                   `json:"signing_secret,omitempty"`
+	Bindings           *int                     `json:"bindings,omitempty"`
+	RuntimeCredentials *[]wireRuntimeCredential `json:"runtime_credentials,omitempty"`
+}
+
+func toWireEndpoint(ep *store.Endpoint) wireEndpoint {
+	return wireEndpoint{ID: ep.ID, Name: ep.Name, URL: ep.URL, Config: wireEndpointConfig{AgentWork: ep.AgentWork}, DecisionURL: ep.DecisionURL,
+		DecisionSecretSet: ep.DecisionSecret != nil, CreatedAt: timestamp(ep.CreatedAt), UpdatedAt: timestamp(ep.UpdatedAt)}
+}
+
+// readEndpointInput reads an endpoint body; on update, decision_url null
+// removes the decision settings.
+func readEndpointInput(r *http.Request, update bool) (work.EndpointInput, error) {
+	var in work.EndpointInput
+	fields, err := readObject(r, "name", "url", "config", "decision_url", "decision_secret")
+	if err != nil {
+		return in, err
+	}
+	if update && len(fields) == 0 {
+		return in, agentowl.Errorf(agentowl.ECodeInvalidRequest, "Send at least one field to change.")
+	}
+	if raw, ok := fields["decision_url"]; ok && string(raw) == "null" && update {
+		empty := ""
+		in.DecisionURL = &empty
+		delete(fields, "decision_url")
+	}
+	str := func(name string) (*string, error) {
+		var v string
+		present, err := field(fields, name, &v)
+		if err != nil || !present {
+			return nil, err
+		}
+		return &v, nil
+	}
+	if in.Name, err = str("name"); err != nil {
+		return in, err
+	}
+	if in.URL, err = str("url"); err != nil {
+		return in, err
+	}
+	if in.DecisionURL == nil {
+		if in.DecisionURL, err = str("decision_url"); err != nil {
+			return in, err
+		}
+	}
+	if in.DecisionSecret, err = str("decision_secret"); err != nil {
+		return in, err
+	}
+	if raw, ok := fields["config"]; ok {
+		var cfg map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &cfg); err != nil || cfg == nil {
+			return in, agentowl.FieldError(agentowl.ECodeInvalidField, "config", "config must be an object.")
+		}
+		for k := range cfg {
+			if k != "agent_work" {
+				return in, agentowl.FieldError(agentowl.ECodeUnknownField, "config."+k, "Unknown field %q in config.", k)
+			}
+		}
+		if raw, ok := cfg["agent_work"]; ok {
+			var agentWork bool
+			if err := json.Unmarshal(raw, &agentWork); err != nil || string(raw) == "null" {
+				return in, agentowl.FieldError(agentowl.ECodeInvalidField, "config.agent_work", "config.agent_work must be true or false.")
+			}
+			in.AgentWork = &agentWork
+		}
+	}
+	return in, nil
+}
+
+func (s *Server) listEndpoints(r *http.Request, p *access.Principal) (int, any, error) {
+	eps, err := s.work.work.ListEndpoints(r.Context(), p, r.PathValue("tenant"))
+	return http.StatusOK, listOf(eps, toWireEndpoint), err
+}
+
+func (s *Server) createEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
+	in, err := readEndpointInput(r, false)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := s.work.work.CreateEndpoint(r.Context(), p, r.PathValue("tenant"), in)
+	if err != nil {
+		return 0, nil, err
+	}
+	w := toWireEndpoint(res.Endpoint)
+	w.SigningSecret = res.SigningSecret
+	return http.StatusCreated, w, nil
+}
+
+func (s *Server) inspectEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
+	v, err := s.work.work.InspectEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	w := toWireEndpoint(v.Endpoint)
+	creds := listOf(v.Credentials, s.toWireRuntimeCredential).Items
+	w.Bindings, w.RuntimeCredentials = &v.Bindings, &creds
+	return http.StatusOK, w, nil
+}
+
+func (s *Server) updateEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
+	in, err := readEndpointInput(r, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	ep, err := s.work.work.UpdateEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireEndpoint(ep), nil
+}
+
+func (s *Server) deleteEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
+	return http.StatusNoContent, nil, s.work.work.DeleteEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+}
+
+func (s *Server) rotateEndpointSecret(r *http.Request, p *access.Principal) (int, any, error) {
+	res, err := s.work.work.RotateSigningSecret(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	w := toWireEndpoint(res.Endpoint)
+	w.SigningSecret = res.SigningSecret
+	return http.StatusOK, w, nil
+}
+
+// ---- runtime credentials
+
+type wireRuntimeCredential struct {
+	ID         string   `json:"id"`
+	EndpointID string   `json:"endpoint_id"`
+	Label      string   `json:"label"`
+	Scopes     []string `json:"scopes"`
+	Status     string   `json:"status"`
+	CreatedAt  string   `json:"created_at"`
+	ExpiresAt  string   `json:"expires_at"`
+	RevokedAt  *string  `json:"revoked_at,omitempty"`
+	Token      string   `json:"token,omitempty"`
+}
+
+func (s *Server) toWireRuntimeCredential(c *store.RuntimeCredential) wireRuntimeCredential {
+	status := "active"
+	switch {
+	case c.RevokedAt != nil:
+		status = "revoked"
+	case !c.Active(s.clock.Now()):
+		status = "expired"
+	}
+	scopes := c.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return wireRuntimeCredential{ID: c.ID, EndpointID: c.EndpointID, Label: c.Label, Scopes: scopes, Status: status,
+		CreatedAt: timestamp(c.CreatedAt), ExpiresAt: timestamp(c.ExpiresAt), RevokedAt: timestampPtr(c.RevokedAt)}
+}
+
+func (s *Server) listRuntimeCredentials(r *http.Request, p *access.Principal) (int, any, error) {
+	cs, err := s.work.work.ListCredentials(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return http.StatusOK, listOf(cs, s.toWireRuntimeCredential), err
+}
+
+func (s *Server) createRuntimeCredential(r *http.Request, p *access.Principal) (int, any, error) {
+	fields, err := readObject(r, "label", "days", "scopes")
+	if err != nil {
+		return 0, nil, err
+	}
+	var label string
+	var days int
+	var scopes []string
+	for name, dst := range map[string]any{"label": &label, "days": &days, "scopes": &scopes} {
+		if _, err := field(fields, name, dst); err != nil {
+			return 0, nil, err
+		}
+	}
+	ic, err := s.work.work.CreateCredential(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), label, days, scopes)
+	if err != nil {
+		return 0, nil, err
+	}
+	w := s.toWireRuntimeCredential(ic.Credential)
+	w.Token = ic.Secret
+	return http.StatusCreated, w, nil
+}
+
+func (s *Server) revokeRuntimeCredential(r *http.Request, p *access.Principal) (int, any, error) {
+	c, err := s.work.work.RevokeCredential(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s.toWireRuntimeCredential(c), nil
+}
+
+// ---- bindings
+
+type wireBinding struct {
+	ID         string `json:"id"`
+	Channel    string `json:"channel"`
+	Name       string `json:"name"`
+	EndpointID string `json:"endpoint_id"`
+	Signed     bool   `json:"signed"`
+	CreatedAt  string `json:"created_at"`
+	IngressURL string `json:"ingress_url,omitempty"`
+}
+
+func toWireBinding(b *store.Binding) wireBinding {
+	return wireBinding{ID: b.ID, Channel: b.Channel, Name: b.Name, EndpointID: b.EndpointID, Signed: b.SigningSecret != nil,
+		CreatedAt: timestamp(b.CreatedAt)}
+}
+
+func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, error) {
+	bs, err := s.work.ingress.ListBindings(r.Context(), p, r.PathValue("tenant"))
+	return http.StatusOK, listOf(bs, toWireBinding), err
+}
+
+func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, error) {
+	fields, err := readObject(r, "channel", "name", "endpoint_id", "signing_secret")
+	if err != nil {
+		return 0, nil, err
+	}
+	var in ingress.BindingInput
+	if err := requiredField(fields, "channel", &in.Channel); err != nil {
+		return 0, nil, err
+	}
+	if err := requiredField(fields, "endpoint_id", &in.EndpointID); err != nil {
+		return 0, nil, err
+	}
+	for name, dst := range map[string]any{"name": &in.Name, "signing_secret": &in.SigningSecret} {
+		if _, err := field(fields, name, dst); err != nil {
+			return 0, nil, err
+		}
+	}
+	ib, err := s.work.ingress.CreateBinding(r.Context(), p, r.PathValue("tenant"), in)
+	if err != nil {
+		return 0, nil, err
+	}
+	w := toWireBinding(ib.Binding)
+	w.IngressURL = ib.URL
+	return http.StatusCreated, w, nil
+}
+
+func (s *Server) inspectBinding(r *http.Request, p *access.Principal) (int, any, error) {
+	b, err := s.work.ingress.InspectBinding(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireBinding(b), nil
+}
+
+func (s *Server) deleteBinding(r *http.Request, p *access.Principal) (int, any, error) {
+	return http.StatusNoContent, nil, s.work.ingress.DeleteBinding(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+}
+
+// ---- work
+
+// wireWorkDelivery is the handoff's delivery acknowledgement state.
+type wireWorkDelivery struct {
+	ID          string  `json:"id"`
+	State       string  `json:"state"`
+	Attempts    int     `json:"attempts"`
+	LastStatus  int     `json:"last_status,omitempty"`
+	LastError   string  `json:"last_error,omitempty"`
+	NextAttempt *string `json:"next_attempt_at,omitempty"`
+	EndedAt     *string `json:"ended_at,omitempty"`
+}
+
+type wireResult struct {
+	Summary string `json:"summary,omitempty"`
+	URL     string `json:"url,omitempty"`
+}
+
+// wireRuntime is the runtime's reported progress or outcome.
+type wireRuntime struct {
+	Status           string          `json:"status"`
+	Sequence         int64           `json:"sequence"`
+	RuntimeSessionID string          `json:"runtime_session_id,omitempty"`
+	Callbacks        int             `json:"callbacks"`
+	Result           *wireResult     `json:"result,omitempty"`
+	Requests         json.RawMessage `json:"requests,omitempty"`
+	Error            json.RawMessage `json:"error,omitempty"`
+	EndedAt          *string         `json:"ended_at,omitempty"`
+}
+
+// wireWorkDecision is the human decision receipt status. Decisions arrive with
+// the questions-and-approvals milestone; until then it says whether the
+// runtime asked for input.
+type wireWorkDecision struct {
+	Status string `json:"status"`
+}
+
+type wireWork struct {
+	ID             string            `json:"id"`
+	EndpointID     string            `json:"endpoint_id"`
+	ConversationID string            `json:"conversation_id"`
+	EventID        string            `json:"event_id"`
+	Generation     int               `json:"generation"`
+	ReplayOf       string            `json:"replay_of,omitempty"`
+	CredentialID   string            `json:"credential_id,omitempty"`
+	CreatedAt      string            `json:"created_at"`
+	UpdatedAt      string            `json:"updated_at"`
+	Delivery       *wireWorkDelivery `json:"delivery,omitempty"`
+	Runtime        wireRuntime       `json:"runtime"`
+	Decision       wireWorkDecision  `json:"decision"`
+	Timeline       []wireTimeline    `json:"timeline,omitempty"`
+	// CallbacksOmitted counts older callbacks the timeline leaves out.
+	CallbacksOmitted int `json:"callbacks_omitted,omitempty"`
+}
+
+type wireTimeline struct {
+	At       string        `json:"at"`
+	Kind     string        `json:"kind"`
+	Quiet    bool          `json:"quiet,omitempty"`
+	Attempt  *wireAttempt  `json:"attempt,omitempty"`
+	Callback *wireCallback `json:"callback,omitempty"`
+}
+
+type wireCallback struct {
+	CallbackID       string          `json:"callback_id"`
+	Sequence         int64           `json:"sequence"`
+	Status           string          `json:"status"`
+	OccurredAt       string          `json:"occurred_at"`
+	RuntimeSessionID string          `json:"runtime_session_id,omitempty"`
+	Stale            bool            `json:"stale"`
+	WorkStatus       string          `json:"work_status"`
+	CredentialID     string          `json:"credential_id"`
+	RecordedAt       string          `json:"recorded_at"`
+	Body             json.RawMessage `json:"body"`
+}
+
+func toWireWork(sum *work.Summary) wireWork {
+	w := sum.Work
+	out := wireWork{ID: w.ID, EndpointID: w.EndpointID, ConversationID: w.ConversationID, EventID: w.EventID,
+		Generation: w.Generation, ReplayOf: w.ReplayOf, CredentialID: w.CredentialID, CreatedAt: timestamp(w.CreatedAt),
+		UpdatedAt: timestamp(w.UpdatedAt),
+		Runtime: wireRuntime{Status: string(w.Status), Sequence: w.Sequence, RuntimeSessionID: w.RuntimeSessionID,
+			Callbacks: w.Callbacks, Requests: w.Requests, Error: w.Error, EndedAt: timestampPtr(w.EndedAt)},
+		Decision: wireWorkDecision{Status: "none"},
+	}
+	if w.ResultSummary != "" || w.ResultURL != "" {
+		out.Runtime.Result = &wireResult{Summary: w.ResultSummary, URL: w.ResultURL}
+	}
+	if w.Status == store.WorkNeedsInput {
+		out.Decision.Status = "requested"
+	}
+	if m := sum.Delivery; m != nil {
+		d := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
+			LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
+		if m.State == store.MessagePending {
+			d.NextAttempt = timestampPtr(&m.NextAttempt)
+		}
+		out.Delivery = d
+	}
+	return out
+}
+
+func (s *Server) listWork(r *http.Request, p *access.Principal) (int, any, error) {
+	limit, err := limitParam(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	st, err := work.ParseStatus(q.Get("status"))
+	if err != nil {
+		return 0, nil, err
+	}
+	params := store.WorkListParams{Status: st, EndpointID: q.Get("endpoint"), ConversationID: q.Get("conversation"), Limit: limit}
+	ws, err := s.work.work.ListWork(r.Context(), p, r.PathValue("tenant"), params)
+	return http.StatusOK, listOf(ws, toWireWork), err
+}
+
+func (s *Server) inspectWork(r *http.Request, p *access.Principal) (int, any, error) {
+	d, err := s.work.work.InspectWork(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	out := toWireWork(&d.Summary)
+	out.Timeline, out.CallbacksOmitted = []wireTimeline{}, d.CallbacksOmitted
+	for _, e := range d.Timeline {
+		wt := wireTimeline{At: timestamp(e.At), Kind: e.Kind, Quiet: e.Quiet}
+		if a := e.Attempt; a != nil {
+			wt.Attempt = &wireAttempt{N: a.N, URL: a.URL, StartedAt: timestamp(a.StartedAt), EndedAt: timestamp(a.EndedAt),
+				StatusCode: a.StatusCode, Error: a.Error}
+		}
+		if c := e.Callback; c != nil {
+			wt.Callback = &wireCallback{CallbackID: c.CallbackID, Sequence: c.Sequence, Status: string(c.Status),
+				OccurredAt: c.OccurredAt, RuntimeSessionID: c.RuntimeSessionID, Stale: c.Stale, WorkStatus: string(c.WorkStatus),
+				CredentialID: c.CredentialID, RecordedAt: timestamp(c.RecordedAt), Body: c.Body}
+		}
+		out.Timeline = append(out.Timeline, wt)
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) replayWork(r *http.Request, p *access.Principal) (int, any, error) {
+	w, err := s.work.work.Replay(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, toWireWork(&work.Summary{Work: w}), nil
+}

@@ -1,0 +1,533 @@
+package httpapi_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+	"github.com/agentowl/agentowl/internal/work"
+	"github.com/agentowl/agentowl/webhook"
+)
+
+// Tests of agent work over HTTP (docs/agent-work.md): the operator API of
+// endpoints, runtime credentials, bindings and work; the webhook channel;
+// the runtime callbacks. Each runs on every backend with the real delivery
+// engine and egress client on a fake clock; runtimes are local TLS servers
+// that verify every signature.
+
+// workEnv is env with agent work enabled.
+type workEnv struct {
+	*env
+	engine *delivery.Engine
+	work   *work.Service
+}
+
+// setupWork starts a server with agent work on backend b. cfg adjusts the
+// work configuration (SecretKey and PublicURL are filled in).
+func setupWork(t *testing.T, b storetest.Backend, cfg work.Config) *workEnv {
+	t.Helper()
+	return setupWorkWith(t, b, cfg, ingress.Config{})
+}
+
+// setupWorkWith is setupWork with the webhook channel's configuration.
+func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingress.Config) *workEnv {
+	t.Helper()
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	st := b.Open(t)
+	clock := newFakeClock()
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	acc := access.New(st, clock, access.Config{})
+	appr := approval.New(st, acc, clock, approval.Config{}, log)
+	client, err := egress.New(egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	cfg.SecretKey = make([]byte, 32)
+	_, _ = rand.Read(cfg.SecretKey)
+	var w *work.Service
+	resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
+		r := approval.ResolveDestination
+		if strings.HasPrefix(dest, "endpoint:") {
+			r = w.ResolveDestination
+		}
+		u, secret, ok, err := r(ctx, tx, dest)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return &delivery.Target{URL: u, Secret: secret}, nil
+	}
+	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
+	if w, err = work.New(st, clock, client.CheckURL, engine.Wake, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
+	api.EnableWork(w, ingress.New(st, clock, w, icfg))
+	srv.Config.Handler = api.Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		engine.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		client.CloseIdleConnections()
+	})
+	res, err := acc.Bootstrap(context.Background(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
+	return &workEnv{env: e, engine: engine, work: w}
+}
+
+// forEachWorkBackend runs fn as a parallel subtest per store backend.
+func forEachWorkBackend(t *testing.T, cfg work.Config, fn func(t *testing.T, e *workEnv)) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setupWork(t, b, cfg))
+		})
+	}
+}
+
+const tenantPath = "/api/v1/tenants/default"
+
+// wantJSON fails the test unless r has status want; it returns the JSON body.
+func wantJSON(t *testing.T, what string, r *response, want int) map[string]any {
+	t.Helper()
+	if r.Status != want {
+		t.Fatalf("%s: status %d, want %d: %s", what, r.Status, want, r.Body)
+	}
+	if len(r.Body) == 0 {
+		return nil
+	}
+	return r.JSON(t)
+}
+
+// expectRefused fails the test unless r is an error with status and code.
+func expectRefused(t *testing.T, what string, r *response, status int, code string) {
+	t.Helper()
+	if r.Status != status || r.ErrorCode(t) != code {
+		t.Fatalf("%s: got %d %s, want %d %s: %s", what, r.Status, r.ErrorCode(t), status, code, r.Body)
+	}
+}
+
+// ---- the runtime: a TLS receiver of deliveries
+
+// delivered is one delivery a runtime received.
+type delivered struct {
+	Header http.Header
+	Body   []byte
+	Doc    map[string]any
+	SigErr error
+}
+
+// WorkID is work.work_id of the delivery ("" without a work block).
+func (d *delivered) WorkID() string {
+	id, _ := jsonAt(d.Doc, "work", "work_id").(string)
+	return id
+}
+
+// fakeRuntime records deliveries, checks their signatures with the endpoint
+// secret it is given, and answers with the scripted statuses (then 204).
+type fakeRuntime struct {
+	t      *testing.T
+	srv    *httptest.Server
+	mu     sync.Mutex
+	secret string
+	script []int
+	got    []*delivered
+}
+
+func newRuntime(t *testing.T, e *workEnv) *fakeRuntime {
+	t.Helper()
+	rt := &fakeRuntime{t: t}
+	rt.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		d := &delivered{Header: r.Header.Clone(), Body: body}
+		_ = json.Unmarshal(body, &d.Doc)
+		rt.mu.Lock()
+		if rt.secret == "" {
+			d.SigErr = fmt.Errorf("no secret installed")
+		} else if key, err := webhook.ParseSecret(rt.secret); err != nil {
+			d.SigErr = err
+		} else if id, err := key.Verify(r.Header, body, e.clock.Now(), webhook.DefaultTolerance); err != nil {
+			d.SigErr = err
+		} else if id != d.Doc["id"] {
+			d.SigErr = fmt.Errorf("webhook-id %q is not the body id %v", id, d.Doc["id"])
+		}
+		rt.got = append(rt.got, d)
+		status := http.StatusNoContent
+		if len(rt.script) > 0 {
+			status, rt.script = rt.script[0], rt.script[1:]
+		}
+		rt.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(func() {
+		rt.srv.Close()
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		for i, d := range rt.got {
+			if d.SigErr != nil {
+				t.Errorf("delivery %d: signature rejected: %v", i+1, d.SigErr)
+			}
+		}
+	})
+	return rt
+}
+
+func (rt *fakeRuntime) URL() string { return rt.srv.URL + "/agentowl/events" }
+
+func (rt *fakeRuntime) setSecret(s string) {
+	rt.mu.Lock()
+	rt.secret = s
+	rt.mu.Unlock()
+}
+
+func (rt *fakeRuntime) answer(statuses ...int) {
+	rt.mu.Lock()
+	rt.script = append(rt.script, statuses...)
+	rt.mu.Unlock()
+}
+
+func (rt *fakeRuntime) deliveries() []*delivered {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return append([]*delivered(nil), rt.got...)
+}
+
+// wait waits for at least n deliveries and returns them all.
+func (rt *fakeRuntime) wait(t *testing.T, n int) []*delivered {
+	t.Helper()
+	eventually(t, syncLimit, fmt.Sprintf("%d deliveries", n), func() bool { return len(rt.deliveries()) >= n })
+	return rt.deliveries()
+}
+
+// ---- operator helpers
+
+// endpoint creates an endpoint for rt and installs its secret there.
+func (e *workEnv) endpoint(t *testing.T, rt *fakeRuntime, agentWork bool) map[string]any {
+	t.Helper()
+	ep := wantJSON(t, "create endpoint", e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken,
+		map[string]any{"name": "ep-" + work.NewID("x")[2:10], "url": rt.URL(), "config": map[string]any{"agent_work": agentWork}}), http.StatusCreated)
+	rt.setSecret(ep["signing_secret"].(string))
+	return ep
+}
+
+// credential issues a runtime credential of endpoint and returns its body.
+func (e *workEnv) credential(t *testing.T, endpointID string, body map[string]any) map[string]any {
+	t.Helper()
+	if body == nil {
+		body = map[string]any{}
+	}
+	return wantJSON(t, "create runtime credential", e.do(http.MethodPost, tenantPath+"/endpoints/"+endpointID+"/runtime-credentials",
+		e.operatorToken, body), http.StatusCreated)
+}
+
+// binding creates a webhook binding to endpoint and returns its ingress path.
+func (e *workEnv) binding(t *testing.T, endpointID string, extra map[string]any) (id, path string) {
+	t.Helper()
+	body := map[string]any{"channel": "webhook", "endpoint_id": endpointID}
+	for k, v := range extra {
+		body[k] = v
+	}
+	b := wantJSON(t, "create binding", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken, body), http.StatusCreated)
+	u := b["ingress_url"].(string)
+	if !strings.HasPrefix(u, e.srv.URL+"/in/webhook/in_") {
+		t.Fatalf("ingress_url %q is not under %s/in/webhook/", u, e.srv.URL)
+	}
+	return b["id"].(string), strings.TrimPrefix(u, e.srv.URL)
+}
+
+// send posts an event to an ingress path.
+func (e *workEnv) send(t *testing.T, path string, event any, headers ...string) map[string]any {
+	t.Helper()
+	return wantJSON(t, "POST "+path, e.do(http.MethodPost, path, "", event, headers...), http.StatusAccepted)
+}
+
+func (e *workEnv) getWork(t *testing.T, id string) map[string]any {
+	t.Helper()
+	return wantJSON(t, "inspect work", e.do(http.MethodGet, tenantPath+"/work/"+id, e.operatorToken, nil), http.StatusOK)
+}
+
+func (e *workEnv) listWork(t *testing.T, query string) []map[string]any {
+	t.Helper()
+	doc := wantJSON(t, "list work", e.do(http.MethodGet, tenantPath+"/work"+query, e.operatorToken, nil), http.StatusOK)
+	var out []map[string]any
+	for _, it := range doc["items"].([]any) {
+		out = append(out, it.(map[string]any))
+	}
+	return out
+}
+
+// jsonAt reads a nested value of a decoded JSON document.
+func jsonAt(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+// auditActions returns the tenant's audit actions, oldest first.
+func (e *workEnv) auditActions(t *testing.T) []string {
+	t.Helper()
+	doc := wantJSON(t, "audit", e.do(http.MethodGet, tenantPath+"/audit?limit=1000", e.operatorToken, nil), http.StatusOK)
+	var out []string
+	for _, it := range doc["items"].([]any) {
+		out = append([]string{it.(map[string]any)["action"].(string)}, out...)
+	}
+	return out
+}
+
+// member returns an operator token with the member role in tenant default.
+func (e *workEnv) member(t *testing.T) string {
+	t.Helper()
+	wantJSON(t, "create member", e.do(http.MethodPost, tenantPath+"/operators", e.operatorToken,
+		map[string]any{"name": "mia", "role": "member"}), http.StatusCreated)
+	tok := wantJSON(t, "member token", e.do(http.MethodPost, tenantPath+"/operator-tokens", e.operatorToken,
+		map[string]any{"operator": "mia"}), http.StatusCreated)
+	return tok["token"].(string)
+}
+
+// ---- tests
+
+func TestEndpointsLifecycle(t *testing.T) {
+	t.Parallel()
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		rt := newRuntime(t, e)
+		create := func(body map[string]any) *response {
+			return e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, body)
+		}
+		ep := wantJSON(t, "create", create(map[string]any{"name": "support", "url": rt.URL(), "config": map[string]any{"agent_work": true},
+			"decision_url": "https://127.0.0.1:9/decisions", "decision_secret": "bearer-secret-0123456789"}), http.StatusCreated)
+		id := ep["id"].(string)
+		if !strings.HasPrefix(id, "ep_") || jsonAt(ep, "config", "agent_work") != true || ep["decision_secret_set"] != true ||
+			!strings.HasPrefix(ep["signing_secret"].(string), "whsec_") {
+			t.Fatalf("created endpoint = %v", ep)
+		}
+		if strings.Contains(string(create(map[string]any{"name": "x", "url": rt.URL()}).Body), "bearer-secret") {
+			t.Fatal("a response carried the decision secret")
+		}
+
+		expectRefused(t, "a taken name", create(map[string]any{"name": "support", "url": rt.URL()}), http.StatusConflict, "already_exists")
+		expectRefused(t, "http URL", create(map[string]any{"name": "a", "url": "http://runtime.example.com/"}),
+			http.StatusBadRequest, "invalid_webhook_url")
+		expectRefused(t, "private address", create(map[string]any{"name": "a", "url": "https://10.1.2.3/hook"}),
+			http.StatusBadRequest, "invalid_webhook_url")
+		expectRefused(t, "URL with userinfo", create(map[string]any{"name": "a", "url": "https://u:p@runtime.example.com/"}),
+			http.StatusBadRequest, "invalid_webhook_url")
+		expectRefused(t, "http decision URL", create(map[string]any{"name": "a", "url": rt.URL(), "decision_url": "http://d.example.com/",
+			"decision_secret": "bearer-secret-0123456789"}), http.StatusBadRequest, "invalid_webhook_url")
+		expectRefused(t, "decision URL without secret", create(map[string]any{"name": "a", "url": rt.URL(),
+			"decision_url": "https://127.0.0.1:9/d"}), http.StatusBadRequest, "missing_field")
+		expectRefused(t, "short decision secret", create(map[string]any{"name": "a", "url": rt.URL(),
+			"decision_url": "https://127.0.0.1:9/d", "decision_secret": "short"}), http.StatusBadRequest, "invalid_field")
+		expectRefused(t, "no url", create(map[string]any{"name": "a"}), http.StatusBadRequest, "missing_field")
+		expectRefused(t, "unknown config key", create(map[string]any{"name": "a", "url": rt.URL(), "config": map[string]any{"agentwork": true}}),
+			http.StatusBadRequest, "unknown_field")
+		expectRefused(t, "config.agent_work not a boolean", create(map[string]any{"name": "a", "url": rt.URL(),
+			"config": map[string]any{"agent_work": "yes"}}), http.StatusBadRequest, "invalid_field")
+		expectRefused(t, "unknown field", create(map[string]any{"name": "a", "url": rt.URL(), "settings": map[string]any{}}),
+			http.StatusBadRequest, "unknown_field")
+		expectRefused(t, "a member creating", e.do(http.MethodPost, tenantPath+"/endpoints", e.member(t),
+			map[string]any{"name": "m", "url": rt.URL()}), http.StatusForbidden, "forbidden")
+
+		list := wantJSON(t, "list", e.do(http.MethodGet, tenantPath+"/endpoints", e.operatorToken, nil), http.StatusOK)
+		if n := len(list["items"].([]any)); n != 2 {
+			t.Fatalf("list has %d endpoints, want 2: %v", n, list)
+		}
+
+		path := tenantPath + "/endpoints/" + id
+		up := wantJSON(t, "turn agent work off", e.do(http.MethodPatch, path, e.operatorToken, map[string]any{"config": map[string]any{"agent_work": false}}), http.StatusOK)
+		if jsonAt(up, "config", "agent_work") != false || up["name"] != "support" || up["decision_secret_set"] != true {
+			t.Fatalf("after agent_work false: %v", up)
+		}
+		up = wantJSON(t, "remove decision", e.do(http.MethodPatch, path, e.operatorToken, map[string]any{"decision_url": nil, "config": map[string]any{"agent_work": true}}),
+			http.StatusOK)
+		if up["decision_secret_set"] != false || up["decision_url"] != nil || jsonAt(up, "config", "agent_work") != true {
+			t.Fatalf("after decision_url null: %v", up)
+		}
+		expectRefused(t, "empty update", e.do(http.MethodPatch, path, e.operatorToken, map[string]any{}), http.StatusBadRequest, "invalid_request")
+
+		rot := wantJSON(t, "rotate", e.do(http.MethodPost, path+"/rotate-secret", e.operatorToken, nil), http.StatusOK)
+		if rot["signing_secret"] == ep["signing_secret"] || !strings.HasPrefix(rot["signing_secret"].(string), "whsec_") {
+			t.Fatalf("rotation returned %v", rot["signing_secret"])
+		}
+
+		cred := e.credential(t, id, map[string]any{"days": 30})
+		bid, _ := e.binding(t, id, nil)
+		insp := wantJSON(t, "inspect", e.do(http.MethodGet, path, e.operatorToken, nil), http.StatusOK)
+		if insp["signing_secret"] != nil || insp["bindings"] != float64(1) || len(insp["runtime_credentials"].([]any)) != 1 {
+			t.Fatalf("inspect = %v", insp)
+		}
+		expectRefused(t, "delete while a binding routes to it", e.do(http.MethodDelete, path, e.operatorToken, nil),
+			http.StatusConflict, "endpoint_in_use")
+		wantJSON(t, "delete binding", e.do(http.MethodDelete, tenantPath+"/bindings/"+bid, e.operatorToken, nil), http.StatusNoContent)
+		wantJSON(t, "delete", e.do(http.MethodDelete, path, e.operatorToken, nil), http.StatusNoContent)
+		expectRefused(t, "inspect deleted", e.do(http.MethodGet, path, e.operatorToken, nil), http.StatusNotFound, "not_found")
+		expectRefused(t, "delete again", e.do(http.MethodDelete, path, e.operatorToken, nil), http.StatusNotFound, "not_found")
+		// Deleting the endpoint revoked its credential.
+		expectRefused(t, "the deleted endpoint's credential", e.do(http.MethodPost, "/runtime/v1/work/work_x/callbacks", cred["token"].(string),
+			callback("work_x", "c1", 1, "accepted")), http.StatusUnauthorized, "unauthenticated")
+
+		want := []string{"endpoint.create", "endpoint.create", "operator.create", "operator_token.create", "endpoint.update",
+			"endpoint.update", "endpoint.rotate_secret", "runtime_credential.create", "binding.create", "binding.delete", "endpoint.delete"}
+		if got := e.auditActions(t); strings.Join(got[1:], " ") != strings.Join(want, " ") {
+			t.Errorf("audit log = %v, want bootstrap then %v", got, want)
+		}
+		doc := wantJSON(t, "audit", e.do(http.MethodGet, tenantPath+"/audit?limit=1000", e.operatorToken, nil), http.StatusOK)
+		if strings.Contains(string(mustJSON(t, doc)), "bearer-secret") || strings.Contains(string(mustJSON(t, doc)), "whsec_") {
+			t.Error("the audit log holds a secret")
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRuntimeCredentialsLifecycle(t *testing.T) {
+	t.Parallel()
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		rt := newRuntime(t, e)
+		id := e.endpoint(t, rt, true)["id"].(string)
+		base := tenantPath + "/endpoints/" + id + "/runtime-credentials"
+		c := e.credential(t, id, map[string]any{"days": 30, "label": "runtime v1"})
+		if !strings.HasPrefix(c["token"].(string), "owl_rt_") || !strings.HasPrefix(c["id"].(string), "rtc_") ||
+			fmt.Sprint(c["scopes"]) != "[callbacks:write]" || c["status"] != "active" {
+			t.Fatalf("created credential = %v", c)
+		}
+		exp, _ := time.Parse(time.RFC3339, c["expires_at"].(string))
+		if want := e.clock.Now().Add(30 * 24 * time.Hour).Truncate(time.Second); !exp.Equal(want) {
+			t.Errorf("expires_at %v, want %v", exp, want)
+		}
+		def := e.credential(t, id, map[string]any{"scopes": []string{"decisions:read", "callbacks:write", "attachments:read"}})
+		exp, _ = time.Parse(time.RFC3339, def["expires_at"].(string))
+		if want := e.clock.Now().Add(90 * 24 * time.Hour).Truncate(time.Second); !exp.Equal(want) {
+			t.Errorf("default expiry %v, want 90 days: %v", exp, want)
+		}
+		if fmt.Sprint(def["scopes"]) != "[attachments:read callbacks:write decisions:read]" {
+			t.Errorf("scopes = %v", def["scopes"])
+		}
+		expectRefused(t, "91 days", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": 91}), http.StatusBadRequest, "invalid_field")
+		expectRefused(t, "negative days", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": -1}), http.StatusBadRequest, "invalid_field")
+		expectRefused(t, "unknown scope", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"scopes": []string{"admin"}}),
+			http.StatusBadRequest, "invalid_field")
+		expectRefused(t, "unknown endpoint", e.do(http.MethodPost, tenantPath+"/endpoints/ep_nope/runtime-credentials", e.operatorToken,
+			map[string]any{}), http.StatusNotFound, "not_found")
+
+		list := wantJSON(t, "list", e.do(http.MethodGet, base, e.operatorToken, nil), http.StatusOK)["items"].([]any)
+		if len(list) != 2 || strings.Contains(string(mustJSON(t, list)), "owl_rt_") {
+			t.Fatalf("list = %v", list)
+		}
+		rev := wantJSON(t, "revoke", e.do(http.MethodDelete, tenantPath+"/runtime-credentials/"+c["id"].(string), e.operatorToken, nil), http.StatusOK)
+		if rev["status"] != "revoked" || rev["revoked_at"] == nil {
+			t.Fatalf("revoked = %v", rev)
+		}
+		e.clock.Advance(time.Hour)
+		again := wantJSON(t, "revoke again", e.do(http.MethodDelete, tenantPath+"/runtime-credentials/"+c["id"].(string), e.operatorToken, nil),
+			http.StatusOK)
+		if again["revoked_at"] != rev["revoked_at"] {
+			t.Errorf("a second revocation moved revoked_at from %v to %v", rev["revoked_at"], again["revoked_at"])
+		}
+		expectRefused(t, "revoke unknown", e.do(http.MethodDelete, tenantPath+"/runtime-credentials/rtc_nope", e.operatorToken, nil),
+			http.StatusNotFound, "not_found")
+		e.clock.Advance(91 * 24 * time.Hour)
+		list = wantJSON(t, "list later", e.do(http.MethodGet, base, e.operatorToken, nil), http.StatusOK)["items"].([]any)
+		statuses := map[any]any{}
+		for _, it := range list {
+			statuses[it.(map[string]any)["id"]] = it.(map[string]any)["status"]
+		}
+		if statuses[c["id"]] != "revoked" || statuses[def["id"]] != "expired" {
+			t.Errorf("statuses after expiry = %v", list)
+		}
+	})
+}
+
+// TestWorkCrossTenant checks that another tenant's objects are 404 to an
+// operator who is not its member, and to its own runtime credentials.
+func TestWorkCrossTenant(t *testing.T) {
+	t.Parallel()
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		rt := newRuntime(t, e)
+		ep := e.endpoint(t, rt, true)
+		id := ep["id"].(string)
+		bid, in := e.binding(t, id, nil)
+		e.send(t, in, map[string]any{"text": "hello"})
+		wk := e.listWork(t, "")[0]["id"].(string)
+		cred := e.credential(t, id, nil)
+
+		// Another tenant, and an operator who belongs to it only.
+		if _, err := e.access.Bootstrap(context.Background(), "other"); err != nil {
+			t.Fatal(err)
+		}
+		otherPath := "/api/v1/tenants/other"
+		wantJSON(t, "create olga", e.do(http.MethodPost, otherPath+"/operators", e.operatorToken,
+			map[string]any{"name": "olga", "role": "admin"}), http.StatusCreated)
+		olga := wantJSON(t, "olga's token", e.do(http.MethodPost, otherPath+"/operator-tokens", e.operatorToken,
+			map[string]any{"operator": "olga"}), http.StatusCreated)["token"].(string)
+		for _, p := range []string{"/endpoints/" + id, "/bindings/" + bid, "/work/" + wk, "/endpoints/" + id + "/runtime-credentials"} {
+			expectRefused(t, "other tenant GET "+p, e.do(http.MethodGet, otherPath+p, olga, nil), http.StatusNotFound, "not_found")
+			expectRefused(t, "tenant default as olga GET "+p, e.do(http.MethodGet, tenantPath+p, olga, nil), http.StatusNotFound, "not_found")
+		}
+		expectRefused(t, "other tenant replay", e.do(http.MethodPost, otherPath+"/work/"+wk+"/replay", olga, nil),
+			http.StatusNotFound, "not_found")
+		expectRefused(t, "other tenant revoke", e.do(http.MethodDelete, otherPath+"/runtime-credentials/"+cred["id"].(string), olga, nil),
+			http.StatusNotFound, "not_found")
+		expectRefused(t, "other tenant delete endpoint", e.do(http.MethodDelete, otherPath+"/endpoints/"+id, olga, nil),
+			http.StatusNotFound, "not_found")
+		expectRefused(t, "a tenant the operator is not in", e.do(http.MethodGet, tenantPath+"/work", olga, nil),
+			http.StatusNotFound, "not_found")
+		if items := wantJSON(t, "other work list", e.do(http.MethodGet, otherPath+"/work", olga, nil), http.StatusOK)["items"].([]any); len(items) != 0 {
+			t.Fatalf("the other tenant sees work: %v", items)
+		}
+
+		// The other tenant's runtime cannot touch this tenant's work.
+		oep := wantJSON(t, "other endpoint", e.do(http.MethodPost, otherPath+"/endpoints", olga,
+			map[string]any{"name": "theirs", "url": rt.URL(), "config": map[string]any{"agent_work": true}}), http.StatusCreated)
+		ocred := wantJSON(t, "other credential", e.do(http.MethodPost, otherPath+"/endpoints/"+oep["id"].(string)+"/runtime-credentials",
+			olga, map[string]any{}), http.StatusCreated)
+		expectRefused(t, "other tenant's runtime token", e.do(http.MethodPost, "/runtime/v1/work/"+wk+"/callbacks", ocred["token"].(string),
+			callback(wk, wk+":1", 1, "accepted")), http.StatusNotFound, "not_found")
+	})
+}

@@ -1,0 +1,402 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// SQL of agent work (store.AgentWork). Booleans are 0/1 integers; JSON is
+// stored as text, event payloads as bytes.
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func nullBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+func nullJSON(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
+
+// ---- endpoints
+
+const endpointCols = `id, tenant_id, name, url, agent_work, signing_secret, decision_url, decision_secret,
+	created_at, updated_at, deleted_at`
+
+func scanEndpoint(s scanner) (*store.Endpoint, error) {
+	var v store.Endpoint
+	var agentWork int
+	var decisionURL sql.NullString
+	var created, updated int64
+	var deleted sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &v.URL, &agentWork, &v.SigningSecret, &decisionURL, &v.DecisionSecret,
+		&created, &updated, &deleted); err != nil {
+		return nil, err
+	}
+	v.AgentWork, v.DecisionURL = agentWork != 0, decisionURL.String
+	v.CreatedAt, v.UpdatedAt, v.DeletedAt = fromTS(created), fromTS(updated), fromNullTS(deleted)
+	return &v, nil
+}
+
+func (t *tx) EndpointCreate(ctx context.Context, v *store.Endpoint) error {
+	_, err := t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
+		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt))
+	return err
+}
+
+func (t *tx) EndpointGet(ctx context.Context, id string) (*store.Endpoint, error) {
+	return one(t.queryRow(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE id = ?`, id), scanEndpoint)
+}
+
+func (t *tx) EndpointUpdate(ctx context.Context, v *store.Endpoint) error {
+	return t.execOne(ctx, `UPDATE endpoints SET name = ?, url = ?, agent_work = ?, signing_secret = ?, decision_url = ?,
+		decision_secret = ?, updated_at = ?, deleted_at = ? WHERE id = ?`,
+		v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
+		ts(v.UpdatedAt), nullTS(v.DeletedAt), v.ID)
+}
+
+func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*store.Endpoint, error) {
+	rows, err := t.query(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE tenant_id = ? AND deleted_at IS NULL
+		ORDER BY created_at, id`, tenantID)
+	return all(rows, err, scanEndpoint)
+}
+
+// ---- runtime credentials
+
+const runtimeCredentialCols = `id, tenant_id, endpoint_id, hash, label, scopes, created_at, expires_at, revoked_at`
+
+func scanRuntimeCredential(s scanner) (*store.RuntimeCredential, error) {
+	var v store.RuntimeCredential
+	var scopes string
+	var created, expires int64
+	var revoked sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.EndpointID, &v.Hash, &v.Label, &scopes, &created, &expires, &revoked); err != nil {
+		return nil, err
+	}
+	v.Scopes = strings.Fields(scopes)
+	v.CreatedAt, v.ExpiresAt, v.RevokedAt = fromTS(created), fromTS(expires), fromNullTS(revoked)
+	return &v, nil
+}
+
+func (t *tx) RuntimeCredentialCreate(ctx context.Context, v *store.RuntimeCredential) error {
+	_, err := t.exec(ctx, `INSERT INTO runtime_credentials (`+runtimeCredentialCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.EndpointID, v.Hash, v.Label, strings.Join(v.Scopes, " "), ts(v.CreatedAt), ts(v.ExpiresAt),
+		nullTS(v.RevokedAt))
+	return err
+}
+
+func (t *tx) RuntimeCredentialGetByHash(ctx context.Context, hash []byte) (*store.RuntimeCredential, error) {
+	return one(t.queryRow(ctx, `SELECT `+runtimeCredentialCols+` FROM runtime_credentials WHERE hash = ?`, hash), scanRuntimeCredential)
+}
+
+func (t *tx) RuntimeCredentialGet(ctx context.Context, id string) (*store.RuntimeCredential, error) {
+	return one(t.queryRow(ctx, `SELECT `+runtimeCredentialCols+` FROM runtime_credentials WHERE id = ?`, id), scanRuntimeCredential)
+}
+
+func (t *tx) RuntimeCredentialList(ctx context.Context, endpointID string) ([]*store.RuntimeCredential, error) {
+	rows, err := t.query(ctx, `SELECT `+runtimeCredentialCols+` FROM runtime_credentials WHERE endpoint_id = ?
+		ORDER BY created_at, id`, endpointID)
+	return all(rows, err, scanRuntimeCredential)
+}
+
+func (t *tx) RuntimeCredentialRevoke(ctx context.Context, id string, at time.Time) error {
+	if _, err := t.exec(ctx, `UPDATE runtime_credentials SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ts(at), id); err != nil {
+		return err
+	}
+	_, err := t.RuntimeCredentialGet(ctx, id)
+	return err
+}
+
+func (t *tx) RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID string, at time.Time) error {
+	_, err := t.exec(ctx, `UPDATE runtime_credentials SET revoked_at = ? WHERE endpoint_id = ? AND revoked_at IS NULL`,
+		ts(at), endpointID)
+	return err
+}
+
+// ---- bindings
+
+const bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, created_at, deleted_at`
+
+func scanBinding(s scanner) (*store.Binding, error) {
+	var v store.Binding
+	var created int64
+	var deleted sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &v.SigningSecret,
+		&created, &deleted); err != nil {
+		return nil, err
+	}
+	v.CreatedAt, v.DeletedAt = fromTS(created), fromNullTS(deleted)
+	return &v, nil
+}
+
+func (t *tx) BindingCreate(ctx context.Context, v *store.Binding) error {
+	_, err := t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, v.TokenHash, nullBytes(v.SigningSecret), ts(v.CreatedAt),
+		nullTS(v.DeletedAt))
+	return err
+}
+
+func (t *tx) BindingGet(ctx context.Context, id string) (*store.Binding, error) {
+	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE id = ?`, id), scanBinding)
+}
+
+func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*store.Binding, error) {
+	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE token_hash = ? AND deleted_at IS NULL`, tokenHash),
+		scanBinding)
+}
+
+func (t *tx) BindingList(ctx context.Context, tenantID string) ([]*store.Binding, error) {
+	rows, err := t.query(ctx, `SELECT `+bindingCols+` FROM bindings WHERE tenant_id = ? AND deleted_at IS NULL
+		ORDER BY created_at, id`, tenantID)
+	return all(rows, err, scanBinding)
+}
+
+func (t *tx) BindingDelete(ctx context.Context, id string, at time.Time) error {
+	if _, err := t.exec(ctx, `UPDATE bindings SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`, ts(at), id); err != nil {
+		return err
+	}
+	_, err := t.BindingGet(ctx, id)
+	return err
+}
+
+func (t *tx) BindingCountByEndpoint(ctx context.Context, endpointID string) (int, error) {
+	var n int
+	err := t.queryRow(ctx, `SELECT count(*) FROM bindings WHERE endpoint_id = ? AND deleted_at IS NULL`, endpointID).Scan(&n)
+	return n, err
+}
+
+// ---- conversations
+
+const conversationCols = `id, tenant_id, binding_id, key, status, runtime_session_id, created_at, last_event_at`
+
+func scanConversation(s scanner) (*store.Conversation, error) {
+	var v store.Conversation
+	var key, session sql.NullString
+	var created, last int64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.BindingID, &key, &v.Status, &session, &created, &last); err != nil {
+		return nil, err
+	}
+	v.Key, v.RuntimeSessionID = key.String, session.String
+	v.CreatedAt, v.LastEventAt = fromTS(created), fromTS(last)
+	return &v, nil
+}
+
+func (t *tx) ConversationCreate(ctx context.Context, v *store.Conversation) error {
+	_, err := t.exec(ctx, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.BindingID, nullStr(v.Key), v.Status, nullStr(v.RuntimeSessionID), ts(v.CreatedAt), ts(v.LastEventAt))
+	return err
+}
+
+func (t *tx) ConversationGet(ctx context.Context, id string) (*store.Conversation, error) {
+	return one(t.queryRow(ctx, `SELECT `+conversationCols+` FROM conversations WHERE id = ?`, id), scanConversation)
+}
+
+func (t *tx) ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*store.Conversation, error) {
+	return one(t.queryRow(ctx, `SELECT `+conversationCols+` FROM conversations
+		WHERE binding_id = ? AND key = ? AND status = 'open'`, bindingID, key), scanConversation)
+}
+
+func (t *tx) ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error {
+	return t.execOne(ctx, `UPDATE conversations SET last_event_at = ? WHERE id = ?`, ts(lastEventAt), id)
+}
+
+func (t *tx) ConversationSetSession(ctx context.Context, id, sessionID string) error {
+	return t.execOne(ctx, `UPDATE conversations SET runtime_session_id = ? WHERE id = ?`, nullStr(sessionID), id)
+}
+
+// ---- events
+
+const eventCols = `id, tenant_id, binding_id, conversation_id, channel, sender, received_at, headers, payload,
+	attachments, dedupe_key, follow_up`
+
+func scanEvent(s scanner) (*store.Event, error) {
+	var v store.Event
+	var headers, attachments string
+	var received int64
+	var dedupe sql.NullString
+	var followUp int
+	if err := s.Scan(&v.ID, &v.TenantID, &v.BindingID, &v.ConversationID, &v.Channel, &v.Sender, &received, &headers,
+		&v.Payload, &attachments, &dedupe, &followUp); err != nil {
+		return nil, err
+	}
+	v.ReceivedAt, v.Attachments, v.DedupeKey, v.FollowUp = fromTS(received), json.RawMessage(attachments), dedupe.String, followUp != 0
+	if err := json.Unmarshal([]byte(headers), &v.Headers); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func (t *tx) EventCreate(ctx context.Context, v *store.Event) error {
+	headers, err := json.Marshal(v.Headers)
+	if err != nil {
+		return err
+	}
+	attachments := string(v.Attachments)
+	if attachments == "" {
+		attachments = "[]"
+	}
+	_, err = t.exec(ctx, `INSERT INTO events (`+eventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.BindingID, v.ConversationID, v.Channel, v.Sender, ts(v.ReceivedAt), string(headers),
+		[]byte(v.Payload), attachments, nullStr(v.DedupeKey), boolInt(v.FollowUp))
+	return err
+}
+
+func (t *tx) EventGet(ctx context.Context, id string) (*store.Event, error) {
+	return one(t.queryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = ?`, id), scanEvent)
+}
+
+func (t *tx) EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*store.Event, error) {
+	return one(t.queryRow(ctx, `SELECT `+eventCols+` FROM events WHERE binding_id = ? AND dedupe_key = ?`, bindingID, key),
+		scanEvent)
+}
+
+// ---- work
+
+const workCols = `id, tenant_id, endpoint_id, conversation_id, event_id, generation, replay_of, delivery_id, credential_id,
+	status, sequence, runtime_session_id, result_summary, result_url, requests, error, callbacks, created_at, updated_at, ended_at`
+
+func scanWork(s scanner) (*store.Work, error) {
+	var v store.Work
+	var replayOf, credential, session, summary, resultURL, requests, errJSON sql.NullString
+	var status string
+	var created, updated int64
+	var ended sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.EndpointID, &v.ConversationID, &v.EventID, &v.Generation, &replayOf, &v.DeliveryID,
+		&credential, &status, &v.Sequence, &session, &summary, &resultURL, &requests, &errJSON, &v.Callbacks,
+		&created, &updated, &ended); err != nil {
+		return nil, err
+	}
+	v.ReplayOf, v.CredentialID, v.Status = replayOf.String, credential.String, store.WorkStatus(status)
+	v.RuntimeSessionID, v.ResultSummary, v.ResultURL = session.String, summary.String, resultURL.String
+	if requests.Valid {
+		v.Requests = json.RawMessage(requests.String)
+	}
+	if errJSON.Valid {
+		v.Error = json.RawMessage(errJSON.String)
+	}
+	v.CreatedAt, v.UpdatedAt, v.EndedAt = fromTS(created), fromTS(updated), fromNullTS(ended)
+	return &v, nil
+}
+
+func (t *tx) WorkCreate(ctx context.Context, v *store.Work) error {
+	_, err := t.exec(ctx, `INSERT INTO work (`+workCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.EndpointID, v.ConversationID, v.EventID, v.Generation, nullStr(v.ReplayOf), v.DeliveryID,
+		nullStr(v.CredentialID), string(v.Status), v.Sequence, nullStr(v.RuntimeSessionID), nullStr(v.ResultSummary),
+		nullStr(v.ResultURL), nullJSON(v.Requests), nullJSON(v.Error), v.Callbacks, ts(v.CreatedAt), ts(v.UpdatedAt),
+		nullTS(v.EndedAt))
+	return err
+}
+
+func (t *tx) WorkGet(ctx context.Context, id string) (*store.Work, error) {
+	return one(t.queryRow(ctx, `SELECT `+workCols+` FROM work WHERE id = ?`, id), scanWork)
+}
+
+func (t *tx) WorkGetForUpdate(ctx context.Context, id string) (*store.Work, error) {
+	return one(t.queryRow(ctx, `SELECT `+workCols+` FROM work WHERE id = ?`+t.db.dialect.ForUpdate, id), scanWork)
+}
+
+func (t *tx) WorkUpdate(ctx context.Context, v *store.Work) error {
+	return t.execOne(ctx, `UPDATE work SET status = ?, sequence = ?, runtime_session_id = ?, result_summary = ?, result_url = ?,
+		requests = ?, error = ?, callbacks = ?, updated_at = ?, ended_at = ? WHERE id = ?`,
+		string(v.Status), v.Sequence, nullStr(v.RuntimeSessionID), nullStr(v.ResultSummary), nullStr(v.ResultURL),
+		nullJSON(v.Requests), nullJSON(v.Error), v.Callbacks, ts(v.UpdatedAt), nullTS(v.EndedAt), v.ID)
+}
+
+func (t *tx) WorkList(ctx context.Context, p store.WorkListParams) ([]*store.Work, error) {
+	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
+	if p.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(p.Status))
+	}
+	if p.EndpointID != "" {
+		where, args = append(where, "endpoint_id = ?"), append(args, p.EndpointID)
+	}
+	if p.ConversationID != "" {
+		where, args = append(where, "conversation_id = ?"), append(args, p.ConversationID)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := t.query(ctx, `SELECT `+workCols+` FROM work WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
+	return all(rows, err, scanWork)
+}
+
+func (t *tx) WorkByEvent(ctx context.Context, eventID string) ([]*store.Work, error) {
+	rows, err := t.query(ctx, `SELECT `+workCols+` FROM work WHERE event_id = ? ORDER BY created_at, generation, id`, eventID)
+	return all(rows, err, scanWork)
+}
+
+func (t *tx) WorkMaxGeneration(ctx context.Context, eventID, endpointID string) (int, error) {
+	var n int
+	err := t.queryRow(ctx, `SELECT coalesce(max(generation), 0) FROM work WHERE event_id = ? AND endpoint_id = ?`,
+		eventID, endpointID).Scan(&n)
+	return n, err
+}
+
+// ---- callbacks
+
+const callbackCols = `work_id, callback_id, sequence, status, occurred_at, runtime_session_id, body, body_hash, stale,
+	work_status, credential_id, recorded_at`
+
+func scanCallback(s scanner) (*store.Callback, error) {
+	var v store.Callback
+	var status, workStatus string
+	var session sql.NullString
+	var stale int
+	var recorded int64
+	if err := s.Scan(&v.WorkID, &v.CallbackID, &v.Sequence, &status, &v.OccurredAt, &session, &v.Body, &v.BodyHash, &stale,
+		&workStatus, &v.CredentialID, &recorded); err != nil {
+		return nil, err
+	}
+	v.Status, v.WorkStatus, v.RuntimeSessionID = store.WorkStatus(status), store.WorkStatus(workStatus), session.String
+	v.Stale, v.RecordedAt = stale != 0, fromTS(recorded)
+	return &v, nil
+}
+
+func (t *tx) CallbackCreate(ctx context.Context, v *store.Callback) error {
+	_, err := t.exec(ctx, `INSERT INTO work_callbacks (`+callbackCols+`, seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM work_callbacks WHERE work_id = ?))`,
+		v.WorkID, v.CallbackID, v.Sequence, string(v.Status), v.OccurredAt, nullStr(v.RuntimeSessionID), v.Body, v.BodyHash,
+		boolInt(v.Stale), string(v.WorkStatus), v.CredentialID, ts(v.RecordedAt), v.WorkID)
+	return err
+}
+
+func (t *tx) CallbackGet(ctx context.Context, workID, callbackID string) (*store.Callback, error) {
+	return one(t.queryRow(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND callback_id = ?`,
+		workID, callbackID), scanCallback)
+}
+
+func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*store.Callback, error) {
+	return one(t.queryRow(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND sequence = ?`,
+		workID, sequence), scanCallback)
+}
+
+func (t *tx) CallbackList(ctx context.Context, workID string, limit int) ([]*store.Callback, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := t.query(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? ORDER BY seq DESC LIMIT ?`,
+		workID, limit)
+	out, err := all(rows, err, scanCallback)
+	slices.Reverse(out)
+	return out, err
+}

@@ -1,0 +1,514 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// workTests are the conformance subtests of agent work (store.AgentWork);
+// Exercise runs them with the others, each against a fresh store.
+var workTests = []struct {
+	name string
+	run  func(t *testing.T, e *env)
+}{
+	{"EndpointRoundTrip", testEndpointRoundTrip},
+	{"EndpointNames", testEndpointNames},
+	{"RuntimeCredentials", testRuntimeCredentials},
+	{"Bindings", testBindings},
+	{"Conversations", testConversations},
+	{"Events", testEvents},
+	{"WorkRoundTrip", testWorkRoundTrip},
+	{"WorkList", testWorkList},
+	{"WorkGenerations", testWorkGenerations},
+	{"WorkUpdateConcurrent", testWorkUpdateConcurrent},
+	{"Callbacks", testCallbacks},
+}
+
+// ---- factories
+
+func wid(prefix string) string { return prefix + "_" + uuid.NewString()[:13] }
+
+func newEndpoint(tenantID string, at time.Time) *store.Endpoint {
+	return &store.Endpoint{
+		ID: wid("ep"), TenantID: tenantID, Name: name("endpoint"), URL: "https://runtime.example.com/hook?x=" + uuid.NewString(),
+		AgentWork: true, SigningSecret: []byte("sealed\x00\xffsecret"), CreatedAt: at, UpdatedAt: at,
+	}
+}
+
+func (e *env) endpoint(t *testing.T, tenantID string) *store.Endpoint {
+	t.Helper()
+	v := newEndpoint(tenantID, e.now)
+	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, v) })
+	return v
+}
+
+func newRuntimeCredential(ep *store.Endpoint, at time.Time) *store.RuntimeCredential {
+	return &store.RuntimeCredential{
+		ID: wid("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: hashOf(uuid.NewString()), Label: name("label"),
+		Scopes: []string{"callbacks:write", "decisions:read"}, CreatedAt: at, ExpiresAt: at.Add(30 * 24 * time.Hour),
+	}
+}
+
+func newBinding(ep *store.Endpoint, at time.Time) *store.Binding {
+	return &store.Binding{
+		ID: wid("bnd"), TenantID: ep.TenantID, Channel: "webhook", Name: name("binding"), EndpointID: ep.ID,
+		TokenHash: hashOf(uuid.NewString()), CreatedAt: at,
+	}
+}
+
+func (e *env) binding(t *testing.T, ep *store.Endpoint) *store.Binding {
+	t.Helper()
+	v := newBinding(ep, e.now)
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, v) })
+	return v
+}
+
+func newConversation(b *store.Binding, key string, at time.Time) *store.Conversation {
+	return &store.Conversation{ID: wid("conv"), TenantID: b.TenantID, BindingID: b.ID, Key: key, Status: "open",
+		CreatedAt: at, LastEventAt: at}
+}
+
+func newEvent(c *store.Conversation, at time.Time) *store.Event {
+	return &store.Event{
+		ID: wid("evt"), TenantID: c.TenantID, BindingID: c.BindingID, ConversationID: c.ID, Channel: "webhook",
+		Sender: "crm", ReceivedAt: at, Headers: map[string][]string{"Content-Type": {"application/json"}, "X-Two": {"a", "b"}},
+		Payload: json.RawMessage("{\"text\": \"hi\",  \"n\":4900.0}"), Attachments: json.RawMessage(`[]`),
+	}
+}
+
+// thread persists an endpoint, binding, conversation and event.
+func (e *env) thread(t *testing.T, tenantID string) (*store.Endpoint, *store.Conversation, *store.Event) {
+	t.Helper()
+	ep := e.endpoint(t, tenantID)
+	b := e.binding(t, ep)
+	c := newConversation(b, "", e.now)
+	ev := newEvent(c, e.now)
+	e.write(t, func(tx store.Tx) error {
+		if err := tx.ConversationCreate(e.ctx, c); err != nil {
+			return err
+		}
+		return tx.EventCreate(e.ctx, ev)
+	})
+	return ep, c, ev
+}
+
+func newWork(ep *store.Endpoint, ev *store.Event, gen int, at time.Time) *store.Work {
+	return &store.Work{
+		ID: wid("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
+		Generation: gen, DeliveryID: uuid.NewString(), CredentialID: wid("rtc"), Status: store.WorkPending,
+		CreatedAt: at, UpdatedAt: at,
+	}
+}
+
+func (e *env) work(t *testing.T, w *store.Work) *store.Work {
+	t.Helper()
+	e.write(t, func(tx store.Tx) error { return tx.WorkCreate(e.ctx, w) })
+	return w
+}
+
+func (e *env) getWork(t *testing.T, id string) *store.Work {
+	t.Helper()
+	return read(t, e, func(tx store.Tx) (*store.Work, error) { return tx.WorkGet(e.ctx, id) })
+}
+
+func workIDs(ws []*store.Work) []string {
+	out := []string{}
+	for _, w := range ws {
+		out = append(out, w.ID)
+	}
+	return out
+}
+
+// ---- tests
+
+func testEndpointRoundTrip(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	got := read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	equal(t, "endpoint after create", got, ep)
+
+	ep.Name, ep.URL, ep.AgentWork, ep.SigningSecret = name("renamed"), "https://other.example.com/", false, []byte("new")
+	ep.DecisionURL, ep.DecisionSecret, ep.UpdatedAt = "https://decide.example.com/d", []byte("sealed-bearer"), e.now.Add(time.Minute)
+	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	equal(t, "endpoint after update", got, ep)
+
+	ep.DecisionURL, ep.DecisionSecret = "", nil
+	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	equal(t, "endpoint with decision settings cleared", got, ep)
+
+	other := newEndpoint(tn.ID, e.now.Add(time.Second))
+	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, other) })
+	e.endpoint(t, e.tenant(t).ID) // another tenant's
+	list := read(t, e, func(tx store.Tx) ([]*store.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
+	equal(t, "endpoint list", len(list), 2)
+	equal(t, "endpoint list order", []string{list[0].ID, list[1].ID}, []string{ep.ID, other.ID})
+
+	other.DeletedAt = ptr(e.now.Add(time.Hour))
+	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, other) })
+	list = read(t, e, func(tx store.Tx) ([]*store.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
+	equal(t, "endpoint list without the deleted one", len(list), 1)
+	got = read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, other.ID) })
+	equal(t, "deleted endpoint", got, other)
+
+	wantErr(t, "EndpointGet unknown", e.readErr(func(tx store.Tx) error {
+		_, err := tx.EndpointGet(e.ctx, "ep_missing")
+		return err
+	}), store.ErrNotFound)
+	wantErr(t, "EndpointUpdate unknown", e.writeErr(func(tx store.Tx) error {
+		return tx.EndpointUpdate(e.ctx, newEndpoint(tn.ID, e.now))
+	}), store.ErrNotFound)
+}
+
+func testEndpointNames(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	dup := newEndpoint(tn.ID, e.now)
+	dup.Name = ep.Name
+	wantErr(t, "a second live endpoint with the name", e.writeErr(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, dup) }),
+		store.ErrConflict)
+	elsewhere := newEndpoint(e.tenant(t).ID, e.now)
+	elsewhere.Name = ep.Name
+	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, elsewhere) })
+
+	second := e.endpoint(t, tn.ID)
+	second.Name = ep.Name
+	wantErr(t, "renaming onto a taken name", e.writeErr(func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, second) }),
+		store.ErrConflict)
+
+	ep.DeletedAt = ptr(e.now)
+	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, dup) }) // the name is free again
+}
+
+func testRuntimeCredentials(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, ep2 := e.endpoint(t, tn.ID), e.endpoint(t, tn.ID)
+	a, b, c := newRuntimeCredential(ep, e.now), newRuntimeCredential(ep, e.now.Add(time.Second)), newRuntimeCredential(ep2, e.now)
+	b.Scopes = []string{"callbacks:write"}
+	e.write(t, func(tx store.Tx) error {
+		for _, v := range []*store.RuntimeCredential{a, b, c} {
+			if err := tx.RuntimeCredentialCreate(e.ctx, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	got := read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) {
+		return tx.RuntimeCredentialGetByHash(e.ctx, a.Hash)
+	})
+	equal(t, "credential by hash", got, a)
+	got = read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, b.ID) })
+	equal(t, "credential by ID", got, b)
+	list := read(t, e, func(tx store.Tx) ([]*store.RuntimeCredential, error) { return tx.RuntimeCredentialList(e.ctx, ep.ID) })
+	equal(t, "endpoint credentials", list, []*store.RuntimeCredential{a, b})
+
+	dup := newRuntimeCredential(ep, e.now)
+	dup.Hash = a.Hash
+	wantErr(t, "a second credential with the same hash", e.writeErr(func(tx store.Tx) error {
+		return tx.RuntimeCredentialCreate(e.ctx, dup)
+	}), store.ErrConflict)
+
+	at := e.now.Add(time.Minute)
+	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at) })
+	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at.Add(time.Hour)) }) // keeps the first time
+	got = read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, a.ID) })
+	equal(t, "revoked_at", got.RevokedAt, &at)
+	if got.Active(at) || !b.Active(at) || b.Active(b.ExpiresAt) {
+		t.Fatal("Active must be false once revoked or at expiry")
+	}
+	wantErr(t, "revoking an unknown credential", e.writeErr(func(tx store.Tx) error {
+		return tx.RuntimeCredentialRevoke(e.ctx, "rtc_missing", at)
+	}), store.ErrNotFound)
+
+	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevokeByEndpoint(e.ctx, ep.ID, at.Add(time.Hour)) })
+	list = read(t, e, func(tx store.Tx) ([]*store.RuntimeCredential, error) { return tx.RuntimeCredentialList(e.ctx, ep.ID) })
+	equal(t, "a keeps its revocation time", list[0].RevokedAt, &at)
+	equal(t, "b revoked with its endpoint", list[1].RevokedAt, ptr(at.Add(time.Hour)))
+	got = read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, c.ID) })
+	equal(t, "another endpoint's credential is untouched", got.RevokedAt, (*time.Time)(nil))
+}
+
+func testBindings(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	a := newBinding(ep, e.now)
+	a.SigningSecret = []byte("sealed-whsec")
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, a) })
+	b := newBinding(ep, e.now.Add(time.Second))
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
+	got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
+	equal(t, "binding", got, a)
+	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
+	equal(t, "binding by token", got, b)
+	list := read(t, e, func(tx store.Tx) ([]*store.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
+	equal(t, "binding list", list, []*store.Binding{a, b})
+	n := read(t, e, func(tx store.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
+	equal(t, "bindings routing to the endpoint", n, 2)
+
+	at := e.now.Add(time.Minute)
+	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at) })
+	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at.Add(time.Hour)) })
+	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
+	equal(t, "deleted_at", got.DeletedAt, &at)
+	wantErr(t, "a deleted binding's token", e.readErr(func(tx store.Tx) error {
+		_, err := tx.BindingGetByToken(e.ctx, a.TokenHash)
+		return err
+	}), store.ErrNotFound)
+	n = read(t, e, func(tx store.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
+	equal(t, "live bindings after a deletion", n, 1)
+	list = read(t, e, func(tx store.Tx) ([]*store.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
+	equal(t, "binding list after a deletion", list, []*store.Binding{b})
+	wantErr(t, "deleting an unknown binding", e.writeErr(func(tx store.Tx) error {
+		return tx.BindingDelete(e.ctx, "bnd_missing", at)
+	}), store.ErrNotFound)
+	dup := newBinding(ep, e.now)
+	dup.TokenHash = b.TokenHash
+	wantErr(t, "a second binding with the same token", e.writeErr(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, dup) }),
+		store.ErrConflict)
+}
+
+func testConversations(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	b1, b2 := e.binding(t, ep), e.binding(t, ep)
+	keyed := newConversation(b1, "ticket-7", e.now)
+	e.write(t, func(tx store.Tx) error { return tx.ConversationCreate(e.ctx, keyed) })
+	got := read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	equal(t, "conversation", got, keyed)
+	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+		return tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
+	})
+	equal(t, "conversation by key", got, keyed)
+	wantErr(t, "the key of another binding", e.readErr(func(tx store.Tx) error {
+		_, err := tx.ConversationGetOpenByKey(e.ctx, b2.ID, "ticket-7")
+		return err
+	}), store.ErrNotFound)
+
+	wantErr(t, "a second open conversation with the key", e.writeErr(func(tx store.Tx) error {
+		return tx.ConversationCreate(e.ctx, newConversation(b1, "ticket-7", e.now))
+	}), store.ErrConflict)
+	e.write(t, func(tx store.Tx) error { // the same key on another binding, and keyless ones, are independent
+		for _, c := range []*store.Conversation{newConversation(b2, "ticket-7", e.now), newConversation(b1, "", e.now),
+			newConversation(b1, "", e.now)} {
+			if err := tx.ConversationCreate(e.ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	later := e.now.Add(time.Hour)
+	e.write(t, func(tx store.Tx) error {
+		if err := tx.ConversationTouch(e.ctx, keyed.ID, later); err != nil {
+			return err
+		}
+		return tx.ConversationSetSession(e.ctx, keyed.ID, "session-1")
+	})
+	keyed.LastEventAt, keyed.RuntimeSessionID = later, "session-1"
+	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	equal(t, "conversation after touch and session", got, keyed)
+	wantErr(t, "touching an unknown conversation", e.writeErr(func(tx store.Tx) error {
+		return tx.ConversationTouch(e.ctx, "conv_missing", later)
+	}), store.ErrNotFound)
+}
+
+func testEvents(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	b := e.binding(t, ep)
+	c := newConversation(b, "", e.now)
+	ev := newEvent(c, e.now)
+	ev.DedupeKey, ev.FollowUp = "msg-1", true
+	e.write(t, func(tx store.Tx) error {
+		if err := tx.ConversationCreate(e.ctx, c); err != nil {
+			return err
+		}
+		return tx.EventCreate(e.ctx, ev)
+	})
+	got := read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGet(e.ctx, ev.ID) })
+	equal(t, "event (payload bytes kept exactly)", string(got.Payload), string(ev.Payload))
+	equal(t, "event", got, ev)
+	got = read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGetByDedupeKey(e.ctx, b.ID, "msg-1") })
+	equal(t, "event by dedupe key", got.ID, ev.ID)
+
+	dup := newEvent(c, e.now)
+	dup.DedupeKey = "msg-1"
+	wantErr(t, "a second event with the dedupe key", e.writeErr(func(tx store.Tx) error { return tx.EventCreate(e.ctx, dup) }),
+		store.ErrConflict)
+	e.write(t, func(tx store.Tx) error { // keyless events never clash
+		for range 2 {
+			if err := tx.EventCreate(e.ctx, newEvent(c, e.now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func testWorkRoundTrip(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, _, ev := e.thread(t, tn.ID)
+	w := e.work(t, newWork(ep, ev, 1, e.now))
+	equal(t, "work after create", e.getWork(t, w.ID), w)
+
+	w.Status, w.Sequence, w.RuntimeSessionID, w.Callbacks = store.WorkNeedsInput, 3, "sess", 2
+	w.Requests, w.UpdatedAt = json.RawMessage(`[{"id":"q1","revision":1, "kind":"question"}]`), e.now.Add(time.Minute)
+	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+	var got *store.Work
+	e.write(t, func(tx store.Tx) (err error) {
+		got, err = tx.WorkGetForUpdate(e.ctx, w.ID)
+		return err
+	})
+	equal(t, "work after update", got, w)
+
+	w.Status, w.Sequence, w.Requests, w.Callbacks = store.WorkCompleted, 9, nil, 3
+	w.ResultSummary, w.ResultURL, w.EndedAt = "Report ready", "https://runtime.example/r/1", ptr(e.now.Add(time.Hour))
+	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+	equal(t, "completed work", e.getWork(t, w.ID), w)
+
+	f := e.work(t, newWork(ep, ev, 2, e.now))
+	f.Status, f.Sequence, f.Error, f.EndedAt = store.WorkFailed, 1, json.RawMessage(`{"code":"boom"}`), ptr(e.now)
+	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, f) })
+	equal(t, "failed work", e.getWork(t, f.ID), f)
+
+	wantErr(t, "WorkGet unknown", e.readErr(func(tx store.Tx) error {
+		_, err := tx.WorkGet(e.ctx, "work_missing")
+		return err
+	}), store.ErrNotFound)
+	wantErr(t, "WorkUpdate unknown", e.writeErr(func(tx store.Tx) error {
+		return tx.WorkUpdate(e.ctx, newWork(ep, ev, 5, e.now))
+	}), store.ErrNotFound)
+	// The schema refuses a terminal state without an end time.
+	bad := *w
+	bad.EndedAt = nil
+	if err := e.writeErr(func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, &bad) }); err == nil {
+		t.Fatal("a completed work without ended_at was accepted")
+	}
+}
+
+func testWorkList(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, conv, ev := e.thread(t, tn.ID)
+	ep2, conv2, ev2 := e.thread(t, tn.ID)
+	a := e.work(t, newWork(ep, ev, 1, e.now))
+	b := e.work(t, newWork(ep, ev, 2, e.now.Add(time.Second)))
+	c := e.work(t, newWork(ep2, ev2, 1, e.now.Add(2*time.Second)))
+	otherEP, _, evOther := e.thread(t, e.tenant(t).ID)
+	e.work(t, newWork(otherEP, evOther, 1, e.now))
+	b.Status, b.Sequence = store.WorkRunning, 1
+	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, b) })
+
+	list := func(p store.WorkListParams) []string {
+		p.TenantID = tn.ID
+		return workIDs(read(t, e, func(tx store.Tx) ([]*store.Work, error) { return tx.WorkList(e.ctx, p) }))
+	}
+	equal(t, "all, newest first", list(store.WorkListParams{}), []string{c.ID, b.ID, a.ID})
+	equal(t, "status running", list(store.WorkListParams{Status: store.WorkRunning}), []string{b.ID})
+	equal(t, "status pending", list(store.WorkListParams{Status: store.WorkPending}), []string{c.ID, a.ID})
+	equal(t, "endpoint", list(store.WorkListParams{EndpointID: ep2.ID}), []string{c.ID})
+	equal(t, "conversation", list(store.WorkListParams{ConversationID: conv.ID}), []string{b.ID, a.ID})
+	equal(t, "conversation 2", list(store.WorkListParams{ConversationID: conv2.ID}), []string{c.ID})
+	equal(t, "limit", list(store.WorkListParams{Limit: 2}), []string{c.ID, b.ID})
+	byEvent := read(t, e, func(tx store.Tx) ([]*store.Work, error) { return tx.WorkByEvent(e.ctx, ev.ID) })
+	equal(t, "work of an event, oldest first", workIDs(byEvent), []string{a.ID, b.ID})
+}
+
+func testWorkGenerations(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, _, ev := e.thread(t, tn.ID)
+	ep2 := e.endpoint(t, tn.ID)
+	maxGen := func(endpointID string) int {
+		return read(t, e, func(tx store.Tx) (int, error) { return tx.WorkMaxGeneration(e.ctx, ev.ID, endpointID) })
+	}
+	equal(t, "no work yet", maxGen(ep.ID), 0)
+	first := e.work(t, newWork(ep, ev, 1, e.now))
+	replay := newWork(ep, ev, 2, e.now)
+	replay.ReplayOf = first.ID
+	e.work(t, replay)
+	equal(t, "replay round trip", e.getWork(t, replay.ID), replay)
+	equal(t, "highest generation", maxGen(ep.ID), 2)
+	equal(t, "another endpoint's generations", maxGen(ep2.ID), 0)
+	wantErr(t, "a generation taken twice", e.writeErr(func(tx store.Tx) error {
+		return tx.WorkCreate(e.ctx, newWork(ep, ev, 2, e.now))
+	}), store.ErrConflict)
+	e.work(t, newWork(ep2, ev, 1, e.now)) // the same event for another endpoint
+}
+
+// testWorkUpdateConcurrent checks that WorkGetForUpdate serializes writers:
+// concurrent read-modify-write increments lose nothing.
+func testWorkUpdateConcurrent(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, _, ev := e.thread(t, tn.ID)
+	w := e.work(t, newWork(ep, ev, 1, e.now))
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			errs <- e.s.Write(e.ctx, func(tx store.Tx) error {
+				cur, err := tx.WorkGetForUpdate(e.ctx, w.ID)
+				if err != nil {
+					return err
+				}
+				cur.Callbacks++
+				return tx.WorkUpdate(e.ctx, cur)
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent update: %v", err)
+		}
+	}
+	equal(t, "callbacks after concurrent increments", e.getWork(t, w.ID).Callbacks, n)
+}
+
+func testCallbacks(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, _, ev := e.thread(t, tn.ID)
+	w := e.work(t, newWork(ep, ev, 1, e.now))
+	w2 := e.work(t, newWork(ep, ev, 2, e.now))
+	mk := func(w *store.Work, id string, seq int64, stale bool) *store.Callback {
+		body := []byte(fmt.Sprintf(`{"callback_id":%q,"sequence":%d,"raw":"\u0000"}`, id, seq))
+		return &store.Callback{
+			WorkID: w.ID, CallbackID: id, Sequence: seq, Status: store.WorkRunning, OccurredAt: "2026-10-06T12:00:00.000Z",
+			RuntimeSessionID: "sess", Body: body, BodyHash: hashOf(string(body)), Stale: stale, WorkStatus: store.WorkRunning,
+			CredentialID: "rtc_x", RecordedAt: e.now,
+		}
+	}
+	c5, c2, c9 := mk(w, "w:5", 5, false), mk(w, "w:2", 2, true), mk(w, "w:9", 9, false)
+	c9.Status, c9.WorkStatus, c9.RuntimeSessionID = store.WorkCompleted, store.WorkCompleted, ""
+	for _, c := range []*store.Callback{c5, c2, c9, mk(w2, "w:5", 5, false)} {
+		e.write(t, func(tx store.Tx) error { return tx.CallbackCreate(e.ctx, c) })
+	}
+	got := read(t, e, func(tx store.Tx) (*store.Callback, error) { return tx.CallbackGet(e.ctx, w.ID, "w:2") })
+	equal(t, "callback", got, c2)
+	got = read(t, e, func(tx store.Tx) (*store.Callback, error) { return tx.CallbackGetBySequence(e.ctx, w.ID, 9) })
+	equal(t, "callback by sequence", got, c9)
+	wantErr(t, "unknown callback", e.readErr(func(tx store.Tx) error {
+		_, err := tx.CallbackGet(e.ctx, w.ID, "w:7")
+		return err
+	}), store.ErrNotFound)
+	wantErr(t, "a callback ID taken twice", e.writeErr(func(tx store.Tx) error {
+		return tx.CallbackCreate(e.ctx, mk(w, "w:5", 6, false))
+	}), store.ErrConflict)
+	wantErr(t, "a sequence taken twice", e.writeErr(func(tx store.Tx) error {
+		return tx.CallbackCreate(e.ctx, mk(w, "w:other", 5, false))
+	}), store.ErrConflict)
+
+	list := read(t, e, func(tx store.Tx) ([]*store.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 0) })
+	equal(t, "callbacks in the order recorded", list, []*store.Callback{c5, c2, c9})
+	list = read(t, e, func(tx store.Tx) ([]*store.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 2) })
+	equal(t, "the latest callbacks, in the order recorded", list, []*store.Callback{c2, c9})
+}

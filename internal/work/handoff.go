@@ -1,0 +1,233 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Outbox kinds of endpoint deliveries.
+const (
+	// MessageKindEvent delivers an event in the original event format to an
+	// endpoint without agent work.
+	MessageKindEvent = "work.event"
+	// MessageKindHandoff delivers an event with its work block.
+	MessageKindHandoff = "work.handoff"
+)
+
+// Version is the agent-work protocol version of work blocks and callbacks.
+const Version = "agent-work.v1"
+
+// EventType is the type of every endpoint delivery.
+const EventType = "event.received"
+
+// Destination names an endpoint as a delivery destination.
+func Destination(endpointID string) string { return "endpoint:" + endpointID }
+
+// ResolveDestination returns the current URL and signing secret of an
+// endpoint destination; ok is false for other destinations and once the
+// endpoint is deleted, which ends the message.
+func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destination string) (url, secret string, ok bool, err error) {
+	id, found := strings.CutPrefix(destination, "endpoint:")
+	if !found {
+		return "", "", false, nil
+	}
+	ep, err := tx.EndpointGet(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", "", false, nil
+	}
+	if err != nil || ep.DeletedAt != nil {
+		return "", "", false, err
+	}
+	plain, err := s.Open(signingPurpose(ep.ID), ep.SigningSecret)
+	if err != nil {
+		return "", "", false, err
+	}
+	return ep.URL, string(plain), true, nil
+}
+
+// Delivery is the body of every endpoint delivery: the original event
+// format, plus the work block for agent-work endpoints
+// (docs/agent-work.md). Its bytes are fixed when the delivery is committed
+// and sent unchanged on every attempt.
+type Delivery struct {
+	// ID is the delivery's ID, also sent as webhook-id.
+	ID        string     `json:"id"`
+	Type      string     `json:"type"`
+	CreatedAt string     `json:"created_at"`
+	Event     WireEvent  `json:"event"`
+	Work      *WorkBlock `json:"work,omitempty"`
+}
+
+// WireEvent is an event as endpoints receive it.
+type WireEvent struct {
+	ID             string              `json:"id"`
+	Channel        string              `json:"channel"`
+	BindingID      string              `json:"binding_id"`
+	ConversationID string              `json:"conversation_id"`
+	FollowUp       bool                `json:"follow_up"`
+	Sender         string              `json:"sender"`
+	ReceivedAt     string              `json:"received_at"`
+	Headers        map[string][]string `json:"headers"`
+	Payload        json.RawMessage     `json:"payload"`
+	Attachments    json.RawMessage     `json:"attachments"`
+}
+
+// WorkBlock is the work identity handed to an agent-work endpoint.
+type WorkBlock struct {
+	Version          string `json:"version"`
+	WorkID           string `json:"work_id"`
+	ConversationID   string `json:"conversation_id"`
+	Generation       int    `json:"generation"`
+	CallbackURL      string `json:"callback_url"`
+	CredentialID     string `json:"credential_id,omitempty"`
+	RuntimeSessionID string `json:"runtime_session_id,omitempty"`
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// ToWireEvent renders an event as deliveries carry it.
+func ToWireEvent(ev *store.Event) WireEvent {
+	attachments := ev.Attachments
+	if len(attachments) == 0 {
+		attachments = json.RawMessage(`[]`)
+	}
+	headers := ev.Headers
+	if headers == nil {
+		headers = map[string][]string{}
+	}
+	return WireEvent{ID: ev.ID, Channel: ev.Channel, BindingID: ev.BindingID, ConversationID: ev.ConversationID,
+		FollowUp: ev.FollowUp, Sender: ev.Sender, ReceivedAt: rfc3339(ev.ReceivedAt), Headers: headers,
+		Payload: ev.Payload, Attachments: attachments}
+}
+
+// handoffCredential picks the credential a work block names: the newest
+// live one allowed to post callbacks. During rotation that is the new one.
+func handoffCredential(ctx context.Context, tx store.Tx, endpointID string, now time.Time) (string, error) {
+	creds, err := tx.RuntimeCredentialList(ctx, endpointID)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range slices.Backward(creds) {
+		if c.Active(now) && slices.Contains(c.Scopes, ScopeCallbacks) {
+			return c.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// HandoffTx records, in the caller's transaction, the delivery of ev to
+// ep: for an agent-work endpoint, new work of generation 1 and its handoff
+// message; otherwise the message alone in the original format. The work
+// is committed with its message, before any attempt, so every transport
+// retry carries the same work identity. Call Wake after the commit.
+func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation) (*store.Work, error) {
+	if !ep.AgentWork {
+		return nil, s.deliverTx(ctx, tx, ep, ev, nil)
+	}
+	return s.newWorkTx(ctx, tx, ep, ev, conv, 1, "")
+}
+
+func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation, gen int, replayOf string) (*store.Work, error) {
+	now := s.clock.Now()
+	cred, err := handoffCredential(ctx, tx, ep.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	w := &store.Work{
+		ID: NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
+		Generation: gen, ReplayOf: replayOf, DeliveryID: uuid.NewString(), CredentialID: cred, Status: store.WorkPending,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	block := &WorkBlock{Version: Version, WorkID: w.ID, ConversationID: w.ConversationID, Generation: gen,
+		CallbackURL: s.CallbackURL(w.ID), CredentialID: cred, RuntimeSessionID: conv.RuntimeSessionID}
+	if err := tx.WorkCreate(ctx, w); err != nil {
+		return nil, err
+	}
+	return w, s.deliverTx(ctx, tx, ep, ev, &deliveryWork{work: w, block: block})
+}
+
+type deliveryWork struct {
+	work  *store.Work
+	block *WorkBlock
+}
+
+// deliverTx writes the outbox message of one delivery.
+func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, dw *deliveryWork) error {
+	now := s.clock.Now()
+	d := Delivery{ID: uuid.NewString(), Type: EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
+	kind, subject := MessageKindEvent, ev.ID
+	if dw != nil {
+		d.ID, d.Work, kind, subject = dw.work.DeliveryID, dw.block, MessageKindHandoff, dw.work.ID
+	}
+	body, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return tx.MessageCreate(ctx, &store.Message{
+		ID: d.ID, TenantID: ev.TenantID, Kind: kind, Destination: Destination(ep.ID), Subject: subject, Body: body,
+		CreatedAt: now, DeadlineAt: now.Add(s.cfg.HandoffWindow), State: store.MessagePending, NextAttempt: now,
+	})
+}
+
+// Replay hands an event to its endpoint again as new work: the next
+// generation of that event's work, in the same conversation (with its
+// runtime session, if known). The original work is unchanged. Admin only.
+func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workID string) (*store.Work, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	var out *store.Work
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		orig, err := tx.WorkGet(ctx, workID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && orig.TenantID != m.TenantID) {
+			return notFound("work", workID)
+		}
+		if err != nil {
+			return err
+		}
+		ep, err := tx.EndpointGet(ctx, orig.EndpointID)
+		if err != nil {
+			return err
+		}
+		if ep.DeletedAt != nil {
+			return agentowl.Errorf(agentowl.ECodeConflict, "Endpoint %q of this work was deleted; it cannot be replayed.", ep.ID)
+		}
+		if !ep.AgentWork {
+			return agentowl.Errorf(agentowl.ECodeAgentWorkDisabled,
+				"Endpoint %q no longer takes agent work; turn agent_work on to replay.", ep.ID)
+		}
+		ev, err := tx.EventGet(ctx, orig.EventID)
+		if err != nil {
+			return err
+		}
+		conv, err := tx.ConversationGet(ctx, orig.ConversationID)
+		if err != nil {
+			return err
+		}
+		gen, err := tx.WorkMaxGeneration(ctx, ev.ID, ep.ID)
+		if err != nil {
+			return err
+		}
+		if out, err = s.newWorkTx(ctx, tx, ep, ev, conv, gen+1, orig.ID); err != nil {
+			return err
+		}
+		return access.Audit(ctx, tx, out.CreatedAt, m.TenantID, p, "work.replay", "work:"+out.ID,
+			map[string]any{"replay_of": orig.ID, "generation": out.Generation, "event": ev.ID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.wake()
+	return out, nil
+}

@@ -1,0 +1,144 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// The operator views keep three statuses apart: the delivery
+// acknowledgement (HTTP, from the outbox), the runtime's progress or
+// outcome (callbacks) and, from the next milestone, the human decision
+// receipt. None is inferred from another.
+
+// Summary is work with the state of its handoff delivery.
+type Summary struct {
+	Work *store.Work
+	// Delivery is the handoff message; nil once retention purged it.
+	Delivery *store.Message
+}
+
+// TimelineCallbacks is how many of a work's latest callbacks its detail
+// lists; older ones are counted in Detail.CallbacksOmitted.
+const TimelineCallbacks = 500
+
+// Detail is work with its history.
+type Detail struct {
+	Summary
+	Attempts  []*store.Attempt
+	Callbacks []*store.Callback
+	// CallbacksOmitted counts recorded callbacks older than those listed.
+	CallbacksOmitted int
+	Timeline         []TimelineEntry
+}
+
+// Timeline entry kinds.
+const (
+	EntryHandoff  = "handoff"          // the work and its delivery were committed
+	EntryAttempt  = "delivery_attempt" // one HTTP attempt of the handoff
+	EntryCallback = "callback"         // one recorded runtime callback
+)
+
+// TimelineEntry is one moment of a work's history, oldest first.
+type TimelineEntry struct {
+	At       time.Time
+	Kind     string
+	Attempt  *store.Attempt
+	Callback *store.Callback
+	// Quiet marks routine progress (running callbacks): recorded, shown on
+	// request, never a reason to notify anyone.
+	Quiet bool
+}
+
+// ParseStatus validates a work status filter.
+func ParseStatus(v string) (store.WorkStatus, error) {
+	st := store.WorkStatus(v)
+	if v == "" || st == store.WorkPending || slices.Contains(reportable, st) {
+		return st, nil
+	}
+	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status",
+		"status must be pending, accepted, running, needs_input, completed, failed or cancelled.")
+}
+
+// ListWork lists a tenant's work, newest first, each with its delivery
+// state. Members may.
+func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant string, params store.WorkListParams) ([]*Summary, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	params.TenantID = m.TenantID
+	var out []*Summary
+	err = s.store.Read(ctx, func(tx store.Tx) error {
+		ws, err := tx.WorkList(ctx, params)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			sum := &Summary{Work: w}
+			if sum.Delivery, err = delivery(ctx, tx, w); err != nil {
+				return err
+			}
+			out = append(out, sum)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func delivery(ctx context.Context, tx store.Tx, w *store.Work) (*store.Message, error) {
+	msg, err := tx.MessageGet(ctx, w.DeliveryID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return msg, err
+}
+
+// InspectWork returns one work of the tenant with its delivery attempts,
+// callbacks (stale ones marked) and timeline. Members may.
+func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, id string) (*Detail, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	var d Detail
+	err = s.store.Read(ctx, func(tx store.Tx) error {
+		w, err := tx.WorkGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
+			return notFound("work", id)
+		}
+		if err != nil {
+			return err
+		}
+		d.Work = w
+		if d.Delivery, err = delivery(ctx, tx, w); err != nil {
+			return err
+		}
+		if d.Delivery != nil {
+			if d.Attempts, err = tx.AttemptList(ctx, w.DeliveryID); err != nil {
+				return err
+			}
+		}
+		d.Callbacks, err = tx.CallbackList(ctx, w.ID, TimelineCallbacks)
+		d.CallbacksOmitted = max(w.Callbacks-len(d.Callbacks), 0)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.Timeline = append(d.Timeline, TimelineEntry{At: d.Work.CreatedAt, Kind: EntryHandoff})
+	for _, a := range d.Attempts {
+		d.Timeline = append(d.Timeline, TimelineEntry{At: a.StartedAt, Kind: EntryAttempt, Attempt: a})
+	}
+	for _, c := range d.Callbacks {
+		d.Timeline = append(d.Timeline, TimelineEntry{At: c.RecordedAt, Kind: EntryCallback, Callback: c,
+			Quiet: c.Status == store.WorkRunning})
+	}
+	slices.SortStableFunc(d.Timeline, func(a, b TimelineEntry) int { return a.At.Compare(b.At) })
+	return &d, nil
+}

@@ -1,0 +1,189 @@
+// Package work holds the agent-work use-cases (docs/agent-work.md):
+// endpoints and their signing and decision secrets, endpoint-bound runtime
+// credentials, the handoff of events to endpoints (work identity, the work
+// block, replay), runtime callbacks and the operator views of work. It holds
+// business rules only: no SQL, no HTTP.
+package work
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Config holds the agent-work limits and settings. Every field but
+// SecretKey has a default.
+type Config struct {
+	// PublicURL is the externally reachable base URL of the server; callback
+	// URLs in handoffs and ingress URLs are built from it. Defaults to
+	// http://127.0.0.1:8470 (AGENTOWL_PUBLIC_URL).
+	PublicURL string
+	// SecretKey seals endpoint signing secrets, decision secrets and binding
+	// secrets at rest (AES-256-GCM): they must be sent or used later, so
+	// they cannot be hashed. Exactly 32 bytes; required
+	// (AGENTOWL_SECRET_KEY, or the key file cmd keeps in the data directory).
+	SecretKey []byte
+	// MaxCredentialDays caps a runtime credential's lifetime. Defaults to 90,
+	// the most the protocol allows.
+	MaxCredentialDays int
+	// DefaultCredentialDays is the lifetime when none is asked for. Defaults
+	// to MaxCredentialDays.
+	DefaultCredentialDays int
+	// MaxCallbackBytes caps a callback body; larger ones are 413. Defaults
+	// to 64 KiB.
+	MaxCallbackBytes int64
+	// CallbackLimit bounds callback requests per endpoint, counted across
+	// all its credentials and every process. Defaults to 60 per minute.
+	CallbackLimit ratelimit.Limit
+	// MaxCallbacksPerWork caps recorded callbacks (stale ones included) of
+	// one work. Defaults to 10,000.
+	MaxCallbacksPerWork int
+	// HandoffWindow is how long a handoff is retried before it fails.
+	// Defaults to 72h.
+	HandoffWindow time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.PublicURL == "" {
+		c.PublicURL = "http://127.0.0.1:8470"
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.MaxCredentialDays <= 0 {
+		c.MaxCredentialDays = 90
+	}
+	if c.DefaultCredentialDays <= 0 || c.DefaultCredentialDays > c.MaxCredentialDays {
+		c.DefaultCredentialDays = c.MaxCredentialDays
+	}
+	if c.MaxCallbackBytes <= 0 {
+		c.MaxCallbackBytes = 64 << 10
+	}
+	if c.CallbackLimit.Per <= 0 {
+		c.CallbackLimit = ratelimit.Limit{Events: 60, Per: time.Minute}
+	}
+	if c.MaxCallbacksPerWork <= 0 {
+		c.MaxCallbacksPerWork = 10_000
+	}
+	if c.HandoffWindow <= 0 {
+		c.HandoffWindow = 72 * time.Hour
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if len(c.SecretKey) != 32 {
+		return errors.New("work: SecretKey must be exactly 32 bytes")
+	}
+	if !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
+		return fmt.Errorf("work: PublicURL %q must be an http:// or https:// URL", c.PublicURL)
+	}
+	return nil
+}
+
+// Service implements the agent-work use-cases.
+type Service struct {
+	store store.Store
+	clock agentowl.Clock
+	cfg   Config
+	log   *slog.Logger
+	aead  cipher.AEAD
+	// checkURL refuses destinations the egress client would refuse.
+	checkURL func(string) error
+	// wake prompts the delivery engine after a handoff commits.
+	wake          func()
+	callbackLimit *ratelimit.Limiter
+}
+
+// New returns a Service. checkURL is the egress client's URL check (every
+// endpoint URL and decision URL must pass it); wake, when set, is called
+// after handoffs commit.
+func New(st store.Store, clock agentowl.Clock, checkURL func(string) error, wake func(), cfg Config, log *slog.Logger) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(cfg.SecretKey)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	if wake == nil {
+		wake = func() {}
+	}
+	return &Service{store: st, clock: clock, cfg: cfg, log: log, aead: aead, checkURL: checkURL, wake: wake,
+		callbackLimit: ratelimit.New("runtime-callbacks", cfg.CallbackLimit, st, clock)}, nil
+}
+
+// Config returns the effective configuration (defaults applied).
+func (s *Service) Config() Config { return s.cfg }
+
+// Wake prompts the delivery engine; ingress calls it after committing
+// handoffs.
+func (s *Service) Wake() { s.wake() }
+
+// NewID returns a fresh random ID with a readable kind prefix, such as
+// work_…, conv_… or evt_…: 128 random bits in lowercase base32.
+func NewID(prefix string) string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return prefix + "_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// Seal encrypts a secret for storage. purpose binds the ciphertext to where
+// it is stored (such as "endpoint:<id>:signing"), so a sealed value copied
+// to another row does not open.
+func (s *Service) Seal(purpose string, plaintext []byte) ([]byte, error) {
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return s.aead.Seal(nonce, nonce, plaintext, []byte(purpose)), nil
+}
+
+// Open decrypts a value sealed for purpose.
+func (s *Service) Open(purpose string, sealed []byte) ([]byte, error) {
+	n := s.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("work: sealed value too short")
+	}
+	return s.aead.Open(nil, sealed[:n], sealed[n:], []byte(purpose))
+}
+
+func signingPurpose(endpointID string) string  { return "endpoint:" + endpointID + ":signing" }
+func decisionPurpose(endpointID string) string { return "endpoint:" + endpointID + ":decision" }
+
+// BindingPurpose is the seal purpose of a binding's inbound signing secret.
+func BindingPurpose(bindingID string) string { return "binding:" + bindingID + ":signing" }
+
+func notFound(what, id string) error {
+	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in this tenant.", what, id)
+}
+
+// CallbackURL is where the runtime reports about work.
+func (s *Service) CallbackURL(workID string) string {
+	return s.cfg.PublicURL + "/runtime/v1/work/" + workID + "/callbacks"
+}
+
+// tenantEndpoint reads a live endpoint of the tenant, or not_found.
+func tenantEndpoint(ctx context.Context, tx store.Tx, tenantID, id string) (*store.Endpoint, error) {
+	ep, err := tx.EndpointGet(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (ep.TenantID != tenantID || ep.DeletedAt != nil)) {
+		return nil, notFound("endpoint", id)
+	}
+	return ep, err
+}
