@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -608,7 +609,8 @@ func TestTwoServersShareOnePostgres(t *testing.T) {
 		}
 		return answer{status: http.StatusNoContent}
 	})
-	env := rcv.env("200ms", "1s")
+	// Replicas sharing a database share the key that seals its secrets.
+	env := append(rcv.env("200ms", "1s"), "AGENTOWL_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)))
 
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a := startServeEnv(t, bin, dirA, env, "--database-url", dbURL)

@@ -5,7 +5,9 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -158,7 +160,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Addr = ln.Addr().String()
-	if err := m.enableWork(api, client.CheckURL); err != nil {
+	if err := m.enableWork(ctx, api, client.CheckURL); err != nil {
 		ln.Close()
 		return err
 	}
@@ -240,7 +242,7 @@ func (m *Main) Close() error {
 
 // enableWork starts agent work: endpoints, runtime credentials, bindings,
 // handoffs and callbacks (docs/agent-work.md).
-func (m *Main) enableWork(api *httpapi.Server, checkURL func(string) error) error {
+func (m *Main) enableWork(ctx context.Context, api *httpapi.Server, checkURL func(string) error) error {
 	cfg := &m.Config
 	wc := cfg.Work
 	if wc.PublicURL == "" {
@@ -258,6 +260,9 @@ func (m *Main) enableWork(api *httpapi.Server, checkURL func(string) error) erro
 			return err
 		}
 		wc.SecretKey = key
+	}
+	if err := checkSecretKey(ctx, m.store, wc.SecretKey, cfg.Clock); err != nil {
+		return err
 	}
 	w, err := work.New(m.store, cfg.Clock, checkURL, m.engine.Wake, wc, cfg.Logger)
 	if err != nil {
@@ -299,6 +304,21 @@ func workFromEnv(wc *work.Config, ic *ingress.Config) error {
 		}
 	}
 	return nil
+}
+
+// checkSecretKey refuses to start with a key other than the one that sealed
+// this database's secrets (another replica's data directory, a changed
+// AGENTOWL_SECRET_KEY): secrets sealed under the first key could not be
+// opened, and deliveries would fail later instead of now.
+func checkSecretKey(ctx context.Context, st store.Store, key []byte, clock agentowl.Clock) error {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("agentowl/secret-key-check/v1"))
+	err := st.Write(ctx, func(tx store.Tx) error { return tx.KeyCheck(ctx, "secret-key", mac.Sum(nil), clock.Now()) })
+	if errors.Is(err, store.ErrConflict) {
+		return errors.New("the secret key differs from the one that sealed this database's secrets: " +
+			"give every replica the same AGENTOWL_SECRET_KEY (or the same DATA-DIR/secret-key file)")
+	}
+	return err
 }
 
 // workSecretKey returns the 32-byte key that seals endpoint and binding

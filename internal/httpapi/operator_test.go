@@ -1282,7 +1282,16 @@ func TestOperatorPolicyOrderWithinOneSecond(t *testing.T) {
 		h := newOpHarness(t, e)
 		path := opTenant + "/policies"
 		_, cred := h.instance()
-		older := h.ok(h.admin("POST", path, map[string]any{"tool": "transfer", "effect": "approve"}), 201)
+		// An older rule whose ID sorts in the upper half, so that a newer
+		// rule's random ID soon sorts before it.
+		var older map[string]any
+		for i := 0; i < 64; i++ {
+			older = h.ok(h.admin("POST", path, map[string]any{"tool": "transfer", "effect": "approve"}), 201)
+			if older["id"].(string) >= "8" {
+				break
+			}
+			h.ok(h.admin("DELETE", path+"/"+older["id"].(string), nil), 204)
+		}
 		// Make the newer rule's ID sort before the older one's, so that an
 		// ID tie-break shows.
 		var newer map[string]any

@@ -106,6 +106,10 @@ type Tx interface {
 	Outbox
 	AgentWork
 
+	// KeyCheck records check as the check value of the key called name if
+	// none is recorded yet, and returns ErrConflict if a different one is.
+	KeyCheck(ctx context.Context, name string, check []byte, now time.Time) error
+
 	// CounterAdd adds delta to the counter of key in the window starting at
 	// windowStart and returns the new total.
 	CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error)
