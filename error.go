@@ -49,6 +49,24 @@ const (
 	ECodeCallbackLimit     = "callback_limit_reached"
 	ECodeEndpointInUse     = "endpoint_in_use"
 	ECodeAgentWorkDisabled = "agent_work_disabled"
+	// Questions and approvals (docs/attention.md). 400: edit_unsupported
+	// (edit is not a v1 decision), decision_not_allowed (not in the
+	// request's allowed_decisions). 409: request_conflict (a request ID and
+	// revision reused with other content), stale_revision (the decision
+	// names a revision that is not the current one), digest_mismatch (the
+	// expected action digest is not the current action's), request_expired,
+	// already_decided (another decision already won), decision_conflict (a
+	// decision ID reused with other content), not_a_request (deciding an
+	// incident, or resolving a request item by hand).
+	ECodeEditUnsupported    = "edit_unsupported"
+	ECodeDecisionNotAllowed = "decision_not_allowed"
+	ECodeRequestConflict    = "request_conflict"
+	ECodeStaleRevision      = "stale_revision"
+	ECodeDigestMismatch     = "digest_mismatch"
+	ECodeRequestExpired     = "request_expired"
+	ECodeAlreadyDecided     = "already_decided"
+	ECodeDecisionConflict   = "decision_conflict"
+	ECodeNotARequest        = "not_a_request"
 	// 413 / 422 / 429 / 500 / 503.
 	ECodeTooLarge                  = "request_too_large"
 	ECodeWebhookVerificationFailed = "webhook_verification_failed"

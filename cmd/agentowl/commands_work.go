@@ -18,7 +18,8 @@ import (
 // operator API.
 
 func (c *cli) addWorkCommands(root *cobra.Command) {
-	root.AddCommand(c.endpointsCommand(), c.runtimeCredentialsCommand(), c.bindingsCommand(), c.workCommand())
+	root.AddCommand(c.endpointsCommand(), c.runtimeCredentialsCommand(), c.bindingsCommand(), c.workCommand(),
+		c.attentionCommand())
 }
 
 // readSecretFile reads a secret from a file, without its trailing newline.

@@ -184,8 +184,16 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // resolveDestination maps an outbox destination to its current receiver:
-// "endpoint:<id>" to an agent-work endpoint, anything else to AAP.
+// "endpoint:<id>" to an agent-work endpoint, "decision:…" to an
+// endpoint's decision URL, anything else to AAP.
 func (m *Main) resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
+	if strings.HasPrefix(destination, "decision:") && m.work != nil {
+		t, ok, err := m.work.ResolveDecisionDestination(ctx, tx, destination)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return &delivery.Target{URL: t.URL, Secret: t.SigningSecret, Header: t.Header, Accept: t.Accept}, nil
+	}
 	resolve := approval.ResolveDestination
 	if strings.HasPrefix(destination, "endpoint:") && m.work != nil {
 		resolve = m.work.ResolveDestination

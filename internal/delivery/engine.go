@@ -124,6 +124,12 @@ func (c Config) withDefaults() Config {
 type Target struct {
 	URL    string
 	Secret string // whsec_ signing secret
+	// Header, when set, adds headers to every attempt (such as the bearer
+	// secret of a decision push); it cannot replace the signature headers.
+	Header http.Header
+	// Accept, when set, checks a 2xx answer (status and the bounded body):
+	// a non-nil error makes the attempt a failed one.
+	Accept func(status int, body []byte) error
 }
 
 // Resolver returns the current target of a destination, or nil when it no
@@ -313,6 +319,11 @@ func (e *Engine) send(ctx context.Context, m *store.Message, t *Target, timeout 
 	if err != nil {
 		return 0, 0, errors.New("invalid URL")
 	}
+	for k, vs := range t.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "AgentOwl-Webhooks/1")
 	key.SetHeaders(req.Header, m.ID, e.clock.Now(), m.Body)
@@ -324,6 +335,16 @@ func (e *Engine) send(ctx context.Context, m *store.Message, t *Target, timeout 
 		return 0, 0, err
 	}
 	defer resp.Body.Close()
+	if t.Accept != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
+		if err != nil {
+			return resp.StatusCode, 0, fmt.Errorf("reading the answer: %w", err)
+		}
+		if err := t.Accept(resp.StatusCode, body); err != nil {
+			return resp.StatusCode, 0, fmt.Errorf("answer refused: %w", err)
+		}
+		return resp.StatusCode, 0, nil
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
 	var retryAfter time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {

@@ -43,6 +43,15 @@ var statusOf = map[string]int{
 	agentowl.ECodeCallbackLimit:             http.StatusConflict,
 	agentowl.ECodeEndpointInUse:             http.StatusConflict,
 	agentowl.ECodeAgentWorkDisabled:         http.StatusConflict,
+	agentowl.ECodeEditUnsupported:           http.StatusBadRequest,
+	agentowl.ECodeDecisionNotAllowed:        http.StatusBadRequest,
+	agentowl.ECodeRequestConflict:           http.StatusConflict,
+	agentowl.ECodeStaleRevision:             http.StatusConflict,
+	agentowl.ECodeDigestMismatch:            http.StatusConflict,
+	agentowl.ECodeRequestExpired:            http.StatusConflict,
+	agentowl.ECodeAlreadyDecided:            http.StatusConflict,
+	agentowl.ECodeDecisionConflict:          http.StatusConflict,
+	agentowl.ECodeNotARequest:               http.StatusConflict,
 }
 
 // typeOf maps a status to the contract's ErrorType.

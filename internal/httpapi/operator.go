@@ -61,6 +61,7 @@ func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	s.route(mux, t+"/deliveries", map[string]http.HandlerFunc{get: s.op(s.listDeliveries)})
 	s.route(mux, t+"/deliveries/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectDelivery)})
 	s.workOperatorRoutes(mux, t)
+	s.attentionRoutes(mux, t)
 }
 
 type list[T any] struct {

@@ -70,7 +70,8 @@ func TestCallbackLifecycle(t *testing.T) {
 			receipt(t, st, e.post(h, h.token, callback(w, fmt.Sprintf("%s:%d", w, i+2), i+2, st)))
 		}
 		ni := callback(w, w+":4", 4, "needs_input")
-		ni["requests"] = []any{map[string]any{"id": "q1", "revision": 1, "kind": "question", "prompt": "Which account?"}}
+		ni["requests"] = []any{map[string]any{"id": "q1", "revision": 1, "kind": "question", "prompt": "Which account?",
+			"allowed_decisions": []any{"answer"}, "expires_at": "2030-01-01T00:00:00Z"}}
 		receipt(t, "needs_input", e.post(h, h.token, ni))
 		wk := e.getWork(t, w)
 		if jsonAt(wk, "runtime", "status") != "needs_input" || jsonAt(wk, "decision", "status") != "requested" ||

@@ -71,6 +71,13 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 	_, _ = rand.Read(cfg.SecretKey)
 	var w *work.Service
 	resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
+		if strings.HasPrefix(dest, "decision:") {
+			t, ok, err := w.ResolveDecisionDestination(ctx, tx, dest)
+			if err != nil || !ok {
+				return nil, err
+			}
+			return &delivery.Target{URL: t.URL, Secret: t.SigningSecret, Header: t.Header, Accept: t.Accept}, nil
+		}
 		r := approval.ResolveDestination
 		if strings.HasPrefix(dest, "endpoint:") {
 			r = w.ResolveDestination

@@ -105,6 +105,7 @@ type Tx interface {
 
 	Outbox
 	AgentWork
+	Attention
 
 	// KeyCheck records check as the check value of the key called name if
 	// none is recorded yet, and returns ErrConflict if a different one is.

@@ -88,7 +88,9 @@ type CallbackInput struct {
 	ResultSummary    string
 	ResultURL        string
 	Requests         json.RawMessage
-	Error            json.RawMessage
+	// ParsedRequests are the validated requests of a needs_input callback.
+	ParsedRequests []Request
+	Error          json.RawMessage
 }
 
 var callbackFields = []string{"version", "callback_id", "work_id", "sequence", "status", "occurred_at",
@@ -198,9 +200,8 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 	case in.Status != store.WorkNeedsInput && ok:
 		return nil, invalid("requests", "requests are allowed with status needs_input only.")
 	case ok:
-		var list []json.RawMessage
-		if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
-			return nil, invalid("requests", "requests must be a non-empty array.")
+		if in.ParsedRequests, err = parseRequests(raw); err != nil {
+			return nil, err
 		}
 		if in.Requests, err = compact(raw); err != nil {
 			return nil, err
@@ -390,6 +391,9 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 					"Work %q is already %s; a later callback cannot reopen it.", w.ID, w.Status)
 			}
 			applyCallback(w, in, now)
+			if err := s.applyAttentionTx(ctx, tx, w, in, now); err != nil {
+				return err
+			}
 			if in.RuntimeSessionID != "" && in.RuntimeSessionID != w.RuntimeSessionID {
 				w.RuntimeSessionID, sessionChanged = in.RuntimeSessionID, true
 			}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+)
+
+// Needs-attention commands (docs/attention.md): list, inspect, ack and
+// resolve items, and decide runtime questions and approvals.
+
+func (c *cli) attentionPath(id string) string {
+	return c.tenantPath("/attention/" + url.PathEscape(id))
+}
+
+func (c *cli) attentionCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "attention", Short: "The Needs-attention inbox: runtime questions, approvals and incidents"}
+	var status, workID string
+	var limit int
+	list := c.listCmd("list", "List attention items, newest first", func([]string) string {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if status != "" {
+			q.Set("status", status)
+		}
+		if workID != "" {
+			q.Set("work", workID)
+		}
+		return c.tenantPath("/attention?" + q.Encode())
+	}, "ID\tKIND\tSTATUS\tREQUEST\tREV\tEXPIRES\tASSIGNEE\tWORK", "id", "kind", "status", "request.id", "request.revision",
+		"request.expires_at", "assignee", "work_id")
+	c.tenantFlag(list)
+	list.Flags().StringVar(&status, "status", "", "open, acknowledged or resolved")
+	list.Flags().StringVar(&workID, "work", "", "only items of this work")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+
+	inspect := &cobra.Command{Use: "inspect ATTENTION", Short: "Show an item, its request, decision, push and receipt", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.attentionPath(args[0]), nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { printAttention(w, out) })
+		}}
+	c.tenantFlag(inspect)
+
+	var assignee string
+	ack := &cobra.Command{Use: "ack ATTENTION", Short: "Acknowledge and assign an item (never decides or resolves it)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := map[string]any{}
+			if assignee != "" {
+				body["assignee"] = assignee
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.attentionPath(args[0])+"/ack", body, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Acknowledged %s, assigned to %s\n", args[0], str(out["assignee"])) })
+		}}
+	c.tenantFlag(ack)
+	ack.Flags().StringVar(&assignee, "assignee", "", "who handles it (default: you)")
+
+	resolve := &cobra.Command{Use: "resolve ATTENTION", Short: "Resolve an incident after review (not requests)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, c.attentionPath(args[0])+"/resolve", nil, &out); err != nil {
+				return err
+			}
+			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Resolved %s\n", args[0]) })
+		}}
+	c.tenantFlag(resolve)
+
+	var submit bool
+	decide := &cobra.Command{Use: "decide ATTENTION DECISION.json",
+		Short: "Preview a decision on the current request; --submit submits it", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[1])
+			if err != nil {
+				return err
+			}
+			if !json.Valid(data) {
+				return fmt.Errorf("%s is not valid JSON", args[1])
+			}
+			var current item
+			if err := c.call(cmd.Context(), http.MethodGet, c.attentionPath(args[0]), nil, &current); err != nil {
+				return err
+			}
+			var shown bytes.Buffer
+			if !c.json {
+				w := &shown
+				fmt.Fprintln(w, "current request:")
+				showItem(w, current, "id", "kind", "status", "request.id", "request.revision", "request.prompt",
+					"request.action.description", "request.action.digest", "request.expires_at", "request.expired")
+				fmt.Fprintf(w, "request.allowed_decisions\t%s\n", joined(get(current, "request", "allowed_decisions")))
+				fmt.Fprintln(w)
+			}
+			path := c.attentionPath(args[0]) + "/decision"
+			if !submit {
+				path += "?preview=true"
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodPost, path, json.RawMessage(data), &out); err != nil {
+				// The refusal names what to fix (such as the current digest).
+				return err
+			}
+			_, _ = cmd.OutOrStdout().Write(shown.Bytes())
+			return c.emit(out, func(w io.Writer) {
+				body, _ := json.MarshalIndent(out["body"], "", "  ")
+				switch {
+				case out["preview"] == true:
+					fmt.Fprintf(w, "would submit (nothing changed; add --submit after reviewing the action):\n%s\n", body)
+				case out["replay"] == true:
+					fmt.Fprintf(w, "already submitted (replay, nothing changed):\n%s\n", body)
+				default:
+					fmt.Fprintf(w, "submitted decision %s:\n%s\n", str(get(out, "attention", "decision", "decision_id")), body)
+				}
+			})
+		}}
+	c.tenantFlag(decide)
+	decide.Flags().BoolVar(&submit, "submit", false, "submit the decision (without it, only preview)")
+	cmd.AddCommand(list, inspect, ack, resolve, decide)
+	return cmd
+}
+
+// printAttention shows an item with its three separate statuses: the work's
+// runtime status, the decision push and the decision receipt.
+func printAttention(w io.Writer, it item) {
+	showItem(w, it, "id", "kind", "status", "resolution", "work_id", "endpoint_id", "assignee", "acknowledged_at", "resolved_at",
+		"summary", "created_at")
+	if it["request"] != nil {
+		fmt.Fprintln(w, "\nrequest:")
+		showItem(w, it, "request.id", "request.revision", "request.prompt", "request.action.description", "request.action.digest",
+			"request.expires_at", "request.expired")
+		fmt.Fprintf(w, "request.allowed_decisions\t%s\n", joined(get(it, "request", "allowed_decisions")))
+	}
+	fmt.Fprintln(w, "\nruntime (callbacks):")
+	showItem(w, it, "work_status")
+	if it["decision"] != nil {
+		fmt.Fprintln(w, "decision:")
+		showItem(w, it, "decision.decision_id", "decision.decision", "decision.answer", "decision.expected_action_digest",
+			"decision.decided_by", "decision.decided_at")
+		fmt.Fprintln(w, "decision push (HTTP delivery):")
+		showItem(w, it, "push.state", "push.attempts", "push.last_status", "push.last_error")
+		fmt.Fprintln(w, "decision receipt (runtime acceptance):")
+		showItem(w, it, "decision.receipt.status", "decision.receipt.received_at", "decision.receipt.via")
+	}
+}

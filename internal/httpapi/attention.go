@@ -1,0 +1,273 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// attentionRoutes registers the Needs-attention inbox under the tenant
+// prefix t, and the decision recovery routes of runtimes.
+func (s *Server) attentionRoutes(mux *http.ServeMux, t string) {
+	if s.work == nil {
+		return
+	}
+	get, post := http.MethodGet, http.MethodPost
+	s.route(mux, t+"/attention", map[string]http.HandlerFunc{get: s.op(s.listAttention)})
+	s.route(mux, t+"/attention/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectAttention)})
+	s.route(mux, t+"/attention/{id}/ack", map[string]http.HandlerFunc{post: s.op(s.ackAttention)})
+	s.route(mux, t+"/attention/{id}/resolve", map[string]http.HandlerFunc{post: s.op(s.resolveAttention)})
+	s.route(mux, t+"/attention/{id}/decision", map[string]http.HandlerFunc{post: s.op(s.decideAttention)})
+	s.route(mux, "/runtime/v1/work/{work}/decisions", map[string]http.HandlerFunc{get: s.listDecisions})
+	s.route(mux, "/runtime/v1/work/{work}/decisions/{decision}/receipt", map[string]http.HandlerFunc{post: s.postReceipt})
+}
+
+type wireAction struct {
+	Description string `json:"description"`
+	Digest      string `json:"digest"`
+}
+
+type wireAttentionRequest struct {
+	ID               string      `json:"id"`
+	Revision         int64       `json:"revision"`
+	Prompt           string      `json:"prompt"`
+	AllowedDecisions []string    `json:"allowed_decisions"`
+	Action           *wireAction `json:"action,omitempty"`
+	ExpiresAt        string      `json:"expires_at"`
+	Expired          bool        `json:"expired"`
+}
+
+type wireReceiptState struct {
+	Status     string  `json:"status"` // pending or received
+	ReceivedAt *string `json:"received_at,omitempty"`
+	Via        string  `json:"via,omitempty"`
+}
+
+type wireWorkDecisionRecord struct {
+	DecisionID           string           `json:"decision_id"`
+	WorkID               string           `json:"work_id"`
+	RequestID            string           `json:"request_id"`
+	RequestRevision      int64            `json:"request_revision"`
+	Decision             string           `json:"decision"`
+	Answer               string           `json:"answer,omitempty"`
+	ExpectedActionDigest string           `json:"expected_action_digest,omitempty"`
+	DecidedAt            string           `json:"decided_at"`
+	DecidedBy            string           `json:"decided_by,omitempty"`
+	Receipt              wireReceiptState `json:"receipt"`
+	Body                 json.RawMessage  `json:"body"`
+}
+
+func toWireDecision(d *store.Decision, withActor bool) wireWorkDecisionRecord {
+	out := wireWorkDecisionRecord{DecisionID: d.ID, WorkID: d.WorkID, RequestID: d.RequestID, RequestRevision: d.Revision,
+		Decision: d.Decision, Answer: d.Answer, ExpectedActionDigest: d.ExpectedActionDigest,
+		DecidedAt: timestamp(d.DecidedAt), Receipt: wireReceiptState{Status: "pending"}, Body: d.Body}
+	if withActor {
+		out.DecidedBy = d.DecidedBy
+	}
+	if d.ReceiptAt != nil {
+		out.Receipt = wireReceiptState{Status: "received", ReceivedAt: timestampPtr(d.ReceiptAt), Via: d.ReceiptVia}
+	}
+	return out
+}
+
+type wireAttention struct {
+	ID             string                `json:"id"`
+	Kind           string                `json:"kind"`
+	Status         string                `json:"status"`
+	Resolution     string                `json:"resolution,omitempty"`
+	WorkID         string                `json:"work_id"`
+	EndpointID     string                `json:"endpoint_id"`
+	Request        *wireAttentionRequest `json:"request,omitempty"`
+	Summary        string                `json:"summary,omitempty"`
+	Assignee       string                `json:"assignee,omitempty"`
+	AcknowledgedAt *string               `json:"acknowledged_at,omitempty"`
+	ResolvedAt     *string               `json:"resolved_at,omitempty"`
+	CreatedAt      string                `json:"created_at"`
+	UpdatedAt      string                `json:"updated_at"`
+	// The three separate statuses: the work's runtime outcome, the
+	// decision push delivery and the decision receipt.
+	WorkStatus string                  `json:"work_status"`
+	Decision   *wireWorkDecisionRecord `json:"decision,omitempty"`
+	Push       *wireWorkDelivery       `json:"push,omitempty"`
+}
+
+func toWireAttention(v *work.AttentionView) wireAttention {
+	it := v.Item
+	out := wireAttention{ID: it.ID, Kind: it.Kind, Status: string(it.Status), Resolution: it.Resolution, WorkID: it.WorkID,
+		EndpointID: it.EndpointID, Summary: it.Summary, Assignee: it.Assignee, AcknowledgedAt: timestampPtr(it.AcknowledgedAt),
+		ResolvedAt: timestampPtr(it.ResolvedAt), CreatedAt: timestamp(it.CreatedAt), UpdatedAt: timestamp(it.UpdatedAt),
+		WorkStatus: string(v.WorkStatus)}
+	if it.RequestID != "" {
+		rq := &wireAttentionRequest{ID: it.RequestID, Revision: it.Revision, Prompt: it.Prompt,
+			AllowedDecisions: it.AllowedDecisions, Expired: v.Expired}
+		if it.ExpiresAt != nil {
+			rq.ExpiresAt = it.ExpiresAt.UTC().Format("2006-01-02T15:04:05.999999999Z07:00")
+		}
+		if it.ActionDigest != "" {
+			rq.Action = &wireAction{Description: it.ActionDescription, Digest: it.ActionDigest}
+		}
+		out.Request = rq
+	}
+	if v.Decision != nil {
+		d := toWireDecision(v.Decision, true)
+		out.Decision = &d
+	}
+	if m := v.Push; m != nil {
+		p := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
+			LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
+		if m.State == store.MessagePending {
+			p.NextAttempt = timestampPtr(&m.NextAttempt)
+		}
+		out.Push = p
+	}
+	return out
+}
+
+func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	limit, err := limitParam(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	st, err := work.ParseAttentionStatus(r.URL.Query().Get("status"))
+	if err != nil {
+		return 0, nil, err
+	}
+	vs, err := s.work.work.ListAttention(r.Context(), p, r.PathValue("tenant"),
+		store.AttentionListParams{Status: st, WorkID: r.URL.Query().Get("work"), Limit: limit})
+	return http.StatusOK, listOf(vs, toWireAttention), err
+}
+
+func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	v, err := s.work.work.InspectAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireAttention(v), nil
+}
+
+func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	var assignee string
+	if r.ContentLength != 0 || r.Header.Get("Content-Type") != "" {
+		fields, err := readObject(r, "assignee")
+		if err != nil {
+			return 0, nil, err
+		}
+		if _, err := field(fields, "assignee", &assignee); err != nil {
+			return 0, nil, err
+		}
+	}
+	v, err := s.work.work.AckAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), assignee)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireAttention(v), nil
+}
+
+func (s *Server) resolveAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	v, err := s.work.work.ResolveAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireAttention(v), nil
+}
+
+type wireDecideResult struct {
+	Attention wireAttention   `json:"attention"`
+	Preview   bool            `json:"preview"`
+	Replay    bool            `json:"replay"`
+	Body      json.RawMessage `json:"body"`
+}
+
+// decideAttention submits a decision file, or with ?preview=true checks it
+// and shows what would be pushed without changing anything.
+func (s *Server) decideAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return 0, nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, 64<<10+1))
+	if err != nil {
+		return 0, nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
+	}
+	if len(data) > 64<<10 {
+		return 0, nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", 64<<10)
+	}
+	in, err := work.ParseDecision(data)
+	if err != nil {
+		return 0, nil, err
+	}
+	preview := r.URL.Query().Get("preview")
+	if preview != "" && preview != "true" && preview != "false" {
+		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "preview", "preview must be true or false.")
+	}
+	res, err := s.work.work.Decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in, preview != "true")
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusCreated
+	if res.Preview || res.Replay {
+		status = http.StatusOK
+	}
+	return status, wireDecideResult{Attention: toWireAttention(res.View), Preview: res.Preview, Replay: res.Replay, Body: res.Body}, nil
+}
+
+// ---- runtime recovery
+
+type wireDecisionList struct {
+	WorkID     string                   `json:"work_id"`
+	WorkStatus string                   `json:"work_status"`
+	Items      []wireWorkDecisionRecord `json:"items"`
+}
+
+func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request) {
+	out, err := func() (any, error) {
+		c, err := s.authenticateRuntime(r)
+		if err != nil {
+			return nil, err
+		}
+		ds, st, err := s.work.work.ListDecisions(r.Context(), c, r.PathValue("work"))
+		if err != nil {
+			return nil, err
+		}
+		l := wireDecisionList{WorkID: r.PathValue("work"), WorkStatus: string(st), Items: []wireWorkDecisionRecord{}}
+		for _, d := range ds {
+			l.Items = append(l.Items, toWireDecision(d, false))
+		}
+		return l, nil
+	}()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type wireDecisionReceipt struct {
+	Decision   wireWorkDecisionRecord `json:"decision"`
+	WorkStatus string                 `json:"work_status"`
+}
+
+func (s *Server) postReceipt(w http.ResponseWriter, r *http.Request) {
+	out, err := func() (any, error) {
+		c, err := s.authenticateRuntime(r)
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.work.work.RecordReceipt(r.Context(), c, r.PathValue("work"), r.PathValue("decision"))
+		if err != nil {
+			return nil, err
+		}
+		return wireDecisionReceipt{Decision: toWireDecision(v.Decision, false), WorkStatus: string(v.WorkStatus)}, nil
+	}()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}

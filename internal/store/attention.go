@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Records of questions and approvals (docs/attention.md): attention items
+// (one per revision of a runtime request, and incidents) and the decisions
+// made on them. The rules live in internal/work.
+
+// AttentionStatus is where an item is in the operator's inbox.
+type AttentionStatus string
+
+// Attention statuses.
+const (
+	AttentionOpen         AttentionStatus = "open"
+	AttentionAcknowledged AttentionStatus = "acknowledged"
+	AttentionResolved     AttentionStatus = "resolved"
+)
+
+// AttentionItem is one thing a person needs to look at: a request (a
+// question or an approval, one item per revision) or an incident.
+type AttentionItem struct {
+	ID       string // att_…
+	TenantID string
+	Kind     string // question, approval or incident
+	Status   AttentionStatus
+	// Resolution says why a resolved item was resolved: receipt, outcome,
+	// superseded, expired, work_ended or reviewed.
+	Resolution string
+	WorkID     string
+	EndpointID string
+	// Request fields (empty for incidents).
+	RequestID         string
+	Revision          int64
+	Prompt            string
+	AllowedDecisions  []string
+	ActionDescription string
+	ActionDigest      string
+	ExpiresAt         *time.Time
+	ContentHash       []byte
+	Request           []byte // the request object in canonical JSON
+	// Summary describes an incident.
+	Summary        string
+	Assignee       string
+	AcknowledgedAt *time.Time
+	ResolvedAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Decision is the winning human decision on a request item.
+type Decision struct {
+	WorkID               string
+	ID                   string // the operator's stable decision_id
+	TenantID             string
+	AttentionID          string
+	RequestID            string
+	Revision             int64
+	Decision             string
+	Answer               string
+	ExpectedActionDigest string
+	ContentHash          []byte
+	// Body is the pushed decision document (docs/attention.md).
+	Body      []byte
+	DecidedBy string
+	DecidedAt time.Time
+	// MessageID is the outbox message of the push, if any.
+	MessageID  string
+	ReceiptAt  *time.Time
+	ReceiptVia string // push or recovery
+}
+
+// AttentionListParams filters AttentionList; results are newest first.
+type AttentionListParams struct {
+	TenantID string
+	Status   AttentionStatus // optional
+	WorkID   string          // optional
+	Limit    int
+}
+
+// Attention is the persistence of attention items and decisions.
+type Attention interface {
+	// AttentionCreate inserts an item; ErrConflict if the work already has
+	// that request revision.
+	AttentionCreate(ctx context.Context, a *AttentionItem) error
+	AttentionGet(ctx context.Context, id string) (*AttentionItem, error)
+	// AttentionUpdate writes status, resolution, assignee and times.
+	AttentionUpdate(ctx context.Context, a *AttentionItem) error
+	AttentionList(ctx context.Context, p AttentionListParams) ([]*AttentionItem, error)
+	// AttentionLatestRequest returns the highest revision of a request.
+	AttentionLatestRequest(ctx context.Context, workID, requestID string) (*AttentionItem, error)
+	// AttentionExpire resolves unresolved request items whose expiry is at
+	// or before now as expired; it returns how many.
+	AttentionExpire(ctx context.Context, now time.Time) (int, error)
+
+	// DecisionCreate inserts a decision; ErrConflict if the item already
+	// has one or the work has the decision ID.
+	DecisionCreate(ctx context.Context, d *Decision) error
+	DecisionGet(ctx context.Context, workID, id string) (*Decision, error)
+	DecisionGetByAttention(ctx context.Context, attentionID string) (*Decision, error)
+	// DecisionList returns a work's decisions, oldest first.
+	DecisionList(ctx context.Context, workID string) ([]*Decision, error)
+	// DecisionSetReceipt sets the receipt if unset.
+	DecisionSetReceipt(ctx context.Context, workID, id string, at time.Time, via string) error
+}

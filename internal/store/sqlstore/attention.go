@@ -1,0 +1,150 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// SQL of attention items and decisions (store.Attention).
+
+const attentionCols = `id, tenant_id, kind, status, resolution, work_id, endpoint_id, request_id, revision, prompt,
+	allowed_decisions, action_description, action_digest, expires_at, content_hash, request, summary, assignee,
+	acknowledged_at, resolved_at, created_at, updated_at`
+
+func scanAttention(s scanner) (*store.AttentionItem, error) {
+	var v store.AttentionItem
+	var status string
+	var resolution, requestID, prompt, allowed, actionDesc, actionDigest, request, summary, assignee sql.NullString
+	var revision, expires, acked, resolved sql.NullInt64
+	var created, updated int64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.Kind, &status, &resolution, &v.WorkID, &v.EndpointID, &requestID, &revision,
+		&prompt, &allowed, &actionDesc, &actionDigest, &expires, &v.ContentHash, &request, &summary, &assignee,
+		&acked, &resolved, &created, &updated); err != nil {
+		return nil, err
+	}
+	v.Status, v.Resolution, v.RequestID, v.Revision = store.AttentionStatus(status), resolution.String, requestID.String, revision.Int64
+	v.Prompt, v.ActionDescription, v.ActionDigest = prompt.String, actionDesc.String, actionDigest.String
+	v.AllowedDecisions = strings.Fields(allowed.String)
+	if request.Valid {
+		v.Request = []byte(request.String)
+	}
+	v.Summary, v.Assignee = summary.String, assignee.String
+	v.ExpiresAt, v.AcknowledgedAt, v.ResolvedAt = fromNullTS(expires), fromNullTS(acked), fromNullTS(resolved)
+	v.CreatedAt, v.UpdatedAt = fromTS(created), fromTS(updated)
+	return &v, nil
+}
+
+func nullRevision(v int64, valid bool) any {
+	if !valid {
+		return nil
+	}
+	return v
+}
+
+func (t *tx) AttentionCreate(ctx context.Context, v *store.AttentionItem) error {
+	isRequest := v.RequestID != ""
+	var request any
+	if v.Request != nil {
+		request = string(v.Request)
+	}
+	_, err := t.exec(ctx, `INSERT INTO attention_items (`+attentionCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.Kind, string(v.Status), nullStr(v.Resolution), v.WorkID, v.EndpointID, nullStr(v.RequestID),
+		nullRevision(v.Revision, isRequest), nullStr(v.Prompt), nullStr(strings.Join(v.AllowedDecisions, " ")),
+		nullStr(v.ActionDescription), nullStr(v.ActionDigest), nullTS(v.ExpiresAt), nullBytes(v.ContentHash), request,
+		nullStr(v.Summary), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt), ts(v.CreatedAt), ts(v.UpdatedAt))
+	return err
+}
+
+func (t *tx) AttentionGet(ctx context.Context, id string) (*store.AttentionItem, error) {
+	return one(t.queryRow(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE id = ?`, id), scanAttention)
+}
+
+func (t *tx) AttentionUpdate(ctx context.Context, v *store.AttentionItem) error {
+	return t.execOne(ctx, `UPDATE attention_items SET status = ?, resolution = ?, assignee = ?, acknowledged_at = ?,
+		resolved_at = ?, updated_at = ? WHERE id = ?`,
+		string(v.Status), nullStr(v.Resolution), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt),
+		ts(v.UpdatedAt), v.ID)
+}
+
+func (t *tx) AttentionList(ctx context.Context, p store.AttentionListParams) ([]*store.AttentionItem, error) {
+	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
+	if p.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(p.Status))
+	}
+	if p.WorkID != "" {
+		where, args = append(where, "work_id = ?"), append(args, p.WorkID)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := t.query(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
+	return all(rows, err, scanAttention)
+}
+
+func (t *tx) AttentionLatestRequest(ctx context.Context, workID, requestID string) (*store.AttentionItem, error) {
+	return one(t.queryRow(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE work_id = ? AND request_id = ?
+		ORDER BY revision DESC LIMIT 1`, workID, requestID), scanAttention)
+}
+
+func (t *tx) AttentionExpire(ctx context.Context, now time.Time) (int, error) {
+	res, err := t.exec(ctx, `UPDATE attention_items SET status = 'resolved', resolution = 'expired', resolved_at = ?,
+		updated_at = ? WHERE status <> 'resolved' AND expires_at IS NOT NULL AND expires_at <= ?`, ts(now), ts(now), ts(now))
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// ---- decisions
+
+const decisionCols = `work_id, id, tenant_id, attention_id, request_id, revision, decision, answer, expected_action_digest,
+	content_hash, body, decided_by, decided_at, message_id, receipt_at, receipt_via`
+
+func scanDecision(s scanner) (*store.Decision, error) {
+	var v store.Decision
+	var answer, digest, message, via sql.NullString
+	var decided int64
+	var receipt sql.NullInt64
+	if err := s.Scan(&v.WorkID, &v.ID, &v.TenantID, &v.AttentionID, &v.RequestID, &v.Revision, &v.Decision, &answer, &digest,
+		&v.ContentHash, &v.Body, &v.DecidedBy, &decided, &message, &receipt, &via); err != nil {
+		return nil, err
+	}
+	v.Answer, v.ExpectedActionDigest, v.MessageID, v.ReceiptVia = answer.String, digest.String, message.String, via.String
+	v.DecidedAt, v.ReceiptAt = fromTS(decided), fromNullTS(receipt)
+	return &v, nil
+}
+
+func (t *tx) DecisionCreate(ctx context.Context, v *store.Decision) error {
+	_, err := t.exec(ctx, `INSERT INTO work_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.WorkID, v.ID, v.TenantID, v.AttentionID, v.RequestID, v.Revision, v.Decision, nullStr(v.Answer),
+		nullStr(v.ExpectedActionDigest), v.ContentHash, v.Body, v.DecidedBy, ts(v.DecidedAt), nullStr(v.MessageID),
+		nullTS(v.ReceiptAt), nullStr(v.ReceiptVia))
+	return err
+}
+
+func (t *tx) DecisionGet(ctx context.Context, workID, id string) (*store.Decision, error) {
+	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? AND id = ?`, workID, id), scanDecision)
+}
+
+func (t *tx) DecisionGetByAttention(ctx context.Context, attentionID string) (*store.Decision, error) {
+	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE attention_id = ?`, attentionID), scanDecision)
+}
+
+func (t *tx) DecisionList(ctx context.Context, workID string) ([]*store.Decision, error) {
+	rows, err := t.query(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? ORDER BY decided_at, id`, workID)
+	return all(rows, err, scanDecision)
+}
+
+func (t *tx) DecisionSetReceipt(ctx context.Context, workID, id string, at time.Time, via string) error {
+	_, err := t.exec(ctx, `UPDATE work_decisions SET receipt_at = ?, receipt_via = ? WHERE work_id = ? AND id = ?
+		AND receipt_at IS NULL`, ts(at), via, workID, id)
+	return err
+}

@@ -1,0 +1,746 @@
+package work
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Questions and approvals (docs/attention.md): the attention items of
+// runtime requests and incidents, the decisions on them, their push to the
+// runtime and the receipts that confirm acceptance.
+
+// MessageKindDecision pushes a decision to an endpoint's decision URL.
+const MessageKindDecision = "work.decision"
+
+// DecisionType is the type of a pushed decision document.
+const DecisionType = "decision"
+
+// Receipt sources.
+const (
+	ReceiptViaPush     = "push"
+	ReceiptViaRecovery = "recovery"
+)
+
+// Resolutions of attention items.
+const (
+	ResolvedReceipt    = "receipt"
+	ResolvedOutcome    = "outcome"
+	ResolvedSuperseded = "superseded"
+	ResolvedExpired    = "expired"
+	ResolvedWorkEnded  = "work_ended"
+	ResolvedReviewed   = "reviewed"
+)
+
+// applyAttentionTx records what an applied (not stale) callback means for
+// the inbox: the requests of needs_input become items (a higher revision
+// supersedes the item of the lower one; the same revision with other
+// content is request_conflict), decided items resolve on any later
+// callback, every request item resolves when the work ends, and failed
+// work opens an incident.
+func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, w *store.Work, in *CallbackInput, now time.Time) error {
+	items, err := tx.AttentionList(ctx, store.AttentionListParams{TenantID: w.TenantID, WorkID: w.ID, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if it.Status == store.AttentionResolved || it.Kind == KindIncident {
+			continue
+		}
+		resolution := ""
+		if _, err := tx.DecisionGetByAttention(ctx, it.ID); err == nil {
+			resolution = ResolvedOutcome
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		} else if w.Status.Terminal() {
+			resolution = ResolvedWorkEnded
+		}
+		if resolution != "" {
+			if err := resolveItem(ctx, tx, it, resolution, now); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range in.ParsedRequests {
+		latest, err := tx.AttentionLatestRequest(ctx, w.ID, r.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		case latest.Revision == r.Revision:
+			if bytes.Equal(latest.ContentHash, r.Hash) {
+				continue
+			}
+			return agentowl.FieldError(agentowl.ECodeRequestConflict, "requests",
+				"Request %q revision %d was already recorded with other content; changed content needs a higher revision.",
+				r.ID, r.Revision)
+		case latest.Revision > r.Revision:
+			return agentowl.FieldError(agentowl.ECodeRequestConflict, "requests",
+				"Request %q is already at revision %d; revision %d cannot replace it.", r.ID, latest.Revision, r.Revision)
+		default:
+			if latest.Status != store.AttentionResolved {
+				if err := resolveItem(ctx, tx, latest, ResolvedSuperseded, now); err != nil {
+					return err
+				}
+			}
+		}
+		it := &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: r.Kind, Status: store.AttentionOpen,
+			WorkID: w.ID, EndpointID: w.EndpointID, RequestID: r.ID, Revision: r.Revision, Prompt: r.Prompt,
+			AllowedDecisions: r.AllowedDecisions, ExpiresAt: &r.ExpiresAt, ContentHash: r.Hash, Request: r.Canonical,
+			CreatedAt: now, UpdatedAt: now}
+		if r.Action != nil {
+			it.ActionDescription, it.ActionDigest = r.Action.Description, r.Action.Digest
+		}
+		if err := tx.AttentionCreate(ctx, it); err != nil {
+			return err
+		}
+	}
+	if in.Status == store.WorkFailed {
+		summary := "The runtime reported the work failed."
+		var e struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(in.Error, &e) == nil && e.Message != "" {
+			summary = "The runtime reported the work failed: " + truncate(e.Message, 1024)
+		}
+		return tx.AttentionCreate(ctx, &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
+			Status: store.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary, CreatedAt: now, UpdatedAt: now})
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func resolveItem(ctx context.Context, tx store.Tx, it *store.AttentionItem, resolution string, now time.Time) error {
+	it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = store.AttentionResolved, resolution, &now, now
+	return tx.AttentionUpdate(ctx, it)
+}
+
+// ---- operator views
+
+// AttentionView is an item with its decision and the state of its work.
+type AttentionView struct {
+	Item     *store.AttentionItem
+	Decision *store.Decision
+	// Expired is true when the request's expiry has passed (whether or not
+	// the maintenance sweep has resolved the item yet).
+	Expired    bool
+	WorkStatus store.WorkStatus
+	// Delivery is the state of the decision push, if any.
+	Push *store.Message
+}
+
+// ParseAttentionStatus validates a status filter.
+func ParseAttentionStatus(v string) (store.AttentionStatus, error) {
+	st := store.AttentionStatus(v)
+	switch st {
+	case "", store.AttentionOpen, store.AttentionAcknowledged, store.AttentionResolved:
+		return st, nil
+	}
+	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open, acknowledged or resolved.")
+}
+
+func (s *Service) view(ctx context.Context, tx store.Tx, it *store.AttentionItem) (*AttentionView, error) {
+	v := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !s.clock.Now().Before(*it.ExpiresAt)}
+	d, err := tx.DecisionGetByAttention(ctx, it.ID)
+	if err == nil {
+		v.Decision = d
+		if d.MessageID != "" {
+			if v.Push, err = tx.MessageGet(ctx, d.MessageID); errors.Is(err, store.ErrNotFound) {
+				v.Push, err = nil, nil
+			}
+		}
+	} else if errors.Is(err, store.ErrNotFound) {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	w, err := tx.WorkGet(ctx, it.WorkID)
+	if err != nil {
+		return nil, err
+	}
+	v.WorkStatus = w.Status
+	return v, nil
+}
+
+// ListAttention lists a tenant's attention items, newest first. Members may.
+func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant string, params store.AttentionListParams) ([]*AttentionView, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	params.TenantID = m.TenantID
+	var out []*AttentionView
+	err = s.store.Read(ctx, func(tx store.Tx) error {
+		items, err := tx.AttentionList(ctx, params)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			v, err := s.view(ctx, tx, it)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func tenantItem(ctx context.Context, tx store.Tx, tenantID, id string) (*store.AttentionItem, error) {
+	it, err := tx.AttentionGet(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != tenantID) {
+		return nil, notFound("attention item", id)
+	}
+	return it, err
+}
+
+// InspectAttention returns one item. Members may.
+func (s *Service) InspectAttention(ctx context.Context, p *access.Principal, tenant, id string) (*AttentionView, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	var out *AttentionView
+	err = s.store.Read(ctx, func(tx store.Tx) error {
+		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		if err != nil {
+			return err
+		}
+		out, err = s.view(ctx, tx, it)
+		return err
+	})
+	return out, err
+}
+
+// AckAttention acknowledges an open item and assigns it (to assignee, or
+// to the caller): it never decides, executes or resolves anything.
+// Acknowledging again reassigns. Members may.
+func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant, id, assignee string) (*AttentionView, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	if assignee == "" {
+		assignee = p.Actor()
+	}
+	if len(assignee) > 256 || !utf8.ValidString(assignee) || strings.ContainsFunc(assignee, func(r rune) bool { return r < ' ' }) {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "assignee", "assignee must be 1-256 bytes of text.")
+	}
+	var out *AttentionView
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		if err != nil {
+			return err
+		}
+		if it.Status == store.AttentionResolved {
+			return agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "Attention item %q is already resolved (%s).", id, it.Resolution)
+		}
+		now := s.clock.Now()
+		it.Status, it.Assignee, it.UpdatedAt = store.AttentionAcknowledged, assignee, now
+		if it.AcknowledgedAt == nil {
+			it.AcknowledgedAt = &now
+		}
+		if err := tx.AttentionUpdate(ctx, it); err != nil {
+			return err
+		}
+		if err := access.Audit(ctx, tx, now, m.TenantID, p, "attention.ack", "attention:"+id,
+			map[string]any{"assignee": assignee}); err != nil {
+			return err
+		}
+		out, err = s.view(ctx, tx, it)
+		return err
+	})
+	return out, err
+}
+
+// ResolveAttention resolves an incident after review. Request items
+// resolve only through a receipt, a later outcome, supersession or expiry:
+// resolving one by hand is not_a_request. Members may.
+func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, tenant, id string) (*AttentionView, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	var out *AttentionView
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		if err != nil {
+			return err
+		}
+		if it.Kind != KindIncident {
+			return agentowl.Errorf(agentowl.ECodeNotARequest,
+				"Attention item %q is a %s request; it resolves through the runtime's receipt or outcome, not by hand.", id, it.Kind)
+		}
+		if it.Status != store.AttentionResolved {
+			now := s.clock.Now()
+			if err := resolveItem(ctx, tx, it, ResolvedReviewed, now); err != nil {
+				return err
+			}
+			if err := access.Audit(ctx, tx, now, m.TenantID, p, "attention.resolve", "attention:"+id, nil); err != nil {
+				return err
+			}
+		}
+		out, err = s.view(ctx, tx, it)
+		return err
+	})
+	return out, err
+}
+
+// ---- deciding
+
+// DecisionInput is a decision file (docs/attention.md).
+type DecisionInput struct {
+	DecisionID           string
+	RequestRevision      int64
+	Decision             string
+	ExpectedActionDigest string
+	Answer               string
+	hasDigest, hasAnswer bool
+}
+
+var decisionFields = []string{"decision_id", "request_revision", "decision", "expected_action_digest", "answer"}
+
+// ParseDecision reads a decision file.
+func ParseDecision(body []byte) (*DecisionInput, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidJSON, "The decision must be one JSON object.")
+	}
+	for k := range fields {
+		if !slices.Contains(decisionFields, k) {
+			return nil, agentowl.FieldError(agentowl.ECodeUnknownField, k, "Unknown field %q.", k)
+		}
+	}
+	var in DecisionInput
+	var err error
+	if in.DecisionID, err = stringField(fields, "decision_id", true, 128); err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(in.DecisionID, "/ ?#%") {
+		return nil, invalid("decision_id", "decision_id must not contain spaces, /, ?, # or %%.")
+	}
+	raw, ok := fields["request_revision"]
+	if !ok {
+		return nil, agentowl.FieldError(agentowl.ECodeMissingField, "request_revision", "request_revision is required.")
+	}
+	var rev json.Number
+	if err := json.Unmarshal(raw, &rev); err != nil || bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`)) {
+		return nil, invalid("request_revision", "request_revision must be a positive integer.")
+	}
+	if in.RequestRevision, err = rev.Int64(); err != nil || in.RequestRevision < 1 {
+		return nil, invalid("request_revision", "request_revision must be a positive integer.")
+	}
+	if in.Decision, err = stringField(fields, "decision", true, 32); err != nil {
+		return nil, err
+	}
+	if in.Decision == DecisionEdit {
+		return nil, agentowl.FieldError(agentowl.ECodeEditUnsupported, "decision",
+			"The edit decision is not supported in agent-work.v1: approve or reject, and ask the runtime for a new revision.")
+	}
+	if _, in.hasDigest = fields["expected_action_digest"]; in.hasDigest {
+		if in.ExpectedActionDigest, err = stringField(fields, "expected_action_digest", true, 64); err != nil || !IsDigest(in.ExpectedActionDigest) {
+			return nil, invalid("expected_action_digest", "expected_action_digest must be 64 lowercase hex characters.")
+		}
+	}
+	if raw, in.hasAnswer = fields["answer"]; in.hasAnswer {
+		if err := json.Unmarshal(raw, &in.Answer); err != nil || in.Answer == "" || len(in.Answer) > maxPromptBytes || !utf8.ValidString(in.Answer) {
+			return nil, invalid("answer", "answer must be 1-%d bytes of text.", maxPromptBytes)
+		}
+	}
+	return &in, nil
+}
+
+// hash is the decision's content identity: a resubmission with the same
+// decision ID must match it.
+func (in *DecisionInput) hash(attentionID string) []byte {
+	b, _ := json.Marshal([]any{attentionID, in.RequestRevision, in.Decision, in.ExpectedActionDigest, in.Answer})
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// PushedDecision is the document pushed to the decision URL and listed by
+// the recovery route (docs/attention.md).
+type PushedDecision struct {
+	Version              string `json:"version"`
+	Type                 string `json:"type"`
+	DecisionID           string `json:"decision_id"`
+	WorkID               string `json:"work_id"`
+	RequestID            string `json:"request_id"`
+	RequestRevision      int64  `json:"request_revision"`
+	Decision             string `json:"decision"`
+	Answer               string `json:"answer,omitempty"`
+	ExpectedActionDigest string `json:"expected_action_digest,omitempty"`
+	DecidedAt            string `json:"decided_at"`
+	RequestExpiresAt     string `json:"request_expires_at"`
+}
+
+// DecideResult is the outcome of Decide.
+type DecideResult struct {
+	View *AttentionView
+	// Replay is true when the same decision was already recorded.
+	Replay bool
+	// Preview is true when nothing was submitted.
+	Preview bool
+	// Body is the decision document that is (or would be) pushed.
+	Body []byte
+}
+
+// checkDecision applies every refusal to in against item it at now.
+func checkDecision(it *store.AttentionItem, latest *store.AttentionItem, in *DecisionInput, now time.Time) error {
+	if it.Kind == KindIncident {
+		return agentowl.Errorf(agentowl.ECodeNotARequest, "Attention item %q is an incident; there is nothing to decide.", it.ID)
+	}
+	if latest.Revision != it.Revision || in.RequestRevision != it.Revision || it.Resolution == ResolvedSuperseded {
+		return agentowl.FieldError(agentowl.ECodeStaleRevision, "request_revision",
+			"Request %q is at revision %d (item %s); a decision on revision %d cannot authorize it. Review the current revision.",
+			it.RequestID, latest.Revision, latest.ID, in.RequestRevision)
+	}
+	if it.ExpiresAt != nil && !now.Before(*it.ExpiresAt) || it.Resolution == ResolvedExpired {
+		return agentowl.Errorf(agentowl.ECodeRequestExpired, "Request %q expired at %s.", it.RequestID, rfc3339(*it.ExpiresAt))
+	}
+	if it.Status == store.AttentionResolved {
+		return agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "Attention item %q is already resolved (%s).", it.ID, it.Resolution)
+	}
+	if !slices.Contains(it.AllowedDecisions, in.Decision) {
+		return agentowl.FieldError(agentowl.ECodeDecisionNotAllowed, "decision",
+			"Decision %q is not allowed; this request allows %s.", in.Decision, strings.Join(it.AllowedDecisions, ", "))
+	}
+	switch it.Kind {
+	case KindApproval:
+		if in.hasAnswer {
+			return invalid("answer", "An approval decision carries expected_action_digest, not answer.")
+		}
+		if !in.hasDigest {
+			return agentowl.FieldError(agentowl.ECodeMissingField, "expected_action_digest",
+				"An approval decision must carry expected_action_digest, the digest of the action you reviewed.")
+		}
+		if in.ExpectedActionDigest != it.ActionDigest {
+			return agentowl.FieldError(agentowl.ECodeDigestMismatch, "expected_action_digest",
+				"The expected action digest does not match the current action's digest %s; review the action again.", it.ActionDigest)
+		}
+	case KindQuestion:
+		if in.hasDigest {
+			return invalid("expected_action_digest", "A question's decision carries answer, not expected_action_digest.")
+		}
+		if !in.hasAnswer {
+			return agentowl.FieldError(agentowl.ECodeMissingField, "answer", "An answer decision must carry answer.")
+		}
+	}
+	return nil
+}
+
+// Decide submits (or, with submit false, previews) a decision on a request
+// item. The refusals, in order: not_a_request, decision_conflict (the
+// decision ID is taken with other content), already_decided,
+// stale_revision, request_expired, decision_not_allowed, digest_mismatch.
+// Resubmitting the same decision ID with the same content replays the
+// recorded decision. Exactly one decision wins per item: the work row is
+// locked, and the store's uniqueness backs it. Members may.
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *DecisionInput, submit bool) (*DecideResult, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	var out DecideResult
+	push := false
+	run := s.store.Write
+	if !submit {
+		run = s.store.Read
+	}
+	err = run(ctx, func(tx store.Tx) error {
+		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		if err != nil {
+			return err
+		}
+		if it.Kind == KindIncident {
+			return checkDecision(it, it, in, s.clock.Now())
+		}
+		w := &store.Work{}
+		if submit {
+			w, err = tx.WorkGetForUpdate(ctx, it.WorkID)
+		} else {
+			w, err = tx.WorkGet(ctx, it.WorkID)
+		}
+		if err != nil {
+			return err
+		}
+		sum := in.hash(it.ID)
+		if prev, err := tx.DecisionGet(ctx, w.ID, in.DecisionID); err == nil {
+			if !bytes.Equal(prev.ContentHash, sum) {
+				return agentowl.FieldError(agentowl.ECodeDecisionConflict, "decision_id",
+					"Decision %q was already recorded with other content; a new decision needs a new decision_id.", in.DecisionID)
+			}
+			out.Replay, out.Body = true, prev.Body
+			out.View, err = s.view(ctx, tx, it)
+			return err
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if won, err := tx.DecisionGetByAttention(ctx, it.ID); err == nil {
+			return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was already decided (%s, decision %q).",
+				it.RequestID, it.Revision, won.Decision, won.ID)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		latest, err := tx.AttentionLatestRequest(ctx, it.WorkID, it.RequestID)
+		if err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		if err := checkDecision(it, latest, in, now); err != nil {
+			return err
+		}
+		doc := PushedDecision{Version: Version, Type: DecisionType, DecisionID: in.DecisionID, WorkID: w.ID,
+			RequestID: it.RequestID, RequestRevision: it.Revision, Decision: in.Decision, Answer: in.Answer,
+			ExpectedActionDigest: in.ExpectedActionDigest, DecidedAt: now.UTC().Format(time.RFC3339Nano),
+			RequestExpiresAt: it.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		if out.Body, err = json.Marshal(doc); err != nil {
+			return err
+		}
+		if !submit {
+			out.Preview = true
+			out.View, err = s.view(ctx, tx, it)
+			return err
+		}
+		d := &store.Decision{WorkID: w.ID, ID: in.DecisionID, TenantID: m.TenantID, AttentionID: it.ID, RequestID: it.RequestID,
+			Revision: it.Revision, Decision: in.Decision, Answer: in.Answer, ExpectedActionDigest: in.ExpectedActionDigest,
+			ContentHash: sum, Body: out.Body, DecidedBy: p.Actor(), DecidedAt: now}
+		ep, err := tx.EndpointGet(ctx, w.EndpointID)
+		if err != nil {
+			return err
+		}
+		if ep.DeletedAt == nil && ep.DecisionURL != "" && now.Before(*it.ExpiresAt) {
+			d.MessageID = uuid.NewString()
+			if err := tx.MessageCreate(ctx, &store.Message{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
+				Destination: DecisionDestination(ep.ID, w.ID, d.ID), Subject: w.ID, Body: out.Body, CreatedAt: now,
+				DeadlineAt: *it.ExpiresAt, State: store.MessagePending, NextAttempt: now}); err != nil {
+				return err
+			}
+			push = true
+		}
+		if err := tx.DecisionCreate(ctx, d); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was decided concurrently.", it.RequestID, it.Revision)
+			}
+			return err
+		}
+		if err := access.Audit(ctx, tx, now, m.TenantID, p, "attention.decide", "attention:"+it.ID,
+			map[string]any{"work": w.ID, "request": it.RequestID, "revision": it.Revision, "decision": in.Decision,
+				"decision_id": in.DecisionID}); err != nil {
+			return err
+		}
+		out.View, err = s.view(ctx, tx, it)
+		return err
+	})
+	if errors.Is(err, store.ErrConflict) {
+		err = agentowl.Errorf(agentowl.ECodeAlreadyDecided, "The request was decided concurrently.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if push {
+		s.wake()
+	}
+	return &out, nil
+}
+
+// ---- pushes and receipts
+
+// DecisionDestination names the push of one decision as an outbox
+// destination: "decision:<endpoint>/<work>/<decision>".
+func DecisionDestination(endpointID, workID, decisionID string) string {
+	return "decision:" + endpointID + "/" + workID + "/" + decisionID
+}
+
+// DecisionTarget is where a decision push goes.
+type DecisionTarget struct {
+	URL           string
+	SigningSecret string
+	Header        http.Header
+	// Accept checks the runtime's answer and records the receipt.
+	Accept func(status int, body []byte) error
+}
+
+// ResolveDecisionDestination resolves a "decision:" destination to the
+// endpoint's decision URL, its signing secret, the bearer decision secret
+// and the answer check; ok is false for other destinations and once the
+// endpoint is deleted or has no decision URL any more.
+func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, destination string) (*DecisionTarget, bool, error) {
+	rest, found := strings.CutPrefix(destination, "decision:")
+	if !found {
+		return nil, false, nil
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) != 3 {
+		return nil, false, nil
+	}
+	epID, workID, decisionID := parts[0], parts[1], parts[2]
+	ep, err := tx.EndpointGet(ctx, epID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil || ep.DeletedAt != nil || ep.DecisionURL == "" {
+		return nil, false, err
+	}
+	signing, err := s.Open(signingPurpose(ep.ID), ep.SigningSecret)
+	if err != nil {
+		return nil, false, err
+	}
+	bearer, err := s.Open(decisionPurpose(ep.ID), ep.DecisionSecret)
+	if err != nil {
+		return nil, false, err
+	}
+	bg := context.WithoutCancel(ctx)
+	return &DecisionTarget{URL: ep.DecisionURL, SigningSecret: string(signing),
+		Header: http.Header{"Authorization": {"Bearer " + string(bearer)}},
+		Accept: func(status int, body []byte) error {
+			if err := CheckAcceptance(body, decisionID); err != nil {
+				return err
+			}
+			_, err := s.recordReceipt(bg, ep.ID, workID, decisionID, ReceiptViaPush)
+			return err
+		}}, true, nil
+}
+
+// CheckAcceptance checks a runtime's answer to a decision push: exactly
+// {"accepted": true, "decision_id": id}.
+func CheckAcceptance(body []byte, decisionID string) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return errors.New(`the answer is not {"accepted": true, "decision_id": …}`)
+	}
+	var accepted bool
+	var id string
+	if len(fields) != 2 || json.Unmarshal(fields["accepted"], &accepted) != nil || !accepted ||
+		json.Unmarshal(fields["decision_id"], &id) != nil {
+		return errors.New(`the answer is not {"accepted": true, "decision_id": …}`)
+	}
+	if id != decisionID {
+		return errors.New("the answer names another decision_id")
+	}
+	return nil
+}
+
+// DecisionView is a decision with its work's state, as runtimes recover it.
+type DecisionView struct {
+	Decision   *store.Decision
+	WorkStatus store.WorkStatus
+}
+
+// recordReceipt records that the runtime accepted a decision: once (a
+// repeat changes nothing), never on work that has ended (receipt recovery
+// never reopens it), and it resolves the decided item. The work's own
+// status is untouched: a later callback reports execution.
+func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisionID, via string) (*DecisionView, error) {
+	var out *DecisionView
+	err := s.store.Write(ctx, func(tx store.Tx) error {
+		w, err := tx.WorkGetForUpdate(ctx, workID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && w.EndpointID != endpointID) {
+			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
+		}
+		if err != nil {
+			return err
+		}
+		d, err := tx.DecisionGet(ctx, workID, decisionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return agentowl.Errorf(agentowl.ECodeNotFound, "No decision %q on work %q.", decisionID, workID)
+		}
+		if err != nil {
+			return err
+		}
+		out = &DecisionView{Decision: d, WorkStatus: w.Status}
+		if d.ReceiptAt != nil || w.Status.Terminal() {
+			return nil
+		}
+		now := s.clock.Now()
+		if err := tx.DecisionSetReceipt(ctx, workID, decisionID, now, via); err != nil {
+			return err
+		}
+		d.ReceiptAt, d.ReceiptVia = &now, via
+		it, err := tx.AttentionGet(ctx, d.AttentionID)
+		if err != nil {
+			return err
+		}
+		if it.Status != store.AttentionResolved {
+			return resolveItem(ctx, tx, it, ResolvedReceipt, now)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Service) allowDecisions(c *store.RuntimeCredential) error {
+	if !slices.Contains(c.Scopes, ScopeDecisions) {
+		return agentowl.Errorf(agentowl.ECodeInsufficientScope, "This runtime credential lacks the %s scope.", ScopeDecisions)
+	}
+	return nil
+}
+
+// RecordReceipt is the recovery route's receipt: credential c (with
+// decisions:read) confirms that its runtime accepted a decision.
+func (s *Service) RecordReceipt(ctx context.Context, c *store.RuntimeCredential, workID, decisionID string) (*DecisionView, error) {
+	if err := s.allowDecisions(c); err != nil {
+		return nil, err
+	}
+	return s.recordReceipt(ctx, c.EndpointID, workID, decisionID, ReceiptViaRecovery)
+}
+
+// ListDecisions is the recovery route's list: the decisions of a work of
+// c's endpoint, oldest first, with their receipt state.
+func (s *Service) ListDecisions(ctx context.Context, c *store.RuntimeCredential, workID string) ([]*store.Decision, store.WorkStatus, error) {
+	if err := s.allowDecisions(c); err != nil {
+		return nil, "", err
+	}
+	var out []*store.Decision
+	var st store.WorkStatus
+	err := s.store.Read(ctx, func(tx store.Tx) error {
+		w, err := tx.WorkGet(ctx, workID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {
+			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
+		}
+		if err != nil {
+			return err
+		}
+		st = w.Status
+		out, err = tx.DecisionList(ctx, workID)
+		return err
+	})
+	return out, st, err
+}
+
+// ExpireRequests resolves request items whose expiry has passed (the
+// maintenance sweep); it returns how many.
+func (s *Service) ExpireRequests(ctx context.Context) (int, error) {
+	var n int
+	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+		n, err = tx.AttentionExpire(ctx, s.clock.Now())
+		return err
+	})
+	return n, err
+}

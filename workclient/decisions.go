@@ -1,0 +1,218 @@
+package workclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentowl/agentowl/webhook"
+)
+
+// Decisions (docs/attention.md): receiving pushed decisions, recovering
+// them, and computing action digests.
+
+// Decision is a decision document, as pushed and as recovered.
+type Decision struct {
+	Version              string `json:"version"`
+	Type                 string `json:"type"`
+	DecisionID           string `json:"decision_id"`
+	WorkID               string `json:"work_id"`
+	RequestID            string `json:"request_id"`
+	RequestRevision      int64  `json:"request_revision"`
+	Decision             string `json:"decision"`
+	Answer               string `json:"answer,omitempty"`
+	ExpectedActionDigest string `json:"expected_action_digest,omitempty"`
+	DecidedAt            string `json:"decided_at"`
+	RequestExpiresAt     string `json:"request_expires_at"`
+}
+
+// Errors of DecisionReceiver.Receive.
+var (
+	ErrBadBearer       = errors.New("workclient: the decision push lacks the decision bearer secret")
+	ErrNotDecision     = errors.New("workclient: the body is not a decision")
+	ErrDecisionExpired = errors.New("workclient: the decision arrived after its request expired; do not act on it")
+	// ErrDuplicateDecision reports a decision ID already received: answer
+	// AcceptDecision again, but do not act twice.
+	ErrDuplicateDecision = errors.New("workclient: decision already received")
+)
+
+// CanonicalJSON renders v as JSON with object keys sorted, no insignificant
+// whitespace and no HTML escaping; numbers are kept as written.
+func CanonicalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(x); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// ActionDigest is the SHA-256, in lowercase hex, of the canonical JSON of
+// an action (CanonicalJSON): what an approval request's action.digest
+// carries and what a decision's expected_action_digest must equal.
+func ActionDigest(action any) (string, error) {
+	b, err := CanonicalJSON(action)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// DecisionReceiver checks decision pushes: the bearer decision secret, the
+// signature, the declared expiry, and duplicate decision IDs.
+type DecisionReceiver struct {
+	// BearerSecret is the endpoint's decision secret.
+	BearerSecret string
+	// Secrets are the endpoint's whsec_ signing secrets (new and old during
+	// a rotation).
+	Secrets []string
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// Receive verifies a push and returns its decision. On ErrDuplicateDecision
+// the decision is returned too: answer AcceptDecision, but do not act again. Call
+// AcceptDecision only after the decision is durably recorded.
+func (d *DecisionReceiver) Receive(r *http.Request) (*Decision, error) {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || d.BearerSecret == "" || subtle.ConstantTimeCompare([]byte(got), []byte(d.BearerSecret)) != 1 {
+		return nil, ErrBadBearer
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if d.Now != nil {
+		now = d.Now()
+	}
+	if len(d.Secrets) == 0 {
+		return nil, ErrNoSecret
+	}
+	err = errNoSignature
+	for _, s := range d.Secrets {
+		key, kerr := webhook.ParseSecret(s)
+		if kerr != nil {
+			return nil, kerr
+		}
+		if _, err = key.Verify(r.Header, body, now, webhook.DefaultTolerance); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var dec Decision
+	if err := json.Unmarshal(body, &dec); err != nil || dec.Type != "decision" || dec.DecisionID == "" {
+		return nil, ErrNotDecision
+	}
+	if dec.Version != Version {
+		return nil, fmt.Errorf("%w: %q", ErrBadVersion, dec.Version)
+	}
+	exp, err := time.Parse(time.RFC3339Nano, dec.RequestExpiresAt)
+	if err != nil {
+		return nil, ErrNotDecision
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen[dec.DecisionID] {
+		return &dec, ErrDuplicateDecision
+	}
+	if !now.Before(exp) {
+		return &dec, ErrDecisionExpired
+	}
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	d.seen[dec.DecisionID] = true
+	return &dec, nil
+}
+
+// AcceptDecision writes the only answer that records a receipt.
+func AcceptDecision(w http.ResponseWriter, decisionID string) {
+	w.Header().Set("Content-Type", "application/json")
+	b, _ := json.Marshal(map[string]any{"accepted": true, "decision_id": decisionID})
+	_, _ = w.Write(b)
+}
+
+// RecoveredDecision is one decision listed by the recovery route.
+type RecoveredDecision struct {
+	DecisionID string   `json:"decision_id"`
+	Body       Decision `json:"body"`
+	Receipt    struct {
+		Status     string `json:"status"`
+		ReceivedAt string `json:"received_at,omitempty"`
+		Via        string `json:"via,omitempty"`
+	} `json:"receipt"`
+}
+
+func workBase(w *Work) string { return strings.TrimSuffix(w.CallbackURL, "/callbacks") }
+
+func (c *Client) runtimeCall(ctx context.Context, method, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return &Error{Code: "invalid_url", Message: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("User-Agent", "agentowl-workclient/1")
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := &Error{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-ID")}
+		var eb struct {
+			Error struct{ Code, Message, Param string } `json:"error"`
+		}
+		if json.Unmarshal(data, &eb) == nil {
+			e.Code, e.Message, e.Param = eb.Error.Code, eb.Error.Message, eb.Error.Param
+		}
+		return e
+	}
+	return json.Unmarshal(data, out)
+}
+
+// Decisions lists the decisions on w (the credential needs decisions:read).
+func (c *Client) Decisions(ctx context.Context, w *Work) ([]RecoveredDecision, error) {
+	var out struct {
+		Items []RecoveredDecision `json:"items"`
+	}
+	err := c.runtimeCall(ctx, http.MethodGet, workBase(w)+"/decisions", &out)
+	return out.Items, err
+}
+
+// Receipt confirms that the runtime accepted a decision (idempotent).
+func (c *Client) Receipt(ctx context.Context, w *Work, decisionID string) error {
+	var out map[string]any
+	return c.runtimeCall(ctx, http.MethodPost, workBase(w)+"/decisions/"+decisionID+"/receipt", &out)
+}
