@@ -172,6 +172,7 @@ func (m *Main) Run(ctx context.Context) error {
 		var wg sync.WaitGroup
 		wg.Go(func() { m.approval.Run(bg) })
 		wg.Go(func() { m.engine.Run(bg) })
+		wg.Go(func() { m.work.Run(bg) })
 		wg.Wait()
 	}()
 	go func() {
