@@ -112,6 +112,12 @@ func (c *cli) attentionCommand() *cobra.Command {
 			_, _ = cmd.OutOrStdout().Write(shown.Bytes())
 			return c.emit(out, func(w io.Writer) {
 				body, _ := json.MarshalIndent(out["body"], "", "  ")
+				if out["body"] == nil && out["approval_request"] != nil {
+					// An AAP approval request: show the request as decided.
+					b, _ := json.MarshalIndent(map[string]any{"decision_id": get(data2item(data), "decision_id"),
+						"decision": get(data2item(data), "decision"), "approval_request": out["approval_request"]}, "", "  ")
+					body = b
+				}
 				switch {
 				case out["preview"] == true:
 					fmt.Fprintf(w, "would submit (nothing changed; add --submit after reviewing the action):\n%s\n", body)
@@ -133,6 +139,11 @@ func (c *cli) attentionCommand() *cobra.Command {
 func printAttention(w io.Writer, it item) {
 	showItem(w, it, "id", "kind", "status", "resolution", "work_id", "endpoint_id", "assignee", "acknowledged_at", "resolved_at",
 		"summary", "created_at")
+	if it["approval_request"] != nil {
+		fmt.Fprintln(w, "\nAAP approval request (decide as with `approvals decide`):")
+		showItem(w, it, "approval_request.instance_id", "approval_request.request.status", "approval_request.request.tool",
+			"approval_request.decided_by", "approval_request.request.decision.decided_at", "approval_request.request.decision.expires_at")
+	}
 	if it["request"] != nil {
 		fmt.Fprintln(w, "\nrequest:")
 		showItem(w, it, "request.id", "request.revision", "request.prompt", "request.action.description", "request.action.digest",
@@ -150,4 +161,11 @@ func printAttention(w io.Writer, it item) {
 		fmt.Fprintln(w, "decision receipt (runtime acceptance):")
 		showItem(w, it, "decision.receipt.status", "decision.receipt.received_at", "decision.receipt.via")
 	}
+}
+
+// data2item decodes a decision file (already checked to be valid JSON).
+func data2item(data []byte) item {
+	var it item
+	_ = json.Unmarshal(data, &it)
+	return it
 }

@@ -376,24 +376,8 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 		if r.Status != agentowl.StatusPending {
 			return alreadyTerminal(r)
 		}
-		inst, err := tx.InstanceGetForUpdate(ctx, r.InstanceID)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		d := &agentowl.Decision{Status: agentowl.StatusDenied, Note: dp.Note, DecidedAt: now, DecidedBy: p.Actor()}
-		if dp.Approve {
-			validity := inst.ApprovalValidity
-			if dp.ValidFor > 0 {
-				validity = dp.ValidFor
-			}
-			d.Status, d.ExpiresAt = agentowl.StatusApproved, now.Add(max(validity.Truncate(time.Second), time.Second))
-		}
-		if err := s.resolve(ctx, tx, inst, r, d); err != nil {
-			return err
-		}
-		return access.Audit(ctx, tx, now, tenantID, p, "approval.decide", "approval-request:"+id,
-			map[string]any{"decision": string(d.Status)})
+		_, err = s.decideTx(ctx, tx, p, tenantID, r, dp, nil)
+		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return nil, agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "The request was decided concurrently; its outcome is unchanged.")
@@ -406,6 +390,34 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 		return nil, err
 	}
 	return r, nil
+}
+
+// decideTx records a person's decision on pending request r of tenantID in
+// tx: the decision, its request.resolved notification and the audit entry
+// (approval.decide, with extra details) commit together. It returns the
+// time of the decision.
+func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, dp DecideParams, extra map[string]any) (time.Time, error) {
+	inst, err := tx.InstanceGetForUpdate(ctx, r.InstanceID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := s.now()
+	d := &agentowl.Decision{Status: agentowl.StatusDenied, Note: dp.Note, DecidedAt: now, DecidedBy: p.Actor()}
+	if dp.Approve {
+		validity := inst.ApprovalValidity
+		if dp.ValidFor > 0 {
+			validity = dp.ValidFor
+		}
+		d.Status, d.ExpiresAt = agentowl.StatusApproved, now.Add(max(validity.Truncate(time.Second), time.Second))
+	}
+	if err := s.resolve(ctx, tx, inst, r, d); err != nil {
+		return now, err
+	}
+	details := map[string]any{"decision": string(d.Status)}
+	for k, v := range extra {
+		details[k] = v
+	}
+	return now, access.Audit(ctx, tx, now, tenantID, p, "approval.decide", "approval-request:"+r.ID, details)
 }
 
 // ListRequests lists a tenant's requests, newest first, as readers see them.

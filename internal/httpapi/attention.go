@@ -81,8 +81,8 @@ type wireAttention struct {
 	Kind           string                `json:"kind"`
 	Status         string                `json:"status"`
 	Resolution     string                `json:"resolution,omitempty"`
-	WorkID         string                `json:"work_id"`
-	EndpointID     string                `json:"endpoint_id"`
+	WorkID         string                `json:"work_id,omitempty"`
+	EndpointID     string                `json:"endpoint_id,omitempty"`
 	Request        *wireAttentionRequest `json:"request,omitempty"`
 	Summary        string                `json:"summary,omitempty"`
 	Assignee       string                `json:"assignee,omitempty"`
@@ -92,9 +92,12 @@ type wireAttention struct {
 	UpdatedAt      string                `json:"updated_at"`
 	// The three separate statuses: the work's runtime outcome, the
 	// decision push delivery and the decision receipt.
-	WorkStatus string                  `json:"work_status"`
+	WorkStatus string                  `json:"work_status,omitempty"`
 	Decision   *wireWorkDecisionRecord `json:"decision,omitempty"`
 	Push       *wireWorkDelivery       `json:"push,omitempty"`
+	// ApprovalRequest is the AAP approval request of an att_aap_ item
+	// (attention_aap.go); such items have no work.
+	ApprovalRequest *wireApproval `json:"approval_request,omitempty"`
 }
 
 func toWireAttention(v *work.AttentionView) wireAttention {
@@ -140,10 +143,20 @@ func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, 
 	}
 	vs, err := s.work.work.ListAttention(r.Context(), p, r.PathValue("tenant"),
 		store.AttentionListParams{Status: st, WorkID: r.URL.Query().Get("work"), Limit: limit})
-	return http.StatusOK, listOf(vs, toWireAttention), err
+	if err != nil {
+		return 0, nil, err
+	}
+	items, err := s.listAAPAttention(r, p, st, limit, vs)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, list[wireAttention]{Items: items}, nil
 }
 
 func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	if id, ok := aapRequestID(r.PathValue("id")); ok {
+		return s.inspectAAPAttention(r, p, id)
+	}
 	v, err := s.work.work.InspectAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
@@ -152,6 +165,10 @@ func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, an
 }
 
 func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	if _, ok := aapRequestID(r.PathValue("id")); ok {
+		return 0, nil, agentowl.Errorf(agentowl.ECodeConflict,
+			"Attention item %q is an AAP approval request; it cannot be acknowledged, only decided.", r.PathValue("id"))
+	}
 	var assignee string
 	if r.ContentLength != 0 || r.Header.Get("Content-Type") != "" {
 		fields, err := readObject(r, "assignee")
@@ -170,6 +187,10 @@ func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, e
 }
 
 func (s *Server) resolveAttention(r *http.Request, p *access.Principal) (int, any, error) {
+	if _, ok := aapRequestID(r.PathValue("id")); ok {
+		return 0, nil, agentowl.Errorf(agentowl.ECodeNotARequest,
+			"Attention item %q is an AAP approval request; it resolves by its decision, not by hand.", r.PathValue("id"))
+	}
 	v, err := s.work.work.ResolveAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
@@ -178,10 +199,14 @@ func (s *Server) resolveAttention(r *http.Request, p *access.Principal) (int, an
 }
 
 type wireDecideResult struct {
-	Attention wireAttention   `json:"attention"`
-	Preview   bool            `json:"preview"`
-	Replay    bool            `json:"replay"`
-	Body      json.RawMessage `json:"body"`
+	Attention wireAttention `json:"attention"`
+	Preview   bool          `json:"preview"`
+	Replay    bool          `json:"replay"`
+	// Body is the pushed decision document of agent-work items.
+	Body json.RawMessage `json:"body,omitempty"`
+	// ApprovalRequest is the AAP request of an att_aap_ item after the
+	// decision, exactly as GET /v1/requests/{id} returns it.
+	ApprovalRequest *WireRequest `json:"approval_request,omitempty"`
 }
 
 // decideAttention submits a decision file, or with ?preview=true checks it
@@ -205,6 +230,9 @@ func (s *Server) decideAttention(r *http.Request, p *access.Principal) (int, any
 	preview := r.URL.Query().Get("preview")
 	if preview != "" && preview != "true" && preview != "false" {
 		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "preview", "preview must be true or false.")
+	}
+	if id, ok := aapRequestID(r.PathValue("id")); ok {
+		return s.decideAAPAttention(r, p, id, in, preview != "true")
 	}
 	res, err := s.work.work.Decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in, preview != "true")
 	if err != nil {

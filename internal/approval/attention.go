@@ -1,0 +1,234 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// AAP approval requests in the Needs-attention inbox (docs/attention.md,
+// "AAP approval requests"): every pending request of a tenant is an
+// approval item, derived at read time from the request itself. Deciding it
+// there is approval.decide, exactly as `agentowl approvals decide`.
+
+// AttentionPrefix starts the attention ID of an AAP request:
+// "att_aap_<request UUID>".
+const AttentionPrefix = "att_aap_"
+
+// opAttentionDecide is the idempotency operation that remembers the
+// decision_id of a decision made from the inbox (scope: the request ID).
+const opAttentionDecide = "attention.decide"
+
+// AttentionID is the stable attention ID of AAP request id.
+func AttentionID(requestID string) string { return AttentionPrefix + requestID }
+
+// AttentionRequestID returns the request ID of an AAP attention ID; ok is
+// false for other IDs.
+func AttentionRequestID(attentionID string) (id string, ok bool) {
+	id, ok = strings.CutPrefix(attentionID, AttentionPrefix)
+	return id, ok
+}
+
+// canonical renders v as JSON with object keys sorted by byte order, no
+// insignificant whitespace, no HTML escaping and numbers as written: the
+// form of workclient.CanonicalJSON.
+func canonical(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(x); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func requestAction(r *agentowl.ApprovalRequest) map[string]any {
+	args := r.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("null")
+	}
+	return map[string]any{"tool": r.Tool, "arguments": args}
+}
+
+// ActionDigest is the action digest of an AAP request: the SHA-256, in
+// lowercase hex, of the canonical JSON of {"tool": …, "arguments": …}.
+func ActionDigest(r *agentowl.ApprovalRequest) string {
+	b, err := canonical(requestAction(r))
+	if err != nil { // arguments came from a JSON object; this cannot happen
+		b = []byte(r.Tool)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ActionDescription describes an AAP request's action: the tool and its
+// arguments in compact canonical JSON, at most 4096 bytes.
+func ActionDescription(r *agentowl.ApprovalRequest) string {
+	args, err := canonical(json.RawMessage(r.Arguments))
+	if err != nil || len(r.Arguments) == 0 {
+		args = []byte("{}")
+	}
+	return clip(r.Tool+" "+string(args), 4096)
+}
+
+// AttentionPrompt is the prompt of an AAP request's item: the tool, and
+// the agent's reasoning shown as the agent's claim, at most 4096 bytes.
+func AttentionPrompt(r *agentowl.ApprovalRequest) string {
+	p := fmt.Sprintf("Allow the agent to call the tool %q?", r.Tool)
+	if r.AgentReasoning != nil && *r.AgentReasoning != "" {
+		p += fmt.Sprintf(" The agent claims (unverified): %q", *r.AgentReasoning)
+	}
+	return clip(p, 4096)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// AttentionDecision is a decision file on an AAP item (docs/attention.md).
+type AttentionDecision struct {
+	DecisionID           string
+	RequestRevision      int64
+	Decision             string // approve or reject
+	ExpectedActionDigest string // "" when absent
+	HasAnswer            bool
+}
+
+func (in *AttentionDecision) hash(requestID string) []byte {
+	b, _ := json.Marshal([]any{AttentionID(requestID), in.RequestRevision, in.Decision, in.ExpectedActionDigest})
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// AttentionDecideResult is the outcome of DecideAttention.
+type AttentionDecideResult struct {
+	Request *agentowl.ApprovalRequest
+	// Replay is true when this decision_id already won with this content.
+	Replay bool
+	// Preview is true when nothing was submitted.
+	Preview bool
+	// DecisionID is the decision_id that won, when it was decided from the
+	// inbox.
+	DecisionID string
+}
+
+// DecideAttention decides (or, with submit false, previews) AAP request id
+// of tenantID from the inbox. The refusals, in order, are those of agent
+// work items: decision_conflict, already_decided, stale_revision (the
+// revision is always 1), request_expired, decision_not_allowed,
+// digest_mismatch. The same decision_id with the same content after it won
+// is a replay. approve records approved and reject denied, with the
+// notification of the instance's receiver, as Decide does.
+func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tenantID, id string, in AttentionDecision, submit bool) (*AttentionDecideResult, error) {
+	attID := AttentionID(id)
+	if !agentowl.ValidUUID(id) {
+		return nil, notFound("attention item", attID)
+	}
+	sum := in.hash(id)
+	var out AttentionDecideResult
+	err := s.writeRequest(ctx, func(tx store.Tx) error {
+		out = AttentionDecideResult{}
+		r, err := tx.RequestGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
+			return notFound("attention item", attID)
+		}
+		if err != nil {
+			return err
+		}
+		out.Request = r
+		rec, err := tx.IdempotencyGet(ctx, id, opAttentionDecide, in.DecisionID)
+		if err == nil {
+			if !bytes.Equal(rec.InputHash, sum) {
+				return agentowl.FieldError(agentowl.ECodeDecisionConflict, "decision_id",
+					"Decision %q was already recorded with other content; a new decision needs a new decision_id.", in.DecisionID)
+			}
+			out.Replay, out.DecisionID = true, in.DecisionID
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := s.expireIfDue(ctx, tx, r, s.clock.Now()); err != nil {
+			return err
+		}
+		switch r.Status {
+		case agentowl.StatusPending:
+		case agentowl.StatusExpired:
+			return agentowl.Errorf(agentowl.ECodeRequestExpired, "Approval request %q expired at %s.", id,
+				r.DeadlineAt.UTC().Format(time.RFC3339))
+		default:
+			return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Approval request %q was already decided (%s).", id, r.Status)
+		}
+		if in.RequestRevision != 1 {
+			return agentowl.FieldError(agentowl.ECodeStaleRevision, "request_revision",
+				"Approval request %q is at revision 1; a decision on revision %d cannot authorize it.", id, in.RequestRevision)
+		}
+		if in.Decision != "approve" && in.Decision != "reject" {
+			return agentowl.FieldError(agentowl.ECodeDecisionNotAllowed, "decision",
+				"Decision %q is not allowed; this request allows approve, reject.", in.Decision)
+		}
+		if in.HasAnswer {
+			return agentowl.FieldError(agentowl.ECodeInvalidField, "answer", "An approval decision carries expected_action_digest, not answer.")
+		}
+		if in.ExpectedActionDigest == "" {
+			return agentowl.FieldError(agentowl.ECodeMissingField, "expected_action_digest",
+				"An approval decision must carry expected_action_digest, the digest of the action you reviewed.")
+		}
+		if digest := ActionDigest(r); in.ExpectedActionDigest != digest {
+			return agentowl.FieldError(agentowl.ECodeDigestMismatch, "expected_action_digest",
+				"The expected action digest does not match the current action's digest %s; review the action again.", digest)
+		}
+		if !submit {
+			out.Preview = true
+			return nil
+		}
+		now, err := s.decideTx(ctx, tx, p, tenantID, r, DecideParams{Approve: in.Decision == "approve"},
+			map[string]any{"via": "attention", "attention": attID, "decision_id": in.DecisionID})
+		if err != nil {
+			return err
+		}
+		out.DecisionID = in.DecisionID
+		keep := now.Add(agentowl.RetentionAfterDecision)
+		// The decision_id is remembered with the request, for replays.
+		return tx.IdempotencyCreate(ctx, &store.Idempotency{Scope: id, Operation: opAttentionDecide, Key: in.DecisionID,
+			InputHash: sum, ResourceID: in.DecisionID, Response: []byte("{}"), CreatedAt: now, RetainUntil: keep})
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil, agentowl.Errorf(agentowl.ECodeAlreadyDecided, "The request was decided concurrently.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !out.Replay && !out.Preview {
+		s.hub.notify(id)
+		s.wakeDelivery()
+	}
+	return &out, nil
+}
