@@ -381,6 +381,13 @@ func TestDecisionRecovery(t *testing.T) {
 		if it := e.itemFor(t, h.workID, "q1", 1); it["resolution"] != "receipt" {
 			t.Fatalf("item after receipt = %v", it)
 		}
+		// work inspect keeps the decision receipt apart from delivery and runtime status.
+		wi := wantJSON(t, "work inspect", e.do(http.MethodGet, tenantPath+"/work/"+h.workID, e.operatorToken, nil), http.StatusOK)
+		ds, _ := jsonAt(wi, "decision", "decisions").([]any)
+		if len(ds) != 1 || jsonAt(ds[0].(map[string]any), "decision_id") != "d1" || jsonAt(ds[0].(map[string]any), "receipt_via") != "recovery" ||
+			jsonAt(ds[0].(map[string]any), "receipt_at") == nil || jsonAt(wi, "runtime", "status") != "needs_input" {
+			t.Fatalf("work inspect decision = %v", wi["decision"])
+		}
 		expectRefused(t, "unknown decision", e.do(http.MethodPost, path+"/nope/receipt", h.token, nil), http.StatusNotFound, "not_found")
 		// A credential without decisions:read.
 		plain := e.credential(t, h.endpointID, nil)["token"].(string)

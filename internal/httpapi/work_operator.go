@@ -332,8 +332,22 @@ type wireRuntime struct {
 // wireWorkDecision is the human decision receipt status. Decisions arrive with
 // the questions-and-approvals milestone; until then it says whether the
 // runtime asked for input.
+// wireWorkDecision is the third status: human decisions and their receipts,
+// kept apart from delivery and runtime progress.
 type wireWorkDecision struct {
-	Status string `json:"status"`
+	Status    string               `json:"status"`
+	Decisions []wireDecisionStatus `json:"decisions,omitempty"`
+}
+
+type wireDecisionStatus struct {
+	DecisionID  string  `json:"decision_id"`
+	AttentionID string  `json:"attention_id"`
+	RequestID   string  `json:"request_id"`
+	Revision    int64   `json:"revision"`
+	Decision    string  `json:"decision"`
+	DecidedAt   string  `json:"decided_at"`
+	ReceiptAt   *string `json:"receipt_at,omitempty"`
+	ReceiptVia  string  `json:"receipt_via,omitempty"`
 }
 
 type wireWork struct {
@@ -389,6 +403,11 @@ func toWireWork(sum *work.Summary) wireWork {
 	}
 	if w.Status == store.WorkNeedsInput {
 		out.Decision.Status = "requested"
+	}
+	for _, d := range sum.Decisions {
+		out.Decision.Decisions = append(out.Decision.Decisions, wireDecisionStatus{DecisionID: d.ID, AttentionID: d.AttentionID,
+			RequestID: d.RequestID, Revision: d.Revision, Decision: d.Decision, DecidedAt: timestamp(d.DecidedAt),
+			ReceiptAt: timestampPtr(d.ReceiptAt), ReceiptVia: d.ReceiptVia})
 	}
 	if m := sum.Delivery; m != nil {
 		d := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,

@@ -21,6 +21,9 @@ type Summary struct {
 	Work *store.Work
 	// Delivery is the handoff message; nil once retention purged it.
 	Delivery *store.Message
+	// Decisions are the human decisions on the work's requests with their
+	// receipts (inspection only).
+	Decisions []*store.Decision
 }
 
 // TimelineCallbacks is how many of a work's latest callbacks its detail
@@ -123,6 +126,9 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 			if d.Attempts, err = tx.AttemptList(ctx, w.DeliveryID); err != nil {
 				return err
 			}
+		}
+		if d.Decisions, err = tx.DecisionList(ctx, w.ID); err != nil {
+			return err
 		}
 		d.Callbacks, err = tx.CallbackList(ctx, w.ID, TimelineCallbacks)
 		d.CallbacksOmitted = max(w.Callbacks-len(d.Callbacks), 0)
