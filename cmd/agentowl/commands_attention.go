@@ -124,7 +124,11 @@ func (c *cli) attentionCommand() *cobra.Command {
 				case out["replay"] == true:
 					fmt.Fprintf(w, "already submitted (replay, nothing changed):\n%s\n", body)
 				default:
-					fmt.Fprintf(w, "submitted decision %s:\n%s\n", str(get(out, "attention", "decision", "decision_id")), body)
+					id := get(out, "attention", "decision", "decision_id")
+					if id == nil { // an AAP approval item: the decision is on the approval request
+						id = get(data2item(data), "decision_id")
+					}
+					fmt.Fprintf(w, "submitted decision %s:\n%s\n", str(id), body)
 				}
 			})
 		}}
@@ -138,7 +142,7 @@ func (c *cli) attentionCommand() *cobra.Command {
 // runtime status, the decision push and the decision receipt.
 func printAttention(w io.Writer, it item) {
 	showItem(w, it, "id", "kind", "status", "resolution", "work_id", "endpoint_id", "assignee", "acknowledged_at", "resolved_at",
-		"summary", "created_at")
+		"summary", "message_id", "created_at")
 	if it["approval_request"] != nil {
 		fmt.Fprintln(w, "\nAAP approval request (decide as with `approvals decide`):")
 		showItem(w, it, "approval_request.instance_id", "approval_request.request.status", "approval_request.request.tool",

@@ -85,6 +85,7 @@ type wireAttention struct {
 	EndpointID     string                `json:"endpoint_id,omitempty"`
 	Request        *wireAttentionRequest `json:"request,omitempty"`
 	Summary        string                `json:"summary,omitempty"`
+	MessageID      string                `json:"message_id,omitempty"`
 	Assignee       string                `json:"assignee,omitempty"`
 	AcknowledgedAt *string               `json:"acknowledged_at,omitempty"`
 	ResolvedAt     *string               `json:"resolved_at,omitempty"`
@@ -103,7 +104,7 @@ type wireAttention struct {
 func toWireAttention(v *work.AttentionView) wireAttention {
 	it := v.Item
 	out := wireAttention{ID: it.ID, Kind: it.Kind, Status: string(it.Status), Resolution: it.Resolution, WorkID: it.WorkID,
-		EndpointID: it.EndpointID, Summary: it.Summary, Assignee: it.Assignee, AcknowledgedAt: timestampPtr(it.AcknowledgedAt),
+		EndpointID: it.EndpointID, Summary: it.Summary, MessageID: it.MessageID, Assignee: it.Assignee, AcknowledgedAt: timestampPtr(it.AcknowledgedAt),
 		ResolvedAt: timestampPtr(it.ResolvedAt), CreatedAt: timestamp(it.CreatedAt), UpdatedAt: timestamp(it.UpdatedAt),
 		WorkStatus: string(v.WorkStatus)}
 	if it.RequestID != "" {

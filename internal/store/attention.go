@@ -42,7 +42,10 @@ type AttentionItem struct {
 	ContentHash       []byte
 	Request           []byte // the request object in canonical JSON
 	// Summary describes an incident.
-	Summary        string
+	Summary string
+	// MessageID is the outbox message a delivery incident reports (at most
+	// one incident per message).
+	MessageID      string
 	Assignee       string
 	AcknowledgedAt *time.Time
 	ResolvedAt     *time.Time
@@ -94,6 +97,10 @@ type Attention interface {
 	// AttentionExpire resolves unresolved request items whose expiry is at
 	// or before now as expired; it returns how many.
 	AttentionExpire(ctx context.Context, now time.Time) (int, error)
+	// MessagesFailedWithoutIncident returns up to limit failed outbox
+	// messages of the given kinds that no attention item reports yet,
+	// oldest ended first.
+	MessagesFailedWithoutIncident(ctx context.Context, kinds []string, limit int) ([]*Message, error)
 
 	// DecisionCreate inserts a decision; ErrConflict if the item already
 	// has one or the work has the decision ID.

@@ -13,17 +13,17 @@ import (
 
 const attentionCols = `id, tenant_id, kind, status, resolution, work_id, endpoint_id, request_id, revision, prompt,
 	allowed_decisions, action_description, action_digest, expires_at, content_hash, request, summary, assignee,
-	acknowledged_at, resolved_at, created_at, updated_at`
+	acknowledged_at, resolved_at, created_at, updated_at, message_id`
 
 func scanAttention(s scanner) (*store.AttentionItem, error) {
 	var v store.AttentionItem
 	var status string
-	var resolution, requestID, prompt, allowed, actionDesc, actionDigest, request, summary, assignee sql.NullString
+	var resolution, requestID, prompt, allowed, actionDesc, actionDigest, request, summary, assignee, message sql.NullString
 	var revision, expires, acked, resolved sql.NullInt64
 	var created, updated int64
 	if err := s.Scan(&v.ID, &v.TenantID, &v.Kind, &status, &resolution, &v.WorkID, &v.EndpointID, &requestID, &revision,
 		&prompt, &allowed, &actionDesc, &actionDigest, &expires, &v.ContentHash, &request, &summary, &assignee,
-		&acked, &resolved, &created, &updated); err != nil {
+		&acked, &resolved, &created, &updated, &message); err != nil {
 		return nil, err
 	}
 	v.Status, v.Resolution, v.RequestID, v.Revision = store.AttentionStatus(status), resolution.String, requestID.String, revision.Int64
@@ -32,7 +32,7 @@ func scanAttention(s scanner) (*store.AttentionItem, error) {
 	if request.Valid {
 		v.Request = []byte(request.String)
 	}
-	v.Summary, v.Assignee = summary.String, assignee.String
+	v.Summary, v.Assignee, v.MessageID = summary.String, assignee.String, message.String
 	v.ExpiresAt, v.AcknowledgedAt, v.ResolvedAt = fromNullTS(expires), fromNullTS(acked), fromNullTS(resolved)
 	v.CreatedAt, v.UpdatedAt = fromTS(created), fromTS(updated)
 	return &v, nil
@@ -52,11 +52,11 @@ func (t *tx) AttentionCreate(ctx context.Context, v *store.AttentionItem) error 
 		request = string(v.Request)
 	}
 	_, err := t.exec(ctx, `INSERT INTO attention_items (`+attentionCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.Kind, string(v.Status), nullStr(v.Resolution), v.WorkID, v.EndpointID, nullStr(v.RequestID),
 		nullRevision(v.Revision, isRequest), nullStr(v.Prompt), nullStr(strings.Join(v.AllowedDecisions, " ")),
 		nullStr(v.ActionDescription), nullStr(v.ActionDigest), nullTS(v.ExpiresAt), nullBytes(v.ContentHash), request,
-		nullStr(v.Summary), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt), ts(v.CreatedAt), ts(v.UpdatedAt))
+		nullStr(v.Summary), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt), ts(v.CreatedAt), ts(v.UpdatedAt), nullStr(v.MessageID))
 	return err
 }
 
@@ -101,6 +101,24 @@ func (t *tx) AttentionExpire(ctx context.Context, now time.Time) (int, error) {
 	}
 	n, err := res.RowsAffected()
 	return int(n), err
+}
+
+func (t *tx) MessagesFailedWithoutIncident(ctx context.Context, kinds []string, limit int) ([]*store.Message, error) {
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	args := make([]any, 0, len(kinds)+1)
+	for _, k := range kinds {
+		args = append(args, k)
+	}
+	rows, err := t.query(ctx, `SELECT `+messageCols+` FROM outbox o WHERE o.state = 'failed'
+		AND o.kind IN (?`+strings.Repeat(", ?", len(kinds)-1)+`)
+		AND NOT EXISTS (SELECT 1 FROM attention_items a WHERE a.message_id = o.id)
+		ORDER BY o.ended_at, o.id LIMIT ?`, append(args, limit)...)
+	return all(rows, err, scanMessage)
 }
 
 // ---- decisions
