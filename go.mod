@@ -3,16 +3,16 @@ module github.com/agentowl/agentowl
 go 1.26.8
 
 require (
-	code.dny.dev/ssrf v0.3.0
-	github.com/getkin/kin-openapi v0.153.0
-	github.com/google/cel-go v0.31.0
-	github.com/google/uuid v1.6.0
-	github.com/jackc/pgx/v5 v5.12.0
-	github.com/pressly/goose/v3 v3.30.0
-	github.com/prometheus/client_golang v1.25.0
-	github.com/spf13/cobra v1.10.2
-	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
-	modernc.org/sqlite v1.62.0
+	code.dny.dev/ssrf v0.3.0 // egress: the deny-list of non-public addresses, checked at dial time
+	github.com/getkin/kin-openapi v0.153.0 // tests: every HTTP response is validated against api/openapi.yaml (OpenAPI 3.1)
+	github.com/google/cel-go v0.31.0 // policy conditions: a sandboxed, cost-limited expression language
+	github.com/google/uuid v1.6.0 // AAP identifiers are UUIDs
+	github.com/jackc/pgx/v5 v5.12.0 // PostgreSQL driver (database/sql adapter) and error codes
+	github.com/pressly/goose/v3 v3.30.0 // embedded migrations per dialect, with a lock for replicas
+	github.com/prometheus/client_golang v1.25.0 // /metrics
+	github.com/spf13/cobra v1.10.2 // the CLI: commands, flags, help
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // tests: an independent check of our Standard Webhooks signatures
+	modernc.org/sqlite v1.62.0 // the default store: embedded SQLite without cgo
 )
 
 require (
@@ -46,7 +46,6 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
