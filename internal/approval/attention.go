@@ -232,3 +232,63 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 	}
 	return &out, nil
 }
+
+// AckAttention acknowledges (assigns) the pending AAP request id of
+// tenantID in the inbox: it never decides it. assignee defaults to the
+// caller. A request that is no longer pending is a conflict.
+func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenantID, id, assignee string) (*agentowl.ApprovalRequest, *store.AAPAck, error) {
+	if assignee == "" {
+		assignee = p.Actor()
+	}
+	if len(assignee) > 256 || !utf8.ValidString(assignee) || strings.ContainsFunc(assignee, func(r rune) bool { return r < ' ' }) {
+		return nil, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "assignee", "assignee must be 1-256 bytes of text.")
+	}
+	if !agentowl.ValidUUID(id) {
+		return nil, nil, notFound("attention item", AttentionID(id))
+	}
+	var r *agentowl.ApprovalRequest
+	var ack *store.AAPAck
+	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
+		r, err = tx.RequestGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
+			return notFound("attention item", AttentionID(id))
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.expireIfDue(ctx, tx, r, s.clock.Now()); err != nil {
+			return err
+		}
+		if r.Status != agentowl.StatusPending {
+			return agentowl.Errorf(agentowl.ECodeConflict, "The AAP request is already %s; its item is resolved.", r.Status)
+		}
+		ack = &store.AAPAck{RequestID: id, TenantID: tenantID, Assignee: assignee, At: s.now()}
+		if err := tx.AAPAckSet(ctx, ack); err != nil {
+			return err
+		}
+		return access.Audit(ctx, tx, ack.At, tenantID, p, "attention.ack", AttentionID(id), map[string]any{"assignee": assignee})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, ack, nil
+}
+
+// Acks returns the acknowledgements of the given requests that have one.
+func (s *Service) Acks(ctx context.Context, ids []string) (map[string]*store.AAPAck, error) {
+	out := map[string]*store.AAPAck{}
+	err := s.store.Read(ctx, func(tx store.Tx) error {
+		for _, id := range ids {
+			a, err := tx.AAPAckGet(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[id] = a
+		}
+		return nil
+	})
+	return out, err
+}

@@ -166,10 +166,6 @@ func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, an
 }
 
 func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, error) {
-	if _, ok := aapRequestID(r.PathValue("id")); ok {
-		return 0, nil, agentowl.Errorf(agentowl.ECodeConflict,
-			"Attention item %q is an AAP approval request; it cannot be acknowledged, only decided.", r.PathValue("id"))
-	}
 	var assignee string
 	if r.ContentLength != 0 || r.Header.Get("Content-Type") != "" {
 		fields, err := readObject(r, "assignee")
@@ -179,6 +175,9 @@ func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, e
 		if _, err := field(fields, "assignee", &assignee); err != nil {
 			return 0, nil, err
 		}
+	}
+	if reqID, ok := aapRequestID(r.PathValue("id")); ok {
+		return s.ackAAPAttention(r, p, reqID, assignee)
 	}
 	v, err := s.work.work.AckAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), assignee)
 	if err != nil {

@@ -16,8 +16,9 @@ import (
 // "AAP approval requests"): each is an approval item "att_aap_<request>",
 // derived at read time from the request.
 
-// toWireAAPItem is the attention item of AAP request r at now.
-func toWireAAPItem(r *agentowl.ApprovalRequest, now time.Time) wireAttention {
+// toWireAAPItem is the attention item of AAP request r at now; ack, when
+// set, is its acknowledgement.
+func toWireAAPItem(r *agentowl.ApprovalRequest, ack *store.AAPAck, now time.Time) wireAttention {
 	out := wireAttention{ID: approval.AttentionID(r.ID), Kind: work.KindApproval, Status: string(store.AttentionOpen),
 		CreatedAt: timestamp(r.CreatedAt), UpdatedAt: timestamp(r.CreatedAt),
 		Request: &wireAttentionRequest{ID: r.ID, Revision: 1, Prompt: approval.AttentionPrompt(r),
@@ -26,6 +27,10 @@ func toWireAAPItem(r *agentowl.ApprovalRequest, now time.Time) wireAttention {
 			ExpiresAt:        timestamp(r.DeadlineAt), Expired: !now.Before(r.DeadlineAt)}}
 	a := toWireApproval(r)
 	out.ApprovalRequest = &a
+	if ack != nil {
+		out.Assignee, out.AcknowledgedAt, out.UpdatedAt = ack.Assignee, timestampPtr(&ack.At), timestamp(ack.At)
+		out.Status = string(store.AttentionAcknowledged)
+	}
 	if st := r.EffectiveStatus(now); st != agentowl.StatusPending {
 		out.Status = string(store.AttentionResolved)
 		at := r.DeadlineAt
@@ -50,7 +55,7 @@ func aapRequestID(id string) (string, bool) { return approval.AttentionRequestID
 
 // listAAPAttention adds the tenant's pending AAP requests to the items of a
 // listing (newest first, at most limit) when the filter admits them: status
-// open or none, and no work filter.
+// open (not acknowledged), acknowledged, or none, and no work filter.
 func (s *Server) listAAPAttention(r *http.Request, p *access.Principal, st store.AttentionStatus, limit int, items []*work.AttentionView) ([]wireAttention, error) {
 	type row struct {
 		at time.Time
@@ -60,7 +65,7 @@ func (s *Server) listAAPAttention(r *http.Request, p *access.Principal, st store
 	for _, v := range items {
 		rows = append(rows, row{v.Item.CreatedAt, toWireAttention(v)})
 	}
-	if (st == "" || st == store.AttentionOpen) && r.URL.Query().Get("work") == "" {
+	if (st == "" || st == store.AttentionOpen || st == store.AttentionAcknowledged) && r.URL.Query().Get("work") == "" {
 		m, err := s.tenant(r, p, agentowl.RoleMember)
 		if err != nil {
 			return nil, err
@@ -71,10 +76,21 @@ func (s *Server) listAAPAttention(r *http.Request, p *access.Principal, st store
 		if err != nil {
 			return nil, err
 		}
+		ids := make([]string, len(reqs))
+		for i, q := range reqs {
+			ids[i] = q.ID
+		}
+		acks, err := s.approval.Acks(r.Context(), ids)
+		if err != nil {
+			return nil, err
+		}
 		for _, q := range reqs {
-			if q.EffectiveStatus(now) == agentowl.StatusPending {
-				rows = append(rows, row{q.CreatedAt, toWireAAPItem(q, now)})
+			ack := acks[q.ID]
+			if q.EffectiveStatus(now) != agentowl.StatusPending || (st == store.AttentionOpen && ack != nil) ||
+				(st == store.AttentionAcknowledged && ack == nil) {
+				continue
 			}
+			rows = append(rows, row{q.CreatedAt, toWireAAPItem(q, ack, now)})
 		}
 		slices.SortStableFunc(rows, func(a, b row) int { return b.at.Compare(a.at) })
 	}
@@ -100,7 +116,23 @@ func (s *Server) inspectAAPAttention(r *http.Request, p *access.Principal, reqID
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWireAAPItem(q, s.clock.Now()), nil
+	acks, err := s.approval.Acks(r.Context(), []string{q.ID})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireAAPItem(q, acks[q.ID], s.clock.Now()), nil
+}
+
+func (s *Server) ackAAPAttention(r *http.Request, p *access.Principal, reqID, assignee string) (int, any, error) {
+	m, err := s.tenant(r, p, agentowl.RoleMember)
+	if err != nil {
+		return 0, nil, err
+	}
+	q, ack, err := s.approval.AckAttention(r.Context(), p, m.TenantID, reqID, assignee)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireAAPItem(q, ack, s.clock.Now()), nil
 }
 
 func (s *Server) decideAAPAttention(r *http.Request, p *access.Principal, reqID string, in *work.DecisionInput, submit bool) (int, any, error) {
@@ -118,6 +150,6 @@ func (s *Server) decideAAPAttention(r *http.Request, p *access.Principal, reqID 
 	if res.Preview || res.Replay {
 		status = http.StatusOK
 	}
-	return status, wireDecideResult{Attention: toWireAAPItem(res.Request, s.clock.Now()), Preview: res.Preview, Replay: res.Replay,
+	return status, wireDecideResult{Attention: toWireAAPItem(res.Request, nil, s.clock.Now()), Preview: res.Preview, Replay: res.Replay,
 		ApprovalRequest: toWireRequest(res.Request)}, nil
 }

@@ -107,6 +107,11 @@ type Tx interface {
 	AgentWork
 	Attention
 
+	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
+	AAPAckSet(ctx context.Context, a *AAPAck) error
+	// AAPAckGet returns the acknowledgement of an AAP request; ErrNotFound if none.
+	AAPAckGet(ctx context.Context, requestID string) (*AAPAck, error)
+
 	// KeyCheck records check as the check value of the key called name if
 	// none is recorded yet, and returns ErrConflict if a different one is.
 	KeyCheck(ctx context.Context, name string, check []byte, now time.Time) error
@@ -260,4 +265,13 @@ type Outbox interface {
 	AttemptList(ctx context.Context, eventID string) ([]*Attempt, error)
 	// MessageStats returns the pending count and the oldest pending creation time.
 	MessageStats(ctx context.Context) (pending int, oldest *time.Time, err error)
+}
+
+// AAPAck is an operator's acknowledgement (assignment) of a pending AAP
+// approval request in the Needs-attention inbox.
+type AAPAck struct {
+	RequestID string
+	TenantID  string
+	Assignee  string
+	At        time.Time
 }

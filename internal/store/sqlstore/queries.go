@@ -474,6 +474,26 @@ func (t *tx) AuditList(ctx context.Context, p store.AuditListParams) ([]*agentow
 	})
 }
 
+// ---- AAP acknowledgements
+
+func (t *tx) AAPAckSet(ctx context.Context, a *store.AAPAck) error {
+	_, err := t.exec(ctx, `INSERT INTO aap_acks (request_id, tenant_id, assignee, acknowledged_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (request_id) DO UPDATE SET assignee = excluded.assignee, acknowledged_at = excluded.acknowledged_at`,
+		a.RequestID, a.TenantID, a.Assignee, ts(a.At))
+	return err
+}
+
+func (t *tx) AAPAckGet(ctx context.Context, requestID string) (*store.AAPAck, error) {
+	return one(t.queryRow(ctx, `SELECT request_id, tenant_id, assignee, acknowledged_at FROM aap_acks WHERE request_id = ?`, requestID),
+		func(s scanner) (*store.AAPAck, error) {
+			var a store.AAPAck
+			var at int64
+			err := s.Scan(&a.RequestID, &a.TenantID, &a.Assignee, &at)
+			a.At = fromTS(at)
+			return &a, err
+		})
+}
+
 // ---- key checks
 
 func (t *tx) KeyCheck(ctx context.Context, name string, check []byte, now time.Time) error {
