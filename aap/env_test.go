@@ -153,14 +153,6 @@ type provider struct {
 	stop   func()
 }
 
-func resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
-	url, secret, ok, err := approval.ResolveDestination(ctx, tx, destination)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return &delivery.Target{URL: url, Secret: secret}, nil
-}
-
 // newProvider starts the provider; its egress allows loopback and trusts
 // caPEM (the receiver's certificate).
 func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
@@ -198,7 +190,7 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 }
 
 func (p *provider) startEngine() {
-	e := delivery.New(p.store, p.clock, p.client, resolveDestination,
+	e := delivery.New(p.store, p.clock, p.client, approval.ResolveDestination,
 		delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,65 +296,6 @@ func buildAgentowl(t *testing.T) string {
 	return bin
 }
 
-// startServeEnv is startServe with extra environment (the AGENTOWL_ variables
-// of the test process are never passed on) and extra serve arguments. The
-// process is killed at test end.
-func startServeEnv(t *testing.T, bin, dataDir string, env []string, args ...string) *serveProcess {
-	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	logDir := t.TempDir()
-	stdout, err := os.Create(filepath.Join(logDir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := os.Create(filepath.Join(logDir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr}, args...)...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AGENTOWL_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	p := &serveProcess{cmd: cmd, url: "http://" + addr, stdout: stdout.Name(), exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		stdout.Close()
-		stderr.Close()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			errs, _ := os.ReadFile(stderr.Name())
-			t.Logf("agentowl serve on %s stderr:\n%.20000s", addr, errs)
-		}
-	})
-	client := &http.Client{Timeout: time.Second}
-	eventually(t, 30*time.Second, "agentowl serve to answer /healthz", func() bool {
-		select {
-		case <-p.exited:
-			errs, _ := os.ReadFile(stderr.Name())
-			t.Fatalf("agentowl serve exited early: %v\n%s", cmd.ProcessState, errs)
-		default:
-		}
-		resp, err := client.Get(p.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return p
-}
-
 // provisionerToken creates a provisioner token over the operator API.
 func provisionerToken(t *testing.T, baseURL, admin string) string {
 	t.Helper()
@@ -469,7 +409,7 @@ func TestCrashBetweenDecisionAndDelivery(t *testing.T) {
 	env := rcv.env("200ms", "1s")
 	dataDir := t.TempDir()
 
-	first := startServeEnv(t, bin, dataDir, env)
+	first := startServeWith(t, bin, dataDir, env)
 	admin := site{dataDir: dataDir}.adminToken(t)
 	h := provisionWithDelivery(t, first.url, provisionerToken(t, first.url, admin), "crash-queued", rcv)
 	id := submitPending(t, h, "crash-queued-1")
@@ -496,7 +436,7 @@ func TestCrashBetweenDecisionAndDelivery(t *testing.T) {
 	status.Store(http.StatusNoContent)
 
 	killed := time.Now()
-	second := startServeEnv(t, bin, dataDir, env)
+	second := startServeWith(t, bin, dataDir, env)
 	eventually(t, 60*time.Second, "the queued notification to be delivered after restart", func() bool { return rcv.acked(eventID) })
 	t.Logf("delivered %s after kill -9 and restart", time.Since(killed).Round(time.Millisecond))
 	eventually(t, 30*time.Second, "the deliveries API to say delivered", func() bool {
@@ -547,7 +487,7 @@ func TestCrashDuringAttempt(t *testing.T) {
 	env := rcv.env("200ms", "1s")
 	dataDir := t.TempDir()
 
-	first := startServeEnv(t, bin, dataDir, env)
+	first := startServeWith(t, bin, dataDir, env)
 	admin := site{dataDir: dataDir}.adminToken(t)
 	h := provisionWithDelivery(t, first.url, provisionerToken(t, first.url, admin), "crash-inflight", rcv)
 	id := submitPending(t, h, "crash-inflight-1")
@@ -564,7 +504,7 @@ func TestCrashDuringAttempt(t *testing.T) {
 	close(release)
 	eventually(t, 10*time.Second, "the receiver to finish the dead attempt", func() bool { return rcv.inflightNow(eventID) == 0 })
 
-	second := startServeEnv(t, bin, dataDir, env)
+	second := startServeWith(t, bin, dataDir, env)
 	eventually(t, 45*time.Second, "the event to be delivered after restart", func() bool { return rcv.acked(eventID) })
 	t.Logf("delivered %s after kill -9 during the attempt", time.Since(killed).Round(time.Millisecond))
 	eventually(t, 30*time.Second, "the deliveries API to say delivered", func() bool {
@@ -613,8 +553,8 @@ func TestTwoServersShareOnePostgres(t *testing.T) {
 	env := append(rcv.env("200ms", "1s"), "AGENTOWL_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)))
 
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a := startServeEnv(t, bin, dirA, env, "--database-url", dbURL)
-	b := startServeEnv(t, bin, dirB, env, "--database-url", dbURL)
+	a := startServeWith(t, bin, dirA, env, "--database-url", dbURL)
+	b := startServeWith(t, bin, dirB, env, "--database-url", dbURL)
 	if _, err := os.Stat(filepath.Join(dirB, "operator-token")); err == nil {
 		t.Errorf("the second server bootstrapped the shared database again")
 	}

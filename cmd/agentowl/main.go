@@ -149,7 +149,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("egress: %w", err)
 	}
-	m.engine = delivery.New(st, cfg.Clock, client, m.resolveDestination, cfg.Delivery, cfg.Logger)
+	m.engine = delivery.New(st, cfg.Clock, client, m.resolveDestination(), cfg.Delivery, cfg.Logger)
 	verifier := delivery.NewVerifier(client, cfg.Clock, nil).
 		LimitDestinations(ratelimit.New("register-destination", delivery.DefaultRegisterLimit, st, cfg.Clock), nil)
 	m.approval.EnableDelivery(verifier, client.CheckURL, m.engine.Wake)
@@ -184,26 +184,20 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// resolveDestination maps an outbox destination to its current receiver:
-// "endpoint:<id>" to an agent-work endpoint, "decision:…" to an
-// endpoint's decision URL, anything else to AAP.
-func (m *Main) resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
-	if strings.HasPrefix(destination, "decision:") && m.work != nil {
-		t, ok, err := m.work.ResolveDecisionDestination(ctx, tx, destination)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &delivery.Target{URL: t.URL, Secret: t.SigningSecret, Header: t.Header, Accept: t.Accept}, nil
-	}
-	resolve := approval.ResolveDestination
-	if strings.HasPrefix(destination, "endpoint:") && m.work != nil {
-		resolve = m.work.ResolveDestination
-	}
-	url, secret, ok, err := resolve(ctx, tx, destination)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return &delivery.Target{URL: url, Secret: secret}, nil
+// resolveDestination routes outbox destinations to their use-cases:
+// "instance:" to AAP receivers, "endpoint:" to agent-work endpoints and
+// "decision:" to endpoints' decision URLs. Work starts after the engine (it
+// needs the engine's Wake), so its resolvers are looked up at call time.
+func (m *Main) resolveDestination() delivery.Resolver {
+	return delivery.Route(map[string]delivery.Resolver{
+		"instance": approval.ResolveDestination,
+		"endpoint": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
+			return m.work.ResolveDestination(ctx, tx, d)
+		},
+		"decision": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
+			return m.work.ResolveDecisionDestination(ctx, tx, d)
+		},
+	})
 }
 
 // bootstrap creates tenant "default" and an admin operator token on first

@@ -427,6 +427,13 @@ type serveProcess struct {
 // startServe runs the built binary on dataDir and waits until /healthz answers.
 func startServe(t *testing.T, bin, dataDir string) *serveProcess {
 	t.Helper()
+	return startServeWith(t, bin, dataDir, nil)
+}
+
+// startServeWith is startServe with extra environment (added after every
+// inherited AGENTOWL_ variable is dropped) and extra serve arguments.
+func startServeWith(t *testing.T, bin, dataDir string, env []string, args ...string) *serveProcess {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	logDir := t.TempDir()
 	stdout, err := os.Create(filepath.Join(logDir, "stdout"))
@@ -437,12 +444,13 @@ func startServe(t *testing.T, bin, dataDir string) *serveProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", addr)
+	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr}, args...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AGENTOWL_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
@@ -459,7 +467,7 @@ func startServe(t *testing.T, bin, dataDir string) *serveProcess {
 		<-p.exited
 		if t.Failed() {
 			errs, _ := os.ReadFile(stderr.Name())
-			t.Logf("agentowl serve stderr:\n%s", errs)
+			t.Logf("agentowl serve on %s stderr:\n%.20000s", addr, errs)
 		}
 	})
 	client := &http.Client{Timeout: time.Second}

@@ -52,11 +52,7 @@ func startAgentOwl(t *testing.T, b storetest.Backend, caPEM []byte) *server {
 	}
 	var w *work.Service
 	resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
-		u, secret, ok, err := w.ResolveDestination(ctx, tx, dest)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &delivery.Target{URL: u, Secret: secret}, nil
+		return w.ResolveDestination(ctx, tx, dest)
 	}
 	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second}, log)
 	srv := httptest.NewUnstartedServer(nil)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -57,22 +58,23 @@ const NotificationWindow = 168 * time.Hour
 // InstanceDestination names an instance's receiver as a delivery destination.
 func InstanceDestination(instanceID string) string { return "instance:" + instanceID }
 
-// ResolveDestination returns the current receiver URL and signing secret of
-// an instance destination; ok is false once the instance is deleted or has no
-// receiver, which ends the message.
-func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (url, secret string, ok bool, err error) {
+// ResolveDestination is the delivery.Resolver of "instance:<id>"
+// destinations: the instance's current receiver URL and signing secret, or
+// no target once the instance is deleted or has no receiver, which ends the
+// message.
+func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
 	id, found := strings.CutPrefix(destination, "instance:")
 	if !found {
-		return "", "", false, nil
+		return nil, nil
 	}
 	inst, err := tx.InstanceGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return "", "", false, nil
+		return nil, nil
 	}
 	if err != nil || inst.DeletedAt != nil || inst.Delivery == nil {
-		return "", "", false, err
+		return nil, err
 	}
-	return inst.Delivery.URL, inst.Delivery.SigningSecret, true, nil
+	return &delivery.Target{URL: inst.Delivery.URL, Secret: inst.Delivery.SigningSecret}, nil
 }
 
 // checkDelivery validates a proposed receiver.

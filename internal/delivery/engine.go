@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -510,4 +511,18 @@ func outcomeLabel(status int, err error) string {
 		return "4xx"
 	}
 	return "5xx"
+}
+
+// Route returns a Resolver that hands each destination to the resolver
+// registered for its prefix, the text before the first ':' ("instance",
+// "endpoint", "decision"). A destination without a registered prefix has
+// no target, which ends its message.
+func Route(routes map[string]Resolver) Resolver {
+	return func(ctx context.Context, tx store.Tx, destination string) (*Target, error) {
+		prefix, _, _ := strings.Cut(destination, ":")
+		if r, ok := routes[prefix]; ok {
+			return r(ctx, tx, destination)
+		}
+		return nil, nil
+	}
 }

@@ -92,7 +92,7 @@ func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyn
 	if err != nil {
 		t.Fatalf("egress: %v", err)
 	}
-	engine := delivery.New(st, clock, client, resolveDestination,
+	engine := delivery.New(st, clock, client, approval.ResolveDestination,
 		delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
 	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, engine.Wake)
 	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
@@ -115,16 +115,6 @@ func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyn
 	}
 	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
 	return &asyncEnv{env: e, engine: engine, egress: client}
-}
-
-// resolveDestination adapts approval.ResolveDestination to delivery.Resolver,
-// as cmd/agentowl does.
-func resolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
-	url, secret, ok, err := approval.ResolveDestination(ctx, tx, destination)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return &delivery.Target{URL: url, Secret: secret}, nil
 }
 
 // forEachAsyncBackend runs fn as a parallel subtest per store backend.

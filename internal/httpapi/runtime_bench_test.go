@@ -59,20 +59,14 @@ func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchSe
 		b.Fatal(err)
 	}
 	var w *work.Service
-	resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
-		if strings.HasPrefix(dest, "decision:") {
-			t, ok, err := w.ResolveDecisionDestination(ctx, tx, dest)
-			if err != nil || !ok {
-				return nil, err
-			}
-			return &delivery.Target{URL: t.URL, Secret: t.SigningSecret, Header: t.Header, Accept: t.Accept}, nil
-		}
-		u, secret, ok, err := w.ResolveDestination(ctx, tx, dest)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &delivery.Target{URL: u, Secret: secret}, nil
-	}
+	resolve := delivery.Route(map[string]delivery.Resolver{
+		"endpoint": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
+			return w.ResolveDestination(ctx, tx, d)
+		},
+		"decision": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
+			return w.ResolveDecisionDestination(ctx, tx, d)
+		},
+	})
 	engine := delivery.New(st, clock, eg, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond}, log)
 	srv := httptest.NewUnstartedServer(nil)
 	key := make([]byte, 32)

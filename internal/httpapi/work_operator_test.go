@@ -70,24 +70,15 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 	cfg.SecretKey = make([]byte, 32)
 	_, _ = rand.Read(cfg.SecretKey)
 	var w *work.Service
-	resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
-		if strings.HasPrefix(dest, "decision:") {
-			t, ok, err := w.ResolveDecisionDestination(ctx, tx, dest)
-			if err != nil || !ok {
-				return nil, err
-			}
-			return &delivery.Target{URL: t.URL, Secret: t.SigningSecret, Header: t.Header, Accept: t.Accept}, nil
-		}
-		r := approval.ResolveDestination
-		if strings.HasPrefix(dest, "endpoint:") {
-			r = w.ResolveDestination
-		}
-		u, secret, ok, err := r(ctx, tx, dest)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &delivery.Target{URL: u, Secret: secret}, nil
-	}
+	resolve := delivery.Route(map[string]delivery.Resolver{
+		"instance": approval.ResolveDestination,
+		"endpoint": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
+			return w.ResolveDestination(ctx, tx, d)
+		},
+		"decision": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
+			return w.ResolveDecisionDestination(ctx, tx, d)
+		},
+	})
 	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
 	if w, err = work.New(st, clock, client.CheckURL, engine.Wake, cfg, log); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -578,46 +579,37 @@ func DecisionDestination(endpointID, workID, decisionID string) string {
 	return "decision:" + endpointID + "/" + workID + "/" + decisionID
 }
 
-// DecisionTarget is where a decision push goes.
-type DecisionTarget struct {
-	URL           string
-	SigningSecret string
-	Header        http.Header
-	// Accept checks the runtime's answer and records the receipt.
-	Accept func(status int, body []byte) error
-}
-
-// ResolveDecisionDestination resolves a "decision:" destination to the
-// endpoint's decision URL, its signing secret, the bearer decision secret
-// and the answer check; ok is false for other destinations and once the
-// endpoint is deleted or has no decision URL any more.
-func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, destination string) (*DecisionTarget, bool, error) {
+// ResolveDecisionDestination is the delivery.Resolver of "decision:"
+// destinations: the endpoint's decision URL, its signing secret, the bearer
+// decision secret and the answer check that records the receipt; no target
+// once the endpoint is deleted or has no decision URL any more.
+func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
 	rest, found := strings.CutPrefix(destination, "decision:")
 	if !found {
-		return nil, false, nil
+		return nil, nil
 	}
 	parts := strings.SplitN(rest, "/", 3)
 	if len(parts) != 3 {
-		return nil, false, nil
+		return nil, nil
 	}
 	epID, workID, decisionID := parts[0], parts[1], parts[2]
 	ep, err := tx.EndpointGet(ctx, epID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
+		return nil, nil
 	}
 	if err != nil || ep.DeletedAt != nil || ep.DecisionURL == "" {
-		return nil, false, err
+		return nil, err
 	}
 	signing, err := s.Open(signingPurpose(ep.ID), ep.SigningSecret)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	bearer, err := s.Open(decisionPurpose(ep.ID), ep.DecisionSecret)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	bg := context.WithoutCancel(ctx)
-	return &DecisionTarget{URL: ep.DecisionURL, SigningSecret: string(signing),
+	return &delivery.Target{URL: ep.DecisionURL, Secret: string(signing),
 		Header: http.Header{"Authorization": {"Bearer " + string(bearer)}},
 		Accept: func(status int, body []byte) error {
 			if err := CheckAcceptance(body, decisionID); err != nil {
@@ -625,7 +617,7 @@ func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, d
 			}
 			_, err := s.recordReceipt(bg, ep.ID, workID, decisionID, ReceiptViaPush)
 			return err
-		}}, true, nil
+		}}, nil
 }
 
 // CheckAcceptance checks a runtime's answer to a decision push: exactly

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -33,26 +34,26 @@ const EventType = "event.received"
 // Destination names an endpoint as a delivery destination.
 func Destination(endpointID string) string { return "endpoint:" + endpointID }
 
-// ResolveDestination returns the current URL and signing secret of an
-// endpoint destination; ok is false for other destinations and once the
-// endpoint is deleted, which ends the message.
-func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destination string) (url, secret string, ok bool, err error) {
+// ResolveDestination is the delivery.Resolver of "endpoint:<id>"
+// destinations: the endpoint's current URL and signing secret, or no target
+// once the endpoint is deleted, which ends the message.
+func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
 	id, found := strings.CutPrefix(destination, "endpoint:")
 	if !found {
-		return "", "", false, nil
+		return nil, nil
 	}
 	ep, err := tx.EndpointGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return "", "", false, nil
+		return nil, nil
 	}
 	if err != nil || ep.DeletedAt != nil {
-		return "", "", false, err
+		return nil, err
 	}
 	plain, err := s.Open(signingPurpose(ep.ID), ep.SigningSecret)
 	if err != nil {
-		return "", "", false, err
+		return nil, err
 	}
-	return ep.URL, string(plain), true, nil
+	return &delivery.Target{URL: ep.URL, Secret: string(plain)}, nil
 }
 
 // Delivery is the body of every endpoint delivery: the original event

@@ -84,7 +84,7 @@ func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant stri
 		}
 		for _, w := range ws {
 			sum := &Summary{Work: w}
-			if sum.Delivery, err = delivery(ctx, tx, w); err != nil {
+			if sum.Delivery, err = handoffMessage(ctx, tx, w); err != nil {
 				return err
 			}
 			out = append(out, sum)
@@ -94,7 +94,8 @@ func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant stri
 	return out, err
 }
 
-func delivery(ctx context.Context, tx store.Tx, w *store.Work) (*store.Message, error) {
+// handoffMessage is the outbox message that hands w over, nil once purged.
+func handoffMessage(ctx context.Context, tx store.Tx, w *store.Work) (*store.Message, error) {
 	msg, err := tx.MessageGet(ctx, w.DeliveryID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -119,7 +120,7 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 			return err
 		}
 		d.Work = w
-		if d.Delivery, err = delivery(ctx, tx, w); err != nil {
+		if d.Delivery, err = handoffMessage(ctx, tx, w); err != nil {
 			return err
 		}
 		if d.Delivery != nil {
