@@ -10,16 +10,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 
 	"github.com/agentowl/agentowl/aap"
 	"github.com/agentowl/agentowl/aap/internal/sqldb"
+	"github.com/agentowl/agentowl/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -38,35 +35,12 @@ func Open(ctx context.Context, url string) (aap.Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("aap postgres: %w", err)
 	}
-	if err := migrate(ctx, db); err != nil {
+	if err := migrate.Postgres(ctx, db, migrations, "migrations", "aap_goose_version"); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("aap postgres: migrate: %w", err)
 	}
 	d := sqldb.Dialect{Numbered: true, SkipLocked: " FOR UPDATE SKIP LOCKED", IsUniqueViolation: isUniqueViolation}
 	return sqldb.New(d, db, db, false), nil
-}
-
-func migrate(ctx context.Context, db *sql.DB) error {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	var schema string
-	if err := db.QueryRowContext(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
-		return err
-	}
-	h := fnv.New64a()
-	h.Write([]byte("aap-migrate:" + schema))
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker), goose.WithTableName("aap_goose_version"))
-	if err != nil {
-		return err
-	}
-	_, err = p.Up(ctx)
-	return err
 }
 
 func isUniqueViolation(err error) bool {

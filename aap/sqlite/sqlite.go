@@ -10,18 +10,17 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/pressly/goose/v3"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/agentowl/agentowl/aap"
 	"github.com/agentowl/agentowl/aap/internal/sqldb"
+	"github.com/agentowl/agentowl/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -52,7 +51,7 @@ func Open(ctx context.Context, path string) (aap.Store, error) {
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
-	if err := migrate(ctx, writer); err != nil {
+	if err := migrate.SQLite(ctx, writer, migrations, "migrations", "aap_goose_version"); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("aap sqlite: migrate: %w", err)
 	}
@@ -69,19 +68,6 @@ func Open(ctx context.Context, path string) (aap.Store, error) {
 	reader.SetMaxOpenConns(8)
 	reader.SetMaxIdleConns(8)
 	return sqldb.New(sqldb.Dialect{IsUniqueViolation: isUniqueViolation}, writer, reader, true), nil
-}
-
-func migrate(ctx context.Context, db *sql.DB) error {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithTableName("aap_goose_version"))
-	if err != nil {
-		return err
-	}
-	_, err = p.Up(ctx)
-	return err
 }
 
 func isUniqueViolation(err error) bool {

@@ -8,14 +8,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 
+	"github.com/agentowl/agentowl/internal/migrate"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
@@ -37,7 +34,7 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := migrate(ctx, db); err != nil {
+	if err := migrate.Postgres(ctx, db, migrations, "migrations", ""); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -47,31 +44,6 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 		return nil, err
 	}
 	return store, nil
-}
-
-func migrate(ctx context.Context, db *sql.DB) error {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	// Replicas sharing a schema migrate one at a time; databases with several
-	// schemas (one per test run) do not wait on each other.
-	var schema string
-	if err := db.QueryRowContext(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
-		return err
-	}
-	h := fnv.New64a()
-	h.Write([]byte("agentowl-migrate:" + schema))
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker))
-	if err != nil {
-		return err
-	}
-	_, err = p.Up(ctx)
-	return err
 }
 
 func classify(err error) error {

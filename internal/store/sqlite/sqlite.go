@@ -13,10 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pressly/goose/v3"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/agentowl/agentowl/internal/migrate"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
@@ -47,7 +47,7 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
-	if err := migrate(ctx, writer); err != nil {
+	if err := migrate.SQLite(ctx, writer, migrations, "migrations", ""); err != nil {
 		writer.Close()
 		return nil, err
 	}
@@ -68,19 +68,6 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 		return nil, err
 	}
 	return db, nil
-}
-
-func migrate(ctx context.Context, db *sql.DB) error {
-	sub, err := fsSub()
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub)
-	if err != nil {
-		return err
-	}
-	_, err = p.Up(ctx)
-	return err
 }
 
 // classify turns constraint violations into store.ErrConflict by result code.

@@ -1,5 +1,0 @@
-package sqlite
-
-import "io/fs"
-
-func fsSub() (fs.FS, error) { return fs.Sub(migrations, "migrations") }
