@@ -3,9 +3,9 @@ package sqldb
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"sync"
+
+	"github.com/agentowl/agentowl/internal/groupcommit"
 )
 
 // maxBatch bounds how many writes share one commit.
@@ -17,90 +17,30 @@ const maxBatch = 256
 // own savepoint, so a failing write rolls back only itself. No caller is
 // answered before the commit that holds its write is durable.
 type batcher struct {
-	db     *sql.DB
-	queue  chan *pending
-	stop   chan struct{}
-	exited chan struct{} // closed when loop has returned
-	once   sync.Once
+	db    *sql.DB
+	queue *groupcommit.Queue[*pending]
 }
 
 type pending struct {
-	ctx    context.Context
-	fn     func(context.Context, *sql.Tx) error
-	result chan error
+	ctx context.Context
+	fn  func(context.Context, *sql.Tx) error
 }
 
-var errClosed = errors.New("aap store: closed")
-
 func newBatcher(db *sql.DB) *batcher {
-	b := &batcher{db: db, queue: make(chan *pending, 4*maxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
-	go b.loop()
+	b := &batcher{db: db}
+	b.queue = groupcommit.New(maxBatch, b.commit)
 	return b
 }
 
 func (b *batcher) write(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
-	p := &pending{ctx: ctx, fn: fn, result: make(chan error, 1)}
-	select {
-	case b.queue <- p:
-	case <-b.stop:
-		return errClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	// Once queued, the outcome is awaited even if ctx ends: the write may be
-	// committed, and the caller must not believe otherwise. A write queued
-	// while the store closes may never be picked up: then it did not happen.
-	select {
-	case err := <-p.result:
-		return err
-	case <-b.exited:
-		select {
-		case err := <-p.result:
-			return err
-		default:
-			return errClosed
-		}
-	}
+	return b.queue.Do(ctx, &pending{ctx: ctx, fn: fn})
 }
 
-func (b *batcher) close() {
-	b.once.Do(func() { close(b.stop) })
-	<-b.exited
-}
-
-func (b *batcher) loop() {
-	defer close(b.exited)
-	for {
-		var first *pending
-		select {
-		case first = <-b.queue:
-		case <-b.stop:
-			for {
-				select {
-				case p := <-b.queue:
-					p.result <- errClosed
-				default:
-					return
-				}
-			}
-		}
-		batch := []*pending{first}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case p := <-b.queue:
-				batch = append(batch, p)
-			default:
-				break fill
-			}
-		}
-		b.commit(batch)
-	}
-}
+func (b *batcher) close() { b.queue.Close() }
 
 // commit runs a batch in one transaction. If the transaction itself fails
 // (begin, savepoint, commit), every write of the batch fails.
-func (b *batcher) commit(batch []*pending) {
+func (b *batcher) commit(batch []*pending) []error {
 	results := make([]error, len(batch))
 	err := func() error {
 		tx, err := b.db.BeginTx(context.Background(), nil)
@@ -129,11 +69,10 @@ func (b *batcher) commit(batch []*pending) {
 		}
 		return tx.Commit()
 	}()
-	for i, p := range batch {
-		if err != nil {
-			p.result <- err
-		} else {
-			p.result <- results[i]
+	if err != nil {
+		for i := range results {
+			results[i] = err
 		}
 	}
+	return results
 }

@@ -2,10 +2,10 @@ package sqlstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/agentowl/agentowl/internal/groupcommit"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -18,99 +18,37 @@ const maxBatch = 128
 // own savepoint, so one failing write rolls back only itself and the others
 // still commit together. No caller is answered before its commit is durable.
 type batcher struct {
-	db      *DB
-	conn    *conn // the held writer connection, when statements are cached
-	queue   chan *pendingWrite
-	stop    chan struct{}
-	stopped sync.WaitGroup
-	once    sync.Once
-	once2   sync.Once
-	mu      sync.RWMutex
-	closed  bool
+	db    *DB
+	conn  *conn // the held writer connection, when statements are cached
+	queue *groupcommit.Queue[*pendingWrite]
+	once  sync.Once
 }
 
 type pendingWrite struct {
-	ctx  context.Context
-	fn   func(store.Tx) error
-	done chan error
+	ctx context.Context
+	fn  func(store.Tx) error
 }
 
 func newBatcher(db *DB, c *conn) *batcher {
-	b := &batcher{db: db, conn: c, queue: make(chan *pendingWrite, 1024), stop: make(chan struct{})}
-	b.stopped.Add(1)
-	go b.loop()
+	b := &batcher{db: db, conn: c}
+	b.queue = groupcommit.New(maxBatch, b.commit)
 	return b
 }
 
-var errClosed = errors.New("store: closed")
-
 func (b *batcher) write(ctx context.Context, fn func(store.Tx) error) error {
-	w := &pendingWrite{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	// Enqueue under the read lock so close cannot slip between the check
-	// and the send: the loop drains everything queued before it stops.
-	b.mu.RLock()
-	if b.closed {
-		b.mu.RUnlock()
-		return errClosed
-	}
-	select {
-	case b.queue <- w:
-		b.mu.RUnlock()
-	case <-ctx.Done():
-		b.mu.RUnlock()
-		return ctx.Err()
-	}
-	// Once queued, wait for the outcome even if ctx ends: the write may
-	// already be committed, and the caller must not report otherwise.
-	return <-w.done
+	return b.queue.Do(ctx, &pendingWrite{ctx: ctx, fn: fn})
 }
 
 func (b *batcher) close() {
-	b.once.Do(func() {
-		b.mu.Lock()
-		b.closed = true
-		b.mu.Unlock()
-		close(b.stop)
-	})
-	b.stopped.Wait()
+	b.queue.Close()
 	if b.conn != nil {
-		b.once2.Do(b.conn.close)
-	}
-}
-
-func (b *batcher) loop() {
-	defer b.stopped.Done()
-	for {
-		var first *pendingWrite
-		select {
-		case first = <-b.queue:
-		case <-b.stop:
-			for {
-				select {
-				case w := <-b.queue:
-					w.done <- errClosed
-				default:
-					return
-				}
-			}
-		}
-		batch := []*pendingWrite{first}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case w := <-b.queue:
-				batch = append(batch, w)
-			default:
-				break fill
-			}
-		}
-		b.commit(batch)
+		b.once.Do(b.conn.close)
 	}
 }
 
 // commit runs a batch in one transaction. A failure of the transaction
 // itself (begin, savepoint, commit) fails every write of the batch.
-func (b *batcher) commit(batch []*pendingWrite) {
+func (b *batcher) commit(batch []*pendingWrite) []error {
 	results := make([]error, len(batch))
 	bg := context.Background()
 	var t *tx
@@ -168,11 +106,10 @@ func (b *batcher) commit(batch []*pendingWrite) {
 		}
 		return nil
 	}()
-	for i, w := range batch {
-		if err != nil {
-			w.done <- err
-		} else {
-			w.done <- results[i]
+	if err != nil {
+		for i := range results {
+			results[i] = err
 		}
 	}
+	return results
 }

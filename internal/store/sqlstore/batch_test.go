@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentowl/agentowl/internal/groupcommit"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
@@ -18,7 +19,7 @@ func TestWritesRacingCloseNeverHang(t *testing.T) {
 		for range 16 {
 			wg.Go(func() {
 				err := st.Write(context.Background(), func(store.Tx) error { return nil })
-				if err != nil && !errors.Is(err, errClosedSentinel(st)) {
+				if err != nil && !errors.Is(err, groupcommit.ErrClosed) {
 					t.Errorf("write: %v", err)
 				}
 			})
@@ -26,9 +27,4 @@ func TestWritesRacingCloseNeverHang(t *testing.T) {
 		st.Close()
 		wg.Wait()
 	}
-}
-
-// errClosedSentinel returns the error a closed store gives a write.
-func errClosedSentinel(st store.Store) error {
-	return st.Write(context.Background(), func(store.Tx) error { return nil })
 }
