@@ -63,6 +63,7 @@ type receiver struct {
 	seen        map[string]int // notifications per webhook-id
 	inflight    map[string]int
 	maxInflight map[string]int
+	busy, most  int // requests in flight to the receiver, and the most at once
 	problems    []string
 }
 
@@ -126,10 +127,13 @@ func (rcv *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if rcv.inflight[id] > rcv.maxInflight[id] {
 		rcv.maxInflight[id] = rcv.inflight[id]
 	}
+	rcv.busy++
+	rcv.most = max(rcv.most, rcv.busy)
 	rcv.mu.Unlock()
 	defer func() {
 		rcv.mu.Lock()
 		rcv.inflight[id]--
+		rcv.busy--
 		rcv.mu.Unlock()
 	}()
 
@@ -529,7 +533,8 @@ func TestCrashDuringAttempt(t *testing.T) {
 
 // Two servers on one PostgreSQL database share the outbox: every event is
 // delivered, never with two attempts in flight at once, with its body
-// unchanged across attempts made by either server.
+// unchanged across attempts made by either server, and the two together keep
+// to the destination's concurrency limit.
 func TestTwoServersShareOnePostgres(t *testing.T) {
 	t.Parallel()
 	if storetest.PostgresURL(t) == "" {
@@ -550,7 +555,9 @@ func TestTwoServersShareOnePostgres(t *testing.T) {
 		return answer{status: http.StatusNoContent}
 	})
 	// Replicas sharing a database share the key that seals its secrets.
-	env := append(rcv.env("200ms", "1s"), "AGENTOWL_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	const destinationLimit = 3
+	env := append(rcv.env("200ms", "1s"), "AGENTOWL_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)),
+		fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", destinationLimit))
 
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a := startServeWith(t, bin, dirA, env, "--database-url", dbURL)
@@ -612,6 +619,12 @@ func TestTwoServersShareOnePostgres(t *testing.T) {
 	byID := rcv.checkEvents(t)
 	if len(byID) != total {
 		t.Errorf("the receiver got %d distinct events, want %d", len(byID), total)
+	}
+	rcv.mu.Lock()
+	most := rcv.most
+	rcv.mu.Unlock()
+	if most > destinationLimit {
+		t.Errorf("%d requests in flight at once to the receiver from two servers, limit %d", most, destinationLimit)
 	}
 	eventOf := map[string]string{} // request ID -> event ID
 	for id, ns := range byID {

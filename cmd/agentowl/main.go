@@ -63,8 +63,12 @@ type Config struct {
 	PublicURL string
 	HTTP      httpapi.Config
 	Approval  approval.Config
-	Delivery  delivery.Config
-	Egress    egress.Config
+	// RegisterPerDestination bounds receiver verifications per destination
+	// host:port and resolved address, across tenants. Defaults to
+	// delivery.DefaultRegisterLimit.
+	RegisterPerDestination ratelimit.Limit
+	Delivery               delivery.Config
+	Egress                 egress.Config
 	// Work configures agent work; its SecretKey defaults to
 	// AGENTOWL_SECRET_KEY or the key file in DataDir (see workSecretKey).
 	Work    work.Config
@@ -85,6 +89,7 @@ func (c *Config) defaults() {
 	if c.Clock == nil {
 		c.Clock = agentowl.SystemClock{}
 	}
+
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
@@ -134,6 +139,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.Config.validate(); err != nil {
 		return err
 	}
+	if err := limitsFromEnv(&m.Config); err != nil {
+		return err
+	}
+	if m.Config.RegisterPerDestination.Per == 0 {
+		m.Config.RegisterPerDestination = delivery.DefaultRegisterLimit
+	}
 	cfg := &m.Config
 	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL)
 	if err != nil {
@@ -151,7 +162,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.engine = delivery.New(st, cfg.Clock, client, m.resolveDestination(), cfg.Delivery, cfg.Logger)
 	verifier := delivery.NewVerifier(client, cfg.Clock, nil).
-		LimitDestinations(ratelimit.New("register-destination", delivery.DefaultRegisterLimit, st, cfg.Clock), nil)
+		LimitDestinations(ratelimit.New("register-destination", cfg.RegisterPerDestination, st, cfg.Clock), nil)
 	m.approval.EnableDelivery(verifier, client.CheckURL, m.engine.Wake)
 	api := httpapi.New(acc, m.approval, st, cfg.Clock, cfg.Logger, cfg.HTTP)
 	api.Register(m.engine.Metrics().Collectors(st)...)
@@ -254,9 +265,6 @@ func (m *Main) enableWork(ctx context.Context, api *httpapi.Server, checkURL fun
 	if wc.PublicURL == "" {
 		wc.PublicURL = "http://" + m.Addr
 	}
-	if err := workFromEnv(&wc, &cfg.Ingress); err != nil {
-		return err
-	}
 	if wc.SecretKey == nil {
 		key, err := workSecretKey(cfg.DataDir)
 		if err != nil {
@@ -276,27 +284,35 @@ func (m *Main) enableWork(ctx context.Context, api *httpapi.Server, checkURL fun
 	return nil
 }
 
-// workFromEnv fills agent-work settings that are unset from
-// AGENTOWL_CALLBACK_RATE (callbacks per minute per endpoint),
-// AGENTOWL_MAX_CALLBACKS_PER_WORK and AGENTOWL_INGRESS_RATE (events per
-// minute per binding).
-func workFromEnv(wc *work.Config, ic *ingress.Config) error {
+// limitsFromEnv fills the limits that are unset in the Config from the
+// environment (docs/limits.md lists them): each is a positive whole number,
+// rates per minute.
+func limitsFromEnv(cfg *Config) error {
+	perMinute := func(l *ratelimit.Limit) func(int) {
+		return func(n int) {
+			if l.Per == 0 {
+				*l = ratelimit.Limit{Events: n, Per: time.Minute}
+			}
+		}
+	}
+	count := func(v *int) func(int) {
+		return func(n int) {
+			if *v == 0 {
+				*v = n
+			}
+		}
+	}
 	for env, set := range map[string]func(n int){
-		"AGENTOWL_CALLBACK_RATE": func(n int) {
-			if wc.CallbackLimit.Per == 0 {
-				wc.CallbackLimit.Events, wc.CallbackLimit.Per = n, time.Minute
-			}
-		},
-		"AGENTOWL_MAX_CALLBACKS_PER_WORK": func(n int) {
-			if wc.MaxCallbacksPerWork == 0 {
-				wc.MaxCallbacksPerWork = n
-			}
-		},
-		"AGENTOWL_INGRESS_RATE": func(n int) {
-			if ic.Limit.Per == 0 {
-				ic.Limit.Events, ic.Limit.Per = n, time.Minute
-			}
-		},
+		"AGENTOWL_CREATE_RATE":                      perMinute(&cfg.Approval.CreateLimit),
+		"AGENTOWL_REGISTER_RATE":                    perMinute(&cfg.Approval.RegisterLimit),
+		"AGENTOWL_REGISTER_DESTINATION_RATE":        perMinute(&cfg.RegisterPerDestination),
+		"AGENTOWL_DELIVERY_TENANT_RATE":             perMinute(&cfg.Delivery.PerTenantRate),
+		"AGENTOWL_DELIVERY_DESTINATION_RATE":        perMinute(&cfg.Delivery.PerHostRate),
+		"AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY": count(&cfg.Delivery.PerHostConcurrency),
+		"AGENTOWL_DELIVERY_CONCURRENCY":             count(&cfg.Delivery.Concurrency),
+		"AGENTOWL_CALLBACK_RATE":                    perMinute(&cfg.Work.CallbackLimit),
+		"AGENTOWL_MAX_CALLBACKS_PER_WORK":           count(&cfg.Work.MaxCallbacksPerWork),
+		"AGENTOWL_INGRESS_RATE":                     perMinute(&cfg.Ingress.Limit),
 	} {
 		if v := os.Getenv(env); v != "" {
 			n, err := strconv.Atoi(v)

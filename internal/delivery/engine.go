@@ -70,7 +70,8 @@ type Config struct {
 	// Defaults to net.DefaultResolver.
 	AddrResolver AddrResolver
 	// PerHostConcurrency bounds attempts in flight to one destination
-	// host:port, and to one resolved address, in this process. Defaults to 32.
+	// host:port, and to one resolved address, across every process sharing
+	// the database. Defaults to 32.
 	PerHostConcurrency int
 	// PerHostRate bounds attempts (first ones and retries) to one destination
 	// host:port, and to one resolved address, across every process sharing
@@ -159,21 +160,23 @@ type Engine struct {
 	tenantRate *ratelimit.Limiter
 	dests      *destinations
 	finishes   chan finishReq
-	hostMu     sync.Mutex
-	hostBusy   map[string]chan struct{}
+	destSlots  *sharedSlots
 }
 
 // New returns an Engine. Call Run to start delivering.
 func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cfg Config, log *slog.Logger) *Engine {
 	cfg = cfg.withDefaults()
-	return &Engine{
+	e := &Engine{
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
 		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
-		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock), hostBusy: map[string]chan struct{}{},
-		finishes: make(chan finishReq, 256),
-		dests:    &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
+		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock),
+		finishes:   make(chan finishReq, 256),
+		dests:      &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
 	}
+	// A slot must outlast any attempt started on it, with room to spare.
+	e.destSlots = newSharedSlots(st, clock, log, e.owner, cfg.PerHostConcurrency, cfg.Lease, cfg.AttemptTimeout+5*time.Second)
+	return e
 }
 
 // Metrics returns the engine's Prometheus collectors.
@@ -193,8 +196,13 @@ func (e *Engine) Wake() {
 func (e *Engine) Run(ctx context.Context) {
 	finishing := make(chan struct{})
 	go func() { e.recordFinishes(); close(finishing) }()
+	slotsCtx, stopSlots := context.WithCancel(context.WithoutCancel(ctx))
+	slotsDone := make(chan struct{})
+	go func() { e.destSlots.run(slotsCtx); close(slotsDone) }()
 	defer func() {
 		e.inflight.Wait() // attempts in flight still record their outcome
+		stopSlots()       // and then every destination slot is handed back
+		<-slotsDone
 		close(e.finishes)
 		<-finishing
 	}()
@@ -281,11 +289,12 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message) {
 			return
 		}
 	}
-	if !e.acquireDestinations(ctx, keys) {
+	held, ok := e.acquireDestinations(ctx, keys)
+	if !ok {
 		e.deferMessage(ctx, m, e.clock.Now().Add(250*time.Millisecond))
 		return
 	}
-	defer e.releaseDestinations(keys)
+	defer e.releaseDestinations(held)
 	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(start)))
 	a.EndedAt, a.StatusCode = e.clock.Now(), status
 	e.metrics.attempts.WithLabelValues(m.Kind, outcomeLabel(status, sendErr)).Inc()
@@ -386,38 +395,30 @@ func (e *Engine) backoff(attempts int) time.Duration {
 // acquireDestinations takes one in-flight slot of every key (in sorted
 // order, so two attempts cannot wait on each other), waiting up to a second
 // in all (attempts usually take milliseconds).
-func (e *Engine) acquireDestinations(ctx context.Context, keys []string) bool {
+func (e *Engine) acquireDestinations(ctx context.Context, keys []string) ([]heldSlot, bool) {
 	sorted := slices.Sorted(slices.Values(keys))
-	t := time.NewTimer(time.Second) // real time: a wait for a local slot, not a schedule
+	t := time.NewTimer(time.Second) // real time: a wait for a slot, not a schedule
 	defer t.Stop()
-	for i, k := range sorted {
-		select {
-		case e.slot(k) <- struct{}{}:
-		case <-t.C:
-			e.releaseDestinations(sorted[:i])
-			return false
-		case <-ctx.Done():
-			e.releaseDestinations(sorted[:i])
-			return false
+	held := make([]heldSlot, 0, len(sorted))
+	for _, k := range sorted {
+		n, ok := e.destSlots.acquire(ctx, k, t.C)
+		if !ok {
+			e.releaseDestinations(held)
+			return nil, false
 		}
+		held = append(held, heldSlot{key: k, n: n})
 	}
-	return true
+	return held, true
 }
 
-func (e *Engine) slot(key string) chan struct{} {
-	e.hostMu.Lock()
-	defer e.hostMu.Unlock()
-	sem := e.hostBusy[key]
-	if sem == nil {
-		sem = make(chan struct{}, e.cfg.PerHostConcurrency)
-		e.hostBusy[key] = sem
-	}
-	return sem
+type heldSlot struct {
+	key string
+	n   int
 }
 
-func (e *Engine) releaseDestinations(keys []string) {
-	for _, k := range keys {
-		<-e.slot(k)
+func (e *Engine) releaseDestinations(held []heldSlot) {
+	for _, h := range held {
+		e.destSlots.release(h.key, h.n)
 	}
 }
 

@@ -565,3 +565,76 @@ func TestVerifierLimitsDestinationsAcrossHostNames(t *testing.T) {
 		}
 	})
 }
+
+// TestEnginesShareDestinationConcurrency: two engines on one database (two
+// serve processes) together keep at most PerHostConcurrency attempts in
+// flight to a destination; the attempts that find no free slot are delayed,
+// not dropped.
+func TestEnginesShareDestinationConcurrency(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		gate := make(chan struct{})
+		var inflight, most atomic.Int32
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			n := inflight.Add(1)
+			defer inflight.Add(-1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			<-gate
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		t.Cleanup(func() {
+			select {
+			case <-gate:
+			default:
+				close(gate)
+			}
+		})
+		f.mu.Lock()
+		f.targets["d"] = &delivery.Target{URL: srv.URL + "/hook", Secret: webhook.NewSecret()}
+		f.mu.Unlock()
+		cfg := delivery.Config{PerHostConcurrency: 2, Concurrency: 8}
+		a, b := f.engine(srv.Client(), cfg), f.engine(srv.Client(), cfg)
+		var ids []string
+		for range 12 {
+			ids = append(ids, f.message("d", time.Hour).ID)
+		}
+		a.Wake()
+		b.Wake()
+		// Some attempt waits for a slot in vain and is given back for later:
+		// by then every attempt that could start has started.
+		waitFor(t, "an attempt delayed for want of a slot", func() bool {
+			for _, id := range ids {
+				if m := f.get(id); m.State == store.MessagePending && m.LeaseOwner == "" && m.NextAttempt.After(f.clock.Now()) {
+					return true
+				}
+			}
+			return false
+		})
+		if got := most.Load(); got != 2 {
+			t.Fatalf("%d attempts in flight at once to one destination from two engines, limit 2", got)
+		}
+		close(gate)
+		delivered := func() bool {
+			for _, id := range ids {
+				if f.get(id).State != store.MessageDelivered {
+					return false
+				}
+			}
+			return true
+		}
+		for !delivered() {
+			f.clock.Advance(time.Second)
+			a.Wake()
+			b.Wake()
+			time.Sleep(5 * time.Millisecond) // let the engines run; the loop condition is the assertion
+		}
+		if got := most.Load(); got > 2 {
+			t.Fatalf("%d attempts in flight at once to one destination, limit 2", got)
+		}
+	})
+}

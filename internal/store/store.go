@@ -104,6 +104,7 @@ type Tx interface {
 	AuditList(ctx context.Context, p AuditListParams) ([]*agentowl.AuditEntry, error)
 
 	Outbox
+	Slots
 	AgentWork
 	Attention
 
@@ -265,6 +266,26 @@ type Outbox interface {
 	AttemptList(ctx context.Context, eventID string) ([]*Attempt, error)
 	// MessageStats returns the pending count and the oldest pending creation time.
 	MessageStats(ctx context.Context) (pending int, oldest *time.Time, err error)
+}
+
+// Slot is one in-flight slot of a delivery destination key.
+type Slot struct {
+	Key string
+	N   int
+}
+
+// Slots is implemented by Tx: leases on the in-flight slots of delivery
+// destinations, shared by every process using the database.
+type Slots interface {
+	// SlotLease leases to owner, until until, up to n of key's slots numbered
+	// below limit that are free or whose lease has lapsed at now, and returns
+	// their numbers.
+	SlotLease(ctx context.Context, key, owner string, limit, n int, now, until time.Time) ([]int, error)
+	// SlotRenew extends owner's leases that have not lapsed at now to until
+	// and returns the slots it still holds.
+	SlotRenew(ctx context.Context, owner string, now, until time.Time) ([]Slot, error)
+	// SlotRelease frees owner's leases of slots.
+	SlotRelease(ctx context.Context, owner string, slots []Slot) error
 }
 
 // AAPAck is an operator's acknowledgement (assignment) of a pending AAP

@@ -532,6 +532,8 @@ func (t *tx) Purge(ctx context.Context, now time.Time) (int64, error) {
 		`DELETE FROM outbox WHERE state <> 'pending' AND retain_until <= ?`,
 		// Counter windows are at most an hour; a day later nobody reads them.
 		`DELETE FROM rate_counters WHERE window_start <= ? - 86400000000`,
+		// Destination slots unused for a day are made again on next use.
+		`DELETE FROM delivery_slots WHERE lease_until <= ? - 86400000000`,
 		`DELETE FROM idempotency_keys WHERE retain_until <= ?`,
 		// A deleted instance's row goes once its deletion record has been kept
 		// for the retention period and no request or token refers to it.

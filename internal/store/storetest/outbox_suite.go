@@ -33,6 +33,8 @@ var outboxTests = []struct {
 	{"MessageStats", testMessageStats},
 	{"MessagePurge", testMessagePurge},
 	{"MessagePurgeKeepsRequest", testMessagePurgeKeepsRequest},
+	{"SlotLease", testSlotLease},
+	{"SlotLeaseConcurrent", testSlotLeaseConcurrent},
 }
 
 // ---- outbox factories and helpers

@@ -1,0 +1,96 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+func (e *env) leaseSlots(t *testing.T, key, owner string, limit, n int, now time.Time) []int {
+	t.Helper()
+	var got []int
+	e.write(t, func(tx store.Tx) (err error) {
+		got, err = tx.SlotLease(e.ctx, key, owner, limit, n, now, now.Add(time.Minute))
+		return err
+	})
+	slices.Sort(got)
+	return nonNil(got)
+}
+
+func testSlotLease(t *testing.T, e *env) {
+	equal(t, "first lease", e.leaseSlots(t, "host:a", "p1", 3, 2, e.now), []int{0, 1})
+	equal(t, "up to the limit", e.leaseSlots(t, "host:a", "p2", 3, 5, e.now), []int{2})
+	equal(t, "all taken", e.leaseSlots(t, "host:a", "p3", 3, 1, e.now), []int{})
+	equal(t, "other keys are separate", e.leaseSlots(t, "host:b", "p3", 3, 1, e.now), []int{0})
+	equal(t, "a lower limit leaves higher slots unused", e.leaseSlots(t, "host:b", "p3", 1, 1, e.now), []int{})
+
+	// p1 hands slot 0 back; it is free again at once.
+	e.write(t, func(tx store.Tx) error { return tx.SlotRelease(e.ctx, "p1", []store.Slot{{Key: "host:a", N: 0}}) })
+	equal(t, "released slot", e.leaseSlots(t, "host:a", "p3", 3, 3, e.now), []int{0})
+	// Releasing what another owner holds changes nothing.
+	e.write(t, func(tx store.Tx) error { return tx.SlotRelease(e.ctx, "p1", []store.Slot{{Key: "host:a", N: 2}}) })
+	equal(t, "slot of another owner", e.leaseSlots(t, "host:a", "p4", 3, 3, e.now), []int{})
+
+	// p2 renews; p1 (holding slot 1) does not, so its lease lapses.
+	later := e.now.Add(50 * time.Second)
+	var renewed []store.Slot
+	e.write(t, func(tx store.Tx) (err error) {
+		renewed, err = tx.SlotRenew(e.ctx, "p2", later, later.Add(time.Minute))
+		return err
+	})
+	equal(t, "renewed", renewed, []store.Slot{{Key: "host:a", N: 2}})
+	lapsed := e.now.Add(61 * time.Second)
+	equal(t, "after p1's and p3's leases lapsed", e.leaseSlots(t, "host:a", "p4", 3, 3, lapsed), []int{0, 1})
+	e.write(t, func(tx store.Tx) (err error) {
+		renewed, err = tx.SlotRenew(e.ctx, "p1", lapsed, lapsed.Add(time.Minute))
+		return err
+	})
+	equal(t, "a lapsed lease cannot be renewed", nonNil(renewed), []store.Slot{})
+
+	// Slots unused for a day are purged and made again when next leased.
+	e.purge(t, lapsed.Add(25*time.Hour))
+	equal(t, "after the purge", e.leaseSlots(t, "host:b", "p5", 2, 2, lapsed.Add(25*time.Hour)), []int{0, 1})
+}
+
+// testSlotLeaseConcurrent: processes leasing one key's slots at once never
+// hold more than the limit together.
+func testSlotLeaseConcurrent(t *testing.T, e *env) {
+	const workers, limit = 8, 5
+	got := make([][]int, workers)
+	errs := make([]error, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			for range 3 {
+				var n []int
+				err := e.s.Write(e.ctx, func(tx store.Tx) (err error) {
+					n, err = tx.SlotLease(e.ctx, "host:c", fmt.Sprintf("w%d", w), limit, 2, e.now, e.now.Add(time.Minute))
+					return err
+				})
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				got[w] = append(got[w], n...)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var all []int
+	for _, g := range got {
+		all = append(all, g...)
+	}
+	slices.Sort(all)
+	equal(t, "slots leased by all workers together", all, []int{0, 1, 2, 3, 4})
+}
