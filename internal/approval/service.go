@@ -139,7 +139,7 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 			if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			inst, err := tx.InstanceGetForUpdate(ctx, p.Token.InstanceID)
+			inst, err := tx.InstanceGetShared(ctx, p.Token.InstanceID)
 			if err != nil {
 				return err
 			}
@@ -397,7 +397,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 // (approval.decide, with extra details) commit together. It returns the
 // time of the decision.
 func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, dp DecideParams, extra map[string]any) (time.Time, error) {
-	inst, err := tx.InstanceGetForUpdate(ctx, r.InstanceID)
+	inst, err := tx.InstanceGetShared(ctx, r.InstanceID)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -239,26 +239,56 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	targets := e.resolveAll(ctx, msgs)
 	for _, m := range msgs {
 		e.slots <- struct{}{}
 		e.inflight.Add(1)
+		// The slot frees once the exchange with the receiver is over; the
+		// outcome is then recorded in the next batch while other attempts go
+		// out. The message stays leased until its outcome is recorded.
+		freeSlot := sync.OnceFunc(func() { <-e.slots; e.Wake() }) // a free slot may take the next due message
 		go func() {
-			defer func() { <-e.slots; e.inflight.Done(); e.Wake() }() // a free slot may take the next due message
-			e.attempt(context.WithoutCancel(ctx), m)
+			defer e.inflight.Done()
+			defer freeSlot()
+			r := targets[m.Destination]
+			e.attempt(context.WithoutCancel(ctx), m, r.target, r.err, freeSlot)
 		}()
 	}
 	return len(msgs), nil
 }
 
-// attempt makes one delivery attempt of a leased message and records it.
-func (e *Engine) attempt(ctx context.Context, m *store.Message) {
+type resolved struct {
+	target *Target
+	err    error
+}
+
+// resolveAll looks up the current target of every destination of a claim
+// in one read: a busy destination's messages cost one lookup per claim.
+func (e *Engine) resolveAll(ctx context.Context, msgs []*store.Message) map[string]resolved {
+	out := make(map[string]resolved, len(msgs))
+	err := e.store.Read(ctx, func(tx store.Tx) error {
+		for _, m := range msgs {
+			if _, done := out[m.Destination]; !done {
+				t, err := e.resolve(ctx, tx, m.Destination)
+				out[m.Destination] = resolved{target: t, err: err}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, m := range msgs {
+			out[m.Destination] = resolved{err: err}
+		}
+	}
+	return out
+}
+
+// attempt makes one delivery attempt of a leased message to its target
+// (nil when the destination no longer exists) and records it; sent is
+// called once the exchange with the receiver is over.
+func (e *Engine) attempt(ctx context.Context, m *store.Message, target *Target, err error, sent func()) {
 	start := e.clock.Now()
 	a := store.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
-	var target *Target
-	err := e.store.Read(ctx, func(tx store.Tx) (err error) {
-		target, err = e.resolve(ctx, tx, m.Destination)
-		return err
-	})
 	if err != nil {
 		e.log.Error("resolve destination", "event_id", m.ID, "err", err)
 		a.EndedAt, a.Error = e.clock.Now(), "destination lookup failed"
@@ -294,8 +324,9 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message) {
 		e.deferMessage(ctx, m, e.clock.Now().Add(250*time.Millisecond))
 		return
 	}
-	defer e.releaseDestinations(held)
 	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(start)))
+	e.releaseDestinations(held)
+	sent()
 	a.EndedAt, a.StatusCode = e.clock.Now(), status
 	e.metrics.attempts.WithLabelValues(m.Kind, outcomeLabel(status, sendErr)).Inc()
 	if sendErr == nil && status >= 200 && status < 300 {
@@ -479,22 +510,24 @@ func (e *Engine) recordFinishes() {
 				break fill
 			}
 		}
-		results := make([]error, len(batch))
+		ps := make([]store.FinishParams, len(batch))
+		for i, r := range batch {
+			ps[i] = r.p
+		}
+		var lost []bool
 		ctx := context.Background()
-		err := e.store.Write(ctx, func(tx store.Tx) error {
-			for i, r := range batch {
-				results[i] = tx.MessageFinish(ctx, r.p)
-				if results[i] != nil && !errors.Is(results[i], store.ErrConflict) {
-					return results[i]
-				}
-			}
-			return nil
+		err := e.store.Write(ctx, func(tx store.Tx) (err error) {
+			lost, err = tx.MessageFinishAll(ctx, ps)
+			return err
 		})
 		for i, r := range batch {
-			if err != nil {
+			switch {
+			case err != nil:
 				r.done <- err
-			} else {
-				r.done <- results[i]
+			case lost[i]:
+				r.done <- store.ErrConflict
+			default:
+				r.done <- nil
 			}
 		}
 	}

@@ -22,10 +22,13 @@ var (
 )
 
 // Store opens transactions. Write transactions are serializable with respect
-// to each other for the rows they touch; Read transactions see a consistent
-// snapshot and must not write.
+// to each other for the rows they touch. Reads must not write; each
+// statement of a Read sees a consistent view of committed data, but on
+// PostgreSQL two statements of one Read may see different commits (READ
+// COMMITTED, without a transaction), so a Read must not rely on two of its
+// statements agreeing.
 type Store interface {
-	// Read runs fn in a read-only transaction.
+	// Read runs fn's read-only statements.
 	Read(ctx context.Context, fn func(Tx) error) error
 	// Write runs fn in a read-write transaction and commits if fn returns nil.
 	// fn may be retried on a serialization failure, so it must not have side
@@ -70,6 +73,12 @@ type Tx interface {
 	// InstanceGetForUpdate is InstanceGet that also serializes the caller with
 	// other writers of the instance (row lock on PostgreSQL).
 	InstanceGetForUpdate(ctx context.Context, id string) (*agentowl.Instance, error)
+	// InstanceGetShared is InstanceGet that also keeps the instance from
+	// being updated or deleted until the transaction ends, without
+	// serializing with other shared readers (a key-share row lock on
+	// PostgreSQL): requests of one instance are created and decided
+	// concurrently, never across a change of its delivery or its deletion.
+	InstanceGetShared(ctx context.Context, id string) (*agentowl.Instance, error)
 	InstanceUpdate(ctx context.Context, in *agentowl.Instance) error
 	InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Instance, error)
 
@@ -255,6 +264,10 @@ type Outbox interface {
 	// MessageFinish records an attempt and the message's next state;
 	// ErrConflict if the lease was lost.
 	MessageFinish(ctx context.Context, p FinishParams) error
+	// MessageFinishAll is MessageFinish of several messages in two
+	// statements; lost[i] reports that ps[i]'s lease was lost (nothing of it
+	// is recorded).
+	MessageFinishAll(ctx context.Context, ps []FinishParams) (lost []bool, err error)
 	// MessageDefer releases a leased message without counting an attempt
 	// (a destination limit delayed it) and schedules it at next;
 	// ErrConflict if the lease was lost.

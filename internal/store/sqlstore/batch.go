@@ -76,7 +76,7 @@ func (b *batcher) commit(batch []*pendingWrite) []error {
 			if err != nil {
 				return err
 			}
-			t = &tx{db: b.db, tx: sqlTx}
+			t = &tx{db: b.db, run: sqlTx}
 			exec = func(q string) error { _, err := sqlTx.ExecContext(bg, q); return err }
 			commit, rollback = sqlTx.Commit, sqlTx.Rollback
 		}

@@ -71,25 +71,64 @@ func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*store.Me
 }
 
 func (t *tx) MessageFinish(ctx context.Context, p store.FinishParams) error {
-	a := p.Attempt
-	var ended any
-	if p.State != store.MessagePending {
-		ended = ts(a.EndedAt)
-	}
-	err := t.execOne(ctx, `UPDATE outbox SET state = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL,
-		last_status = ?, last_error = ?, ended_at = ?, retain_until = ?
-		WHERE id = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`,
-		string(p.State), ts(p.NextAttempt), nullInt(a.StatusCode), nullStr(a.Error), ended, nullTS(p.RetainUntil),
-		p.ID, p.Owner, a.N)
-	if errors.Is(err, store.ErrNotFound) {
+	lost, err := t.MessageFinishAll(ctx, []store.FinishParams{p})
+	if err == nil && lost[0] {
 		return store.ErrConflict
 	}
+	return err
+}
+
+func (t *tx) MessageFinishAll(ctx context.Context, ps []store.FinishParams) ([]bool, error) {
+	// One UPDATE … FROM (VALUES …) for every message and one INSERT for the
+	// attempts of those still leased: a busy engine's batch of outcomes
+	// costs two statements, not two per message. VALUES columns are named
+	// column1… on both backends; the casts give PostgreSQL their types.
+	const row = `(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT),
+		CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT))`
+	args := make([]any, 0, 9*len(ps))
+	for _, p := range ps {
+		a := p.Attempt
+		var ended any
+		if p.State != store.MessagePending {
+			ended = ts(a.EndedAt)
+		}
+		args = append(args, p.ID, string(p.State), ts(p.NextAttempt), nullInt(a.StatusCode), nullStr(a.Error),
+			ended, nullTS(p.RetainUntil), p.Owner, a.N)
+	}
+	rows, err := t.query(ctx, `UPDATE outbox SET state = v.column2, next_attempt_at = v.column3, lease_owner = NULL,
+		lease_until = NULL, last_status = v.column4, last_error = v.column5, ended_at = v.column6, retain_until = v.column7
+		FROM (VALUES `+repeatJoin(row, len(ps))+`) AS v
+		WHERE outbox.id = v.column1 AND outbox.state = 'pending' AND outbox.lease_owner = v.column8
+			AND outbox.attempts = v.column9
+		RETURNING id`, args...)
+	updated, err := all(rows, err, scanString)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	kept := make(map[string]bool, len(updated))
+	for _, id := range updated {
+		kept[id] = true
+	}
+	lost := make([]bool, len(ps))
+	args = args[:0]
+	for i, p := range ps {
+		if lost[i] = !kept[p.ID]; lost[i] {
+			continue
+		}
+		a := p.Attempt
+		args = append(args, a.EventID, a.N, a.URL, ts(a.StartedAt), ts(a.EndedAt), nullInt(a.StatusCode), nullStr(a.Error))
+	}
+	if len(args) == 0 {
+		return lost, nil
 	}
 	_, err = t.exec(ctx, `INSERT INTO outbox_attempts (event_id, n, url, started_at, ended_at, status_code, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, a.EventID, a.N, a.URL, ts(a.StartedAt), ts(a.EndedAt), nullInt(a.StatusCode), nullStr(a.Error))
-	return err
+		VALUES `+repeatJoin("(?, ?, ?, ?, ?, ?, ?)", len(args)/7), args...)
+	return lost, err
+}
+
+// repeatJoin is n copies of s separated by commas.
+func repeatJoin(s string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(s+", ", n), ", ")
 }
 
 func (t *tx) MessageDefer(ctx context.Context, id, owner string, attempt int, next time.Time) error {

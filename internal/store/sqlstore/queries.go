@@ -228,6 +228,10 @@ func (t *tx) InstanceGetForUpdate(ctx context.Context, id string) (*agentowl.Ins
 	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForUpdate, id), scanInstance)
 }
 
+func (t *tx) InstanceGetShared(ctx context.Context, id string) (*agentowl.Instance, error) {
+	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForShare, id), scanInstance)
+}
+
 func (t *tx) InstanceUpdate(ctx context.Context, v *agentowl.Instance) error {
 	args := append([]any{v.Name}, deliveryArgs(v.Delivery)...)
 	args = append(args, int64(v.ApprovalValidity/time.Second), nullTS(v.DeletedAt), v.ID)

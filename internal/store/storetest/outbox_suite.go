@@ -27,6 +27,7 @@ var outboxTests = []struct {
 	{"MessageClaimConcurrent", testMessageClaimConcurrent},
 	{"MessageFinish", testMessageFinish},
 	{"MessageFinishAfterLeaseLost", testMessageFinishAfterLeaseLost},
+	{"MessageFinishAll", testMessageFinishAll},
 	{"MessageDefer", testMessageDefer},
 	{"MessageCancelDestination", testMessageCancelDestination},
 	{"MessageList", testMessageList},
@@ -453,6 +454,57 @@ func testMessageFinishAfterLeaseLost(t *testing.T, e *env) {
 	a2 := newAttempt(m, 2, lease1.Add(time.Second), 500, "500 Internal Server Error")
 	e.finish(t, store.FinishParams{ID: m.ID, Owner: "fresh", Attempt: a2, State: store.MessagePending, NextAttempt: lease2})
 	equal(t, "attempts", e.attempts(t, m.ID), []*store.Attempt{&a2})
+}
+
+// testMessageFinishAll records a batch of outcomes together; the one whose
+// lease was lost is reported and leaves no trace, the others are recorded
+// exactly as one at a time would record them.
+func testMessageFinishAll(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	ok1, stale, ok2 := msgDue(ten.ID, e.now, e.now), msgDue(ten.ID, e.now, e.now), msgDue(ten.ID, e.now, e.now)
+	e.messages(t, ok1, stale, ok2)
+	lease := e.now.Add(30 * time.Second)
+	equal(t, "claimed", len(e.claim(t, "w", e.now, lease, 3)), 3)
+	// stale's lease lapses and another worker takes it.
+	equal(t, "reclaimed", len(e.claim(t, "other", lease.Add(time.Second), lease.Add(time.Minute), 3)), 3)
+	// "other" records attempt 2 of ok1 and ok2 and keeps stale.
+	e.write(t, func(tx store.Tx) error {
+		_, err := tx.MessageFinishAll(e.ctx, []store.FinishParams{
+			{ID: ok1.ID, Owner: "other", Attempt: newAttempt(ok1, 2, lease, 0, ""), State: store.MessagePending, NextAttempt: lease},
+			{ID: ok2.ID, Owner: "other", Attempt: newAttempt(ok2, 2, lease, 0, ""), State: store.MessagePending, NextAttempt: lease},
+		})
+		return err
+	})
+	delivered := newAttempt(ok1, 3, lease.Add(2*time.Second), 204, "")
+	failed := newAttempt(ok2, 3, lease.Add(2*time.Second), 0, "connection reset")
+	retain := lease.Add(24 * time.Hour)
+	equal(t, "claimed again", len(e.claim(t, "w2", lease.Add(2*time.Second), lease.Add(time.Hour), 2)), 2)
+	var lost []bool
+	e.write(t, func(tx store.Tx) (err error) {
+		lost, err = tx.MessageFinishAll(e.ctx, []store.FinishParams{
+			{ID: ok1.ID, Owner: "w2", Attempt: delivered, State: store.MessageDelivered, RetainUntil: &retain},
+			{ID: stale.ID, Owner: "w", Attempt: newAttempt(stale, 1, e.now, 204, ""), State: store.MessageDelivered, RetainUntil: &retain},
+			{ID: ok2.ID, Owner: "w2", Attempt: failed, State: store.MessagePending, NextAttempt: lease.Add(time.Minute)},
+		})
+		return err
+	})
+	equal(t, "lost", lost, []bool{false, true, false})
+	got1, gotStale, got2 := e.getMessage(t, ok1.ID), e.getMessage(t, stale.ID), e.getMessage(t, ok2.ID)
+	if got1.State != store.MessageDelivered || got1.EndedAt == nil || !got1.EndedAt.Equal(delivered.EndedAt) ||
+		got1.RetainUntil == nil || !got1.RetainUntil.Equal(retain) || got1.LastStatus != 204 || got1.LeaseOwner != "" {
+		t.Errorf("delivered message: %+v", got1)
+	}
+	if got2.State != store.MessagePending || !got2.NextAttempt.Equal(lease.Add(time.Minute)) || got2.EndedAt != nil ||
+		got2.LastError != "connection reset" || got2.LastStatus != 0 || got2.LeaseOwner != "" {
+		t.Errorf("retried message: %+v", got2)
+	}
+	if gotStale.LeaseOwner != "other" || gotStale.State != store.MessagePending {
+		t.Errorf("the lost lease's message changed: %+v", gotStale)
+	}
+	equal(t, "attempts of the delivered message", len(e.attempts(t, ok1.ID)), 2)
+	equal(t, "its last attempt", e.attempts(t, ok1.ID)[1], &delivered)
+	equal(t, "attempts of the retried message", e.attempts(t, ok2.ID)[1], &failed)
+	equal(t, "attempts of the lost lease's message", e.attempts(t, stale.ID), []*store.Attempt{})
 }
 
 func testMessageDefer(t *testing.T, e *env) {

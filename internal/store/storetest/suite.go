@@ -479,6 +479,38 @@ func testInstances(t *testing.T, e *env) {
 		return err
 	})
 	equal(t, "get for update", locked, plain)
+	e.write(t, func(tx store.Tx) error {
+		var err error
+		locked, err = tx.InstanceGetShared(e.ctx, plain.ID)
+		return err
+	})
+	equal(t, "get shared", locked, plain)
+	if e.s.Dialect() == "postgres" { // SQLite has one writer: nothing runs beside a write
+		// Shared readers of one instance do not wait for each other.
+		holding, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		var once sync.Once
+		go func() {
+			done <- e.s.Write(e.ctx, func(tx store.Tx) error {
+				if _, err := tx.InstanceGetShared(e.ctx, plain.ID); err != nil {
+					return err
+				}
+				once.Do(func() { close(holding) })
+				<-release
+				return nil
+			})
+		}()
+		<-holding
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		err := e.s.Write(ctx, func(tx store.Tx) error { _, err := tx.InstanceGetShared(ctx, plain.ID); return err })
+		cancel()
+		close(release)
+		if err != nil {
+			t.Fatalf("a second shared read of a share-locked instance: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	plain.Name, plain.ApprovalValidity, plain.Delivery = name("renamed"), 2*time.Hour, newDelivery()
 	e.write(t, func(tx store.Tx) error { return tx.InstanceUpdate(e.ctx, plain) })
@@ -507,6 +539,10 @@ func testInstances(t *testing.T, e *env) {
 	}), store.ErrNotFound)
 	wantErr(t, "get unknown for update", e.writeErr(func(tx store.Tx) error {
 		_, err := tx.InstanceGetForUpdate(e.ctx, unknown.ID)
+		return err
+	}), store.ErrNotFound)
+	wantErr(t, "get unknown shared", e.writeErr(func(tx store.Tx) error {
+		_, err := tx.InstanceGetShared(e.ctx, unknown.ID)
 		return err
 	}), store.ErrNotFound)
 }
