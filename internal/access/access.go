@@ -87,10 +87,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl
 		}
 		p = &Principal{Token: tok, Secret: secret}
 		if kind == agentowl.TokenOperator {
-			if p.Operator, err = tx.OperatorGetByID(ctx, tok.OperatorID); err != nil {
-				return err
-			}
-			p.Memberships, err = tx.MembershipsByOperator(ctx, tok.OperatorID)
+			p.Operator, p.Memberships, err = tx.OperatorWithMemberships(ctx, tok.OperatorID)
 		}
 		return err
 	})

@@ -53,7 +53,9 @@ type Tx interface {
 	OperatorGetByID(ctx context.Context, id string) (*agentowl.Operator, error)
 	// MembershipUpsert sets the operator's role in a tenant.
 	MembershipUpsert(ctx context.Context, m *agentowl.Membership) error
-	MembershipsByOperator(ctx context.Context, operatorID string) ([]*agentowl.Membership, error)
+	// OperatorWithMemberships returns the operator and its memberships by
+	// tenant name, in one statement (it runs on every operator request).
+	OperatorWithMemberships(ctx context.Context, operatorID string) (*agentowl.Operator, []*agentowl.Membership, error)
 	// OperatorListByTenant lists a tenant's operators with their role there.
 	OperatorListByTenant(ctx context.Context, tenantID string) ([]*OperatorWithRole, error)
 

@@ -98,16 +98,37 @@ func (t *tx) MembershipUpsert(ctx context.Context, m *agentowl.Membership) error
 	return err
 }
 
-func (t *tx) MembershipsByOperator(ctx context.Context, operatorID string) ([]*agentowl.Membership, error) {
-	rows, err := t.query(ctx, `SELECT m.operator_id, m.tenant_id, t.name, m.role FROM memberships m
-		JOIN tenants t ON t.id = m.tenant_id WHERE m.operator_id = ? ORDER BY t.name`, operatorID)
-	return all(rows, err, func(s scanner) (*agentowl.Membership, error) {
-		var m agentowl.Membership
-		var role string
-		err := s.Scan(&m.OperatorID, &m.TenantID, &m.TenantName, &role)
-		m.Role = agentowl.Role(role)
-		return &m, err
-	})
+func (t *tx) OperatorWithMemberships(ctx context.Context, operatorID string) (*agentowl.Operator, []*agentowl.Membership, error) {
+	rows, err := t.query(ctx, `SELECT o.id, o.name, o.created_at, m.tenant_id, tn.name, m.role FROM operators o
+		LEFT JOIN memberships m ON m.operator_id = o.id LEFT JOIN tenants tn ON tn.id = m.tenant_id
+		WHERE o.id = ? ORDER BY tn.name`, operatorID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var op *agentowl.Operator
+	var ms []*agentowl.Membership
+	for rows.Next() {
+		var o agentowl.Operator
+		var created int64
+		var tenantID, tenantName, role sql.NullString
+		if err := rows.Scan(&o.ID, &o.Name, &created, &tenantID, &tenantName, &role); err != nil {
+			return nil, nil, err
+		}
+		o.CreatedAt = fromTS(created)
+		op = &o
+		if tenantID.Valid {
+			ms = append(ms, &agentowl.Membership{OperatorID: o.ID, TenantID: tenantID.String, TenantName: tenantName.String,
+				Role: agentowl.Role(role.String)})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if op == nil {
+		return nil, nil, store.ErrNotFound
+	}
+	return op, ms, nil
 }
 
 func (t *tx) OperatorListByTenant(ctx context.Context, tenantID string) ([]*store.OperatorWithRole, error) {

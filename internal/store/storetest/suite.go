@@ -89,6 +89,17 @@ func (e *env) readErr(fn func(tx store.Tx) error) error {
 	return e.s.Read(e.ctx, fn)
 }
 
+// readPair runs fn in a read transaction and returns its values and error.
+func readPair[A, B any](e *env, fn func(tx store.Tx) (A, B, error)) (A, B, error) {
+	var a A
+	var b B
+	err := e.s.Read(e.ctx, func(tx store.Tx) (err error) {
+		a, b, err = fn(tx)
+		return err
+	})
+	return a, b, err
+}
+
 // read runs fn in a read transaction and returns its value, failing the test
 // on error.
 func read[T any](t *testing.T, e *env, fn func(tx store.Tx) (T, error)) T {
@@ -309,13 +320,13 @@ func testTenants(t *testing.T, e *env) {
 }
 
 func testOperatorsAndMemberships(t *testing.T, e *env) {
-	bob, ann := newOperator(e.now), newOperator(e.now.Add(time.Second))
+	bob, ann, lonelyOp := newOperator(e.now), newOperator(e.now.Add(time.Second)), newOperator(e.now)
 	bob.Name, ann.Name = "b-"+bob.Name, "a-"+ann.Name
 	tenY, tenX := newTenant(e.now), newTenant(e.now)
 	tenY.Name, tenX.Name = "y-"+tenY.Name, "x-"+tenX.Name
 	lonely := newTenant(e.now)
 	e.write(t, func(tx store.Tx) error {
-		return errors.Join(tx.OperatorCreate(e.ctx, bob), tx.OperatorCreate(e.ctx, ann),
+		return errors.Join(tx.OperatorCreate(e.ctx, bob), tx.OperatorCreate(e.ctx, ann), tx.OperatorCreate(e.ctx, lonelyOp),
 			tx.TenantCreate(e.ctx, tenY), tx.TenantCreate(e.ctx, tenX), tx.TenantCreate(e.ctx, lonely))
 	})
 
@@ -341,7 +352,13 @@ func testOperatorsAndMemberships(t *testing.T, e *env) {
 		)
 	})
 	memberships := func() []*agentowl.Membership {
-		return read(t, e, func(tx store.Tx) ([]*agentowl.Membership, error) { return tx.MembershipsByOperator(e.ctx, bob.ID) })
+		return read(t, e, func(tx store.Tx) ([]*agentowl.Membership, error) {
+			op, ms, err := tx.OperatorWithMemberships(e.ctx, bob.ID)
+			if err == nil && *op != *bob {
+				err = fmt.Errorf("operator %+v, want %+v", op, bob)
+			}
+			return ms, err
+		})
 	}
 	equal(t, "memberships by tenant name", memberships(), []*agentowl.Membership{
 		{OperatorID: bob.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleAdmin},
@@ -361,11 +378,21 @@ func testOperatorsAndMemberships(t *testing.T, e *env) {
 	if got := read(t, e, func(tx store.Tx) ([]*store.OperatorWithRole, error) { return tx.OperatorListByTenant(e.ctx, lonely.ID) }); len(got) != 0 {
 		t.Fatalf("operators of a tenant without members: %s", show(got))
 	}
-	if got := read(t, e, func(tx store.Tx) ([]*agentowl.Membership, error) {
-		return tx.MembershipsByOperator(e.ctx, uuid.NewString())
-	}); len(got) != 0 {
-		t.Fatalf("memberships of an unknown operator: %s", show(got))
+	op, ms, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, []*agentowl.Membership, error) {
+		return tx.OperatorWithMemberships(e.ctx, ann.ID)
+	})
+	if err != nil || *op != *ann || len(ms) != 1 {
+		t.Fatalf("ann with memberships: %v %v %s", err, op, show(ms))
 	}
+	if _, _, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, []*agentowl.Membership, error) {
+		return tx.OperatorWithMemberships(e.ctx, lonelyOp.ID)
+	}); err != nil {
+		t.Fatalf("an operator without memberships: %v", err)
+	}
+	wantErr(t, "unknown operator with memberships", e.readErr(func(tx store.Tx) error {
+		_, _, err := tx.OperatorWithMemberships(e.ctx, uuid.NewString())
+		return err
+	}), store.ErrNotFound)
 }
 
 func testTokens(t *testing.T, e *env) {
