@@ -51,7 +51,8 @@ type Config struct {
 	// PollInterval is how often the engine looks for due messages when not
 	// woken. Defaults to 500ms.
 	PollInterval time.Duration
-	// Concurrency bounds attempts in flight in this process. Defaults to 64.
+	// Concurrency bounds attempts in flight in this process, across all
+	// destinations. Defaults to 256.
 	Concurrency int
 	// DeliveredGrace is how long a message (and what it is about) is kept
 	// after delivery ends. Defaults to 24h.
@@ -102,7 +103,7 @@ func (c Config) withDefaults() Config {
 		c.RetryMaxDelay = c.RetryMinDelay
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 64
+		c.Concurrency = 256
 	}
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = 64 << 10

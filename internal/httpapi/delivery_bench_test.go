@@ -53,8 +53,9 @@ import (
 // receipt), and p50-ms / p99-ms, the time from the start of a request's
 // Decide call until a healthy receiver first received its notification.
 // Server, engine and receivers share the machine. The receivers all listen
-// on 127.0.0.1, so they share the engine's in-flight limit per resolved
-// address (delivery.Config.PerHostConcurrency). After the timer stops, the
+// on 127.0.0.1, so they would share the engine's in-flight limit per
+// resolved address (delivery.Config.PerHostConcurrency, 32); it is raised to
+// 5 × 32, as five receivers at five addresses would have. After the timer stops, the
 // benchmark also checks that every acknowledged notification was recorded
 // as delivered.
 func BenchmarkDecisionToAck(b *testing.B) {
@@ -176,7 +177,11 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 		b.Fatal(err)
 	}
 	engine := delivery.New(st, clock, client, approval.ResolveDestination,
-		delivery.Config{RetryMinDelay: 200 * time.Millisecond, RetryMaxDelay: 2 * time.Second}, log)
+		// The five receivers all listen on 127.0.0.1, where five servers
+		// would have five addresses: their in-flight limit per address is
+		// raised to what five addresses would have.
+		delivery.Config{RetryMinDelay: 200 * time.Millisecond, RetryMaxDelay: 2 * time.Second,
+			PerHostConcurrency: ackReceivers * 32}, log)
 	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, engine.Wake)
 	runCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
