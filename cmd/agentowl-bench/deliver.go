@@ -74,7 +74,11 @@ func runDeliver(args []string) error {
 		cmdArgs = append(cmdArgs, "--database-url", *dbURL)
 	}
 	cmd := exec.Command(*binary, cmdArgs...)
-	cmd.Env = append(os.Environ(), "AGENTOWL_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "AGENTOWL_EGRESS_CA_FILE="+caFile)
+	// The receivers all listen on 127.0.0.1, where as many servers would
+	// have as many addresses: the in-flight limit per address is raised to
+	// what they would have together.
+	cmd.Env = append(os.Environ(), "AGENTOWL_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "AGENTOWL_EGRESS_CA_FILE="+caFile,
+		fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", 32*(*receivers)))
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
 		return err
