@@ -117,11 +117,16 @@ func (c Config) withDefaults() Config {
 	if c.PerHostConcurrency <= 0 {
 		c.PerHostConcurrency = 32
 	}
+	c.PerHostConcurrency = min(c.PerHostConcurrency, MaxPerHostConcurrency)
 	if c.PerHostRate.Per <= 0 {
 		c.PerHostRate = ratelimit.Limit{Events: 360_000, Per: time.Minute}
 	}
 	return c
 }
+
+// MaxPerHostConcurrency caps Config.PerHostConcurrency: each slot is a row
+// in the store.
+const MaxPerHostConcurrency = 1024
 
 // Target is where one attempt goes.
 type Target struct {
@@ -154,7 +159,8 @@ type Engine struct {
 	log        *slog.Logger
 	owner      string
 	wake       chan struct{}
-	slots      chan struct{}
+	slots      chan struct{} // attempts exchanging with their receiver
+	unrecorded chan struct{} // claimed messages whose outcome is not recorded yet
 	inflight   sync.WaitGroup
 	metrics    *Metrics
 	hostRate   *ratelimit.Limiter
@@ -170,12 +176,14 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 	e := &Engine{
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
-		metrics: newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
+		unrecorded: make(chan struct{}, 2*cfg.Concurrency),
+		metrics:    newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
 		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock),
 		finishes:   make(chan finishReq, 256),
 		dests:      &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
 	}
-	// A slot must outlast any attempt started on it, with room to spare.
+	// A slot must outlast any attempt started on it (its wait for a slot
+	// included), with room to spare.
 	e.destSlots = newSharedSlots(st, clock, log, e.owner, cfg.PerHostConcurrency, cfg.Lease, cfg.AttemptTimeout+5*time.Second)
 	return e
 }
@@ -212,7 +220,7 @@ func (e *Engine) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("outbox claim failed", "err", err)
 		}
-		if n > 0 && len(e.slots) < cap(e.slots) {
+		if n > 0 && e.free() > 0 {
 			continue // there may be more due right now
 		}
 		select {
@@ -224,10 +232,18 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
+// free is how many more messages may be claimed now: attempts exchanging
+// with receivers are bounded by Concurrency, and outcomes waiting to be
+// recorded by twice that, so a slow database slows claims rather than
+// letting leases lapse.
+func (e *Engine) free() int {
+	return min(cap(e.slots)-len(e.slots), cap(e.unrecorded)-len(e.unrecorded))
+}
+
 // claimAndStart leases as many due messages as there are free slots and
 // starts an attempt for each.
 func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
-	free := cap(e.slots) - len(e.slots)
+	free := e.free()
 	if free == 0 {
 		return 0, nil
 	}
@@ -240,9 +256,10 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	targets := e.resolveAll(ctx, msgs)
+	targets := e.resolveAll(context.WithoutCancel(ctx), msgs) // claimed messages are attempted even at shutdown
 	for _, m := range msgs {
 		e.slots <- struct{}{}
+		e.unrecorded <- struct{}{}
 		e.inflight.Add(1)
 		// The slot frees once the exchange with the receiver is over; the
 		// outcome is then recorded in the next batch while other attempts go
@@ -250,6 +267,7 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 		freeSlot := sync.OnceFunc(func() { <-e.slots; e.Wake() }) // a free slot may take the next due message
 		go func() {
 			defer e.inflight.Done()
+			defer func() { <-e.unrecorded }()
 			defer freeSlot()
 			r := targets[m.Destination]
 			e.attempt(context.WithoutCancel(ctx), m, r.target, r.err, freeSlot)
@@ -433,24 +451,19 @@ func (e *Engine) acquireDestinations(ctx context.Context, keys []string) ([]held
 	defer t.Stop()
 	held := make([]heldSlot, 0, len(sorted))
 	for _, k := range sorted {
-		n, ok := e.destSlots.acquire(ctx, k, t.C)
+		h, ok := e.destSlots.acquire(ctx, k, t.C)
 		if !ok {
 			e.releaseDestinations(held)
 			return nil, false
 		}
-		held = append(held, heldSlot{key: k, n: n})
+		held = append(held, h)
 	}
 	return held, true
 }
 
-type heldSlot struct {
-	key string
-	n   int
-}
-
 func (e *Engine) releaseDestinations(held []heldSlot) {
 	for _, h := range held {
-		e.destSlots.release(h.key, h.n)
+		e.destSlots.release(h)
 	}
 }
 

@@ -283,23 +283,30 @@ type Outbox interface {
 	MessageStats(ctx context.Context) (pending int, oldest *time.Time, err error)
 }
 
-// Slot is one in-flight slot of a delivery destination key.
+// Slot is one lease on an in-flight slot of a delivery destination key.
 type Slot struct {
 	Key string
 	N   int
+	// Until is when the lease ends. It also tells this lease of the slot
+	// from any other: a slot is leased again only after this lease ended.
+	Until time.Time
 }
 
 // Slots is implemented by Tx: leases on the in-flight slots of delivery
 // destinations, shared by every process using the database.
 type Slots interface {
+	// SlotsMake makes key's slots numbered below limit, if missing.
+	SlotsMake(ctx context.Context, key string, limit int) error
 	// SlotLease leases to owner, until until, up to n of key's slots numbered
-	// below limit that are free or whose lease has lapsed at now, and returns
-	// their numbers.
+	// below limit that are free or whose lease has lapsed at now, and
+	// returns their numbers.
 	SlotLease(ctx context.Context, key, owner string, limit, n int, now, until time.Time) ([]int, error)
-	// SlotRenew extends owner's leases that have not lapsed at now to until
-	// and returns the slots it still holds.
-	SlotRenew(ctx context.Context, owner string, now, until time.Time) ([]Slot, error)
-	// SlotRelease frees owner's leases of slots.
+	// SlotRenew extends to until those of slots that are still leased to
+	// owner as given (same Until, not lapsed at now), and returns them
+	// renewed.
+	SlotRenew(ctx context.Context, owner string, slots []Slot, now, until time.Time) ([]Slot, error)
+	// SlotRelease frees those of slots that are still leased to owner as
+	// given.
 	SlotRelease(ctx context.Context, owner string, slots []Slot) error
 }
 

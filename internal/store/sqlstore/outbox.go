@@ -100,19 +100,25 @@ func (t *tx) MessageFinishAll(ctx context.Context, ps []store.FinishParams) ([]b
 		FROM (VALUES `+repeatJoin(row, len(ps))+`) AS v
 		WHERE outbox.id = v.column1 AND outbox.state = 'pending' AND outbox.lease_owner = v.column8
 			AND outbox.attempts = v.column9
-		RETURNING id`, args...)
-	updated, err := all(rows, err, scanString)
+		RETURNING id, attempts`, args...)
+	// A batch may hold a late outcome of an earlier attempt of a message
+	// beside its current one: outcomes are told apart by attempt number.
+	type outcome struct {
+		id string
+		n  int
+	}
+	updated, err := all(rows, err, func(s scanner) (o outcome, err error) { return o, s.Scan(&o.id, &o.n) })
 	if err != nil {
 		return nil, err
 	}
-	kept := make(map[string]bool, len(updated))
-	for _, id := range updated {
-		kept[id] = true
+	kept := make(map[outcome]bool, len(updated))
+	for _, o := range updated {
+		kept[o] = true
 	}
 	lost := make([]bool, len(ps))
 	args = args[:0]
 	for i, p := range ps {
-		if lost[i] = !kept[p.ID]; lost[i] {
+		if lost[i] = !kept[outcome{p.ID, p.Attempt.N}]; lost[i] {
 			continue
 		}
 		a := p.Attempt

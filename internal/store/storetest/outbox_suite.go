@@ -505,6 +505,23 @@ func testMessageFinishAll(t *testing.T, e *env) {
 	equal(t, "its last attempt", e.attempts(t, ok1.ID)[1], &delivered)
 	equal(t, "attempts of the retried message", e.attempts(t, ok2.ID)[1], &failed)
 	equal(t, "attempts of the lost lease's message", e.attempts(t, stale.ID), []*store.Attempt{})
+
+	// A late outcome of attempt 1 and the outcome of attempt 2 of one
+	// message, by the same owner, in one batch: only attempt 2 counts.
+	again := msgDue(ten.ID, e.now, e.now)
+	e.messages(t, again)
+	e.claim(t, "w3", e.now, lease, 1)
+	e.claim(t, "w3", lease.Add(time.Second), lease.Add(time.Hour), 1)
+	second := newAttempt(again, 2, lease.Add(time.Second), 204, "")
+	e.write(t, func(tx store.Tx) (err error) {
+		lost, err = tx.MessageFinishAll(e.ctx, []store.FinishParams{
+			{ID: again.ID, Owner: "w3", Attempt: newAttempt(again, 1, e.now, 500, ""), State: store.MessagePending, NextAttempt: lease},
+			{ID: again.ID, Owner: "w3", Attempt: second, State: store.MessageDelivered, RetainUntil: &retain},
+		})
+		return err
+	})
+	equal(t, "lost, same message twice", lost, []bool{true, false})
+	equal(t, "attempts of the message finished twice in one batch", e.attempts(t, again.ID), []*store.Attempt{&second})
 }
 
 func testMessageDefer(t *testing.T, e *env) {

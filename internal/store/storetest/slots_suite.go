@@ -15,6 +15,9 @@ func (e *env) leaseSlots(t *testing.T, key, owner string, limit, n int, now time
 	t.Helper()
 	var got []int
 	e.write(t, func(tx store.Tx) (err error) {
+		if err := tx.SlotsMake(e.ctx, key, limit); err != nil {
+			return err
+		}
 		got, err = tx.SlotLease(e.ctx, key, owner, limit, n, now, now.Add(time.Minute))
 		return err
 	})
@@ -22,7 +25,24 @@ func (e *env) leaseSlots(t *testing.T, key, owner string, limit, n int, now time
 	return nonNil(got)
 }
 
+func (e *env) renewSlots(t *testing.T, owner string, slots []store.Slot, now time.Time) []store.Slot {
+	t.Helper()
+	var got []store.Slot
+	e.write(t, func(tx store.Tx) (err error) {
+		got, err = tx.SlotRenew(e.ctx, owner, slots, now, now.Add(time.Minute))
+		return err
+	})
+	return nonNil(got)
+}
+
+func (e *env) releaseSlots(t *testing.T, owner string, slots ...store.Slot) {
+	t.Helper()
+	e.write(t, func(tx store.Tx) error { return tx.SlotRelease(e.ctx, owner, slots) })
+}
+
 func testSlotLease(t *testing.T, e *env) {
+	lease := e.now.Add(time.Minute) // every lease below is made at e.now unless said
+	slot := func(key string, n int, until time.Time) store.Slot { return store.Slot{Key: key, N: n, Until: until} }
 	equal(t, "first lease", e.leaseSlots(t, "host:a", "p1", 3, 2, e.now), []int{0, 1})
 	equal(t, "up to the limit", e.leaseSlots(t, "host:a", "p2", 3, 5, e.now), []int{2})
 	equal(t, "all taken", e.leaseSlots(t, "host:a", "p3", 3, 1, e.now), []int{})
@@ -30,27 +50,24 @@ func testSlotLease(t *testing.T, e *env) {
 	equal(t, "a lower limit leaves higher slots unused", e.leaseSlots(t, "host:b", "p3", 1, 1, e.now), []int{})
 
 	// p1 hands slot 0 back; it is free again at once.
-	e.write(t, func(tx store.Tx) error { return tx.SlotRelease(e.ctx, "p1", []store.Slot{{Key: "host:a", N: 0}}) })
+	e.releaseSlots(t, "p1", slot("host:a", 0, lease))
 	equal(t, "released slot", e.leaseSlots(t, "host:a", "p3", 3, 3, e.now), []int{0})
-	// Releasing what another owner holds changes nothing.
-	e.write(t, func(tx store.Tx) error { return tx.SlotRelease(e.ctx, "p1", []store.Slot{{Key: "host:a", N: 2}}) })
-	equal(t, "slot of another owner", e.leaseSlots(t, "host:a", "p4", 3, 3, e.now), []int{})
+	// Handing back what another owner, or another lease, holds changes nothing.
+	e.releaseSlots(t, "p1", slot("host:a", 2, lease))
+	e.releaseSlots(t, "p2", slot("host:a", 2, lease.Add(time.Microsecond)))
+	equal(t, "slot of another owner or lease", e.leaseSlots(t, "host:a", "p4", 3, 3, e.now), []int{})
 
-	// p2 renews; p1 (holding slot 1) does not, so its lease lapses.
+	// p2 renews the lease it holds; a lease it does not hold is not renewed.
 	later := e.now.Add(50 * time.Second)
-	var renewed []store.Slot
-	e.write(t, func(tx store.Tx) (err error) {
-		renewed, err = tx.SlotRenew(e.ctx, "p2", later, later.Add(time.Minute))
-		return err
-	})
-	equal(t, "renewed", renewed, []store.Slot{{Key: "host:a", N: 2}})
+	equal(t, "renewed", e.renewSlots(t, "p2", []store.Slot{slot("host:a", 2, lease), slot("host:a", 1, lease)}, later),
+		[]store.Slot{slot("host:a", 2, later.Add(time.Minute))})
+	// p1 (slot 1) and p3 (slot 0) did not renew: their leases lapse.
 	lapsed := e.now.Add(61 * time.Second)
 	equal(t, "after p1's and p3's leases lapsed", e.leaseSlots(t, "host:a", "p4", 3, 3, lapsed), []int{0, 1})
-	e.write(t, func(tx store.Tx) (err error) {
-		renewed, err = tx.SlotRenew(e.ctx, "p1", lapsed, lapsed.Add(time.Minute))
-		return err
-	})
-	equal(t, "a lapsed lease cannot be renewed", nonNil(renewed), []store.Slot{})
+	equal(t, "a lapsed lease cannot be renewed", e.renewSlots(t, "p1", []store.Slot{slot("host:a", 1, lease)}, lapsed), []store.Slot{})
+	// p1's late hand-back of its lapsed lease leaves p4's new lease alone.
+	e.releaseSlots(t, "p1", slot("host:a", 1, lease))
+	equal(t, "p4's lease survives p1's late hand-back", e.leaseSlots(t, "host:a", "p5", 3, 3, lapsed), []int{})
 
 	// Slots unused for a day are purged and made again when next leased.
 	e.purge(t, lapsed.Add(25*time.Hour))
@@ -71,6 +88,9 @@ func testSlotLeaseConcurrent(t *testing.T, e *env) {
 			for range 3 {
 				var n []int
 				err := e.s.Write(e.ctx, func(tx store.Tx) (err error) {
+					if err := tx.SlotsMake(e.ctx, "host:c", limit); err != nil {
+						return err
+					}
 					n, err = tx.SlotLease(e.ctx, "host:c", fmt.Sprintf("w%d", w), limit, 2, e.now, e.now.Add(time.Minute))
 					return err
 				})
