@@ -42,7 +42,7 @@ func TestLimitsFromEnv(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, c.got, c.want)
 		}
 	}
-	for _, bad := range []string{"0", "-3", "ten", "1.5"} {
+	for _, bad := range []string{"0", "-3", "ten", "1.5", "1025"} {
 		t.Setenv("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY", bad)
 		err := limitsFromEnv(&Config{})
 		if err == nil || !strings.Contains(err.Error(), "AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY") {

@@ -319,6 +319,9 @@ func limitsFromEnv(cfg *Config) error {
 			if err != nil || n <= 0 {
 				return fmt.Errorf("%s: %q is not a positive whole number", env, v)
 			}
+			if env == "AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY" && n > delivery.MaxPerHostConcurrency {
+				return fmt.Errorf("%s: %d is more than the most, %d", env, n, delivery.MaxPerHostConcurrency)
+			}
 			set(n)
 		}
 	}

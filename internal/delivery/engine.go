@@ -175,11 +175,14 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 	cfg = cfg.withDefaults()
 	e := &Engine{
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
-		owner: uuid.NewString(), wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
+		owner:      uuid.NewString(),
+		wake:       make(chan struct{}, 1),
+		slots:      make(chan struct{}, cfg.Concurrency),
 		unrecorded: make(chan struct{}, 2*cfg.Concurrency),
-		metrics:    newMetrics(), hostRate: ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
-		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock),
 		finishes:   make(chan finishReq, 256),
+		metrics:    newMetrics(),
+		hostRate:   ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
+		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock),
 		dests:      &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
 	}
 	// A slot must outlast any attempt started on it (its wait for a slot
