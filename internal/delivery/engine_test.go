@@ -158,6 +158,15 @@ func (f *fixture) get(id string) *store.Message {
 	return m
 }
 
+func (f *fixture) allDelivered(ids []string) bool {
+	for _, id := range ids {
+		if f.get(id).State != store.MessageDelivered {
+			return false
+		}
+	}
+	return true
+}
+
 func (f *fixture) attempts(id string) []*store.Attempt {
 	var as []*store.Attempt
 	if err := f.store.Read(context.Background(), func(tx store.Tx) (err error) { as, err = tx.AttemptList(context.Background(), id); return err }); err != nil {
@@ -416,15 +425,7 @@ func TestEnginesShareQueueWithoutOverlap(t *testing.T) {
 		}
 		a.Wake()
 		b.Wake()
-		allDone := func() bool {
-			for _, id := range ids {
-				if f.get(id).State != store.MessageDelivered {
-					return false
-				}
-			}
-			return true
-		}
-		for !allDone() {
+		for !f.allDelivered(ids) {
 			f.clock.Advance(5 * time.Second)
 			time.Sleep(5 * time.Millisecond) // let the engines run; the loop condition is the assertion
 		}
@@ -619,15 +620,7 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 			t.Fatalf("%d attempts in flight at once to one destination from two engines, limit 2", got)
 		}
 		close(gate)
-		delivered := func() bool {
-			for _, id := range ids {
-				if f.get(id).State != store.MessageDelivered {
-					return false
-				}
-			}
-			return true
-		}
-		for !delivered() {
+		for !f.allDelivered(ids) {
 			f.clock.Advance(time.Second)
 			a.Wake()
 			b.Wake()
