@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -89,7 +90,9 @@ func (c *Config) defaults() {
 	if c.Clock == nil {
 		c.Clock = agentowl.SystemClock{}
 	}
-
+	if c.RegisterPerDestination.Per == 0 {
+		c.RegisterPerDestination = delivery.DefaultRegisterLimit
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
@@ -135,15 +138,14 @@ type Main struct {
 // Run opens the store, bootstraps the default tenant on first start, and
 // starts serving and the maintenance loop. It returns once listening.
 func (m *Main) Run(ctx context.Context) error {
-	m.Config.defaults()
-	if err := m.Config.validate(); err != nil {
-		return err
-	}
+	// Limits from the environment fill what the Config leaves unset, before
+	// the defaults do.
 	if err := limitsFromEnv(&m.Config); err != nil {
 		return err
 	}
-	if m.Config.RegisterPerDestination.Per == 0 {
-		m.Config.RegisterPerDestination = delivery.DefaultRegisterLimit
+	m.Config.defaults()
+	if err := m.Config.validate(); err != nil {
+		return err
 	}
 	cfg := &m.Config
 	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL)
@@ -288,30 +290,36 @@ func (m *Main) enableWork(ctx context.Context, api *httpapi.Server, checkURL fun
 // environment (docs/limits.md lists them): each is a positive whole number,
 // rates per minute.
 func limitsFromEnv(cfg *Config) error {
-	perMinute := func(l *ratelimit.Limit) func(int) {
-		return func(n int) {
+	perMinute := func(l *ratelimit.Limit) func(int) error {
+		return func(n int) error {
 			if l.Per == 0 {
 				*l = ratelimit.Limit{Events: n, Per: time.Minute}
 			}
+			return nil
 		}
 	}
-	count := func(v *int) func(int) {
-		return func(n int) {
+	count := func(v *int, most int) func(int) error {
+		return func(n int) error {
+			if n > most {
+				return fmt.Errorf("%d is more than the most, %d", n, most)
+			}
 			if *v == 0 {
 				*v = n
 			}
+			return nil
 		}
 	}
-	for env, set := range map[string]func(n int){
+	const unbounded = math.MaxInt
+	for env, set := range map[string]func(n int) error{
 		"AGENTOWL_CREATE_RATE":                      perMinute(&cfg.Approval.CreateLimit),
 		"AGENTOWL_REGISTER_RATE":                    perMinute(&cfg.Approval.RegisterLimit),
 		"AGENTOWL_REGISTER_DESTINATION_RATE":        perMinute(&cfg.RegisterPerDestination),
 		"AGENTOWL_DELIVERY_TENANT_RATE":             perMinute(&cfg.Delivery.PerTenantRate),
 		"AGENTOWL_DELIVERY_DESTINATION_RATE":        perMinute(&cfg.Delivery.PerHostRate),
-		"AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY": count(&cfg.Delivery.PerHostConcurrency),
-		"AGENTOWL_DELIVERY_CONCURRENCY":             count(&cfg.Delivery.Concurrency),
+		"AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY": count(&cfg.Delivery.PerHostConcurrency, delivery.MaxPerHostConcurrency),
+		"AGENTOWL_DELIVERY_CONCURRENCY":             count(&cfg.Delivery.Concurrency, unbounded),
 		"AGENTOWL_CALLBACK_RATE":                    perMinute(&cfg.Work.CallbackLimit),
-		"AGENTOWL_MAX_CALLBACKS_PER_WORK":           count(&cfg.Work.MaxCallbacksPerWork),
+		"AGENTOWL_MAX_CALLBACKS_PER_WORK":           count(&cfg.Work.MaxCallbacksPerWork, unbounded),
 		"AGENTOWL_INGRESS_RATE":                     perMinute(&cfg.Ingress.Limit),
 	} {
 		if v := os.Getenv(env); v != "" {
@@ -319,10 +327,9 @@ func limitsFromEnv(cfg *Config) error {
 			if err != nil || n <= 0 {
 				return fmt.Errorf("%s: %q is not a positive whole number", env, v)
 			}
-			if env == "AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY" && n > delivery.MaxPerHostConcurrency {
-				return fmt.Errorf("%s: %d is more than the most, %d", env, n, delivery.MaxPerHostConcurrency)
+			if err := set(n); err != nil {
+				return fmt.Errorf("%s: %w", env, err)
 			}
-			set(n)
 		}
 	}
 	return nil

@@ -224,68 +224,38 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 
 	// b.N pending requests, request i on instance i%5, created concurrently.
 	ids := make([]string, n)
-	var next atomic.Int64
-	var failed atomic.Value
-	var wg sync.WaitGroup
-	for range benchClients {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				res, err := appr.CreateRequest(ctx, instances[i%ackReceivers], fmt.Sprintf("bench-%d", i), &agentowl.CreateRequestInput{
-					Tool: "bench.refund", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Timeout: "1h", TimeoutDur: time.Hour,
-				})
-				if err != nil {
-					failed.Store(fmt.Errorf("create request %d: %w", i, err))
-					return
-				}
-				ids[i] = res.Request.ID
-			}
+	err = spread(n, func(_, i int) error {
+		res, err := appr.CreateRequest(ctx, instances[i%ackReceivers], fmt.Sprintf("bench-%d", i), &agentowl.CreateRequestInput{
+			Tool: "bench.refund", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Timeout: "1h", TimeoutDur: time.Hour,
 		})
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
+		if err != nil {
+			return fmt.Errorf("create request %d: %w", i, err)
+		}
+		ids[i] = res.Request.ID
+		return nil
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 
 	// The timed part: decide everything, then wait for the healthy acks.
 	started := make([]time.Time, n)
-	next.Store(0)
 	b.ResetTimer()
 	start := time.Now()
-	var decidedEnd atomic.Int64 // UnixNano of the last Decide return
-	for range benchClients {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if rate > 0 {
-					time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
-				}
-				started[i] = time.Now()
-				if _, err := appr.Decide(ctx, op, boot.Tenant.ID, ids[i], approval.DecideParams{Approve: true}); err != nil {
-					failed.Store(fmt.Errorf("decide request %d: %w", i, err))
-					return
-				}
-				end := time.Now().UnixNano()
-				for {
-					cur := decidedEnd.Load()
-					if end <= cur || decidedEnd.CompareAndSwap(cur, end) {
-						break
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
+	err = spread(n, func(_, i int) error {
+		if rate > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
+		}
+		started[i] = time.Now()
+		if _, err := appr.Decide(ctx, op, boot.Tenant.ID, ids[i], approval.DecideParams{Approve: true}); err != nil {
+			return fmt.Errorf("decide request %d: %w", i, err)
+		}
+		return nil
+	})
+	decided := time.Since(start) // until the last Decide returned
+	if err != nil {
 		b.Fatal(err)
 	}
-	decided := time.Unix(0, decidedEnd.Load()).Sub(start)
 	if healthy > 0 {
 		select {
 		case <-allAcked:

@@ -120,34 +120,44 @@ func (s *benchServer) mustPost(b *testing.B, path string, body any, want int) ma
 	return m
 }
 
-// runClients runs n operations over benchClients goroutines and reports
-// throughput and latency percentiles.
-func runClients(b *testing.B, n int, op func(client, i int) error) {
-	b.Helper()
+// spread runs op for i in [0, n) over benchClients goroutines (client is
+// the goroutine's number) and returns the first error; a goroutine stops at
+// its first error.
+func spread(n int, op func(client, i int) error) error {
 	var next atomic.Int64
-	lat := make([][]time.Duration, benchClients)
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	start := time.Now()
 	for c := range benchClients {
 		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				t0 := time.Now()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				if err := op(c, i); err != nil {
-					failed.Store(err)
+					failed.CompareAndSwap(nil, err)
 					return
 				}
-				lat[c] = append(lat[c], time.Since(t0))
 			}
 		})
 	}
 	wg.Wait()
+	err, _ := failed.Load().(error)
+	return err
+}
+
+// runClients runs n operations over benchClients goroutines and reports
+// throughput and latency percentiles.
+func runClients(b *testing.B, n int, op func(client, i int) error) {
+	b.Helper()
+	lat := make([][]time.Duration, benchClients)
+	start := time.Now()
+	err := spread(n, func(c, i int) error {
+		t0 := time.Now()
+		if err := op(c, i); err != nil {
+			return err
+		}
+		lat[c] = append(lat[c], time.Since(t0))
+		return nil
+	})
 	elapsed := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		b.Fatal(err)
 	}
 	var all []time.Duration
