@@ -12,8 +12,11 @@ import (
 
 // Tenant is an isolated account: every other object belongs to exactly one.
 type Tenant struct {
-	ID        string
-	Name      string
+	ID   string
+	Name string
+	// System marks the one tenant whose admins may create tenants: the first
+	// tenant bootstrapped on an empty database.
+	System    bool
 	CreatedAt time.Time
 }
 
@@ -33,14 +36,19 @@ const (
 	RoleMember Role = "member"
 )
 
-// Operator is a named person. Memberships give them a role per tenant.
+// Operator is a named person acting in exactly one tenant, with one role
+// there. A person who works in two tenants is two operators, each created by
+// an admin of its own tenant; a name is unique within its tenant only.
 type Operator struct {
 	ID        string
+	TenantID  string
 	Name      string
+	Role      Role
 	CreatedAt time.Time
 }
 
-// Membership gives an operator a role in a tenant.
+// Membership is the tenant scope an operator token acts in: its operator's
+// one tenant and role there.
 type Membership struct {
 	OperatorID string
 	TenantID   string
@@ -52,7 +60,8 @@ type Membership struct {
 type TokenKind string
 
 const (
-	// TokenOperator authorizes the operator API for its operator's tenants.
+	// TokenOperator authorizes the operator API in the one tenant that
+	// issued it, as its operator (who belongs to that tenant).
 	TokenOperator TokenKind = "operator"
 	// TokenProvisioner authorizes instance management within its tenant.
 	TokenProvisioner TokenKind = "provisioner"

@@ -252,15 +252,35 @@ func TestCLIApprovalFlow(t *testing.T) {
 		if row := rowWith(t, "tenants list", rows, "default"); row[1] != "admin" {
 			t.Errorf("tenants list row = %q, want default admin", row)
 		}
-		created := cliJSON(t, op("tenants", "create", "globex", "--json"))
-		if created["name"] != "globex" || created["role"] != "admin" || created["id"] == nil {
+		created := cliJSON(t, op("tenants", "create", "globex", "--admin", "gail", "--json"))
+		globexAdmin, _ := created["admin"].(map[string]any)
+		if created["name"] != "globex" || created["id"] == nil || globexAdmin["operator"] != "gail" ||
+			!strings.HasPrefix(str(globexAdmin["token"]), "owl_op_") {
 			t.Errorf("tenants create --json = %v", created)
 		}
-		if findItem(itemsOf(t, cliJSON(t, op("tenants", "list", "--json"))), "globex", "name") == nil {
-			t.Errorf("tenants list --json lacks the new tenant globex")
+		// The token acts in globex only; the creator's acts in default only.
+		if findItem(itemsOf(t, cliJSON(t, op("tenants", "list", "--json"))), "globex", "name") != nil {
+			t.Errorf("the creator's tenants list shows the new tenant globex")
 		}
+		globex := func(args ...string) cliResult { return srv.cli(t, str(globexAdmin["token"]), args...) }
+		_, rows = parseTable(t, globex("tenants", "list").ok(t))
+		if row := rowWith(t, "globex's tenants list", rows, "globex"); row[1] != "admin" || len(rows) != 1 {
+			t.Errorf("globex's tenants list = %q", rows)
+		}
+		globex("operators", "list", "--tenant", "default").failed(t, "not_found")
+		globex("tenants", "create", "hooli").failed(t, "forbidden")
+		// The takeover through the CLI: globex's admin names an operator
+		// "admin" (default's admin's name) and mints a token for it; that
+		// token acts in globex only.
+		globex("operators", "create", "--tenant", "globex", "--name", "admin", "--role", "member").ok(t)
+		minted := cliJSON(t, globex("operator-tokens", "create", "--tenant", "globex", "--operator", "admin", "--json"))
+		asMinted := func(args ...string) cliResult { return srv.cli(t, str(minted["token"]), args...) }
+		asMinted("approvals", "list", "--tenant", "default").failed(t, "not_found")
+		asMinted("audit", "list", "--tenant", "default").failed(t, "not_found")
+		asMinted("provisioner-tokens", "create", "--tenant", "default").failed(t, "not_found")
+		globex("operator-tokens", "create", "--tenant", "default", "--operator", "admin").failed(t, "not_found")
 		op("tenants", "create", "globex").failed(t, "already_exists")
-		if out := op("tenants", "create", "initech").ok(t); !strings.Contains(out, "Created tenant initech") {
+		if out := op("tenants", "create", "initech").ok(t); !strings.Contains(out, "Created tenant initech") || !strings.Contains(out, "owl_op_") {
 			t.Errorf("tenants create output = %q", out)
 		}
 

@@ -157,16 +157,36 @@ func (c *cli) deliveriesCommand() *cobra.Command {
 
 func (c *cli) tenantsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "tenants", Short: "List and create tenants"}
-	cmd.AddCommand(c.listCmd("list", "List the tenants you belong to", func([]string) string { return "/api/v1/tenants" },
+	cmd.AddCommand(c.listCmd("list", "List the tenant your token acts in", func([]string) string { return "/api/v1/tenants" },
 		"NAME\tROLE\tID", "name", "role", "id"))
-	cmd.AddCommand(&cobra.Command{Use: "create NAME", Short: "Create a tenant (you become its admin)", Args: cobra.ExactArgs(1),
+	var admin string
+	var days int
+	create := &cobra.Command{Use: "create NAME", Short: "Create a tenant and its first admin (system tenant admins only)",
+		Long: "Creates a tenant with one operator, its admin, and prints that operator's first token once.\n" +
+			"You get no role in the new tenant: hand the token to its admin. Only admins of the\n" +
+			"system tenant (the first tenant of the database) may create tenants.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			body := item{"name": args[0]}
+			if admin != "" {
+				body["admin"] = admin
+			}
+			if days != 0 {
+				body["days"] = days
+			}
 			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, "/api/v1/tenants", item{"name": args[0]}, &out); err != nil {
+			if err := c.call(cmd.Context(), http.MethodPost, "/api/v1/tenants", body, &out); err != nil {
 				return err
 			}
-			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Created tenant %s (%s)\n", str(out["name"]), str(out["id"])) })
-		}})
+			return c.emit(out, func(w io.Writer) {
+				tok, _ := out["admin"].(map[string]any)
+				fmt.Fprintf(w, "Created tenant %s (%s)\nIts admin %s's token (shown once):\n%s\n",
+					str(out["name"]), str(out["id"]), str(tok["operator"]), str(tok["token"]))
+			})
+		}}
+	create.Flags().StringVar(&admin, "admin", "", "name of the new tenant's first operator (default: your name)")
+	create.Flags().IntVar(&days, "days", 0, "days until the admin token expires (0: never)")
+	cmd.AddCommand(create)
 	return cmd
 }
 

@@ -42,9 +42,11 @@ func New(s store.Store, clock agentowl.Clock, cfg Config) *Service {
 // Principal is an authenticated caller.
 type Principal struct {
 	Token *agentowl.Token
-	// Operator and Memberships are set for operator tokens.
-	Operator    *agentowl.Operator
-	Memberships []*agentowl.Membership
+	// Operator and Scope are set for operator tokens: the token's operator
+	// and the one tenant it acts in, which is the tenant that issued the
+	// token (the schema keeps an operator token in its operator's tenant).
+	Operator *agentowl.Operator
+	Scope    *agentowl.Membership
 	// Secret is the presented bearer secret. Provisioning seals replayable
 	// responses with it; it is never stored or logged.
 	Secret string
@@ -87,7 +89,9 @@ func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl
 		}
 		p = &Principal{Token: tok, Secret: secret}
 		if kind == agentowl.TokenOperator {
-			p.Operator, p.Memberships, err = tx.OperatorWithMemberships(ctx, tok.OperatorID)
+			if p.Operator, p.Scope, err = tx.OperatorScope(ctx, tok.OperatorID); err == nil && p.Scope.TenantID != tok.TenantID {
+				return store.ErrNotFound // defence in depth: the schema already forbids it
+			}
 		}
 		return err
 	})
@@ -97,18 +101,19 @@ func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl
 	return p, err
 }
 
-// Tenant returns the tenant named name if the operator is a member with at
-// least role; otherwise not_found (so tenant names do not leak) or forbidden.
+// Tenant returns the principal's tenant scope if it is the tenant named name
+// and the operator has at least role there; otherwise not_found (so tenant
+// names do not leak) or forbidden. An operator token never reaches beyond
+// the one tenant that issued it.
 func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.Membership, error) {
-	for _, m := range p.Memberships {
-		if m.TenantName == name {
-			if role == agentowl.RoleAdmin && m.Role != agentowl.RoleAdmin {
-				return nil, agentowl.Errorf(agentowl.ECodeForbidden, "This operation needs the admin role in tenant %q.", name)
-			}
-			return m, nil
-		}
+	m := p.Scope
+	if m == nil || m.TenantName != name {
+		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No tenant %q is available to this credential.", name)
 	}
-	return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No tenant %q is available to this operator.", name)
+	if role == agentowl.RoleAdmin && m.Role != agentowl.RoleAdmin {
+		return nil, agentowl.Errorf(agentowl.ECodeForbidden, "This operation needs the admin role in tenant %q.", name)
+	}
+	return m, nil
 }
 
 // Audit appends an audit entry for a configuration change in tx.

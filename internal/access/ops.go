@@ -17,9 +17,12 @@ type BootstrapResult struct {
 }
 
 // Bootstrap creates tenant name if missing, an "admin" operator with the
-// admin role in it if missing, and a new operator token for that operator.
+// admin role in it if missing (or gives the existing one the admin role back),
+// and a new operator token for that operator. The first tenant of an empty
+// database becomes the system tenant, whose admins may create tenants.
 // Running it again for an existing tenant adds another token. It is for the
-// offline `admin bootstrap` command and the first start of `serve`.
+// offline `admin bootstrap` command (whoever runs it holds the database
+// already) and the first start of `serve`; no API call reaches it.
 func (s *Service) Bootstrap(ctx context.Context, tenantName string) (*BootstrapResult, error) {
 	if !agentowl.ValidSlug(tenantName) {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "tenant", "A tenant name is 1-63 lowercase letters, digits and hyphens.")
@@ -29,21 +32,18 @@ func (s *Service) Bootstrap(ctx context.Context, tenantName string) (*BootstrapR
 		now := s.clock.Now()
 		t, err := tx.TenantGetByName(ctx, tenantName)
 		if errors.Is(err, store.ErrNotFound) {
-			t = &agentowl.Tenant{ID: newID(), Name: tenantName, CreatedAt: now}
+			var existing []*agentowl.Tenant
+			if existing, err = tx.TenantList(ctx); err != nil {
+				return err
+			}
+			t = &agentowl.Tenant{ID: newID(), Name: tenantName, System: len(existing) == 0, CreatedAt: now}
 			err = tx.TenantCreate(ctx, t)
 		}
 		if err != nil {
 			return err
 		}
-		op, err := tx.OperatorGetByName(ctx, "admin")
-		if errors.Is(err, store.ErrNotFound) {
-			op = &agentowl.Operator{ID: newID(), Name: "admin", CreatedAt: now}
-			err = tx.OperatorCreate(ctx, op)
-		}
+		op, err := s.ensureAdmin(ctx, tx, t.ID, "admin", now)
 		if err != nil {
-			return err
-		}
-		if err := tx.MembershipUpsert(ctx, &agentowl.Membership{OperatorID: op.ID, TenantID: t.ID, Role: agentowl.RoleAdmin}); err != nil {
 			return err
 		}
 		secret, tok := s.newToken(agentowl.TokenOperator, t.ID, "bootstrap", nil)
@@ -55,6 +55,23 @@ func (s *Service) Bootstrap(ctx context.Context, tenantName string) (*BootstrapR
 		return Audit(ctx, tx, now, t.ID, nil, "admin.bootstrap", "operator-token:"+tok.ID, map[string]any{"operator": op.Name})
 	})
 	return &res, err
+}
+
+// ensureAdmin returns the tenant's operator named name with the admin role,
+// creating it or raising its role as needed.
+func (s *Service) ensureAdmin(ctx context.Context, tx store.Tx, tenantID, name string, now time.Time) (*agentowl.Operator, error) {
+	op, err := tx.OperatorGetByName(ctx, tenantID, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		op = &agentowl.Operator{ID: newID(), TenantID: tenantID, Name: name, Role: agentowl.RoleAdmin, CreatedAt: now}
+		return op, tx.OperatorCreate(ctx, op)
+	case err != nil:
+		return nil, err
+	case op.Role != agentowl.RoleAdmin:
+		op.Role = agentowl.RoleAdmin
+		return op, tx.OperatorSetRole(ctx, op.ID, op.Role)
+	}
+	return op, nil
 }
 
 // NeedsBootstrap reports whether the database has no tenant yet.
@@ -84,41 +101,88 @@ func (s *Service) NewInstanceCredential(tenantID, instanceID string, expires *ti
 	return secret, tok
 }
 
-// ListTenants returns the tenants the operator belongs to.
-func (s *Service) ListTenants(p *Principal) []*agentowl.Membership { return p.Memberships }
+// ListTenants returns the tenant the operator token acts in: one, always.
+func (s *Service) ListTenants(p *Principal) []*agentowl.Membership {
+	return []*agentowl.Membership{p.Scope}
+}
 
-// CreateTenant creates a tenant. Any operator who is admin somewhere may; they
-// become its admin.
-func (s *Service) CreateTenant(ctx context.Context, p *Principal, name string) (*agentowl.Tenant, error) {
-	admin := false
-	for _, m := range p.Memberships {
-		admin = admin || m.Role == agentowl.RoleAdmin
-	}
-	if !admin {
-		return nil, agentowl.Errorf(agentowl.ECodeForbidden, "Creating a tenant needs the admin role in some tenant.")
+// NewTenant is a tenant created through the API and the first admin token of
+// its first operator, shown once.
+type NewTenant struct {
+	Tenant *agentowl.Tenant
+	Admin  *IssuedToken
+}
+
+// CreateTenant creates a tenant with one operator, admin, named adminName
+// (default: the caller's name), and issues that operator a token valid for
+// days (0: no expiry). Only admins of the system tenant may: the caller gets
+// no role in the new tenant; the token is how they hand it over. The new
+// tenant's own audit log and the caller's both record it.
+func (s *Service) CreateTenant(ctx context.Context, p *Principal, name, adminName string, days int) (*NewTenant, error) {
+	if p.Scope == nil || p.Scope.Role != agentowl.RoleAdmin {
+		return nil, errCreateTenant()
 	}
 	if !agentowl.ValidSlug(name) {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "name", "A tenant name is 1-63 lowercase letters, digits and hyphens.")
 	}
-	t := &agentowl.Tenant{ID: newID(), Name: name, CreatedAt: s.clock.Now()}
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	if adminName == "" {
+		adminName = p.Operator.Name
+	}
+	if !agentowl.ValidSlug(adminName) {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "admin", "An operator name is 1-63 lowercase letters, digits and hyphens.")
+	}
+	exp, err := s.expiry(days)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	t := &agentowl.Tenant{ID: newID(), Name: name, CreatedAt: now}
+	var out NewTenant
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		home, err := tx.TenantGetByID(ctx, p.Scope.TenantID)
+		if err != nil {
+			return err
+		}
+		if !home.System {
+			return errCreateTenant()
+		}
 		if err := tx.TenantCreate(ctx, t); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return agentowl.Errorf(agentowl.ECodeAlreadyExists, "A tenant named %q already exists.", name)
 			}
 			return err
 		}
-		if err := tx.MembershipUpsert(ctx, &agentowl.Membership{OperatorID: p.Operator.ID, TenantID: t.ID, Role: agentowl.RoleAdmin}); err != nil {
+		op := &agentowl.Operator{ID: newID(), TenantID: t.ID, Name: adminName, Role: agentowl.RoleAdmin, CreatedAt: now}
+		if err := tx.OperatorCreate(ctx, op); err != nil {
 			return err
 		}
-		return Audit(ctx, tx, t.CreatedAt, t.ID, p, "tenant.create", "tenant:"+t.Name, nil)
+		secret, tok := s.newToken(agentowl.TokenOperator, t.ID, "tenant-create", exp)
+		tok.OperatorID = op.ID
+		if err := tx.TokenCreate(ctx, tok); err != nil {
+			return err
+		}
+		out = NewTenant{Tenant: t, Admin: &IssuedToken{Token: tok, Secret: secret, OperatorName: op.Name}}
+		details := map[string]any{"admin": op.Name, "operator_token": tok.ID}
+		if err := Audit(ctx, tx, now, home.ID, p, "tenant.create", "tenant:"+t.Name, details); err != nil {
+			return err
+		}
+		return Audit(ctx, tx, now, t.ID, p, "tenant.create", "tenant:"+t.Name, details)
 	})
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
-// CreateOperator adds a named operator to a tenant with a role, creating the
-// operator if the name is new. Admin only.
-func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name string, role agentowl.Role) (*store.OperatorWithRole, error) {
+func errCreateTenant() error {
+	return agentowl.Errorf(agentowl.ECodeForbidden, "Creating a tenant needs the admin role in the system tenant.")
+}
+
+// CreateOperator adds an operator named name to the tenant with role, or
+// changes the role of the tenant's operator of that name. Operators of other
+// tenants are never found or touched: a name means one operator per tenant.
+// Admin only.
+func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name string, role agentowl.Role) (*agentowl.Operator, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
 		return nil, err
@@ -129,33 +193,34 @@ func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name
 	if role != agentowl.RoleAdmin && role != agentowl.RoleMember {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "role", "The role must be admin or member.")
 	}
-	var out store.OperatorWithRole
+	var out *agentowl.Operator
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		now := s.clock.Now()
-		op, err := tx.OperatorGetByName(ctx, name)
-		if errors.Is(err, store.ErrNotFound) {
-			op = &agentowl.Operator{ID: newID(), Name: name, CreatedAt: now}
+		op, err := tx.OperatorGetByName(ctx, m.TenantID, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			op = &agentowl.Operator{ID: newID(), TenantID: m.TenantID, Name: name, Role: role, CreatedAt: now}
 			err = tx.OperatorCreate(ctx, op)
+		case err == nil && op.Role != role:
+			op.Role = role
+			err = tx.OperatorSetRole(ctx, op.ID, role)
 		}
 		if err != nil {
 			return err
 		}
-		if err := tx.MembershipUpsert(ctx, &agentowl.Membership{OperatorID: op.ID, TenantID: m.TenantID, Role: role}); err != nil {
-			return err
-		}
-		out = store.OperatorWithRole{Operator: *op, Role: role}
+		out = op
 		return Audit(ctx, tx, now, m.TenantID, p, "operator.create", "operator:"+name, map[string]any{"role": string(role)})
 	})
-	return &out, err
+	return out, err
 }
 
 // ListOperators lists a tenant's operators. Members may.
-func (s *Service) ListOperators(ctx context.Context, p *Principal, tenant string) ([]*store.OperatorWithRole, error) {
+func (s *Service) ListOperators(ctx context.Context, p *Principal, tenant string) ([]*agentowl.Operator, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.OperatorWithRole
+	var out []*agentowl.Operator
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.OperatorListByTenant(ctx, m.TenantID)
 		return err
@@ -201,7 +266,10 @@ func (s *Service) CreateOperatorToken(ctx context.Context, p *Principal, tenant,
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		op := p.Operator
 		if operator != "" && operator != p.Operator.Name {
-			op, err = s.memberOperator(ctx, tx, m.TenantID, operator)
+			op, err = tx.OperatorGetByName(ctx, m.TenantID, operator)
+			if errors.Is(err, store.ErrNotFound) {
+				return agentowl.Errorf(agentowl.ECodeNotFound, "No operator %q in tenant %q.", operator, tenant)
+			}
 			if err != nil {
 				return err
 			}
@@ -215,19 +283,6 @@ func (s *Service) CreateOperatorToken(ctx context.Context, p *Principal, tenant,
 		return Audit(ctx, tx, tok.CreatedAt, m.TenantID, p, "operator_token.create", "operator-token:"+tok.ID, map[string]any{"operator": op.Name})
 	})
 	return &out, err
-}
-
-func (s *Service) memberOperator(ctx context.Context, tx store.Tx, tenantID, name string) (*agentowl.Operator, error) {
-	ops, err := tx.OperatorListByTenant(ctx, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range ops {
-		if o.Name == name {
-			return &o.Operator, nil
-		}
-	}
-	return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No operator %q in this tenant.", name)
 }
 
 // CreateProvisionerToken issues a provisioner token for the tenant. Admin only.

@@ -98,7 +98,7 @@ type wireMembership struct {
 func (s *Server) whoami(r *http.Request, p *access.Principal) (int, any, error) {
 	return http.StatusOK, map[string]any{
 		"operator": p.Operator.Name,
-		"tenants": listOf(p.Memberships, func(m *agentowl.Membership) wireMembership {
+		"tenants": listOf(s.access.ListTenants(p), func(m *agentowl.Membership) wireMembership {
 			return wireMembership{Tenant: m.TenantName, Role: string(m.Role)}
 		}).Items,
 	}, nil
@@ -117,20 +117,38 @@ func (s *Server) listTenants(r *http.Request, p *access.Principal) (int, any, er
 	}), nil
 }
 
+type wireNewTenant struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt string    `json:"created_at"`
+	Admin     wireToken `json:"admin"`
+}
+
 func (s *Server) createTenant(r *http.Request, p *access.Principal) (int, any, error) {
-	fields, err := readObject(r, "name")
+	fields, err := readObject(r, "name", "admin", "days")
 	if err != nil {
 		return 0, nil, err
 	}
-	var name string
+	var name, admin string
+	var days int
 	if err := requiredField(fields, "name", &name); err != nil {
 		return 0, nil, err
 	}
-	t, err := s.access.CreateTenant(r.Context(), p, name)
+	if present, err := field(fields, "admin", &admin); err != nil {
+		return 0, nil, err
+	} else if present && admin == "" {
+		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "admin", "admin names the new tenant's first operator; leave it out for your own name.")
+	}
+	if _, err := field(fields, "days", &days); err != nil {
+		return 0, nil, err
+	}
+	nt, err := s.access.CreateTenant(r.Context(), p, name, admin, days)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusCreated, wireTenant{ID: t.ID, Name: t.Name, Role: string(agentowl.RoleAdmin), CreatedAt: timestamp(t.CreatedAt)}, nil
+	tok := s.toWireToken(nt.Admin.Token)
+	tok.Token, tok.Operator = nt.Admin.Secret, nt.Admin.OperatorName
+	return http.StatusCreated, wireNewTenant{ID: nt.Tenant.ID, Name: nt.Tenant.Name, CreatedAt: timestamp(nt.Tenant.CreatedAt), Admin: tok}, nil
 }
 
 type wireOperator struct {
@@ -140,7 +158,7 @@ type wireOperator struct {
 	CreatedAt string `json:"created_at"`
 }
 
-func toWireOperator(o *store.OperatorWithRole) wireOperator {
+func toWireOperator(o *agentowl.Operator) wireOperator {
 	return wireOperator{ID: o.ID, Name: o.Name, Role: string(o.Role), CreatedAt: timestamp(o.CreatedAt)}
 }
 

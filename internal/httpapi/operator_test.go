@@ -44,10 +44,16 @@ func (h *opHarness) call(method, path, token string, body any, headers ...string
 	return h.e.do(method, path, token, body, headers...)
 }
 
-// admin sends a request as the bootstrap admin of tenant "default".
+// admin sends a request as an admin of the tenant in path: the bootstrap
+// admin of "default", or the first admin of a tenant made by createTenant.
 func (h *opHarness) admin(method, path string, body any, headers ...string) *response {
 	h.t.Helper()
-	return h.e.do(method, path, h.e.operatorToken, body, headers...)
+	token := h.e.operatorToken
+	if rest, ok := strings.CutPrefix(path, "/api/v1/tenants/"); ok {
+		tenant, _, _ := strings.Cut(rest, "/")
+		token = h.e.adminOf(tenant)
+	}
+	return h.e.do(method, path, token, body, headers...)
 }
 
 // ok asserts the status and returns the decoded body (nil when empty).
@@ -204,7 +210,7 @@ func (h *opHarness) validity(req map[string]any) time.Duration {
 // auditEntry finds the entry of tenant with action and target.
 func (h *opHarness) auditEntry(tenant, action, target string) map[string]any {
 	h.t.Helper()
-	entries := h.list(h.e.operatorToken, "/api/v1/tenants/"+tenant+"/audit?limit=1000")
+	entries := h.list(h.e.adminOf(tenant), "/api/v1/tenants/"+tenant+"/audit?limit=1000")
 	for _, en := range entries {
 		if en["action"] == action && en["target"] == target {
 			return en
@@ -223,11 +229,17 @@ func TestOperatorWhoami(t *testing.T) {
 			t.Fatalf("whoami = %v, want %v", m, want)
 		}
 
-		// Memberships are read per request: a new tenant shows at once.
-		h.ok(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "acme"}), 201)
+		// A tenant the caller creates is not theirs: the token still acts in
+		// its own tenant only.
+		createTenant(t, e, "acme")
 		m = h.ok(h.admin("GET", "/api/v1/whoami", nil), 200)
-		if got := m["tenants"].([]any); len(got) != 2 {
-			t.Fatalf("tenants after create = %v", got)
+		if !reflect.DeepEqual(m, want) {
+			t.Fatalf("whoami after creating a tenant = %v, want %v", m, want)
+		}
+		acme := e.adminOf("acme")
+		m = h.ok(h.call("GET", "/api/v1/whoami", acme, nil), 200)
+		if w := (map[string]any{"operator": "admin", "tenants": []any{map[string]any{"tenant": "acme", "role": "admin"}}}); !reflect.DeepEqual(m, w) {
+			t.Fatalf("whoami(acme's admin) = %v, want %v", m, w)
 		}
 
 		mia := h.operator("default", "mia", "member")
@@ -247,32 +259,66 @@ func TestOperatorTenants(t *testing.T) {
 			t.Fatalf("tenants = %v", list)
 		}
 
-		m := h.ok(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "acme"}), 201)
-		if m["name"] != "acme" || m["role"] != "admin" || m["created_at"] != h.now() || m["id"] == "" {
+		h.fails(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "acme", "admin": "lee", "label": "x"}), 400, "unknown_field", "label")
+		m := h.ok(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "acme", "admin": "lee", "days": 7}), 201)
+		admin := m["admin"].(map[string]any)
+		if m["name"] != "acme" || m["created_at"] != h.now() || m["id"] == "" || admin["operator"] != "lee" ||
+			admin["expires_at"] != h.e.clock.Now().Add(7*24*time.Hour).UTC().Format(time.RFC3339) {
 			t.Fatalf("created tenant = %v", m)
 		}
-		list = h.list(e.operatorToken, "/api/v1/tenants")
-		if got := h.find(list, "name", "acme"); got == nil || got["id"] != m["id"] || got["role"] != "admin" {
-			t.Fatalf("acme not listed as created: %v", list)
+		lee := admin["token"].(string)
+		// The creator gets no role in the new tenant; the new admin has no
+		// role anywhere else.
+		if got := h.list(e.operatorToken, "/api/v1/tenants"); len(got) != 1 || got[0]["name"] != "default" {
+			t.Fatalf("the creator's tenants = %v", got)
 		}
-		// The creator administers the new tenant.
-		ops := h.list(e.operatorToken, "/api/v1/tenants/acme/operators")
-		if got := h.find(ops, "name", "admin"); got == nil || got["role"] != "admin" {
+		h.fails(h.call("GET", "/api/v1/tenants/acme/operators", e.operatorToken, nil), 404, "not_found", "")
+		if got := h.list(lee, "/api/v1/tenants"); len(got) != 1 || got[0]["name"] != "acme" || got[0]["role"] != "admin" {
+			t.Fatalf("lee's tenants = %v", got)
+		}
+		ops := h.list(lee, "/api/v1/tenants/acme/operators")
+		if len(ops) != 1 || ops[0]["name"] != "lee" || ops[0]["role"] != "admin" {
 			t.Fatalf("acme operators = %v", ops)
+		}
+		h.fails(h.call("GET", opTenant+"/operators", lee, nil), 404, "not_found", "")
+		// Both audit logs record the creation.
+		h.auditEntry("default", "tenant.create", "tenant:acme")
+		if entries := h.list(lee, "/api/v1/tenants/acme/audit"); len(entries) != 1 || entries[0]["action"] != "tenant.create" {
+			t.Fatalf("acme's audit log = %v", entries)
+		}
+
+		// The default admin name is the caller's.
+		if m := h.ok(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "beta"}), 201); m["admin"].(map[string]any)["operator"] != "admin" {
+			t.Fatalf("created tenant = %v", m)
 		}
 
 		h.fails(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "acme"}), 409, "already_exists", "")
 		for _, bad := range []any{"Not A Slug", "", "-lead", strings.Repeat("a", 64), "acme_corp", 5} {
 			h.fails(h.admin("POST", "/api/v1/tenants", map[string]any{"name": bad}), 400, "invalid_field", "name")
+			h.fails(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "gamma", "admin": bad}), 400, "invalid_field", "admin")
 		}
+		h.fails(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "gamma", "days": -1}), 400, "invalid_field", "days")
 
+		// Only admins of the system tenant create tenants: not a member of
+		// it, and not the admin of any other tenant.
 		mia := h.operator("default", "mia", "member")
 		h.fails(h.call("POST", "/api/v1/tenants", mia, map[string]any{"name": "mias"}), 403, "forbidden", "")
+		h.fails(h.call("POST", "/api/v1/tenants", lee, map[string]any{"name": "lees"}), 403, "forbidden", "")
 		if got := h.list(mia, "/api/v1/tenants"); len(got) != 1 || got[0]["role"] != "member" {
 			t.Fatalf("mia's tenants = %v", got)
 		}
-		if got := h.list(e.operatorToken, "/api/v1/tenants"); len(got) != 2 {
-			t.Fatalf("refused creations left tenants behind: %v", got)
+		var names []string
+		if err := e.store.Read(context.Background(), func(tx store.Tx) error {
+			ts, err := tx.TenantList(context.Background())
+			for _, t := range ts {
+				names = append(names, t.Name)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(names, []string{"acme", "beta", "default"}) {
+			t.Fatalf("refused creations left tenants behind: %v", names)
 		}
 	})
 }
@@ -479,9 +525,9 @@ func TestOperatorProvisionerTokens(t *testing.T) {
 func TestOperatorTenantIsolation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		h := newOpHarness(t, e)
-		// Tenant B, created and populated by the bootstrap admin (who thereby
-		// belongs to both tenants).
-		h.ok(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "tenant-b"}), 201)
+		// Tenant B, created by the bootstrap admin and populated by its own
+		// admin.
+		createTenant(t, e, "tenant-b")
 		bProv, _ := h.provisioner("tenant-b")
 		bInst, bCred := h.provision(bProv, map[string]any{"instance_name": "b-agent"})
 		bReq := h.submit(bCred, "wire_money", map[string]any{"amount": 10}, "30m")["id"].(string)
@@ -538,7 +584,7 @@ func TestOperatorTenantIsolation(t *testing.T) {
 			t.Fatalf("B's approval via B = %v", got)
 		}
 		// B's audit log holds only B's changes.
-		for _, en := range h.list(e.operatorToken, "/api/v1/tenants/tenant-b/audit") {
+		for _, en := range h.list(e.adminOf("tenant-b"), "/api/v1/tenants/tenant-b/audit") {
 			if en["target"] == "operator:alice" || en["target"] == "instance:"+aInst {
 				t.Fatalf("A's change in B's audit log: %v", en)
 			}
@@ -597,7 +643,7 @@ func TestOperatorAudit(t *testing.T) {
 		}
 		const admin = "operator:admin"
 
-		record(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "acme"}), 201, "acme", admin, "tenant.create", "tenant:acme")
+		record(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "acme"}), 201, "default", admin, "tenant.create", "tenant:acme")
 		record(h.admin("POST", opTenant+"/operators", map[string]any{"name": "alice", "role": "admin"}), 201, "default", admin, "operator.create", "operator:alice")
 		r := h.admin("POST", opTenant+"/operator-tokens", map[string]any{"operator": "alice"})
 		alice := h.ok(r, 201)
@@ -673,9 +719,6 @@ func TestOperatorAudit(t *testing.T) {
 		}
 		if last := entries[len(entries)-1]; last["actor"] != "system" || last["request_id"] != "" {
 			t.Fatalf("bootstrap entry = %v", last)
-		}
-		if acme := h.list(e.operatorToken, "/api/v1/tenants/acme/audit"); len(acme) != 1 {
-			t.Fatalf("acme audit = %v", acme)
 		}
 
 		if got := h.list(e.operatorToken, opTenant+"/audit?limit=2"); len(got) != 2 || got[0]["action"] != "provisioner_token.revoke" {
@@ -1262,9 +1305,9 @@ func TestOperatorDeliveries(t *testing.T) {
 				t.Fatalf("a member lists deliveries: %v", got)
 			}
 			h.fails(h.admin("GET", opTenant+"/deliveries/"+uuid.NewString(), nil), 404, "not_found", "")
-			h.ok(h.admin("POST", "/api/v1/tenants", map[string]any{"name": "other"}), 201)
+			createTenant(t, e, "other")
 			h.fails(h.admin("GET", "/api/v1/tenants/other/deliveries/"+id, nil), 404, "not_found", "")
-			if got := h.list(e.operatorToken, "/api/v1/tenants/other/deliveries"); len(got) != 0 {
+			if got := h.list(e.adminOf("other"), "/api/v1/tenants/other/deliveries"); len(got) != 0 {
 				t.Fatalf("another tenant sees deliveries: %v", got)
 			}
 			h.fails(h.call("GET", "/api/v1/tenants/other/deliveries", mia, nil), 404, "not_found", "")

@@ -34,7 +34,7 @@ func newKey() string { return uuid.NewString() }
 // secret and ID.
 func provisionerToken(t *testing.T, e *env, tenant string) (secret, id string) {
 	t.Helper()
-	r := e.do("POST", "/api/v1/tenants/"+tenant+"/provisioner-tokens", e.operatorToken, map[string]any{})
+	r := e.do("POST", "/api/v1/tenants/"+tenant+"/provisioner-tokens", e.adminOf(tenant), map[string]any{})
 	wantStatus(t, r, http.StatusCreated)
 	var out struct {
 		ID    string `json:"id"`
@@ -49,11 +49,21 @@ func provisionerToken(t *testing.T, e *env, tenant string) (secret, id string) {
 	return out.Token, out.ID
 }
 
-// createTenant creates a tenant administered by e's operator.
+// createTenant creates a tenant as the system tenant's admin and keeps the
+// new tenant's admin token for e.adminOf.
 func createTenant(t *testing.T, e *env, name string) {
 	t.Helper()
 	r := e.do("POST", "/api/v1/tenants", e.operatorToken, map[string]any{"name": name})
 	wantStatus(t, r, http.StatusCreated)
+	var out struct {
+		Admin struct {
+			Token string `json:"token"`
+		} `json:"admin"`
+	}
+	if err := json.Unmarshal(r.Body, &out); err != nil || out.Admin.Token == "" {
+		t.Fatalf("created tenant: %v: %s", err, r.Body)
+	}
+	e.admins.Store(name, out.Admin.Token)
 }
 
 // wireProvisioned mirrors ProvisionInstanceResponse, decoded strictly.

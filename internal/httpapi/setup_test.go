@@ -45,6 +45,17 @@ type env struct {
 	srv      *httptest.Server
 	// operatorToken is an admin of tenant "default".
 	operatorToken string
+	// admins holds an admin token per tenant created by createTenant
+	// ("default": operatorToken); operator tokens act in one tenant only.
+	admins sync.Map
+}
+
+// adminOf returns an admin token of tenant (created by createTenant).
+func (e *env) adminOf(tenant string) string {
+	if v, ok := e.admins.Load(tenant); ok {
+		return v.(string)
+	}
+	return e.operatorToken
 }
 
 // setup starts a server on backend b with a fake clock.
@@ -65,7 +76,9 @@ func setupWith(t *testing.T, b storetest.Backend, cfg approval.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
+	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
+	e.admins.Store("default", res.Token)
+	return e
 }
 
 // forEachBackend runs fn as a parallel subtest per store backend.

@@ -496,13 +496,14 @@ func TestWorkCrossTenant(t *testing.T) {
 		cred := e.credential(t, id, nil)
 
 		// Another tenant, and an operator who belongs to it only.
-		if _, err := e.access.Bootstrap(context.Background(), "other"); err != nil {
+		other, err := e.access.Bootstrap(context.Background(), "other")
+		if err != nil {
 			t.Fatal(err)
 		}
 		otherPath := "/api/v1/tenants/other"
-		wantJSON(t, "create olga", e.do(http.MethodPost, otherPath+"/operators", e.operatorToken,
+		wantJSON(t, "create olga", e.do(http.MethodPost, otherPath+"/operators", other.Token,
 			map[string]any{"name": "olga", "role": "admin"}), http.StatusCreated)
-		olga := wantJSON(t, "olga's token", e.do(http.MethodPost, otherPath+"/operator-tokens", e.operatorToken,
+		olga := wantJSON(t, "olga's token", e.do(http.MethodPost, otherPath+"/operator-tokens", other.Token,
 			map[string]any{"operator": "olga"}), http.StatusCreated)["token"].(string)
 		for _, p := range []string{"/endpoints/" + id, "/bindings/" + bid, "/work/" + wk, "/endpoints/" + id + "/runtime-credentials"} {
 			expectRefused(t, "other tenant GET "+p, e.do(http.MethodGet, otherPath+p, olga, nil), http.StatusNotFound, "not_found")

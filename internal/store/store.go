@@ -48,16 +48,20 @@ type Tx interface {
 	TenantGetByID(ctx context.Context, id string) (*agentowl.Tenant, error)
 	TenantList(ctx context.Context) ([]*agentowl.Tenant, error)
 
-	OperatorCreate(ctx context.Context, o *agentowl.Operator) error // ErrConflict on a taken name
-	OperatorGetByName(ctx context.Context, name string) (*agentowl.Operator, error)
+	// OperatorCreate adds an operator to its tenant; ErrConflict if the
+	// tenant already has an operator of that name.
+	OperatorCreate(ctx context.Context, o *agentowl.Operator) error
+	// OperatorGetByName finds an operator of one tenant by name; operators
+	// of other tenants are never found.
+	OperatorGetByName(ctx context.Context, tenantID, name string) (*agentowl.Operator, error)
 	OperatorGetByID(ctx context.Context, id string) (*agentowl.Operator, error)
-	// MembershipUpsert sets the operator's role in a tenant.
-	MembershipUpsert(ctx context.Context, m *agentowl.Membership) error
-	// OperatorWithMemberships returns the operator and its memberships by
-	// tenant name, in one statement (it runs on every operator request).
-	OperatorWithMemberships(ctx context.Context, operatorID string) (*agentowl.Operator, []*agentowl.Membership, error)
-	// OperatorListByTenant lists a tenant's operators with their role there.
-	OperatorListByTenant(ctx context.Context, tenantID string) ([]*OperatorWithRole, error)
+	// OperatorSetRole changes an operator's role in its tenant.
+	OperatorSetRole(ctx context.Context, id string, role agentowl.Role) error
+	// OperatorScope returns the operator and the tenant scope it acts in, in
+	// one statement (it runs on every operator request).
+	OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.Membership, error)
+	// OperatorListByTenant lists a tenant's operators by name.
+	OperatorListByTenant(ctx context.Context, tenantID string) ([]*agentowl.Operator, error)
 
 	TokenCreate(ctx context.Context, t *agentowl.Token) error
 	// TokenGetByHash finds a token of any kind, active or not.
@@ -135,12 +139,6 @@ type Tx interface {
 	// Purge deletes what retention no longer requires at now and reports how
 	// many rows went.
 	Purge(ctx context.Context, now time.Time) (int64, error)
-}
-
-// OperatorWithRole is an operator and their role in one tenant.
-type OperatorWithRole struct {
-	agentowl.Operator
-	Role agentowl.Role
 }
 
 // TokenListParams filters TokenList.

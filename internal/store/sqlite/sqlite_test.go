@@ -1,12 +1,36 @@
 package sqlite_test
 
 import (
+	"context"
+	"database/sql"
+	"path/filepath"
 	"testing"
 
+	"github.com/pressly/goose/v3"
+
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, storetest.OpenSQLite)
+}
+
+func TestIdentityUpgrade(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentowl.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.IdentityUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations, func() store.Store {
+		s, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatalf("open after the upgrade: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
 }

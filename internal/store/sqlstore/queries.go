@@ -39,17 +39,19 @@ func nullStr(s string) any {
 	return s
 }
 
-// ---- tenants, operators, memberships
+// ---- tenants and operators
+
+const tenantCols = `id, name, system, created_at`
 
 func (t *tx) TenantCreate(ctx context.Context, v *agentowl.Tenant) error {
-	_, err := t.exec(ctx, `INSERT INTO tenants (id, name, created_at) VALUES (?, ?, ?)`, v.ID, v.Name, ts(v.CreatedAt))
+	_, err := t.exec(ctx, `INSERT INTO tenants (id, name, system, created_at) VALUES (?, ?, ?, ?)`, v.ID, v.Name, v.System, ts(v.CreatedAt))
 	return err
 }
 
 func scanTenant(s scanner) (*agentowl.Tenant, error) {
 	var v agentowl.Tenant
 	var created int64
-	if err := s.Scan(&v.ID, &v.Name, &created); err != nil {
+	if err := s.Scan(&v.ID, &v.Name, &v.System, &created); err != nil {
 		return nil, err
 	}
 	v.CreatedAt = fromTS(created)
@@ -57,91 +59,65 @@ func scanTenant(s scanner) (*agentowl.Tenant, error) {
 }
 
 func (t *tx) TenantGetByName(ctx context.Context, name string) (*agentowl.Tenant, error) {
-	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE name = ?`, name), scanTenant)
+	return one(t.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE name = ?`, name), scanTenant)
 }
 
 func (t *tx) TenantGetByID(ctx context.Context, id string) (*agentowl.Tenant, error) {
-	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE id = ?`, id), scanTenant)
+	return one(t.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id), scanTenant)
 }
 
 func (t *tx) TenantList(ctx context.Context) ([]*agentowl.Tenant, error) {
-	rows, err := t.query(ctx, `SELECT id, name, created_at FROM tenants ORDER BY name`)
+	rows, err := t.query(ctx, `SELECT `+tenantCols+` FROM tenants ORDER BY name`)
 	return all(rows, err, scanTenant)
 }
 
+const operatorCols = `id, tenant_id, name, role, created_at`
+
 func (t *tx) OperatorCreate(ctx context.Context, v *agentowl.Operator) error {
-	_, err := t.exec(ctx, `INSERT INTO operators (id, name, created_at) VALUES (?, ?, ?)`, v.ID, v.Name, ts(v.CreatedAt))
+	_, err := t.exec(ctx, `INSERT INTO operators (id, tenant_id, name, role, created_at) VALUES (?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.Name, string(v.Role), ts(v.CreatedAt))
 	return err
 }
 
 func scanOperator(s scanner) (*agentowl.Operator, error) {
 	var v agentowl.Operator
+	var role string
 	var created int64
-	if err := s.Scan(&v.ID, &v.Name, &created); err != nil {
+	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &role, &created); err != nil {
 		return nil, err
 	}
-	v.CreatedAt = fromTS(created)
+	v.Role, v.CreatedAt = agentowl.Role(role), fromTS(created)
 	return &v, nil
 }
 
-func (t *tx) OperatorGetByName(ctx context.Context, name string) (*agentowl.Operator, error) {
-	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM operators WHERE name = ?`, name), scanOperator)
+func (t *tx) OperatorGetByName(ctx context.Context, tenantID, name string) (*agentowl.Operator, error) {
+	return one(t.queryRow(ctx, `SELECT `+operatorCols+` FROM operators WHERE tenant_id = ? AND name = ?`, tenantID, name), scanOperator)
 }
 
 func (t *tx) OperatorGetByID(ctx context.Context, id string) (*agentowl.Operator, error) {
-	return one(t.queryRow(ctx, `SELECT id, name, created_at FROM operators WHERE id = ?`, id), scanOperator)
+	return one(t.queryRow(ctx, `SELECT `+operatorCols+` FROM operators WHERE id = ?`, id), scanOperator)
 }
 
-func (t *tx) MembershipUpsert(ctx context.Context, m *agentowl.Membership) error {
-	_, err := t.exec(ctx, `INSERT INTO memberships (operator_id, tenant_id, role) VALUES (?, ?, ?)
-		ON CONFLICT (operator_id, tenant_id) DO UPDATE SET role = excluded.role`, m.OperatorID, m.TenantID, string(m.Role))
-	return err
+func (t *tx) OperatorSetRole(ctx context.Context, id string, role agentowl.Role) error {
+	return t.execOne(ctx, `UPDATE operators SET role = ? WHERE id = ?`, string(role), id)
 }
 
-func (t *tx) OperatorWithMemberships(ctx context.Context, operatorID string) (*agentowl.Operator, []*agentowl.Membership, error) {
-	rows, err := t.query(ctx, `SELECT o.id, o.name, o.created_at, m.tenant_id, tn.name, m.role FROM operators o
-		LEFT JOIN memberships m ON m.operator_id = o.id LEFT JOIN tenants tn ON tn.id = m.tenant_id
-		WHERE o.id = ? ORDER BY tn.name`, operatorID)
+func (t *tx) OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.Membership, error) {
+	var m agentowl.Membership
+	o, err := one(t.queryRow(ctx, `SELECT o.id, o.tenant_id, o.name, o.role, o.created_at, tn.name FROM operators o
+		JOIN tenants tn ON tn.id = o.tenant_id WHERE o.id = ?`, operatorID), func(s scanner) (*agentowl.Operator, error) {
+		return scanOperator(scannerFunc(func(dest ...any) error { return s.Scan(append(dest, &m.TenantName)...) }))
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rows.Close()
-	var op *agentowl.Operator
-	var ms []*agentowl.Membership
-	for rows.Next() {
-		var o agentowl.Operator
-		var created int64
-		var tenantID, tenantName, role sql.NullString
-		if err := rows.Scan(&o.ID, &o.Name, &created, &tenantID, &tenantName, &role); err != nil {
-			return nil, nil, err
-		}
-		o.CreatedAt = fromTS(created)
-		op = &o
-		if tenantID.Valid {
-			ms = append(ms, &agentowl.Membership{OperatorID: o.ID, TenantID: tenantID.String, TenantName: tenantName.String,
-				Role: agentowl.Role(role.String)})
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	if op == nil {
-		return nil, nil, store.ErrNotFound
-	}
-	return op, ms, nil
+	m.OperatorID, m.TenantID, m.Role = o.ID, o.TenantID, o.Role
+	return o, &m, nil
 }
 
-func (t *tx) OperatorListByTenant(ctx context.Context, tenantID string) ([]*store.OperatorWithRole, error) {
-	rows, err := t.query(ctx, `SELECT o.id, o.name, o.created_at, m.role FROM operators o
-		JOIN memberships m ON m.operator_id = o.id WHERE m.tenant_id = ? ORDER BY o.name`, tenantID)
-	return all(rows, err, func(s scanner) (*store.OperatorWithRole, error) {
-		var v store.OperatorWithRole
-		var created int64
-		var role string
-		err := s.Scan(&v.ID, &v.Name, &created, &role)
-		v.CreatedAt, v.Role = fromTS(created), agentowl.Role(role)
-		return &v, err
-	})
+func (t *tx) OperatorListByTenant(ctx context.Context, tenantID string) ([]*agentowl.Operator, error) {
+	rows, err := t.query(ctx, `SELECT `+operatorCols+` FROM operators WHERE tenant_id = ? ORDER BY name`, tenantID)
+	return all(rows, err, scanOperator)
 }
 
 // ---- tokens

@@ -319,4 +319,9 @@ func all[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, 
 
 type scanner interface{ Scan(dest ...any) error }
 
+// scannerFunc lets a query scan extra columns after a shared scan function's.
+type scannerFunc func(dest ...any) error
+
+func (f scannerFunc) Scan(dest ...any) error { return f(dest...) }
+
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -27,7 +27,7 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 	}{
 		{"Dialect", testDialect},
 		{"Tenants", testTenants},
-		{"OperatorsAndMemberships", testOperatorsAndMemberships},
+		{"Operators", testOperators},
 		{"Tokens", testTokens},
 		{"TokenRevokeByInstance", testTokenRevokeByInstance},
 		{"Instances", testInstances},
@@ -172,8 +172,8 @@ func newTenant(at time.Time) *agentowl.Tenant {
 	return &agentowl.Tenant{ID: uuid.NewString(), Name: name("tenant"), CreatedAt: at}
 }
 
-func newOperator(at time.Time) *agentowl.Operator {
-	return &agentowl.Operator{ID: uuid.NewString(), Name: name("op"), CreatedAt: at}
+func newOperator(tenantID string, at time.Time) *agentowl.Operator {
+	return &agentowl.Operator{ID: uuid.NewString(), TenantID: tenantID, Name: name("op"), Role: agentowl.RoleMember, CreatedAt: at}
 }
 
 func newInstance(tenantID string, at time.Time) *agentowl.Instance {
@@ -289,6 +289,7 @@ func testDialect(t *testing.T, e *env) {
 func testTenants(t *testing.T, e *env) {
 	b, a, c := newTenant(e.now), newTenant(e.now.Add(time.Second)), newTenant(e.now.Add(2*time.Second))
 	b.Name, a.Name, c.Name = "b-"+b.Name, "a-"+a.Name, "c-"+c.Name
+	b.System = true
 	e.write(t, func(tx store.Tx) error {
 		for _, v := range []*agentowl.Tenant{b, a, c} {
 			if err := tx.TenantCreate(e.ctx, v); err != nil {
@@ -304,6 +305,9 @@ func testTenants(t *testing.T, e *env) {
 	sameID := newTenant(e.now)
 	sameID.ID = a.ID
 	wantErr(t, "create with a taken ID", e.writeErr(func(tx store.Tx) error { return tx.TenantCreate(e.ctx, sameID) }), store.ErrConflict)
+	secondSystem := newTenant(e.now)
+	secondSystem.System = true
+	wantErr(t, "create a second system tenant", e.writeErr(func(tx store.Tx) error { return tx.TenantCreate(e.ctx, secondSystem) }), store.ErrConflict)
 
 	equal(t, "get by name", read(t, e, func(tx store.Tx) (*agentowl.Tenant, error) { return tx.TenantGetByName(e.ctx, a.Name) }), a)
 	equal(t, "get by ID", read(t, e, func(tx store.Tx) (*agentowl.Tenant, error) { return tx.TenantGetByID(e.ctx, c.ID) }), c)
@@ -319,24 +323,26 @@ func testTenants(t *testing.T, e *env) {
 		[]*agentowl.Tenant{a, b, c})
 }
 
-func testOperatorsAndMemberships(t *testing.T, e *env) {
-	bob, ann, lonelyOp := newOperator(e.now), newOperator(e.now.Add(time.Second)), newOperator(e.now)
-	bob.Name, ann.Name = "b-"+bob.Name, "a-"+ann.Name
-	tenY, tenX := newTenant(e.now), newTenant(e.now)
-	tenY.Name, tenX.Name = "y-"+tenY.Name, "x-"+tenX.Name
-	lonely := newTenant(e.now)
+func testOperators(t *testing.T, e *env) {
+	tenY, tenX, lonely := e.tenant(t), e.tenant(t), e.tenant(t)
+	bob, ann := newOperator(tenY.ID, e.now), newOperator(tenY.ID, e.now.Add(time.Second))
+	bob.Name, ann.Name, bob.Role = "b-"+bob.Name, "a-"+ann.Name, agentowl.RoleAdmin
+	bobX := newOperator(tenX.ID, e.now) // the same name in another tenant is another operator
+	bobX.Name = bob.Name
 	e.write(t, func(tx store.Tx) error {
-		return errors.Join(tx.OperatorCreate(e.ctx, bob), tx.OperatorCreate(e.ctx, ann), tx.OperatorCreate(e.ctx, lonelyOp),
-			tx.TenantCreate(e.ctx, tenY), tx.TenantCreate(e.ctx, tenX), tx.TenantCreate(e.ctx, lonely))
+		return errors.Join(tx.OperatorCreate(e.ctx, bob), tx.OperatorCreate(e.ctx, ann), tx.OperatorCreate(e.ctx, bobX))
 	})
 
-	dup := newOperator(e.now)
+	dup := newOperator(tenY.ID, e.now)
 	dup.Name = ann.Name
-	wantErr(t, "create with a taken name", e.writeErr(func(tx store.Tx) error { return tx.OperatorCreate(e.ctx, dup) }), store.ErrConflict)
-	equal(t, "get by name", read(t, e, func(tx store.Tx) (*agentowl.Operator, error) { return tx.OperatorGetByName(e.ctx, ann.Name) }), ann)
+	wantErr(t, "create with a name taken in the tenant", e.writeErr(func(tx store.Tx) error { return tx.OperatorCreate(e.ctx, dup) }), store.ErrConflict)
+	equal(t, "get by name", read(t, e, func(tx store.Tx) (*agentowl.Operator, error) { return tx.OperatorGetByName(e.ctx, tenY.ID, ann.Name) }), ann)
+	equal(t, "get by name in the other tenant", read(t, e, func(tx store.Tx) (*agentowl.Operator, error) {
+		return tx.OperatorGetByName(e.ctx, tenX.ID, bob.Name)
+	}), bobX)
 	equal(t, "get by ID", read(t, e, func(tx store.Tx) (*agentowl.Operator, error) { return tx.OperatorGetByID(e.ctx, bob.ID) }), bob)
-	wantErr(t, "get unknown name", e.readErr(func(tx store.Tx) error {
-		_, err := tx.OperatorGetByName(e.ctx, name("missing"))
+	wantErr(t, "another tenant's operator by name", e.readErr(func(tx store.Tx) error {
+		_, err := tx.OperatorGetByName(e.ctx, tenX.ID, ann.Name)
 		return err
 	}), store.ErrNotFound)
 	wantErr(t, "get unknown ID", e.readErr(func(tx store.Tx) error {
@@ -344,60 +350,40 @@ func testOperatorsAndMemberships(t *testing.T, e *env) {
 		return err
 	}), store.ErrNotFound)
 
-	e.write(t, func(tx store.Tx) error {
-		return errors.Join(
-			tx.MembershipUpsert(e.ctx, &agentowl.Membership{OperatorID: bob.ID, TenantID: tenY.ID, Role: agentowl.RoleMember}),
-			tx.MembershipUpsert(e.ctx, &agentowl.Membership{OperatorID: bob.ID, TenantID: tenX.ID, Role: agentowl.RoleAdmin}),
-			tx.MembershipUpsert(e.ctx, &agentowl.Membership{OperatorID: ann.ID, TenantID: tenY.ID, Role: agentowl.RoleMember}),
-		)
-	})
-	memberships := func() []*agentowl.Membership {
-		return read(t, e, func(tx store.Tx) ([]*agentowl.Membership, error) {
-			op, ms, err := tx.OperatorWithMemberships(e.ctx, bob.ID)
-			if err == nil && *op != *bob {
-				err = fmt.Errorf("operator %+v, want %+v", op, bob)
-			}
-			return ms, err
-		})
-	}
-	equal(t, "memberships by tenant name", memberships(), []*agentowl.Membership{
-		{OperatorID: bob.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleAdmin},
-		{OperatorID: bob.ID, TenantID: tenY.ID, TenantName: tenY.Name, Role: agentowl.RoleMember},
-	})
-
-	e.write(t, func(tx store.Tx) error {
-		return tx.MembershipUpsert(e.ctx, &agentowl.Membership{OperatorID: bob.ID, TenantID: tenY.ID, Role: agentowl.RoleAdmin})
-	})
-	equal(t, "memberships after upsert", memberships(), []*agentowl.Membership{
-		{OperatorID: bob.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleAdmin},
-		{OperatorID: bob.ID, TenantID: tenY.ID, TenantName: tenY.Name, Role: agentowl.RoleAdmin},
-	})
-	equal(t, "operators of tenant by name", read(t, e, func(tx store.Tx) ([]*store.OperatorWithRole, error) {
+	e.write(t, func(tx store.Tx) error { return tx.OperatorSetRole(e.ctx, ann.ID, agentowl.RoleAdmin) })
+	ann.Role = agentowl.RoleAdmin
+	wantErr(t, "set the role of an unknown operator", e.writeErr(func(tx store.Tx) error {
+		return tx.OperatorSetRole(e.ctx, uuid.NewString(), agentowl.RoleAdmin)
+	}), store.ErrNotFound)
+	equal(t, "operators of tenant by name", read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) {
 		return tx.OperatorListByTenant(e.ctx, tenY.ID)
-	}), []*store.OperatorWithRole{{Operator: *ann, Role: agentowl.RoleMember}, {Operator: *bob, Role: agentowl.RoleAdmin}})
-	if got := read(t, e, func(tx store.Tx) ([]*store.OperatorWithRole, error) { return tx.OperatorListByTenant(e.ctx, lonely.ID) }); len(got) != 0 {
-		t.Fatalf("operators of a tenant without members: %s", show(got))
+	}), []*agentowl.Operator{ann, bob})
+	if got := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, lonely.ID) }); len(got) != 0 {
+		t.Fatalf("operators of a tenant without operators: %s", show(got))
 	}
-	op, ms, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, []*agentowl.Membership, error) {
-		return tx.OperatorWithMemberships(e.ctx, ann.ID)
+	op, scope, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, *agentowl.Membership, error) {
+		return tx.OperatorScope(e.ctx, bobX.ID)
 	})
-	if err != nil || *op != *ann || len(ms) != 1 {
-		t.Fatalf("ann with memberships: %v %v %s", err, op, show(ms))
+	if err != nil || *op != *bobX {
+		t.Fatalf("scope of an operator: %v %v", err, op)
 	}
-	if _, _, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, []*agentowl.Membership, error) {
-		return tx.OperatorWithMemberships(e.ctx, lonelyOp.ID)
-	}); err != nil {
-		t.Fatalf("an operator without memberships: %v", err)
-	}
-	wantErr(t, "unknown operator with memberships", e.readErr(func(tx store.Tx) error {
-		_, _, err := tx.OperatorWithMemberships(e.ctx, uuid.NewString())
+	equal(t, "scope", scope, &agentowl.Membership{OperatorID: bobX.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleMember})
+	wantErr(t, "scope of an unknown operator", e.readErr(func(tx store.Tx) error {
+		_, _, err := tx.OperatorScope(e.ctx, uuid.NewString())
 		return err
 	}), store.ErrNotFound)
+
+	// An operator token belongs to its operator's tenant, by the schema.
+	cross := newToken(agentowl.TokenOperator, tenX.ID, e.now)
+	cross.OperatorID = bob.ID
+	if err := e.writeErr(func(tx store.Tx) error { return tx.TokenCreate(e.ctx, cross) }); err == nil {
+		t.Fatal("a token of one tenant for an operator of another was stored")
+	}
 }
 
 func testTokens(t *testing.T, e *env) {
 	ten, other := e.tenant(t), e.tenant(t)
-	op := newOperator(e.now)
+	op := newOperator(ten.ID, e.now)
 	e.write(t, func(tx store.Tx) error { return tx.OperatorCreate(e.ctx, op) })
 	i1, i2 := e.instance(t, ten.ID, e.now), e.instance(t, ten.ID, e.now)
 
@@ -1073,15 +1059,12 @@ func testWriteRollsBack(t *testing.T, e *env) {
 	newKey := newIdempotency(e.now)
 	newRule := newPolicy(newTen.ID, "", 0, e.now)
 	newTok := newToken(agentowl.TokenProvisioner, newTen.ID, e.now)
-	op := newOperator(e.now)
+	op := newOperator(ten.ID, e.now)
 	boom := errors.New("boom")
 	err := e.writeErr(func(tx store.Tx) error {
 		for _, step := range []func() error{
 			func() error { return tx.TenantCreate(e.ctx, newTen) },
 			func() error { return tx.OperatorCreate(e.ctx, op) },
-			func() error {
-				return tx.MembershipUpsert(e.ctx, &agentowl.Membership{OperatorID: op.ID, TenantID: ten.ID, Role: agentowl.RoleAdmin})
-			},
 			func() error { return tx.InstanceCreate(e.ctx, newIn) },
 			func() error { return tx.RequestCreate(e.ctx, newReq) },
 			func() error { return tx.IdempotencyCreate(e.ctx, newKey) },
@@ -1127,8 +1110,8 @@ func testWriteRollsBack(t *testing.T, e *env) {
 
 	equal(t, "tenants after rollback", read(t, e, func(tx store.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(e.ctx) }),
 		[]*agentowl.Tenant{ten})
-	if got := read(t, e, func(tx store.Tx) ([]*store.OperatorWithRole, error) { return tx.OperatorListByTenant(e.ctx, ten.ID) }); len(got) != 0 {
-		t.Fatalf("membership survived rollback: %s", show(got))
+	if got := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, ten.ID) }); len(got) != 0 {
+		t.Fatalf("operator survived rollback: %s", show(got))
 	}
 	if got := read(t, e, func(tx store.Tx) ([]*agentowl.AuditEntry, error) {
 		return tx.AuditList(e.ctx, store.AuditListParams{TenantID: ten.ID, Limit: 10})

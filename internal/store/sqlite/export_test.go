@@ -1,0 +1,4 @@
+package sqlite
+
+// Migrations lets tests build a database at an older schema version.
+var Migrations = migrations

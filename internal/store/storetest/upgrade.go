@@ -1,0 +1,114 @@
+package storetest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// IdentityUpgrade checks migration 00010 (operators per tenant) on data of
+// the old model. db is an empty database of the dialect; migrations are the
+// store's embedded files; open opens the store on the same database, which
+// applies the remaining migrations.
+//
+// The old data holds the black-box test's takeover: "admin" is admin of
+// default and acme, and a member of evil with a token minted there.
+func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(dialect, db, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 9); err != nil {
+		t.Fatalf("migrate to 9: %v", err)
+	}
+	for _, q := range []string{
+		`INSERT INTO tenants (id, name, created_at) VALUES ('t-def', 'default', 1), ('t-acme', 'acme', 2), ('t-evil', 'evil', 3)`,
+		`INSERT INTO operators (id, name, created_at) VALUES ('op-admin', 'admin', 1), ('op-mia', 'mia', 2), ('op-lonely', 'lonely', 3)`,
+		`INSERT INTO memberships (operator_id, tenant_id, role) VALUES
+			('op-admin', 't-def', 'admin'), ('op-admin', 't-acme', 'admin'), ('op-admin', 't-evil', 'member'), ('op-mia', 't-acme', 'member')`,
+		`INSERT INTO tokens (id, kind, hash, tenant_id, operator_id, label, created_at) VALUES
+			('tok-def', 'operator', 'h1', 't-def', 'op-admin', '', 1),
+			('tok-evil', 'operator', 'h2', 't-evil', 'op-admin', '', 2),
+			('tok-mia', 'operator', 'h3', 't-acme', 'op-mia', '', 3),
+			('tok-lonely', 'operator', 'h4', 't-def', 'op-lonely', '', 4),
+			('tok-cross', 'operator', 'h5', 't-def', 'op-mia', '', 5)`,
+		`INSERT INTO tokens (id, kind, hash, tenant_id, label, created_at) VALUES ('tok-prov', 'provisioner', 'h6', 't-def', '', 6)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("old data: %v\n%s", err, q)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open()
+	e := &env{s: s, ctx: ctx}
+	scope := func(tokenID string) *agentowl.Membership {
+		t.Helper()
+		var m *agentowl.Membership
+		err := s.Read(ctx, func(tx store.Tx) error {
+			tok, err := tx.TokenGetByID(ctx, tokenID)
+			if err != nil {
+				return err
+			}
+			if _, m, err = tx.OperatorScope(ctx, tok.OperatorID); err == nil && m.TenantID != tok.TenantID {
+				t.Errorf("token %s of tenant %s acts in %s", tokenID, tok.TenantID, m.TenantID)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("scope of %s: %v", tokenID, err)
+		}
+		return m
+	}
+	for tok, want := range map[string]agentowl.Membership{
+		"tok-def":  {TenantID: "t-def", TenantName: "default", Role: agentowl.RoleAdmin},
+		"tok-evil": {TenantID: "t-evil", TenantName: "evil", Role: agentowl.RoleMember},
+		"tok-mia":  {TenantID: "t-acme", TenantName: "acme", Role: agentowl.RoleMember},
+	} {
+		got := scope(tok)
+		want.OperatorID = got.OperatorID
+		equal(t, "scope of "+tok, *got, want)
+	}
+	// The operator keeps its ID in its first tenant (smallest tenant ID).
+	if got := scope("tok-def").OperatorID; got == "op-admin" || got == scope("tok-evil").OperatorID {
+		t.Errorf("default's admin has ID %q", got)
+	}
+	admins := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(ctx, "t-acme") })
+	if len(admins) != 2 || admins[0].ID != "op-admin" || admins[0].Role != agentowl.RoleAdmin || admins[1].ID != "op-mia" {
+		t.Errorf("acme's operators: %s", show(admins))
+	}
+	// Tokens whose operator had no role in the issuing tenant are gone;
+	// the operator without memberships too.
+	for _, id := range []string{"tok-lonely", "tok-cross"} {
+		if err := e.readErr(func(tx store.Tx) error { _, err := tx.TokenGetByID(ctx, id); return err }); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("token %s after the upgrade: %v", id, err)
+		}
+	}
+	if err := e.readErr(func(tx store.Tx) error { _, err := tx.OperatorGetByID(ctx, "op-lonely"); return err }); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("operator without memberships after the upgrade: %v", err)
+	}
+	if got := read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(ctx, "tok-prov") }); got.Kind != agentowl.TokenProvisioner {
+		t.Errorf("provisioner token after the upgrade: %+v", got)
+	}
+	// The system tenant is default.
+	for _, tn := range read(t, e, func(tx store.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(ctx) }) {
+		if tn.System != (tn.Name == "default") {
+			t.Errorf("tenant %s has system=%v", tn.Name, tn.System)
+		}
+	}
+}
