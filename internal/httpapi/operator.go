@@ -36,28 +36,51 @@ func (s *Server) handle(kind agentowl.TokenKind, h handler) http.HandlerFunc {
 	}
 }
 
-func (s *Server) op(h handler) http.HandlerFunc { return s.handle(agentowl.TokenOperator, h) }
+// op serves an operator route that members may call, opAdmin one that needs
+// the admin role. The tenant scope is checked before the handler reads the
+// request: another tenant's path is 404 and a member on an admin route is 403,
+// whatever the body. The use-cases check again; this fixes the order.
+func (s *Server) op(h handler) http.HandlerFunc {
+	return s.handle(agentowl.TokenOperator, scoped(agentowl.RoleMember, h))
+}
+
+func (s *Server) opAdmin(h handler) http.HandlerFunc {
+	return s.handle(agentowl.TokenOperator, scoped(agentowl.RoleAdmin, h))
+}
+
+func scoped(role agentowl.Role, h handler) handler {
+	return func(r *http.Request, p *access.Principal) (int, any, error) {
+		name := r.PathValue("tenant")
+		if name == "" && p.Scope != nil {
+			name = p.Scope.TenantName // routes outside a tenant need the role in the caller's own
+		}
+		if _, err := p.Tenant(name, role); err != nil {
+			return 0, nil, err
+		}
+		return h(r, p)
+	}
+}
 
 func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
 	const t = "/api/v1/tenants/{tenant}"
 	s.route(mux, "/api/v1/whoami", map[string]http.HandlerFunc{get: s.op(s.whoami)})
-	s.route(mux, "/api/v1/tenants", map[string]http.HandlerFunc{get: s.op(s.listTenants), post: s.op(s.createTenant)})
-	s.route(mux, t+"/operators", map[string]http.HandlerFunc{get: s.op(s.listOperators), post: s.op(s.createOperator)})
+	s.route(mux, "/api/v1/tenants", map[string]http.HandlerFunc{get: s.op(s.listTenants), post: s.opAdmin(s.createTenant)})
+	s.route(mux, t+"/operators", map[string]http.HandlerFunc{get: s.op(s.listOperators), post: s.opAdmin(s.createOperator)})
 	s.route(mux, t+"/operator-tokens", map[string]http.HandlerFunc{
 		get: s.op(s.listTokens(agentowl.TokenOperator)), post: s.op(s.createOperatorToken)})
 	s.route(mux, t+"/operator-tokens/{id}", map[string]http.HandlerFunc{del: s.op(s.revokeToken(agentowl.TokenOperator))})
 	s.route(mux, t+"/provisioner-tokens", map[string]http.HandlerFunc{
-		get: s.op(s.listTokens(agentowl.TokenProvisioner)), post: s.op(s.createProvisionerToken)})
-	s.route(mux, t+"/provisioner-tokens/{id}", map[string]http.HandlerFunc{del: s.op(s.revokeToken(agentowl.TokenProvisioner))})
+		get: s.opAdmin(s.listTokens(agentowl.TokenProvisioner)), post: s.opAdmin(s.createProvisionerToken)})
+	s.route(mux, t+"/provisioner-tokens/{id}", map[string]http.HandlerFunc{del: s.opAdmin(s.revokeToken(agentowl.TokenProvisioner))})
 	s.route(mux, t+"/instances", map[string]http.HandlerFunc{get: s.op(s.listInstances)})
-	s.route(mux, t+"/instances/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectInstance), patch: s.op(s.patchInstance)})
+	s.route(mux, t+"/instances/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectInstance), patch: s.opAdmin(s.patchInstance)})
 	s.route(mux, t+"/approvals", map[string]http.HandlerFunc{get: s.op(s.listApprovals)})
 	s.route(mux, t+"/approvals/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectApproval)})
 	s.route(mux, t+"/approvals/{id}/decision", map[string]http.HandlerFunc{post: s.op(s.decideApproval)})
-	s.route(mux, t+"/policies", map[string]http.HandlerFunc{get: s.op(s.listPolicies), post: s.op(s.createPolicy)})
-	s.route(mux, t+"/policies/{id}", map[string]http.HandlerFunc{del: s.op(s.deletePolicy)})
-	s.route(mux, t+"/audit", map[string]http.HandlerFunc{get: s.op(s.listAudit)})
+	s.route(mux, t+"/policies", map[string]http.HandlerFunc{get: s.op(s.listPolicies), post: s.opAdmin(s.createPolicy)})
+	s.route(mux, t+"/policies/{id}", map[string]http.HandlerFunc{del: s.opAdmin(s.deletePolicy)})
+	s.route(mux, t+"/audit", map[string]http.HandlerFunc{get: s.opAdmin(s.listAudit)})
 	s.route(mux, t+"/deliveries", map[string]http.HandlerFunc{get: s.op(s.listDeliveries)})
 	s.route(mux, t+"/deliveries/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectDelivery)})
 	s.workOperatorRoutes(mux, t)

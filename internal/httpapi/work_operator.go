@@ -18,18 +18,18 @@ func (s *Server) workOperatorRoutes(mux *http.ServeMux, t string) {
 		return
 	}
 	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
-	s.route(mux, t+"/endpoints", map[string]http.HandlerFunc{get: s.op(s.listEndpoints), post: s.op(s.createEndpoint)})
+	s.route(mux, t+"/endpoints", map[string]http.HandlerFunc{get: s.op(s.listEndpoints), post: s.opAdmin(s.createEndpoint)})
 	s.route(mux, t+"/endpoints/{id}", map[string]http.HandlerFunc{
-		get: s.op(s.inspectEndpoint), patch: s.op(s.updateEndpoint), del: s.op(s.deleteEndpoint)})
-	s.route(mux, t+"/endpoints/{id}/rotate-secret", map[string]http.HandlerFunc{post: s.op(s.rotateEndpointSecret)})
+		get: s.op(s.inspectEndpoint), patch: s.opAdmin(s.updateEndpoint), del: s.opAdmin(s.deleteEndpoint)})
+	s.route(mux, t+"/endpoints/{id}/rotate-secret", map[string]http.HandlerFunc{post: s.opAdmin(s.rotateEndpointSecret)})
 	s.route(mux, t+"/endpoints/{id}/runtime-credentials", map[string]http.HandlerFunc{
-		get: s.op(s.listRuntimeCredentials), post: s.op(s.createRuntimeCredential)})
-	s.route(mux, t+"/runtime-credentials/{id}", map[string]http.HandlerFunc{del: s.op(s.revokeRuntimeCredential)})
-	s.route(mux, t+"/bindings", map[string]http.HandlerFunc{get: s.op(s.listBindings), post: s.op(s.createBinding)})
-	s.route(mux, t+"/bindings/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectBinding), del: s.op(s.deleteBinding)})
+		get: s.opAdmin(s.listRuntimeCredentials), post: s.opAdmin(s.createRuntimeCredential)})
+	s.route(mux, t+"/runtime-credentials/{id}", map[string]http.HandlerFunc{del: s.opAdmin(s.revokeRuntimeCredential)})
+	s.route(mux, t+"/bindings", map[string]http.HandlerFunc{get: s.op(s.listBindings), post: s.opAdmin(s.createBinding)})
+	s.route(mux, t+"/bindings/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectBinding), del: s.opAdmin(s.deleteBinding)})
 	s.route(mux, t+"/work", map[string]http.HandlerFunc{get: s.op(s.listWork)})
 	s.route(mux, t+"/work/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectWork)})
-	s.route(mux, t+"/work/{id}/replay", map[string]http.HandlerFunc{post: s.op(s.replayWork)})
+	s.route(mux, t+"/work/{id}/replay", map[string]http.HandlerFunc{post: s.opAdmin(s.replayWork)})
 }
 
 // ---- endpoints

@@ -1,0 +1,370 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// need is what a route asks of its caller.
+type need string
+
+const (
+	needPublic      need = "public"       // anyone: health and metrics
+	needIngress     need = "ingress"      // the unguessable binding URL; bearer tokens play no part
+	needProvisioner need = "provisioner"  // a provisioner token of the object's tenant
+	needInstance    need = "instance"     // an instance credential of the object's tenant
+	needMember      need = "member"       // an operator token of the path's tenant
+	needAdmin       need = "admin"        // an operator token of the path's tenant, admin role
+	needSystemAdmin need = "system-admin" // an admin token of the system tenant
+	needRuntime     need = "runtime"      // a runtime credential of the work's endpoint
+)
+
+// authzRoutes has one row per operation of api/openapi.yaml. A route that is
+// documented without a row, or a row without a documented route, fails
+// TestAuthorizationMatrix: a new route must say who may call it.
+var authzRoutes = map[string]need{
+	"GET /healthz": needPublic,
+	"GET /readyz":  needPublic,
+	"GET /metrics": needPublic,
+
+	"POST /in/webhook/{token}": needIngress,
+
+	"POST /v1/instances":        needProvisioner,
+	"GET /v1/instances/{id}":    needProvisioner,
+	"PATCH /v1/instances/{id}":  needProvisioner,
+	"DELETE /v1/instances/{id}": needProvisioner,
+	"POST /v1/requests":         needInstance,
+	"GET /v1/requests/{id}":     needInstance,
+	"DELETE /v1/requests/{id}":  needInstance,
+
+	"GET /api/v1/whoami":   needMember,
+	"GET /api/v1/tenants":  needMember,
+	"POST /api/v1/tenants": needSystemAdmin,
+
+	"GET /api/v1/tenants/{tenant}/operators":                           needMember,
+	"POST /api/v1/tenants/{tenant}/operators":                          needAdmin,
+	"GET /api/v1/tenants/{tenant}/operator-tokens":                     needMember,
+	"POST /api/v1/tenants/{tenant}/operator-tokens":                    needMember,
+	"DELETE /api/v1/tenants/{tenant}/operator-tokens/{id}":             needMember,
+	"GET /api/v1/tenants/{tenant}/provisioner-tokens":                  needAdmin,
+	"POST /api/v1/tenants/{tenant}/provisioner-tokens":                 needAdmin,
+	"DELETE /api/v1/tenants/{tenant}/provisioner-tokens/{id}":          needAdmin,
+	"GET /api/v1/tenants/{tenant}/instances":                           needMember,
+	"GET /api/v1/tenants/{tenant}/instances/{id}":                      needMember,
+	"PATCH /api/v1/tenants/{tenant}/instances/{id}":                    needAdmin,
+	"GET /api/v1/tenants/{tenant}/approvals":                           needMember,
+	"GET /api/v1/tenants/{tenant}/approvals/{id}":                      needMember,
+	"POST /api/v1/tenants/{tenant}/approvals/{id}/decision":            needMember,
+	"GET /api/v1/tenants/{tenant}/policies":                            needMember,
+	"POST /api/v1/tenants/{tenant}/policies":                           needAdmin,
+	"DELETE /api/v1/tenants/{tenant}/policies/{id}":                    needAdmin,
+	"GET /api/v1/tenants/{tenant}/audit":                               needAdmin,
+	"GET /api/v1/tenants/{tenant}/deliveries":                          needMember,
+	"GET /api/v1/tenants/{tenant}/deliveries/{id}":                     needMember,
+	"GET /api/v1/tenants/{tenant}/endpoints":                           needMember,
+	"POST /api/v1/tenants/{tenant}/endpoints":                          needAdmin,
+	"GET /api/v1/tenants/{tenant}/endpoints/{id}":                      needMember,
+	"PATCH /api/v1/tenants/{tenant}/endpoints/{id}":                    needAdmin,
+	"DELETE /api/v1/tenants/{tenant}/endpoints/{id}":                   needAdmin,
+	"POST /api/v1/tenants/{tenant}/endpoints/{id}/rotate-secret":       needAdmin,
+	"GET /api/v1/tenants/{tenant}/endpoints/{id}/runtime-credentials":  needAdmin,
+	"POST /api/v1/tenants/{tenant}/endpoints/{id}/runtime-credentials": needAdmin,
+	"DELETE /api/v1/tenants/{tenant}/runtime-credentials/{id}":         needAdmin,
+	"GET /api/v1/tenants/{tenant}/bindings":                            needMember,
+	"POST /api/v1/tenants/{tenant}/bindings":                           needAdmin,
+	"GET /api/v1/tenants/{tenant}/bindings/{id}":                       needMember,
+	"DELETE /api/v1/tenants/{tenant}/bindings/{id}":                    needAdmin,
+	"GET /api/v1/tenants/{tenant}/work":                                needMember,
+	"GET /api/v1/tenants/{tenant}/work/{id}":                           needMember,
+	"POST /api/v1/tenants/{tenant}/work/{id}/replay":                   needAdmin,
+	"GET /api/v1/tenants/{tenant}/attention":                           needMember,
+	"GET /api/v1/tenants/{tenant}/attention/{id}":                      needMember,
+	"POST /api/v1/tenants/{tenant}/attention/{id}/ack":                 needMember,
+	"POST /api/v1/tenants/{tenant}/attention/{id}/resolve":             needMember,
+	"POST /api/v1/tenants/{tenant}/attention/{id}/decision":            needMember,
+
+	"POST /runtime/v1/work/{work}/callbacks":                    needRuntime,
+	"GET /runtime/v1/work/{work}/decisions":                     needRuntime,
+	"POST /runtime/v1/work/{work}/decisions/{decision}/receipt": needRuntime,
+}
+
+// caller is one credential of the matrix.
+type caller struct {
+	name   string
+	token  string
+	kind   need // needMember for operator tokens, needProvisioner, needInstance, needRuntime; "" for none
+	tenant string
+	admin  bool
+	live   bool // false for expired, revoked, deleted, malformed or missing credentials
+}
+
+// tenantObjects are one tenant's objects whose IDs the matrix puts in paths.
+type tenantObjects struct {
+	instance, request, endpoint, work string
+}
+
+// TestAuthorizationMatrix calls every documented route with every kind and
+// state of credential, on the caller's own tenant and on another, and checks
+// the class of answer: allowed (neither 401 nor 403), 401, 403 or 404.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Run("rows match the contract", func(t *testing.T) {
+		doc, err := openapi3.NewLoader().LoadFromFile(specPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		documented := map[string]bool{}
+		for path, item := range doc.Paths.Map() {
+			for method := range item.Operations() {
+				documented[method+" "+path] = true
+			}
+		}
+		var missing, extra []string
+		for op := range documented {
+			if _, ok := authzRoutes[op]; !ok {
+				missing = append(missing, op)
+			}
+		}
+		for op := range authzRoutes {
+			if !documented[op] {
+				extra = append(extra, op)
+			}
+		}
+		sort.Strings(missing)
+		sort.Strings(extra)
+		if len(missing)+len(extra) > 0 {
+			t.Fatalf("routes without a row in authzRoutes: %v\nrows without a documented route: %v", missing, extra)
+		}
+	})
+
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		other, err := e.access.Bootstrap(context.Background(), "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		admins := map[string]string{"default": e.operatorToken, "other": other.Token}
+		objects := map[string]*tenantObjects{}
+		var callers []caller
+		for _, tenant := range []string{"default", "other"} {
+			objs, cs := matrixTenant(t, e, tenant, admins[tenant])
+			objects[tenant] = objs
+			callers = append(callers, cs...)
+		}
+		callers = append(callers,
+			caller{name: "no credential"},
+			caller{name: "malformed operator token", token: "owl_op_" + strings.Repeat("A", 43), kind: needMember},
+			caller{name: "unprefixed garbage", token: "garbage"},
+		)
+		// Expire the tokens made to expire in a day.
+		e.clock.Advance(25 * time.Hour)
+
+		ops := make([]string, 0, len(authzRoutes))
+		for op := range authzRoutes {
+			ops = append(ops, op)
+		}
+		sort.Strings(ops)
+		seq := 0
+		for _, op := range ops {
+			method, path, _ := strings.Cut(op, " ")
+			row := authzRoutes[op]
+			for _, pathTenant := range []string{"default", "other"} {
+				if pathTenant == "other" && !strings.Contains(path, "{") {
+					continue // no tenant or object in the path: one round is enough
+				}
+				url := fillPath(method, path, pathTenant, objects[pathTenant])
+				for _, c := range callers {
+					var body any
+					var headers []string
+					// Bodies are empty objects where the route checks the
+					// caller before the body; valid ones where the body is
+					// checked first (identically for every caller, so the
+					// answer shows nothing of other tenants' objects).
+					switch {
+					case op == "POST /api/v1/tenants":
+						body = map[string]any{"name": "t-" + uuid.NewString()[:8]}
+					case op == "PATCH /v1/instances/{id}":
+						body = map[string]any{"instance_name": "renamed"}
+					case op == "POST /runtime/v1/work/{work}/callbacks":
+						seq++
+						wk := objects[pathTenant].work
+						body = map[string]any{"version": "agent-work.v1", "callback_id": fmt.Sprintf("%s:%d", wk, seq), "work_id": wk,
+							"sequence": seq, "status": "running", "occurred_at": e.clock.Now().UTC().Format(time.RFC3339)}
+					case method == "POST" || method == "PATCH":
+						body = map[string]any{}
+					}
+					if strings.HasPrefix(path, "/v1/") && method != "GET" {
+						headers = []string{"Idempotency-Key", uuid.NewString()}
+					}
+					r := e.do(method, url, c.token, body, headers...)
+					want := expectAuthz(row, c, pathTenant, strings.Contains(path, "{"))
+					if !want.matches(r.Status) {
+						t.Errorf("%s %s as %s: %d %s, want %s", method, url, c.name, r.Status, r.Body, want)
+					}
+				}
+			}
+		}
+	})
+}
+
+// outcome is a class of answer.
+type outcome string
+
+const (
+	allowed         outcome = "allowed (not 401/403, not 5xx)"
+	unauthenticated outcome = "401"
+	forbidden       outcome = "403"
+	hidden          outcome = "404"
+	refused         outcome = "401 or 403"
+)
+
+func (o outcome) matches(status int) bool {
+	switch o {
+	case allowed:
+		return status != 401 && status != 403 && status < 500
+	case unauthenticated:
+		return status == 401
+	case forbidden:
+		return status == 403
+	case hidden:
+		return status == 404
+	}
+	return status == 401 || status == 403
+}
+
+// expectAuthz is the authorization model in one place: who may call a route
+// of row, on pathTenant's objects, with credential c.
+func expectAuthz(row need, c caller, pathTenant string, hasParams bool) outcome {
+	switch row {
+	case needPublic:
+		return allowed
+	case needIngress:
+		return hidden // a binding token that does not exist, whoever asks
+	}
+	if !c.live {
+		return unauthenticated
+	}
+	kind := row
+	if row == needAdmin || row == needSystemAdmin {
+		kind = needMember
+	}
+	if c.kind != kind {
+		return refused
+	}
+	if hasParams && c.tenant != pathTenant {
+		return hidden // another tenant's path or object: not even its existence shows
+	}
+	switch {
+	case row == needAdmin && !c.admin:
+		return forbidden
+	case row == needSystemAdmin && !(c.admin && c.tenant == "default"):
+		return forbidden
+	}
+	return allowed
+}
+
+// fillPath puts tenant's objects into path. Only reads get real object IDs:
+// writes get unknown ones, so that the matrix never revokes, deletes or
+// rotates what later rows use.
+func fillPath(method, path, tenant string, o *tenantObjects) string {
+	read := method == "GET"
+	pick := func(real string) string {
+		if read {
+			return real
+		}
+		return "x" + uuid.NewString()[:8]
+	}
+	id := "unknown-" + uuid.NewString()[:8]
+	switch {
+	case strings.HasPrefix(path, "/v1/instances/"), strings.Contains(path, "/instances/{id}"):
+		id = pick(o.instance)
+	case strings.HasPrefix(path, "/v1/requests/"), strings.Contains(path, "/approvals/{id}"):
+		id = pick(o.request)
+	case strings.Contains(path, "/endpoints/{id}"):
+		id = pick(o.endpoint)
+	case strings.Contains(path, "/work/{id}"):
+		id = pick(o.work)
+	}
+	if strings.HasSuffix(path, "/approvals/{id}/decision") {
+		id = o.request // refused calls change nothing; allowed ones may decide it
+	}
+	r := strings.NewReplacer("{tenant}", tenant, "{id}", id, "{work}", o.work, "{decision}", "unknown-decision",
+		"{token}", "in_"+strings.ReplaceAll(uuid.NewString(), "-", ""))
+	return r.Replace(path)
+}
+
+// matrixTenant makes tenant's objects and every kind and state of its
+// credentials. Credentials made to expire do so after a day.
+func matrixTenant(t *testing.T, e *workEnv, tenant, admin string) (*tenantObjects, []caller) {
+	t.Helper()
+	base := "/api/v1/tenants/" + tenant
+	post := func(path, token string, body map[string]any, headers ...string) map[string]any {
+		t.Helper()
+		return wantJSON(t, "POST "+path, e.do(http.MethodPost, path, token, body, headers...), http.StatusCreated)
+	}
+	opToken := func(name, role string, days int) string {
+		post(base+"/operators", admin, map[string]any{"name": name, "role": role})
+		return post(base+"/operator-tokens", admin, map[string]any{"operator": name, "days": days})["token"].(string)
+	}
+	revokedOp := post(base+"/operator-tokens", admin, map[string]any{"label": "revoked"})
+	wantJSON(t, "revoke", e.do(http.MethodDelete, base+"/operator-tokens/"+revokedOp["id"].(string), admin, nil), http.StatusOK)
+	prov := post(base+"/provisioner-tokens", admin, map[string]any{})["token"].(string)
+	expiredProv := post(base+"/provisioner-tokens", admin, map[string]any{"days": 1})["token"].(string)
+	revokedProv := post(base+"/provisioner-tokens", admin, map[string]any{})
+	wantJSON(t, "revoke", e.do(http.MethodDelete, base+"/provisioner-tokens/"+revokedProv["id"].(string), admin, nil), http.StatusOK)
+
+	provision := func() (id, cred string) {
+		m := post("/v1/instances", prov, map[string]any{}, "Idempotency-Key", uuid.NewString())
+		return m["instance"].(map[string]any)["id"].(string), m["credential"].(map[string]any)["token"].(string)
+	}
+	inst, cred := provision()
+	gone, goneCred := provision()
+	wantJSON(t, "delete instance", e.do(http.MethodDelete, "/v1/instances/"+gone, prov, nil), http.StatusNoContent)
+	req := post("/v1/requests", cred, map[string]any{"tool": "issue_refund", "arguments": map[string]any{}, "timeout": "72h"},
+		"Idempotency-Key", uuid.NewString())["id"].(string)
+
+	rt := newRuntime(t, e)
+	ep := wantJSON(t, "create endpoint", e.do(http.MethodPost, base+"/endpoints", admin,
+		map[string]any{"name": "ep-" + tenant, "url": rt.URL(), "config": map[string]any{"agent_work": true}}), http.StatusCreated)
+	rt.setSecret(ep["signing_secret"].(string))
+	epID := ep["id"].(string)
+	runtimeCred := func(days int) map[string]any {
+		return post(base+"/endpoints/"+epID+"/runtime-credentials", admin, map[string]any{"days": days, "scopes": work.Scopes})
+	}
+	rtLive, rtExpired, rtRevoked := runtimeCred(30), runtimeCred(1), runtimeCred(30)
+	wantJSON(t, "revoke runtime credential", e.do(http.MethodDelete, base+"/runtime-credentials/"+rtRevoked["id"].(string), admin, nil), http.StatusOK)
+	b := post(base+"/bindings", admin, map[string]any{"channel": "webhook", "endpoint_id": epID})
+	e.send(t, strings.TrimPrefix(b["ingress_url"].(string), e.srv.URL), map[string]any{"text": "hello"})
+	works := wantJSON(t, "list work", e.do(http.MethodGet, base+"/work", admin, nil), http.StatusOK)["items"].([]any)
+	if len(works) != 1 {
+		t.Fatalf("work of %s: %v", tenant, works)
+	}
+
+	operator := func(name, token string, isAdmin, live bool) caller {
+		return caller{name: tenant + "'s " + name, token: token, kind: needMember, tenant: tenant, admin: isAdmin, live: live}
+	}
+	callers := []caller{
+		operator("admin", admin, true, true),
+		operator("second admin", opToken("second-admin", "admin", 0), true, true),
+		operator("member", opToken("member", "member", 0), false, true),
+		operator("expired admin", opToken("expired-admin", "admin", 1), true, false),
+		operator("revoked token", revokedOp["token"].(string), true, false),
+		{name: tenant + "'s provisioner", token: prov, kind: needProvisioner, tenant: tenant, live: true},
+		{name: tenant + "'s expired provisioner", token: expiredProv, kind: needProvisioner, tenant: tenant},
+		{name: tenant + "'s revoked provisioner", token: revokedProv["token"].(string), kind: needProvisioner, tenant: tenant},
+		{name: tenant + "'s instance", token: cred, kind: needInstance, tenant: tenant, live: true},
+		{name: tenant + "'s deleted instance", token: goneCred, kind: needInstance, tenant: tenant},
+		{name: tenant + "'s runtime", token: rtLive["token"].(string), kind: needRuntime, tenant: tenant, live: true},
+		{name: tenant + "'s expired runtime", token: rtExpired["token"].(string), kind: needRuntime, tenant: tenant},
+		{name: tenant + "'s revoked runtime", token: rtRevoked["token"].(string), kind: needRuntime, tenant: tenant},
+	}
+	return &tenantObjects{instance: inst, request: req, endpoint: epID, work: works[0].(map[string]any)["id"].(string)}, callers
+}
