@@ -74,11 +74,25 @@ func envOr(flag, env, def string) string {
 
 // tenantFlag adds --tenant (env AGENTOWL_TENANT, default "default").
 func (c *cli) tenantFlag(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.tenant, "tenant", "", "tenant name (env AGENTOWL_TENANT, default \"default\")")
+	cmd.Flags().StringVar(&c.tenant, "tenant", "", "tenant name (env AGENTOWL_TENANT; default: the tenant your token acts in)")
 }
 
+// tenantName is --tenant, else AGENTOWL_TENANT, else the one tenant the
+// token acts in (asked of /api/v1/whoami once), else "default".
 func (c *cli) tenantName() string {
-	return url.PathEscape(envOr(c.tenant, "AGENTOWL_TENANT", "default"))
+	if name := envOr(c.tenant, "AGENTOWL_TENANT", ""); name != "" {
+		return url.PathEscape(name)
+	}
+	var who struct {
+		Tenants []struct {
+			Tenant string `json:"tenant"`
+		} `json:"tenants"`
+	}
+	c.tenant = "default"
+	if err := c.call(context.Background(), http.MethodGet, "/api/v1/whoami", nil, &who); err == nil && len(who.Tenants) == 1 {
+		c.tenant = who.Tenants[0].Tenant
+	}
+	return url.PathEscape(c.tenant)
 }
 
 // apiError is the server's error body.

@@ -268,6 +268,10 @@ func TestCLIApprovalFlow(t *testing.T) {
 			t.Errorf("globex's tenants list = %q", rows)
 		}
 		globex("operators", "list", "--tenant", "default").failed(t, "not_found")
+		// Without --tenant, a command acts in the token's own tenant.
+		if _, rows := parseTable(t, globex("operators", "list").ok(t)); len(rows) != 1 || rows[0][0] != "gail" {
+			t.Errorf("globex's operators list without --tenant = %q", rows)
+		}
 		globex("tenants", "create", "hooli").failed(t, "forbidden")
 		// The takeover through the CLI: globex's admin names an operator
 		// "admin" (default's admin's name) and mints a token for it; that
