@@ -47,9 +47,9 @@ type Operator struct {
 	CreatedAt time.Time
 }
 
-// Membership is the tenant scope an operator token acts in: its operator's
+// TenantScope is the tenant scope an operator token acts in: its operator's
 // one tenant and role there.
-type Membership struct {
+type TenantScope struct {
 	OperatorID string
 	TenantID   string
 	TenantName string

@@ -46,7 +46,7 @@ type Principal struct {
 	// and the one tenant it acts in, which is the tenant that issued the
 	// token (the schema keeps an operator token in its operator's tenant).
 	Operator *agentowl.Operator
-	Scope    *agentowl.Membership
+	Scope    *agentowl.TenantScope
 	// Secret is the presented bearer secret. Provisioning seals replayable
 	// responses with it; it is never stored or logged.
 	Secret string
@@ -105,7 +105,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl
 // and the operator has at least role there; otherwise not_found (so tenant
 // names do not leak) or forbidden. An operator token never reaches beyond
 // the one tenant that issued it.
-func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.Membership, error) {
+func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.TenantScope, error) {
 	m := p.Scope
 	if m == nil || m.TenantName != name {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No tenant %q is available to this credential.", name)

@@ -102,8 +102,8 @@ func (s *Service) NewInstanceCredential(tenantID, instanceID string, expires *ti
 }
 
 // ListTenants returns the tenant the operator token acts in: one, always.
-func (s *Service) ListTenants(p *Principal) []*agentowl.Membership {
-	return []*agentowl.Membership{p.Scope}
+func (s *Service) ListTenants(p *Principal) []*agentowl.TenantScope {
+	return []*agentowl.TenantScope{p.Scope}
 }
 
 // NewTenant is a tenant created through the API and the first admin token of

@@ -121,7 +121,7 @@ type wireMembership struct {
 func (s *Server) whoami(r *http.Request, p *access.Principal) (int, any, error) {
 	return http.StatusOK, map[string]any{
 		"operator": p.Operator.Name,
-		"tenants": listOf(s.access.ListTenants(p), func(m *agentowl.Membership) wireMembership {
+		"tenants": listOf(s.access.ListTenants(p), func(m *agentowl.TenantScope) wireMembership {
 			return wireMembership{Tenant: m.TenantName, Role: string(m.Role)}
 		}).Items,
 	}, nil
@@ -135,7 +135,7 @@ type wireTenant struct {
 }
 
 func (s *Server) listTenants(r *http.Request, p *access.Principal) (int, any, error) {
-	return http.StatusOK, listOf(s.access.ListTenants(p), func(m *agentowl.Membership) wireTenant {
+	return http.StatusOK, listOf(s.access.ListTenants(p), func(m *agentowl.TenantScope) wireTenant {
 		return wireTenant{ID: m.TenantID, Name: m.TenantName, Role: string(m.Role)}
 	}), nil
 }
@@ -334,7 +334,7 @@ func formatDuration(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 }
 
-func (s *Server) tenant(r *http.Request, p *access.Principal, role agentowl.Role) (*agentowl.Membership, error) {
+func (s *Server) tenant(r *http.Request, p *access.Principal, role agentowl.Role) (*agentowl.TenantScope, error) {
 	return p.Tenant(r.PathValue("tenant"), role)
 }
 

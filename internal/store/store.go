@@ -59,7 +59,7 @@ type Tx interface {
 	OperatorSetRole(ctx context.Context, id string, role agentowl.Role) error
 	// OperatorScope returns the operator and the tenant scope it acts in, in
 	// one statement (it runs on every operator request).
-	OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.Membership, error)
+	OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.TenantScope, error)
 	// OperatorListByTenant lists a tenant's operators by name.
 	OperatorListByTenant(ctx context.Context, tenantID string) ([]*agentowl.Operator, error)
 

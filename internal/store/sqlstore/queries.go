@@ -102,8 +102,8 @@ func (t *tx) OperatorSetRole(ctx context.Context, id string, role agentowl.Role)
 	return t.execOne(ctx, `UPDATE operators SET role = ? WHERE id = ?`, string(role), id)
 }
 
-func (t *tx) OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.Membership, error) {
-	var m agentowl.Membership
+func (t *tx) OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.TenantScope, error) {
+	var m agentowl.TenantScope
 	o, err := one(t.queryRow(ctx, `SELECT o.id, o.tenant_id, o.name, o.role, o.created_at, tn.name FROM operators o
 		JOIN tenants tn ON tn.id = o.tenant_id WHERE o.id = ?`, operatorID), func(s scanner) (*agentowl.Operator, error) {
 		return scanOperator(scannerFunc(func(dest ...any) error { return s.Scan(append(dest, &m.TenantName)...) }))

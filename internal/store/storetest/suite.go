@@ -361,13 +361,13 @@ func testOperators(t *testing.T, e *env) {
 	if got := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, lonely.ID) }); len(got) != 0 {
 		t.Fatalf("operators of a tenant without operators: %s", show(got))
 	}
-	op, scope, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, *agentowl.Membership, error) {
+	op, scope, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, *agentowl.TenantScope, error) {
 		return tx.OperatorScope(e.ctx, bobX.ID)
 	})
 	if err != nil || *op != *bobX {
 		t.Fatalf("scope of an operator: %v %v", err, op)
 	}
-	equal(t, "scope", scope, &agentowl.Membership{OperatorID: bobX.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleMember})
+	equal(t, "scope", scope, &agentowl.TenantScope{OperatorID: bobX.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleMember})
 	wantErr(t, "scope of an unknown operator", e.readErr(func(tx store.Tx) error {
 		_, _, err := tx.OperatorScope(e.ctx, uuid.NewString())
 		return err

@@ -57,9 +57,9 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 
 	s := open()
 	e := &env{s: s, ctx: ctx}
-	scope := func(tokenID string) *agentowl.Membership {
+	scope := func(tokenID string) *agentowl.TenantScope {
 		t.Helper()
-		var m *agentowl.Membership
+		var m *agentowl.TenantScope
 		err := s.Read(ctx, func(tx store.Tx) error {
 			tok, err := tx.TokenGetByID(ctx, tokenID)
 			if err != nil {
@@ -75,7 +75,7 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 		}
 		return m
 	}
-	for tok, want := range map[string]agentowl.Membership{
+	for tok, want := range map[string]agentowl.TenantScope{
 		"tok-def":  {TenantID: "t-def", TenantName: "default", Role: agentowl.RoleAdmin},
 		"tok-evil": {TenantID: "t-evil", TenantName: "evil", Role: agentowl.RoleMember},
 		"tok-mia":  {TenantID: "t-acme", TenantName: "acme", Role: agentowl.RoleMember},
