@@ -264,7 +264,12 @@ func (c *cli) adminCommand() *cobra.Command {
 			if d != "" && !isPostgresURL(d) {
 				return errors.New("database URL must start with postgres:// or postgresql://")
 			}
-			st, err := openStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d)
+			dir := envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data")
+			key, err := secretKey(dir)
+			if err != nil {
+				return err
+			}
+			st, _, err := openStore(cmd.Context(), dir, d, key)
 			if err != nil {
 				return err
 			}
