@@ -264,12 +264,8 @@ func (c *cli) adminCommand() *cobra.Command {
 			if d != "" && !isPostgresURL(d) {
 				return errors.New("database URL must start with postgres:// or postgresql://")
 			}
-			dir := envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data")
-			key, err := secretKey(dir)
-			if err != nil {
-				return err
-			}
-			st, _, err := openStore(cmd.Context(), dir, d, key)
+			// Tenants, operators and tokens hold no sealed secret: no key.
+			st, _, err := openStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d, nil)
 			if err != nil {
 				return err
 			}

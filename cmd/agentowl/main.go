@@ -115,13 +115,19 @@ func isPostgresURL(u string) bool {
 }
 
 // openStore opens the configured store, its secrets sealed under key. It
-// refuses a key other than the one that sealed the database's secrets.
+// refuses a key other than the one that sealed the database's secrets. A
+// nil key opens it for offline administration, which touches no sealed
+// secret.
 func openStore(ctx context.Context, dataDir, databaseURL string, key []byte) (store.Store, *secret.Box, error) {
-	box, err := secret.New(key)
-	if err != nil {
-		return nil, nil, err
+	var box *secret.Box
+	if key != nil {
+		var err error
+		if box, err = secret.New(key); err != nil {
+			return nil, nil, err
+		}
 	}
 	var st store.Store
+	var err error
 	if databaseURL != "" {
 		st, err = postgres.Open(ctx, databaseURL, box)
 	} else {

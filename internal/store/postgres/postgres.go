@@ -32,7 +32,8 @@ var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FO
 // an advisory lock so concurrent replicas migrate once, prepares the
 // database's secrets for box (sqlstore.PrepareSecrets: a database whose
 // secrets another key sealed is refused with secret.ErrKeyMismatch) and
-// returns the store.
+// returns the store. A nil box opens it for offline administration, as
+// sqlite.Open does.
 func Open(ctx context.Context, url string, box *secret.Box) (store.Store, error) {
 	db, err := sql.Open("pgx", url)
 	if err != nil {
@@ -51,9 +52,11 @@ func Open(ctx context.Context, url string, box *secret.Box) (store.Store, error)
 		db.Close()
 		return nil, err
 	}
-	if _, err := sqlstore.PrepareSecrets(ctx, dialect, db, box, time.Now()); err != nil {
-		db.Close()
-		return nil, err
+	if box != nil {
+		if _, err := sqlstore.PrepareSecrets(ctx, dialect, db, box, time.Now()); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	store, err := sqlstore.New(dialect, box, db, db, false, 0)
 	if err != nil {

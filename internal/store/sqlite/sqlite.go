@@ -36,7 +36,10 @@ var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, CacheStatemen
 // Open opens (creating if needed) the database file at path, applies the
 // embedded migrations, checks that the durability settings took effect and
 // prepares its secrets for box (sqlstore.PrepareSecrets: a database whose
-// secrets another key sealed is refused with secret.ErrKeyMismatch).
+// secrets another key sealed is refused with secret.ErrKeyMismatch). A nil
+// box opens it for offline administration, which touches no sealed secret:
+// the key is not checked and anything migration 11 queued waits for the
+// next open with the key.
 //
 // The file holds sealed secrets, token hashes and every tenant's data: it
 // is created with mode 0600 before SQLite opens it (SQLite would create it
@@ -94,6 +97,9 @@ func prepare(ctx context.Context, writer *sql.DB, box *secret.Box) error {
 	var mode string
 	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("sqlite: journal mode is %q, want wal (%v)", mode, err)
+	}
+	if box == nil {
+		return nil
 	}
 	sealed, err := sqlstore.PrepareSecrets(ctx, dialect, writer, box, time.Now())
 	if err != nil || sealed == 0 {

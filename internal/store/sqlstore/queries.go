@@ -224,7 +224,7 @@ func (t *tx) scanInstance(s scanner) (*agentowl.Instance, error) {
 	if dtype.Valid {
 		v.Delivery = &agentowl.Delivery{Type: dtype.String, URL: durl.String, RegistrationID: dreg.String}
 		if dsecret != nil {
-			plain, err := t.db.box.Open(instancesTable, deliverySecretColumn, v.ID, dsecret)
+			plain, err := t.db.open(instancesTable, deliverySecretColumn, v.ID, dsecret)
 			if err != nil {
 				return nil, err
 			}
@@ -242,7 +242,7 @@ func (t *tx) deliveryArgs(id string, d *agentowl.Delivery) ([]any, error) {
 	if d == nil {
 		return []any{nil, nil, nil, nil}, nil
 	}
-	sealed, err := t.db.box.Seal(instancesTable, deliverySecretColumn, id, []byte(d.SigningSecret))
+	sealed, err := t.db.seal(instancesTable, deliverySecretColumn, id, []byte(d.SigningSecret))
 	if err != nil {
 		return nil, err
 	}

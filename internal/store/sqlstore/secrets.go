@@ -24,6 +24,25 @@ const (
 	deliverySecretColumn = "delivery_secret_sealed"
 )
 
+// errNoKey is returned for a secret the store must seal or open when it was
+// opened without the key.
+var errNoKey = errors.New("sqlstore: the store was opened without the secret key")
+
+// seal and open seal the store's own secrets with its box.
+func (db *DB) seal(table, column, rowID string, plaintext []byte) ([]byte, error) {
+	if db.box == nil {
+		return nil, errNoKey
+	}
+	return db.box.Seal(table, column, rowID, plaintext)
+}
+
+func (db *DB) open(table, column, rowID string, sealed []byte) ([]byte, error) {
+	if db.box == nil {
+		return nil, errNoKey
+	}
+	return db.box.Open(table, column, rowID, sealed)
+}
+
 // secretKeyCheck is the key_checks row of the key that seals secrets.
 const secretKeyCheck = "secret-key"
 

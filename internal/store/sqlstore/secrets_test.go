@@ -23,7 +23,8 @@ import (
 
 // A store opened with a key other than the one that sealed its secrets is
 // refused before it seals anything: values still queued by migration 11
-// stay queued, and the right key then seals them.
+// stay queued, and the right key then seals them. Opened without a key, it
+// reads no sealed secret.
 func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
@@ -76,6 +77,17 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 			}
 			if err := raw.QueryRow(`SELECT count(*) FROM secrets_to_seal`).Scan(&queued); err != nil || queued != 0 {
 				t.Errorf("%d values still queued (%v)", queued, err)
+			}
+
+			// Opened without the key (offline administration), the store
+			// refuses to read the secret rather than return it empty.
+			keyless, err := open(ctx, url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer keyless.Close()
+			if err := keyless.Read(ctx, func(tx store.Tx) error { _, err := tx.InstanceGet(ctx, inst.ID); return err }); err == nil {
+				t.Error("a store opened without the key read an instance with a sealed secret")
 			}
 		})
 	}

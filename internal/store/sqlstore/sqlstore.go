@@ -46,7 +46,8 @@ type Dialect struct {
 // DB is a store.Store over one or two database/sql pools.
 type DB struct {
 	dialect Dialect
-	// box seals the secrets this store seals itself (secrets.go).
+	// box seals the secrets this store seals itself (secrets.go); nil
+	// when opened without the key.
 	box    *secret.Box
 	writer *sql.DB
 	reader *sql.DB
@@ -61,15 +62,14 @@ type DB struct {
 }
 
 // New returns a Store whose secrets box seals (PrepareSecrets must have run
-// with it). reader may equal writer. groupCommit should be true for SQLite:
-// its single writer then commits concurrent writes together.
+// with it); with a nil box, reading or writing a secret the store seals
+// fails (offline administration needs none). reader may equal writer.
+// groupCommit should be true for SQLite: its single writer then commits
+// concurrent writes together.
 //
 // With CacheStatements, readConns reader connections (and, with group
 // commit, the one writer connection) are held for the store's lifetime.
 func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, readConns int) (*DB, error) {
-	if box == nil {
-		return nil, errors.New("sqlstore: a secret.Box is required")
-	}
 	db := &DB{dialect: d, box: box, writer: writer, reader: reader}
 	ctx := context.Background()
 	if d.CacheStatements {
