@@ -278,7 +278,8 @@ func (c *cli) adminCommand() *cobra.Command {
 			if d != "" && !isPostgresURL(d) {
 				return errors.New("database URL must start with postgres:// or postgresql://")
 			}
-			st, err := openStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d)
+			// Tenants, operators and tokens hold no sealed secret: no key.
+			st, _, err := openStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d, nil)
 			if err != nil {
 				return err
 			}

@@ -46,6 +46,13 @@ type runtimeSink struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	docs []map[string]any
+	// raw holds each delivery as sent, for checking its signature.
+	raw []sinkDelivery
+}
+
+type sinkDelivery struct {
+	header http.Header
+	body   []byte
 }
 
 func newRuntimeSink(t *testing.T) *runtimeSink {
@@ -56,6 +63,7 @@ func newRuntimeSink(t *testing.T) *runtimeSink {
 		_ = json.Unmarshal(body, &doc)
 		rs.mu.Lock()
 		rs.docs = append(rs.docs, doc)
+		rs.raw = append(rs.raw, sinkDelivery{header: r.Header.Clone(), body: body})
 		rs.mu.Unlock()
 		w.WriteHeader(http.StatusAccepted)
 	}))
@@ -67,6 +75,13 @@ func (rs *runtimeSink) count() int {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return len(rs.docs)
+}
+
+// deliveries returns a copy of the deliveries as sent.
+func (rs *runtimeSink) deliveries() []sinkDelivery {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return append([]sinkDelivery(nil), rs.raw...)
 }
 
 // TestCLIAgentWork runs the seed's command lines as written, against a

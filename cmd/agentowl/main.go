@@ -5,9 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -33,6 +30,7 @@ import (
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
@@ -70,8 +68,12 @@ type Config struct {
 	RegisterPerDestination ratelimit.Limit
 	Delivery               delivery.Config
 	Egress                 egress.Config
-	// Work configures agent work; its SecretKey defaults to
-	// AGENTOWL_SECRET_KEY or the key file in DataDir (see workSecretKey).
+	// SecretKey seals the stored secrets that must be read back (receiver,
+	// endpoint and binding signing secrets, decision bearer secrets).
+	// Defaults to AGENTOWL_SECRET_KEY or the key file in DataDir (see
+	// secretKey).
+	SecretKey []byte
+	// Work configures agent work.
 	Work    work.Config
 	Ingress ingress.Config
 	Clock   agentowl.Clock
@@ -112,12 +114,32 @@ func isPostgresURL(u string) bool {
 	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
 }
 
-// openStore opens the configured store.
-func openStore(ctx context.Context, dataDir, databaseURL string) (store.Store, error) {
-	if databaseURL != "" {
-		return postgres.Open(ctx, databaseURL)
+// openStore opens the configured store, its secrets sealed under key. It
+// refuses a key other than the one that sealed the database's secrets. A
+// nil key opens it for offline administration, which touches no sealed
+// secret.
+func openStore(ctx context.Context, dataDir, databaseURL string, key []byte) (store.Store, *secret.Box, error) {
+	var box *secret.Box
+	if key != nil {
+		var err error
+		if box, err = secret.New(key); err != nil {
+			return nil, nil, err
+		}
 	}
-	return sqlite.Open(ctx, filepath.Join(dataDir, "agentowl.db"))
+	var st store.Store
+	var err error
+	if databaseURL != "" {
+		st, err = postgres.Open(ctx, databaseURL, box)
+	} else {
+		st, err = sqlite.Open(ctx, filepath.Join(dataDir, "agentowl.db"), box)
+	}
+	if errors.Is(err, secret.ErrKeyMismatch) {
+		// Another replica's data directory, or a changed AGENTOWL_SECRET_KEY:
+		// secrets sealed under the first key could not be opened.
+		return nil, nil, errors.New("the secret key differs from the one that sealed this database's secrets: " +
+			"give every replica the same AGENTOWL_SECRET_KEY (or the same DATA-DIR/secret-key file)")
+	}
+	return st, box, err
 }
 
 // Main is the running server: `serve` and the end-to-end tests use it.
@@ -148,7 +170,14 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	cfg := &m.Config
-	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL)
+	key := cfg.SecretKey
+	if key == nil {
+		var err error
+		if key, err = secretKey(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	st, box, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, key)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -173,7 +202,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.Addr = ln.Addr().String()
-	if err := m.enableWork(ctx, api, client.CheckURL); err != nil {
+	if err := m.enableWork(api, box, client.CheckURL); err != nil {
 		ln.Close()
 		return err
 	}
@@ -258,7 +287,7 @@ func (m *Main) Close() error {
 
 // enableWork starts agent work: endpoints, runtime credentials, bindings,
 // handoffs and callbacks (docs/agent-work.md).
-func (m *Main) enableWork(ctx context.Context, api *httpapi.Server, checkURL func(string) error) error {
+func (m *Main) enableWork(api *httpapi.Server, box *secret.Box, checkURL func(string) error) error {
 	cfg := &m.Config
 	wc := cfg.Work
 	if wc.PublicURL == "" {
@@ -267,22 +296,12 @@ func (m *Main) enableWork(ctx context.Context, api *httpapi.Server, checkURL fun
 	if wc.PublicURL == "" {
 		wc.PublicURL = "http://" + m.Addr
 	}
-	if wc.SecretKey == nil {
-		key, err := workSecretKey(cfg.DataDir)
-		if err != nil {
-			return err
-		}
-		wc.SecretKey = key
-	}
-	if err := checkSecretKey(ctx, m.store, wc.SecretKey, cfg.Clock); err != nil {
-		return err
-	}
-	w, err := work.New(m.store, cfg.Clock, checkURL, m.engine.Wake, wc, cfg.Logger)
+	w, err := work.New(m.store, cfg.Clock, box, checkURL, m.engine.Wake, wc, cfg.Logger)
 	if err != nil {
 		return err
 	}
 	m.work = w
-	api.EnableWork(w, ingress.New(m.store, cfg.Clock, w, cfg.Ingress))
+	api.EnableWork(w, ingress.New(m.store, cfg.Clock, w, box, cfg.Ingress))
 	return nil
 }
 
@@ -335,26 +354,12 @@ func limitsFromEnv(cfg *Config) error {
 	return nil
 }
 
-// checkSecretKey refuses to start with a key other than the one that sealed
-// this database's secrets (another replica's data directory, a changed
-// AGENTOWL_SECRET_KEY): secrets sealed under the first key could not be
-// opened, and deliveries would fail later instead of now.
-func checkSecretKey(ctx context.Context, st store.Store, key []byte, clock agentowl.Clock) error {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("agentowl/secret-key-check/v1"))
-	err := st.Write(ctx, func(tx store.Tx) error { return tx.KeyCheck(ctx, "secret-key", mac.Sum(nil), clock.Now()) })
-	if errors.Is(err, store.ErrConflict) {
-		return errors.New("the secret key differs from the one that sealed this database's secrets: " +
-			"give every replica the same AGENTOWL_SECRET_KEY (or the same DATA-DIR/secret-key file)")
-	}
-	return err
-}
-
-// workSecretKey returns the 32-byte key that seals endpoint and binding
-// secrets at rest: AGENTOWL_SECRET_KEY (base64) when set, otherwise the
-// key file DataDir/secret-key, created (mode 0600) on first start. Replicas
-// sharing PostgreSQL must share the key: set AGENTOWL_SECRET_KEY on each.
-func workSecretKey(dataDir string) ([]byte, error) {
+// secretKey returns the key that seals stored secrets:
+// AGENTOWL_SECRET_KEY (base64) when set, otherwise the key file
+// DataDir/secret-key, created (mode 0600, its directory 0700 when missing)
+// on first start. Replicas sharing PostgreSQL must share the key: set
+// AGENTOWL_SECRET_KEY on each.
+func secretKey(dataDir string) ([]byte, error) {
 	if v := os.Getenv("AGENTOWL_SECRET_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
 		if err != nil || len(key) != 32 {
@@ -372,17 +377,14 @@ func workSecretKey(dataDir string) ([]byte, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
+	key := secret.NewKey()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
 	// O_EXCL: a concurrent first start keeps the key that was written first.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
-		return workSecretKey(dataDir)
+		return secretKey(dataDir)
 	}
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -27,6 +26,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
@@ -41,7 +41,8 @@ type server struct {
 
 func startAgentOwl(t *testing.T, b storetest.Backend, caPEM []byte) *server {
 	t.Helper()
-	st := b.Open(t)
+	box := secrettest.NewBox(t)
+	st := storetest.OpenURL(t, b.URL(t), box)
 	clock := agentowl.SystemClock{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	acc := access.New(st, clock, access.Config{})
@@ -56,13 +57,11 @@ func startAgentOwl(t *testing.T, b storetest.Backend, caPEM []byte) *server {
 	}
 	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second}, log)
 	srv := httptest.NewUnstartedServer(nil)
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	if w, err = work.New(st, clock, client.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String(), SecretKey: key}, log); err != nil {
+	if w, err = work.New(st, clock, box, client.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String()}, log); err != nil {
 		t.Fatal(err)
 	}
 	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	api.EnableWork(w, ingress.New(st, clock, w, ingress.Config{}))
+	api.EnableWork(w, ingress.New(st, clock, w, box, ingress.Config{}))
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,6 +19,8 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/secret"
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
@@ -1181,11 +1183,11 @@ func TestOperatorReadinessWithoutDatabase(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			open := map[string]func(context.Context, string) (store.Store, error){"sqlite": sqlite.Open, "postgres": postgres.Open}[b.Name]
+			open := map[string]func(context.Context, string, *secret.Box) (store.Store, error){"sqlite": sqlite.Open, "postgres": postgres.Open}[b.Name]
 			if open == nil {
 				t.Fatalf("unknown backend %s", b.Name)
 			}
-			st, err := open(context.Background(), b.URL(t))
+			st, err := open(context.Background(), b.URL(t), secrettest.NewBox(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
@@ -49,7 +49,8 @@ type benchServer struct {
 
 func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchServer {
 	b.Helper()
-	st := be.Open(b)
+	box := secrettest.NewBox(b)
+	st := storetest.OpenURL(b, be.URL(b), box)
 	clock := agentowl.SystemClock{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	acc := access.New(st, clock, access.Config{})
@@ -69,16 +70,14 @@ func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchSe
 	})
 	engine := delivery.New(st, clock, eg, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond}, log)
 	srv := httptest.NewUnstartedServer(nil)
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
 	unlimited := ratelimit.Limit{Events: 1 << 30, Per: time.Minute}
-	w, err = work.New(st, clock, eg.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String(),
-		SecretKey: key, CallbackLimit: unlimited, MaxCallbacksPerWork: 1 << 30}, log)
+	w, err = work.New(st, clock, box, eg.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String(),
+		CallbackLimit: unlimited, MaxCallbacksPerWork: 1 << 30}, log)
 	if err != nil {
 		b.Fatal(err)
 	}
 	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	api.EnableWork(w, ingress.New(st, clock, w, ingress.Config{Limit: unlimited}))
+	api.EnableWork(w, ingress.New(st, clock, w, box, ingress.Config{Limit: unlimited}))
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
@@ -41,7 +41,7 @@ type workEnv struct {
 }
 
 // setupWork starts a server with agent work on backend b. cfg adjusts the
-// work configuration (SecretKey and PublicURL are filled in).
+// work configuration (PublicURL is filled in).
 func setupWork(t *testing.T, b storetest.Backend, cfg work.Config) *workEnv {
 	t.Helper()
 	return setupWorkWith(t, b, cfg, ingress.Config{})
@@ -56,7 +56,8 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 			t.Logf("server log:\n%s", logs.String())
 		}
 	})
-	st := b.Open(t)
+	box := secrettest.NewBox(t)
+	st := storetest.OpenURL(t, b.URL(t), box)
 	clock := newFakeClock()
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	acc := access.New(st, clock, access.Config{})
@@ -67,8 +68,6 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 	}
 	srv := httptest.NewUnstartedServer(nil)
 	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
-	cfg.SecretKey = make([]byte, 32)
-	_, _ = rand.Read(cfg.SecretKey)
 	var w *work.Service
 	resolve := delivery.Route(map[string]delivery.Resolver{
 		"instance": approval.ResolveDestination,
@@ -80,11 +79,11 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 		},
 	})
 	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
-	if w, err = work.New(st, clock, client.CheckURL, engine.Wake, cfg, log); err != nil {
+	if w, err = work.New(st, clock, box, client.CheckURL, engine.Wake, cfg, log); err != nil {
 		t.Fatal(err)
 	}
 	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	api.EnableWork(w, ingress.New(st, clock, w, icfg))
+	api.EnableWork(w, ingress.New(st, clock, w, box, icfg))
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)

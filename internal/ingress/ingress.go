@@ -20,6 +20,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
@@ -77,18 +78,29 @@ const ChannelWebhook = "webhook"
 
 // Service implements bindings and the webhook channel.
 type Service struct {
-	store   store.Store
-	clock   agentowl.Clock
-	work    *work.Service
+	store store.Store
+	clock agentowl.Clock
+	work  *work.Service
+	// box seals binding signing secrets: verifying an event needs them.
+	box     *secret.Box
 	cfg     Config
 	limiter *ratelimit.Limiter
 }
 
-// New returns a Service that hands events over through w.
-func New(st store.Store, clock agentowl.Clock, w *work.Service, cfg Config) *Service {
+// New returns a Service that hands events over through w. box seals
+// binding signing secrets (the store's box).
+func New(st store.Store, clock agentowl.Clock, w *work.Service, box *secret.Box, cfg Config) *Service {
 	cfg = cfg.withDefaults()
-	return &Service{store: st, clock: clock, work: w, cfg: cfg, limiter: ratelimit.New("ingress-binding", cfg.Limit, st, clock)}
+	return &Service{store: st, clock: clock, work: w, box: box, cfg: cfg,
+		limiter: ratelimit.New("ingress-binding", cfg.Limit, st, clock)}
 }
+
+// Where a binding's signing secret is stored: it is sealed for that column
+// of the binding's row.
+const (
+	bindingsTable        = "bindings"
+	bindingSigningColumn = "signing_secret"
+)
 
 // MaxEventBytes is the largest event body accepted.
 func (s *Service) MaxEventBytes() int64 { return s.cfg.MaxEventBytes }
@@ -153,7 +165,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 			return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "signing_secret",
 				"signing_secret must be whsec_ followed by base64 of 24-64 bytes.")
 		}
-		if b.SigningSecret, err = s.work.Seal(work.BindingPurpose(b.ID), []byte(in.SigningSecret)); err != nil {
+		if b.SigningSecret, err = s.box.Seal(bindingsTable, bindingSigningColumn, b.ID, []byte(in.SigningSecret)); err != nil {
 			return nil, err
 		}
 	}
@@ -303,11 +315,11 @@ func (s *Service) AcceptWebhook(ctx context.Context, token string, h http.Header
 	now := s.clock.Now()
 	dedupe := h.Get(HeaderIdempotencyKey)
 	if b.SigningSecret != nil {
-		secret, err := s.work.Open(work.BindingPurpose(b.ID), b.SigningSecret)
+		plain, err := s.box.Open(bindingsTable, bindingSigningColumn, b.ID, b.SigningSecret)
 		if err != nil {
 			return nil, err
 		}
-		key, err := webhook.ParseSecret(string(secret))
+		key, err := webhook.ParseSecret(string(plain))
 		if err != nil {
 			return nil, err
 		}

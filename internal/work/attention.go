@@ -600,17 +600,17 @@ func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, d
 	if err != nil || ep.DeletedAt != nil || ep.DecisionURL == "" {
 		return nil, err
 	}
-	signing, err := s.Open(signingPurpose(ep.ID), ep.SigningSecret)
+	signing, err := s.openEndpointSecret(signingColumn, ep.ID, ep.SigningSecret)
 	if err != nil {
 		return nil, err
 	}
-	bearer, err := s.Open(decisionPurpose(ep.ID), ep.DecisionSecret)
+	bearer, err := s.openEndpointSecret(decisionColumn, ep.ID, ep.DecisionSecret)
 	if err != nil {
 		return nil, err
 	}
 	bg := context.WithoutCancel(ctx)
-	return &delivery.Target{URL: ep.DecisionURL, Secret: string(signing),
-		Header: http.Header{"Authorization": {"Bearer " + string(bearer)}},
+	return &delivery.Target{URL: ep.DecisionURL, Secret: signing,
+		Header: http.Header{"Authorization": {"Bearer " + bearer}},
 		Accept: func(status int, body []byte) error {
 			if err := CheckAcceptance(body, decisionID); err != nil {
 				return err

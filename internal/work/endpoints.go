@@ -120,7 +120,7 @@ func (s *Service) applyDecision(ep *store.Endpoint, in EndpointInput) error {
 		if err := checkDecisionSecret(*in.DecisionSecret); err != nil {
 			return err
 		}
-		sealed, err := s.Seal(decisionPurpose(ep.ID), []byte(*in.DecisionSecret))
+		sealed, err := s.sealEndpointSecret(decisionColumn, ep.ID, *in.DecisionSecret)
 		if err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 		return nil, err
 	}
 	secret := webhook.NewSecret()
-	if ep.SigningSecret, err = s.Seal(signingPurpose(ep.ID), []byte(secret)); err != nil {
+	if ep.SigningSecret, err = s.sealEndpointSecret(signingColumn, ep.ID, secret); err != nil {
 		return nil, err
 	}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
@@ -256,7 +256,7 @@ func (s *Service) RotateSigningSecret(ctx context.Context, p *access.Principal, 
 		if err != nil {
 			return err
 		}
-		if ep.SigningSecret, err = s.Seal(signingPurpose(ep.ID), []byte(secret)); err != nil {
+		if ep.SigningSecret, err = s.sealEndpointSecret(signingColumn, ep.ID, secret); err != nil {
 			return err
 		}
 		ep.UpdatedAt = s.clock.Now()

@@ -49,11 +49,11 @@ func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destinati
 	if err != nil || ep.DeletedAt != nil {
 		return nil, err
 	}
-	plain, err := s.Open(signingPurpose(ep.ID), ep.SigningSecret)
+	plain, err := s.openEndpointSecret(signingColumn, ep.ID, ep.SigningSecret)
 	if err != nil {
 		return nil, err
 	}
-	return &delivery.Target{URL: ep.URL, Secret: string(plain)}, nil
+	return &delivery.Target{URL: ep.URL, Secret: plain}, nil
 }
 
 // Delivery is the body of every endpoint delivery: the original event

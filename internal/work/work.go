@@ -7,8 +7,6 @@ package work
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
@@ -19,21 +17,17 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
-// Config holds the agent-work limits and settings. Every field but
-// SecretKey has a default.
+// Config holds the agent-work limits and settings. Every field has a
+// default.
 type Config struct {
 	// PublicURL is the externally reachable base URL of the server; callback
 	// URLs in handoffs and ingress URLs are built from it. Defaults to
 	// http://127.0.0.1:8470 (AGENTOWL_PUBLIC_URL).
 	PublicURL string
-	// SecretKey seals endpoint signing secrets, decision secrets and binding
-	// secrets at rest (AES-256-GCM): they must be sent or used later, so
-	// they cannot be hashed. Exactly 32 bytes; required
-	// (AGENTOWL_SECRET_KEY, or the key file cmd keeps in the data directory).
-	SecretKey []byte
 	// MaxCredentialDays caps a runtime credential's lifetime. Defaults to 90,
 	// the most the protocol allows.
 	MaxCredentialDays int
@@ -81,9 +75,6 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if len(c.SecretKey) != 32 {
-		return errors.New("work: SecretKey must be exactly 32 bytes")
-	}
 	if !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
 		return fmt.Errorf("work: PublicURL %q must be an http:// or https:// URL", c.PublicURL)
 	}
@@ -96,7 +87,9 @@ type Service struct {
 	clock agentowl.Clock
 	cfg   Config
 	log   *slog.Logger
-	aead  cipher.AEAD
+	// box seals endpoint signing and decision secrets: they must be sent
+	// or used later, so they cannot be hashed.
+	box *secret.Box
 	// checkURL refuses destinations the egress client would refuse.
 	checkURL func(string) error
 	// wake prompts the delivery engine after a handoff commits.
@@ -104,26 +97,22 @@ type Service struct {
 	callbackLimit *ratelimit.Limiter
 }
 
-// New returns a Service. checkURL is the egress client's URL check (every
-// endpoint URL and decision URL must pass it); wake, when set, is called
-// after handoffs commit.
-func New(st store.Store, clock agentowl.Clock, checkURL func(string) error, wake func(), cfg Config, log *slog.Logger) (*Service, error) {
+// New returns a Service. box seals endpoint secrets (the store's box);
+// checkURL is the egress client's URL check (every endpoint URL and
+// decision URL must pass it); wake, when set, is called after handoffs
+// commit.
+func New(st store.Store, clock agentowl.Clock, box *secret.Box, checkURL func(string) error, wake func(), cfg Config, log *slog.Logger) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	block, err := aes.NewCipher(cfg.SecretKey)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
+	if box == nil {
+		return nil, errors.New("work: a secret.Box is required")
 	}
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Service{store: st, clock: clock, cfg: cfg, log: log, aead: aead, checkURL: checkURL, wake: wake,
+	return &Service{store: st, clock: clock, cfg: cfg, log: log, box: box, checkURL: checkURL, wake: wake,
 		callbackLimit: ratelimit.New("runtime-callbacks", cfg.CallbackLimit, st, clock)}, nil
 }
 
@@ -144,31 +133,22 @@ func NewID(prefix string) string {
 	return prefix + "_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// Seal encrypts a secret for storage. purpose binds the ciphertext to where
-// it is stored (such as "endpoint:<id>:signing"), so a sealed value copied
-// to another row does not open.
-func (s *Service) Seal(purpose string, plaintext []byte) ([]byte, error) {
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	return s.aead.Seal(nonce, nonce, plaintext, []byte(purpose)), nil
+// Where endpoint secrets are stored: each is sealed for its column of its
+// endpoint's row, so a sealed value copied elsewhere does not open.
+const (
+	endpointsTable = "endpoints"
+	signingColumn  = "signing_secret"
+	decisionColumn = "decision_secret"
+)
+
+func (s *Service) sealEndpointSecret(column, endpointID, plain string) ([]byte, error) {
+	return s.box.Seal(endpointsTable, column, endpointID, []byte(plain))
 }
 
-// Open decrypts a value sealed for purpose.
-func (s *Service) Open(purpose string, sealed []byte) ([]byte, error) {
-	n := s.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errors.New("work: sealed value too short")
-	}
-	return s.aead.Open(nil, sealed[:n], sealed[n:], []byte(purpose))
+func (s *Service) openEndpointSecret(column, endpointID string, sealed []byte) (string, error) {
+	plain, err := s.box.Open(endpointsTable, column, endpointID, sealed)
+	return string(plain), err
 }
-
-func signingPurpose(endpointID string) string  { return "endpoint:" + endpointID + ":signing" }
-func decisionPurpose(endpointID string) string { return "endpoint:" + endpointID + ":decision" }
-
-// BindingPurpose is the seal purpose of a binding's inbound signing secret.
-func BindingPurpose(bindingID string) string { return "binding:" + bindingID + ":signing" }
 
 func notFound(what, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in this tenant.", what, id)

@@ -8,11 +8,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/agentowl/agentowl/internal/migrate"
+	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
@@ -20,10 +23,18 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
+// dialect is what PostgreSQL needs of the shared SQL.
+var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FOR UPDATE", ForShare: " FOR KEY SHARE",
+	SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable}
+
 // Open connects to url (a postgres:// URL; extra parameters such as
 // search_path become session settings), applies the embedded migrations under
-// an advisory lock so concurrent replicas migrate once, and returns the store.
-func Open(ctx context.Context, url string) (store.Store, error) {
+// an advisory lock so concurrent replicas migrate once, prepares the
+// database's secrets for box (sqlstore.PrepareSecrets: a database whose
+// secrets another key sealed is refused with secret.ErrKeyMismatch) and
+// returns the store. A nil box opens it for offline administration, as
+// sqlite.Open does.
+func Open(ctx context.Context, url string, box *secret.Box) (store.Store, error) {
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		return nil, err
@@ -41,12 +52,28 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 		db.Close()
 		return nil, err
 	}
-	d := sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FOR UPDATE", ForShare: " FOR KEY SHARE", SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable}
-	store, err := sqlstore.New(d, db, db, false, 0)
+	if box != nil {
+		if _, err := sqlstore.PrepareSecrets(ctx, dialect, db, box, time.Now()); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	store, err := sqlstore.New(dialect, box, db, db, false, 0)
 	if err != nil {
+		db.Close()
 		return nil, err
 	}
 	return store, nil
+}
+
+// Migrations are the embedded migrations, for tools and upgrade tests that
+// need the schema of an earlier version.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		panic(err) // the directory is embedded
+	}
+	return sub
 }
 
 func classify(err error) error {

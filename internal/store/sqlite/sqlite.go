@@ -8,15 +8,18 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/agentowl/agentowl/internal/migrate"
+	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
@@ -27,12 +30,30 @@ const readConns = 8
 //go:embed migrations/*.sql
 var migrations embed.FS
 
+// dialect is what SQLite needs of the shared SQL.
+var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, CacheStatements: true}
+
 // Open opens (creating if needed) the database file at path, applies the
-// embedded migrations and checks that the durability settings took effect.
-func Open(ctx context.Context, path string) (store.Store, error) {
+// embedded migrations, checks that the durability settings took effect and
+// prepares its secrets for box (sqlstore.PrepareSecrets: a database whose
+// secrets another key sealed is refused with secret.ErrKeyMismatch). A nil
+// box opens it for offline administration, which touches no sealed secret:
+// the key is not checked and anything migration 11 queued waits for the
+// next open with the key.
+//
+// The file holds sealed secrets, token hashes and every tenant's data: it
+// is created with mode 0600 before SQLite opens it (SQLite would create it
+// 0644, and its -wal and -shm files take the database file's mode), and its
+// directory, when missing, 0700.
+func Open(ctx context.Context, path string, box *secret.Box) (store.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
 	pragmas := []string{"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "busy_timeout(10000)"}
 	q := url.Values{}
 	for _, p := range pragmas {
@@ -47,14 +68,9 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
-	if err := migrate.SQLite(ctx, writer, migrations, "migrations", ""); err != nil {
+	if err := prepare(ctx, writer, box); err != nil {
 		writer.Close()
 		return nil, err
-	}
-	var mode string
-	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
-		writer.Close()
-		return nil, fmt.Errorf("sqlite: journal mode is %q, want wal (%v)", mode, err)
 	}
 	reader, err := sql.Open("sqlite", readerDSN)
 	if err != nil {
@@ -63,11 +79,50 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 	}
 	reader.SetMaxOpenConns(readConns)
 	reader.SetMaxIdleConns(readConns)
-	db, err := sqlstore.New(sqlstore.Dialect{Name: "sqlite", Classify: classify, CacheStatements: true}, writer, reader, true, readConns)
+	db, err := sqlstore.New(dialect, box, writer, reader, true, readConns)
 	if err != nil {
+		writer.Close()
+		reader.Close()
 		return nil, err
 	}
 	return db, nil
+}
+
+// prepare migrates the database, checks its journal mode and prepares its
+// secrets, on the writer before anything else uses it.
+func prepare(ctx context.Context, writer *sql.DB, box *secret.Box) error {
+	if err := migrate.SQLite(ctx, writer, migrations, "migrations", ""); err != nil {
+		return err
+	}
+	var mode string
+	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("sqlite: journal mode is %q, want wal (%v)", mode, err)
+	}
+	if box == nil {
+		return nil
+	}
+	sealed, err := sqlstore.PrepareSecrets(ctx, dialect, writer, box, time.Now())
+	if err != nil || sealed == 0 {
+		return err
+	}
+	// The values just sealed were in plain text (or in the earlier format)
+	// in pages SQLite has since freed, in the file and in the WAL: rewrite
+	// the file without free pages and empty the WAL, once, on the upgrade.
+	if _, err := writer.ExecContext(ctx, "VACUUM"); err != nil {
+		return err
+	}
+	_, err = writer.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	return err
+}
+
+// Migrations are the embedded migrations, for tools and upgrade tests that
+// need the schema of an earlier version.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		panic(err) // the directory is embedded
+	}
+	return sub
 }
 
 // classify turns constraint violations into store.ErrConflict by result code.

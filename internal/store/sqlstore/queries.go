@@ -184,11 +184,13 @@ func (t *tx) TokenRevokeByInstance(ctx context.Context, instanceID string, at ti
 // ---- instances
 
 const instanceCols = `id, tenant_id, name, provisioner_token_id, delivery_type, delivery_url, delivery_registration_id,
-	delivery_secret, approval_validity_seconds, created_at, deleted_at`
+	delivery_secret_sealed, approval_validity_seconds, created_at, deleted_at`
 
-func scanInstance(s scanner) (*agentowl.Instance, error) {
+// scanInstance reads an instance, opening its receiver signing secret.
+func (t *tx) scanInstance(s scanner) (*agentowl.Instance, error) {
 	var v agentowl.Instance
-	var dtype, durl, dreg, dsecret sql.NullString
+	var dtype, durl, dreg sql.NullString
+	var dsecret []byte
 	var validity, created int64
 	var deleted sql.NullInt64
 	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &v.ProvisionerTokenID, &dtype, &durl, &dreg, &dsecret,
@@ -196,50 +198,71 @@ func scanInstance(s scanner) (*agentowl.Instance, error) {
 		return nil, err
 	}
 	if dtype.Valid {
-		v.Delivery = &agentowl.Delivery{Type: dtype.String, URL: durl.String, RegistrationID: dreg.String, SigningSecret: dsecret.String}
+		v.Delivery = &agentowl.Delivery{Type: dtype.String, URL: durl.String, RegistrationID: dreg.String}
+		if dsecret != nil {
+			plain, err := t.db.open(instancesTable, deliverySecretColumn, v.ID, dsecret)
+			if err != nil {
+				return nil, err
+			}
+			v.Delivery.SigningSecret = string(plain)
+		}
 	}
 	v.ApprovalValidity = time.Duration(validity) * time.Second
 	v.CreatedAt, v.DeletedAt = fromTS(created), fromNullTS(deleted)
 	return &v, nil
 }
 
-func deliveryArgs(d *agentowl.Delivery) []any {
+// deliveryArgs are the delivery columns of instance id, its signing secret
+// sealed.
+func (t *tx) deliveryArgs(id string, d *agentowl.Delivery) ([]any, error) {
 	if d == nil {
-		return []any{nil, nil, nil, nil}
+		return []any{nil, nil, nil, nil}, nil
 	}
-	return []any{d.Type, d.URL, d.RegistrationID, d.SigningSecret}
+	sealed, err := t.db.seal(instancesTable, deliverySecretColumn, id, []byte(d.SigningSecret))
+	if err != nil {
+		return nil, err
+	}
+	return []any{d.Type, d.URL, d.RegistrationID, sealed}, nil
 }
 
 func (t *tx) InstanceCreate(ctx context.Context, v *agentowl.Instance) error {
-	args := append([]any{v.ID, v.TenantID, v.Name, v.ProvisionerTokenID}, deliveryArgs(v.Delivery)...)
+	delivery, err := t.deliveryArgs(v.ID, v.Delivery)
+	if err != nil {
+		return err
+	}
+	args := append([]any{v.ID, v.TenantID, v.Name, v.ProvisionerTokenID}, delivery...)
 	args = append(args, int64(v.ApprovalValidity/time.Second), ts(v.CreatedAt), nullTS(v.DeletedAt))
-	_, err := t.exec(ctx, `INSERT INTO instances (`+instanceCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	_, err = t.exec(ctx, `INSERT INTO instances (`+instanceCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	return err
 }
 
 func (t *tx) InstanceGet(ctx context.Context, id string) (*agentowl.Instance, error) {
-	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`, id), scanInstance)
+	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`, id), t.scanInstance)
 }
 
 func (t *tx) InstanceGetForUpdate(ctx context.Context, id string) (*agentowl.Instance, error) {
-	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForUpdate, id), scanInstance)
+	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForUpdate, id), t.scanInstance)
 }
 
 func (t *tx) InstanceGetShared(ctx context.Context, id string) (*agentowl.Instance, error) {
-	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForShare, id), scanInstance)
+	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForShare, id), t.scanInstance)
 }
 
 func (t *tx) InstanceUpdate(ctx context.Context, v *agentowl.Instance) error {
-	args := append([]any{v.Name}, deliveryArgs(v.Delivery)...)
+	delivery, err := t.deliveryArgs(v.ID, v.Delivery)
+	if err != nil {
+		return err
+	}
+	args := append([]any{v.Name}, delivery...)
 	args = append(args, int64(v.ApprovalValidity/time.Second), nullTS(v.DeletedAt), v.ID)
 	return t.execOne(ctx, `UPDATE instances SET name = ?, delivery_type = ?, delivery_url = ?, delivery_registration_id = ?,
-		delivery_secret = ?, approval_validity_seconds = ?, deleted_at = ? WHERE id = ?`, args...)
+		delivery_secret_sealed = ?, approval_validity_seconds = ?, deleted_at = ? WHERE id = ?`, args...)
 }
 
 func (t *tx) InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Instance, error) {
 	rows, err := t.query(ctx, `SELECT `+instanceCols+` FROM instances WHERE tenant_id = ? AND deleted_at IS NULL
 		ORDER BY created_at, id`, tenantID)
-	return all(rows, err, scanInstance)
+	return all(rows, err, t.scanInstance)
 }
 
 // ---- idempotency

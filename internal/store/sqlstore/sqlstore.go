@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -45,8 +46,11 @@ type Dialect struct {
 // DB is a store.Store over one or two database/sql pools.
 type DB struct {
 	dialect Dialect
-	writer  *sql.DB
-	reader  *sql.DB
+	// box seals the secrets this store seals itself (secrets.go); nil
+	// when opened without the key.
+	box    *secret.Box
+	writer *sql.DB
+	reader *sql.DB
 	// writeMu serializes writers within this process where the backend can
 	// have only one writer anyway (SQLite), so they queue here instead of
 	// spinning on the busy timeout.
@@ -57,13 +61,16 @@ type DB struct {
 	readers chan *conn
 }
 
-// New returns a Store. reader may equal writer. groupCommit should be true
-// for SQLite: its single writer then commits concurrent writes together.
+// New returns a Store whose secrets box seals (PrepareSecrets must have run
+// with it); with a nil box, reading or writing a secret the store seals
+// fails (offline administration needs none). reader may equal writer.
+// groupCommit should be true for SQLite: its single writer then commits
+// concurrent writes together.
 //
 // With CacheStatements, readConns reader connections (and, with group
 // commit, the one writer connection) are held for the store's lifetime.
-func New(d Dialect, writer, reader *sql.DB, groupCommit bool, readConns int) (*DB, error) {
-	db := &DB{dialect: d, writer: writer, reader: reader}
+func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, readConns int) (*DB, error) {
+	db := &DB{dialect: d, box: box, writer: writer, reader: reader}
 	ctx := context.Background()
 	if d.CacheStatements {
 		db.readers = make(chan *conn, readConns)

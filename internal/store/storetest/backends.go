@@ -10,10 +10,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for schema set-up
 
+	"github.com/agentowl/agentowl/internal/secret"
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
@@ -55,23 +58,31 @@ func PostgresURL(t testing.TB) string {
 	return u
 }
 
-// OpenSQLite opens a store in a temporary directory.
+// OpenSQLite opens a store in a temporary directory, its secrets sealed
+// under a fresh key.
 func OpenSQLite(t testing.TB) store.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agentowl.db"))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return OpenURL(t, filepath.Join(t.TempDir(), "agentowl.db"), secrettest.NewBox(t))
 }
 
-// OpenPostgres opens a store in a fresh schema of the test database.
+// OpenPostgres opens a store in a fresh schema of the test database, its
+// secrets sealed under a fresh key.
 func OpenPostgres(t testing.TB) store.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), FreshPostgresURL(t))
+	return OpenURL(t, FreshPostgresURL(t), secrettest.NewBox(t))
+}
+
+// OpenURL opens the store at url (what Backend.URL returns), its secrets
+// sealed by box, and closes it at test end.
+func OpenURL(t testing.TB, url string, box *secret.Box) store.Store {
+	t.Helper()
+	open := sqlite.Open
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		open = postgres.Open
+	}
+	s, err := open(context.Background(), url, box)
 	if err != nil {
-		t.Fatalf("open postgres: %v", err)
+		t.Fatalf("open %s: %v", url, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

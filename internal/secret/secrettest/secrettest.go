@@ -1,0 +1,41 @@
+// Package secrettest helps tests of stored secrets.
+package secrettest
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"testing"
+
+	"github.com/agentowl/agentowl/internal/secret"
+)
+
+// SealUnversioned seals plaintext as AgentOwl did before sealed values
+// carried a format byte (before migration 11): a 12-byte nonce, then
+// AES-256-GCM with purpose (such as "endpoint:<id>:signing") as associated
+// data. Upgrade tests write such values to check they are re-sealed.
+func SealUnversioned(key []byte, purpose string, plaintext []byte) []byte {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		panic(err)
+	}
+	return aead.Seal(nonce, nonce, plaintext, []byte(purpose))
+}
+
+// NewBox returns a Box under a fresh random key.
+func NewBox(t testing.TB) *secret.Box {
+	t.Helper()
+	box, err := secret.New(secret.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box
+}
