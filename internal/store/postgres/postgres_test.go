@@ -7,6 +7,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -30,8 +31,8 @@ func TestIdentityUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.IdentityUpgrade(t, goose.DialectPostgres, db, postgres.Migrations, func() store.Store {
-		s, err := postgres.Open(context.Background(), url)
+	storetest.IdentityUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), func() store.Store {
+		s, err := postgres.Open(context.Background(), url, secrettest.NewBox(t))
 		if err != nil {
 			t.Fatalf("open after the upgrade: %v", err)
 		}

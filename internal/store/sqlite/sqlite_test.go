@@ -8,6 +8,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -25,8 +26,8 @@ func TestIdentityUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.IdentityUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations, func() store.Store {
-		s, err := sqlite.Open(context.Background(), path)
+	storetest.IdentityUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), func() store.Store {
+		s, err := sqlite.Open(context.Background(), path, secrettest.NewBox(t))
 		if err != nil {
 			t.Fatalf("open after the upgrade: %v", err)
 		}

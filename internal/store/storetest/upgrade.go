@@ -15,7 +15,7 @@ import (
 
 // IdentityUpgrade checks migration 00010 (operators per tenant) on data of
 // the old model. db is an empty database of the dialect; migrations are the
-// store's embedded files; open opens the store on the same database, which
+// store's embedded files (sqlite.Migrations()); open opens the store on the same database, which
 // applies the remaining migrations.
 //
 // The old data holds the black-box test's takeover: "admin" is admin of
@@ -23,11 +23,7 @@ import (
 func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
 	t.Helper()
 	ctx := context.Background()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(dialect, db, sub)
+	p, err := goose.NewProvider(dialect, db, migrations)
 	if err != nil {
 		t.Fatal(err)
 	}

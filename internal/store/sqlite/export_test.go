@@ -1,4 +1,0 @@
-package sqlite
-
-// Migrations lets tests build a database at an older schema version.
-var Migrations = migrations
