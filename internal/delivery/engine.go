@@ -361,12 +361,27 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, target *Target, 
 	} else {
 		a.Error = "HTTP " + strconv.Itoa(status)
 	}
-	next := a.EndedAt.Add(max(e.backoff(m.Attempts), retryAfter))
+	next := e.nextAttempt(m, a.EndedAt, max(e.backoff(m.Attempts), retryAfter))
 	if !next.Before(m.DeadlineAt) {
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return
 	}
 	e.finish(ctx, m, a, store.MessagePending, next)
+}
+
+// nextAttempt is when to retry a message whose attempt ended at ended and
+// that must wait delay (backoff, or a longer Retry-After). The wait is kept
+// while the window allows, and it never lengthens the window: a retry it
+// would push past the last moment a full-length attempt still fits before
+// the deadline is made at that moment instead. So a far Retry-After (or a
+// long backoff) leads to one final attempt that ends by the deadline, not to
+// giving up days early. A time at or past the deadline ends delivery.
+func (e *Engine) nextAttempt(m *store.Message, ended time.Time, delay time.Duration) time.Time {
+	next := ended.Add(delay)
+	if last := m.DeadlineAt.Add(-e.cfg.AttemptTimeout); next.After(last) && last.After(ended.Add(e.retryFloor())) {
+		return last
+	}
+	return next
 }
 
 // send posts the exact body bytes, freshly signed, and reports the status
@@ -442,8 +457,11 @@ func (e *Engine) backoff(attempts int) time.Duration {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	d := time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(bound+1))
-	return max(d, e.cfg.RetryMinDelay/10)
+	return max(d, e.retryFloor())
 }
+
+// retryFloor is the least time between two attempts of one message.
+func (e *Engine) retryFloor() time.Duration { return e.cfg.RetryMinDelay / 10 }
 
 // acquireDestinations takes one in-flight slot of every key (in sorted
 // order, so two attempts cannot wait on each other), waiting up to a second

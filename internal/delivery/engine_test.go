@@ -297,14 +297,47 @@ func TestEngineRespectsRetryAfterWithinWindow(t *testing.T) {
 		if next := f.get(m.ID).NextAttempt; next.Before(f.clock.Now().Add(120 * time.Second)) {
 			t.Fatalf("next attempt %v ignores Retry-After: 120 at %v", next, f.clock.Now())
 		}
-		// A Retry-After past the deadline ends the message instead of extending the window.
-		late := f.message("d", 60*time.Second)
-		e.Wake()
-		waitFor(t, "failed at deadline", func() bool { return f.get(late.ID).State == store.MessageFailed }, e)
-		if !f.get(late.ID).EndedAt.Before(late.DeadlineAt) {
-			t.Fatalf("ended after its deadline")
-		}
 	})
+}
+
+// A Retry-After past the deadline neither extends the retry window nor ends
+// delivery at once: the retry is made when a full-length attempt last fits
+// before the deadline, and delivery fails after that final attempt.
+func TestEngineRetryAfterPastDeadlineRetriesUntilIt(t *testing.T) {
+	for name, c := range map[string]struct {
+		retryAfter string
+		window     time.Duration
+	}{
+		"date":    {"Thu, 01 Jan 2037 00:00:00 GMT", agentowl.RetentionAfterDecision},
+		"seconds": {"120", 60 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forEach(t, func(t *testing.T, f *fixture) {
+				r := newReceiver(t, f.clock, func(int) (int, http.Header) {
+					return http.StatusServiceUnavailable, http.Header{"Retry-After": {c.retryAfter}}
+				})
+				f.point("d", r)
+				e := f.engine(r.srv.Client(), delivery.Config{AttemptTimeout: 10 * time.Second})
+				m := f.message("d", c.window)
+				e.Wake()
+				waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
+				last := m.DeadlineAt.Add(-10 * time.Second)
+				if got := f.get(m.ID); got.State != store.MessagePending || !got.NextAttempt.Equal(last) {
+					t.Fatalf("after a Retry-After past the deadline: state %s, next attempt %v; want pending, retried at %v",
+						got.State, got.NextAttempt, last)
+				}
+				f.clock.Advance(last.Sub(f.clock.Now()))
+				waitFor(t, "the final attempt", func() bool { return f.get(m.ID).State != store.MessagePending }, e)
+				as := f.attempts(m.ID)
+				if got := f.get(m.ID); got.State != store.MessageFailed || len(as) != 2 || len(r.received()) != 2 {
+					t.Fatalf("state %s after %d attempts (%d received); want failed after 2", got.State, len(as), len(r.received()))
+				}
+				if final := as[1]; !final.StartedAt.Equal(last) || final.EndedAt.After(m.DeadlineAt) {
+					t.Fatalf("final attempt %v–%v, want from %v, ending by the deadline %v", final.StartedAt, final.EndedAt, last, m.DeadlineAt)
+				}
+			})
+		})
+	}
 }
 
 func TestEngineFailsWhenWindowEnds(t *testing.T) {
