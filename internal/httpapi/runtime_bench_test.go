@@ -67,7 +67,10 @@ func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchSe
 			return w.ResolveDecisionDestination(ctx, tx, d)
 		},
 	})
-	engine := delivery.New(st, clock, eg, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond}, log)
+	engine, err := delivery.New(st, clock, eg, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond}, log)
+	if err != nil {
+		b.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(nil)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)

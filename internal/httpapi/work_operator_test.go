@@ -79,7 +79,10 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 			return w.ResolveDecisionDestination(ctx, tx, d)
 		},
 	})
-	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
+	engine, err := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if w, err = work.New(st, clock, client.CheckURL, engine.Wake, cfg, log); err != nil {
 		t.Fatal(err)
 	}
