@@ -452,6 +452,8 @@ func TestRuntimeCredentialsLifecycle(t *testing.T) {
 		}
 		expectRefused(t, "91 days", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": 91}), http.StatusBadRequest, "invalid_field")
 		expectRefused(t, "negative days", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": -1}), http.StatusBadRequest, "invalid_field")
+		// 0 is outside 1-90, not a request for the default (absent is).
+		wantError(t, e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": 0}), http.StatusBadRequest, "invalid_field", "days")
 		expectRefused(t, "unknown scope", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"scopes": []string{"admin"}}),
 			http.StatusBadRequest, "invalid_field")
 		expectRefused(t, "unknown endpoint", e.do(http.MethodPost, tenantPath+"/endpoints/ep_nope/runtime-credentials", e.operatorToken,
