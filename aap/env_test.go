@@ -190,8 +190,9 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 }
 
 func (p *provider) startEngine() {
-	e := delivery.New(p.store, p.clock, p.client, approval.ResolveDestination,
+	e, err := delivery.New(p.store, p.clock, p.client, approval.ResolveDestination,
 		delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}, slog.New(slog.DiscardHandler))
+	must(p.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); e.Run(ctx) }()

@@ -215,7 +215,10 @@ func (c *cli) runtimeCredentialsCommand() *cobra.Command {
 	var label string
 	create := &cobra.Command{Use: "create ENDPOINT", Short: "Issue a runtime token for an endpoint (shown once)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body := item{"days": days, "label": label}
+			body := item{"label": label}
+			if cmd.Flags().Changed("days") {
+				body["days"] = days // unset: the server's default lifetime; 0 is refused
+			}
 			if len(scopes) > 0 {
 				body["scopes"] = scopes
 			}

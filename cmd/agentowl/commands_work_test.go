@@ -144,6 +144,13 @@ func TestCLIAgentWork(t *testing.T) {
 			t.Errorf("runtime-credentials list row %q", row)
 		}
 		op("--json", "runtime-credentials", "create", epID, "--days", "91").failed(t, "invalid_field")
+		op("--json", "runtime-credentials", "create", epID, "--days", "0").failed(t, "invalid_field")
+		// Without --days the server's default lifetime (90 days) applies.
+		def := cliJSON(t, op("--json", "runtime-credentials", "create", epID))
+		created, _ := time.Parse(time.RFC3339, str(def["created_at"]))
+		if expires, _ := time.Parse(time.RFC3339, str(def["expires_at"])); !expires.Equal(created.Add(90 * 24 * time.Hour)) {
+			t.Errorf("runtime-credentials create without --days: created %v, expires %v; want 90 days", def["created_at"], def["expires_at"])
+		}
 		insp := op("endpoints", "inspect", epID).ok(t)
 		if !strings.Contains(insp, credID) || strings.Contains(insp, "decision-bearer-secret") {
 			t.Errorf("endpoints inspect:\n%s", insp)

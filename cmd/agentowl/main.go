@@ -191,7 +191,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("egress: %w", err)
 	}
-	m.engine = delivery.New(st, cfg.Clock, client, m.resolveDestination(), cfg.Delivery, cfg.Logger)
+	if m.engine, err = delivery.New(st, cfg.Clock, client, m.resolveDestination(), cfg.Delivery, cfg.Logger); err != nil {
+		return err
+	}
 	verifier := delivery.NewVerifier(client, cfg.Clock, nil).
 		LimitDestinations(ratelimit.New("register-destination", cfg.RegisterPerDestination, st, cfg.Clock), nil)
 	m.approval.EnableDelivery(verifier, client.CheckURL, m.engine.Wake)

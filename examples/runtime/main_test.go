@@ -55,7 +55,10 @@ func startAgentOwl(t *testing.T, b storetest.Backend, caPEM []byte) *server {
 	resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
 		return w.ResolveDestination(ctx, tx, dest)
 	}
-	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second}, log)
+	engine, err := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(nil)
 	if w, err = work.New(st, clock, box, client.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String()}, log); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,21 +30,13 @@ type asyncMode struct {
 	checkURL func(string) error
 	// wake prompts the delivery engine after a notification commits.
 	wake func()
-	// flights coalesces concurrent verifications of one keyed submission.
-	mu      sync.Mutex
-	flights map[string]*flight
-}
-
-type flight struct {
-	done chan struct{}
-	err  error
 }
 
 // EnableDelivery turns on asynchronous mode: receivers are verified before
 // they are configured, and terminal decisions record request.resolved
 // notifications for the delivery engine.
 func (s *Service) EnableDelivery(v ReceiverVerifier, checkURL func(string) error, wake func()) {
-	s.async = &asyncMode{verifier: v, checkURL: checkURL, wake: wake, flights: map[string]*flight{}}
+	s.async = &asyncMode{verifier: v, checkURL: checkURL, wake: wake}
 }
 
 // MessageKindRequestResolved is the outbox kind of AAP notifications.
@@ -92,32 +83,14 @@ func (s *Service) checkDelivery(d *agentowl.Delivery) error {
 	return nil
 }
 
-// verifyOnce runs one verification per keyed submission at a time: a
-// concurrent attempt with the same key waits for it and shares its result.
-func (s *Service) verifyOnce(ctx context.Context, tenantID, flightKey string, d *agentowl.Delivery, instanceID string) error {
+// verifyReceiver sends the verification of receiver d for instanceID,
+// within the tenant's registration limit. Callers run it inside
+// submissions.run, so one keyed submission verifies at a time.
+func (s *Service) verifyReceiver(ctx context.Context, tenantID string, d *agentowl.Delivery, instanceID string) error {
 	if ok, wait := s.registerTenant.Allow(ctx, tenantID); !ok {
 		return ratelimit.Error("receiver registrations for this account", wait)
 	}
-	a := s.async
-	a.mu.Lock()
-	if f, ok := a.flights[flightKey]; ok {
-		a.mu.Unlock()
-		select {
-		case <-f.done:
-			return f.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	f := &flight{done: make(chan struct{})}
-	a.flights[flightKey] = f
-	a.mu.Unlock()
-	f.err = a.verifier.Verify(ctx, d, instanceID)
-	a.mu.Lock()
-	delete(a.flights, flightKey)
-	a.mu.Unlock()
-	close(f.done)
-	return f.err
+	return s.async.verifier.Verify(ctx, d, instanceID)
 }
 
 type resolvedEvent struct {

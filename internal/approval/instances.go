@@ -61,8 +61,9 @@ func deliveryCanon(d *agentowl.Delivery) map[string]any {
 
 // ProvisionInstance creates an instance and its credential for provisioner p,
 // keyed by idemKey. The same key and input return the original instance and
-// credential (Replayed); a changed input is idempotency_conflict; a replay
-// after deletion is instance_deleted.
+// credential (Replayed); a changed input is idempotency_conflict, also while
+// the first submission is still in progress; a replay after deletion is
+// instance_deleted.
 func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput) (*Provisioned, error) {
 	if in.Delivery != nil {
 		if err := s.checkDelivery(in.Delivery); err != nil {
@@ -70,6 +71,16 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 		}
 	}
 	hash := provisionHash(in)
+	var out *Provisioned
+	err := s.submissions.run(ctx, "create/"+p.Token.ID+"/"+idemKey, hash, func() (err error) {
+		out, err = s.provision(ctx, p, idemKey, in, hash)
+		return err
+	})
+	return out, err
+}
+
+// provision is one keyed creation; submissions.run keeps it alone per key.
+func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput, hash []byte) (*Provisioned, error) {
 	// The instance ID is proposed to the receiver before anything commits.
 	instanceID := access.NewID()
 	if in.Delivery != nil {
@@ -77,7 +88,7 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 		if err != nil || replay != nil {
 			return replay, err
 		}
-		if err := s.verifyOnce(ctx, p.Token.TenantID, "create/"+p.Token.ID+"/"+idemKey, in.Delivery, instanceID); err != nil {
+		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Delivery, instanceID); err != nil {
 			return nil, err
 		}
 	}
@@ -130,7 +141,7 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 			return access.Audit(ctx, tx, now, inst.TenantID, p, "instance.create", "instance:"+inst.ID, map[string]any{"name": inst.Name})
 		})
 		if errors.Is(err, store.ErrConflict) && attempt == 0 {
-			continue // a concurrent attempt with the same key committed first: replay it
+			continue // a concurrent attempt with the same key (another process) committed first: replay it
 		}
 		if err != nil {
 			return nil, err
@@ -159,7 +170,7 @@ func (s *Service) provisionReplay(ctx context.Context, p *access.Principal, idem
 
 func (s *Service) replayProvision(ctx context.Context, tx store.Tx, p *access.Principal, idemKey string, hash []byte, rec *store.Idempotency) (*Provisioned, error) {
 	if string(rec.InputHash) != string(hash) {
-		return nil, agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used with different input.")
+		return nil, errKeyReused()
 	}
 	inst, err := tx.InstanceGet(ctx, rec.ResourceID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
@@ -210,7 +221,8 @@ func (s *Service) GetInstance(ctx context.Context, p *access.Principal, id strin
 }
 
 // UpdateInstance applies a keyed update. The same key and input return the
-// original response without applying it again.
+// original response without applying it again; a changed input is
+// idempotency_conflict, also while the first submission is in progress.
 func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, idemKey string, in *UpdateInput) (*agentowl.Instance, error) {
 	if in.DeliverySet && in.Delivery != nil {
 		if err := s.checkDelivery(in.Delivery); err != nil {
@@ -229,6 +241,16 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 	}
 	hash := agentowl.HashCanonical(canon)
 	scope := p.Token.ID + "/" + id
+	var out *agentowl.Instance
+	err := s.submissions.run(ctx, "update/"+scope+"/"+idemKey, hash, func() (err error) {
+		out, err = s.update(ctx, p, id, scope, idemKey, in, hash)
+		return err
+	})
+	return out, err
+}
+
+// update is one keyed update; submissions.run keeps it alone per key.
+func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, idemKey string, in *UpdateInput, hash []byte) (*agentowl.Instance, error) {
 	if in.DeliverySet && in.Delivery != nil {
 		// Verify the replacement before committing anything; a replay of a
 		// committed update does not verify again. Deletion during the
@@ -237,7 +259,7 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 		if err != nil || replayed != nil {
 			return replayed, err
 		}
-		if err := s.verifyOnce(ctx, p.Token.TenantID, "update/"+scope+"/"+idemKey, in.Delivery, id); err != nil {
+		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Delivery, id); err != nil {
 			return nil, err
 		}
 	}
@@ -253,7 +275,7 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 		rec, err := tx.IdempotencyGet(ctx, scope, opInstanceUpdate, idemKey)
 		if err == nil {
 			if string(rec.InputHash) != string(hash) {
-				return agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used with different input.")
+				return errKeyReused()
 			}
 			out = &agentowl.Instance{}
 			return json.Unmarshal(rec.Response, out)
@@ -319,7 +341,7 @@ func (s *Service) updateReplay(ctx context.Context, p *access.Principal, id, sco
 			return err
 		}
 		if string(rec.InputHash) != string(hash) {
-			return agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used with different input.")
+			return errKeyReused()
 		}
 		out = &agentowl.Instance{}
 		return json.Unmarshal(rec.Response, out)

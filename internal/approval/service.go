@@ -85,6 +85,8 @@ type Service struct {
 	hub      *hub
 	policies *policyEngine
 	async    *asyncMode
+	// submissions keeps keyed instance submissions alone per key.
+	submissions submissions
 	// Abuse limits, per process.
 	createLimit, registerTenant *ratelimit.Limiter
 }

@@ -35,8 +35,33 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c := Config{AttemptTimeout: time.Minute, Lease: time.Second}.withDefaults()
-	if c.AttemptTimeout != 10*time.Second || c.Lease <= c.AttemptTimeout || c.RetryMinDelay != 5*time.Second || c.RetryMaxDelay != time.Hour {
+	c := Config{}.withDefaults()
+	if c.AttemptTimeout != 10*time.Second || c.Lease != 30*time.Second || c.RetryMinDelay != 5*time.Second || c.RetryMaxDelay != time.Hour {
 		t.Fatalf("defaults %+v", c)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
+	}
+}
+
+// A lease must outlast the longest attempt with LeaseMargin to spare, and
+// no attempt may be longer than AAP allows: other timings are refused, not
+// quietly changed.
+func TestConfigRefusesAnAttemptThatCouldOutliveItsLease(t *testing.T) {
+	for _, c := range []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{AttemptTimeout: 10 * time.Second, Lease: 16 * time.Second}, true},
+		{Config{AttemptTimeout: 10 * time.Second, Lease: 15 * time.Second}, false},
+		{Config{AttemptTimeout: 10 * time.Second, Lease: 10 * time.Second}, false},
+		{Config{AttemptTimeout: 2 * time.Second, Lease: 8 * time.Second}, true},
+		{Config{AttemptTimeout: 26 * time.Second}, false}, // the default lease would outlast it, AAP would not
+		{Config{AttemptTimeout: time.Minute, Lease: 2 * time.Minute}, false},
+	} {
+		err := c.cfg.withDefaults().validate()
+		if (err == nil) != c.ok {
+			t.Errorf("attempt timeout %s, lease %s: %v, want accepted %v", c.cfg.AttemptTimeout, c.cfg.Lease, err, c.ok)
+		}
 	}
 }

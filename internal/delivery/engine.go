@@ -42,11 +42,13 @@ type Config struct {
 	// (AGENTOWL_RETRY_MAX_DELAY).
 	RetryMaxDelay time.Duration
 	// AttemptTimeout bounds one attempt (also by the time left to the
-	// deadline). Defaults to 10s, the most AAP allows.
+	// deadline and to the end of the message's lease). Defaults to 10s, the
+	// most AAP allows (MaxAttemptTimeout).
 	AttemptTimeout time.Duration
 	// Lease is how long a claimed message stays reserved for its attempt;
 	// after a crash another worker may claim it once it lapses. Defaults to
-	// 30s and is always more than AttemptTimeout.
+	// 30s; it must be longer than AttemptTimeout + LeaseMargin, so that an
+	// attempt always ends before its lease could lapse.
 	Lease time.Duration
 	// PollInterval is how often the engine looks for due messages when not
 	// woken. Defaults to 500ms.
@@ -93,12 +95,6 @@ func (c Config) withDefaults() Config {
 	def(&c.PollInterval, 500*time.Millisecond)
 	def(&c.DeliveredGrace, 24*time.Hour)
 	def(&c.Retention, agentowl.RetentionAfterDecision)
-	if c.AttemptTimeout > 10*time.Second {
-		c.AttemptTimeout = 10 * time.Second
-	}
-	if c.Lease <= c.AttemptTimeout {
-		c.Lease = c.AttemptTimeout + 20*time.Second
-	}
 	if c.RetryMaxDelay < c.RetryMinDelay {
 		c.RetryMaxDelay = c.RetryMinDelay
 	}
@@ -123,6 +119,27 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// validate refuses timings under which one process could have two attempts
+// of a message in flight: an attempt that could outlast its lease.
+func (c Config) validate() error {
+	if c.AttemptTimeout > MaxAttemptTimeout {
+		return fmt.Errorf("delivery: attempt timeout %s is longer than %s, the most AAP allows", c.AttemptTimeout, MaxAttemptTimeout)
+	}
+	if c.Lease <= c.AttemptTimeout+LeaseMargin {
+		return fmt.Errorf("delivery: lease %s must be longer than the attempt timeout %s plus %s", c.Lease, c.AttemptTimeout, LeaseMargin)
+	}
+	return nil
+}
+
+// MaxAttemptTimeout is the longest attempt AAP allows.
+const MaxAttemptTimeout = 10 * time.Second
+
+// LeaseMargin is the lease an attempt leaves unused: it must end that long
+// before its message's lease (as this process counts it) could lapse, which
+// covers closing the connection and the clock difference between replicas
+// that compare the lease.
+const LeaseMargin = 5 * time.Second
 
 // MaxPerHostConcurrency caps Config.PerHostConcurrency: each slot is a row
 // in the store.
@@ -170,9 +187,13 @@ type Engine struct {
 	destSlots  *sharedSlots
 }
 
-// New returns an Engine. Call Run to start delivering.
-func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cfg Config, log *slog.Logger) *Engine {
+// New returns an Engine, or an error for a configuration it refuses (see
+// Config.Lease). Call Run to start delivering.
+func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cfg Config, log *slog.Logger) (*Engine, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	e := &Engine{
 		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
 		owner:      uuid.NewString(),
@@ -187,8 +208,8 @@ func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cf
 	}
 	// A slot must outlast any attempt started on it (its wait for a slot
 	// included), with room to spare.
-	e.destSlots = newSharedSlots(st, clock, log, e.owner, cfg.PerHostConcurrency, cfg.Lease, cfg.AttemptTimeout+5*time.Second)
-	return e
+	e.destSlots = newSharedSlots(st, clock, log, e.owner, cfg.PerHostConcurrency, cfg.Lease, cfg.AttemptTimeout+LeaseMargin)
+	return e, nil
 }
 
 // Metrics returns the engine's Prometheus collectors.
@@ -250,10 +271,10 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 	if free == 0 {
 		return 0, nil
 	}
-	now := e.clock.Now()
+	l := e.newLease()
 	var msgs []*store.Message
 	err := e.store.Write(ctx, func(tx store.Tx) (err error) {
-		msgs, err = tx.MessageClaim(ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(e.cfg.Lease), Owner: e.owner, Limit: free})
+		msgs, err = tx.MessageClaim(ctx, store.ClaimParams{Now: l.clockStart, LeaseUntil: l.clockStart.Add(l.length), Owner: e.owner, Limit: free})
 		return err
 	})
 	if err != nil {
@@ -273,10 +294,29 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 			defer func() { <-e.unrecorded }()
 			defer freeSlot()
 			r := targets[m.Destination]
-			e.attempt(context.WithoutCancel(ctx), m, r.target, r.err, freeSlot)
+			e.attempt(context.WithoutCancel(ctx), m, l, r.target, r.err, freeSlot)
 		}()
 	}
 	return len(msgs), nil
+}
+
+// lease is a claimed message's lease as this process counts it: from just
+// before the claim, by the engine's clock and by the process's monotonic
+// clock, whichever has run further. The lease in the store cannot end
+// sooner, and neither a driven clock (tests) nor a step of the wall clock
+// makes an attempt outlive it.
+type lease struct {
+	clockStart, monoStart time.Time
+	length                time.Duration
+}
+
+func (e *Engine) newLease() lease {
+	return lease{clockStart: e.clock.Now(), monoStart: time.Now(), length: e.cfg.Lease}
+}
+
+// left is how much of the lease remains at now (by the engine's clock).
+func (l lease) left(now time.Time) time.Duration {
+	return l.length - max(now.Sub(l.clockStart), time.Since(l.monoStart))
 }
 
 type resolved struct {
@@ -305,10 +345,10 @@ func (e *Engine) resolveAll(ctx context.Context, msgs []*store.Message) map[stri
 	return out
 }
 
-// attempt makes one delivery attempt of a leased message to its target
+// attempt makes one delivery attempt of a message leased by l to its target
 // (nil when the destination no longer exists) and records it; sent is
 // called once the exchange with the receiver is over.
-func (e *Engine) attempt(ctx context.Context, m *store.Message, target *Target, err error, sent func()) {
+func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target *Target, err error, sent func()) {
 	start := e.clock.Now()
 	a := store.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
 	if err != nil {
@@ -328,25 +368,38 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, target *Target, 
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return
 	}
-	// Destination limits (host:port and each resolved address) delay an
-	// attempt; they never drop it.
+	// Destination limits (host:port and each resolved address) and the
+	// tenant's rate delay an attempt; they never drop it. The slots come
+	// first: rates are taken only by an attempt that has its slots and will
+	// be sent, so they count what receivers see.
 	keys := e.dests.keys(ctx, target.URL, start)
-	if ok, wait := e.tenantRate.Allow(ctx, m.TenantID); !ok {
-		e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
-		return
-	}
-	for _, k := range keys {
-		if ok, wait := e.hostRate.Allow(ctx, k); !ok {
-			e.deferMessage(ctx, m, start.Add(max(wait, 100*time.Millisecond)))
-			return
-		}
-	}
 	held, ok := e.acquireDestinations(ctx, keys)
 	if !ok {
 		e.deferMessage(ctx, m, e.clock.Now().Add(250*time.Millisecond))
 		return
 	}
-	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(start)))
+	// An attempt starts only while its lease outlasts it with LeaseMargin
+	// to spare; otherwise (the claim was slow to get here) the message is
+	// given back, to be claimed again with a fresh lease.
+	now := e.clock.Now()
+	if !now.Before(m.DeadlineAt) {
+		e.releaseDestinations(held)
+		a.EndedAt, a.Error = now, "retry window ended"
+		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
+		return
+	}
+	if l.left(now)-LeaseMargin < min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now)) {
+		e.releaseDestinations(held)
+		e.deferMessage(ctx, m, now)
+		return
+	}
+	if ok, wait := e.takeRates(ctx, m.TenantID, keys); !ok {
+		e.releaseDestinations(held)
+		e.deferMessage(ctx, m, e.clock.Now().Add(max(wait, 100*time.Millisecond)))
+		return
+	}
+	now = e.clock.Now()
+	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now), l.left(now)-LeaseMargin))
 	e.releaseDestinations(held)
 	sent()
 	a.EndedAt, a.StatusCode = e.clock.Now(), status
@@ -361,12 +414,27 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, target *Target, 
 	} else {
 		a.Error = "HTTP " + strconv.Itoa(status)
 	}
-	next := a.EndedAt.Add(max(e.backoff(m.Attempts), retryAfter))
+	next := e.nextAttempt(m, a.EndedAt, max(e.backoff(m.Attempts), retryAfter))
 	if !next.Before(m.DeadlineAt) {
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return
 	}
 	e.finish(ctx, m, a, store.MessagePending, next)
+}
+
+// nextAttempt is when to retry a message whose attempt ended at ended and
+// that must wait delay (backoff, or a longer Retry-After). The wait is kept
+// while the window allows, and it never lengthens the window: a retry it
+// would push past the last moment a full-length attempt still fits before
+// the deadline is made at that moment instead. So a far Retry-After (or a
+// long backoff) leads to one final attempt that ends by the deadline, not to
+// giving up days early. A time at or past the deadline ends delivery.
+func (e *Engine) nextAttempt(m *store.Message, ended time.Time, delay time.Duration) time.Time {
+	next := ended.Add(delay)
+	if last := m.DeadlineAt.Add(-e.cfg.AttemptTimeout); next.After(last) && last.After(ended.Add(e.retryFloor())) {
+		return last
+	}
+	return next
 }
 
 // send posts the exact body bytes, freshly signed, and reports the status
@@ -442,8 +510,11 @@ func (e *Engine) backoff(attempts int) time.Duration {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	d := time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(bound+1))
-	return max(d, e.cfg.RetryMinDelay/10)
+	return max(d, e.retryFloor())
 }
+
+// retryFloor is the least time between two attempts of one message.
+func (e *Engine) retryFloor() time.Duration { return e.cfg.RetryMinDelay / 10 }
 
 // acquireDestinations takes one in-flight slot of every key (in sorted
 // order, so two attempts cannot wait on each other), waiting up to a second
@@ -462,6 +533,27 @@ func (e *Engine) acquireDestinations(ctx context.Context, keys []string) ([]held
 		held = append(held, h)
 	}
 	return held, true
+}
+
+// takeRates takes one event of the tenant's rate and of every key's rate,
+// or none of them: what it took before a refusal is given back. It reports
+// how long until the refusing window ends.
+func (e *Engine) takeRates(ctx context.Context, tenant string, keys []string) (bool, time.Duration) {
+	t, ok, wait := e.tenantRate.Take(ctx, tenant)
+	if !ok {
+		return false, wait
+	}
+	taken := []ratelimit.Token{t}
+	for _, k := range keys {
+		if t, ok, wait = e.hostRate.Take(ctx, k); !ok {
+			for _, t := range taken {
+				t.Return(ctx)
+			}
+			return false, wait
+		}
+		taken = append(taken, t)
+	}
+	return true, 0
 }
 
 func (e *Engine) releaseDestinations(held []heldSlot) {

@@ -130,7 +130,10 @@ func (f *fixture) engine(client *http.Client, cfg delivery.Config) *delivery.Eng
 	if cfg.RetryMinDelay == 0 {
 		cfg.RetryMinDelay, cfg.RetryMaxDelay = time.Second, 4*time.Second
 	}
-	e := delivery.New(f.store, f.clock, client, f.resolve, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := delivery.New(f.store, f.clock, client, f.resolve, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { e.Run(ctx); close(done) }()
@@ -297,14 +300,47 @@ func TestEngineRespectsRetryAfterWithinWindow(t *testing.T) {
 		if next := f.get(m.ID).NextAttempt; next.Before(f.clock.Now().Add(120 * time.Second)) {
 			t.Fatalf("next attempt %v ignores Retry-After: 120 at %v", next, f.clock.Now())
 		}
-		// A Retry-After past the deadline ends the message instead of extending the window.
-		late := f.message("d", 60*time.Second)
-		e.Wake()
-		waitFor(t, "failed at deadline", func() bool { return f.get(late.ID).State == store.MessageFailed }, e)
-		if !f.get(late.ID).EndedAt.Before(late.DeadlineAt) {
-			t.Fatalf("ended after its deadline")
-		}
 	})
+}
+
+// A Retry-After past the deadline neither extends the retry window nor ends
+// delivery at once: the retry is made when a full-length attempt last fits
+// before the deadline, and delivery fails after that final attempt.
+func TestEngineRetryAfterPastDeadlineRetriesUntilIt(t *testing.T) {
+	for name, c := range map[string]struct {
+		retryAfter string
+		window     time.Duration
+	}{
+		"date":    {"Thu, 01 Jan 2037 00:00:00 GMT", agentowl.RetentionAfterDecision},
+		"seconds": {"120", 60 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forEach(t, func(t *testing.T, f *fixture) {
+				r := newReceiver(t, f.clock, func(int) (int, http.Header) {
+					return http.StatusServiceUnavailable, http.Header{"Retry-After": {c.retryAfter}}
+				})
+				f.point("d", r)
+				e := f.engine(r.srv.Client(), delivery.Config{AttemptTimeout: 10 * time.Second})
+				m := f.message("d", c.window)
+				e.Wake()
+				waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
+				last := m.DeadlineAt.Add(-10 * time.Second)
+				if got := f.get(m.ID); got.State != store.MessagePending || !got.NextAttempt.Equal(last) {
+					t.Fatalf("after a Retry-After past the deadline: state %s, next attempt %v; want pending, retried at %v",
+						got.State, got.NextAttempt, last)
+				}
+				f.clock.Advance(last.Sub(f.clock.Now()))
+				waitFor(t, "the final attempt", func() bool { return f.get(m.ID).State != store.MessagePending }, e)
+				as := f.attempts(m.ID)
+				if got := f.get(m.ID); got.State != store.MessageFailed || len(as) != 2 || len(r.received()) != 2 {
+					t.Fatalf("state %s after %d attempts (%d received); want failed after 2", got.State, len(as), len(r.received()))
+				}
+				if final := as[1]; !final.StartedAt.Equal(last) || final.EndedAt.After(m.DeadlineAt) {
+					t.Fatalf("final attempt %v–%v, want from %v, ending by the deadline %v", final.StartedAt, final.EndedAt, last, m.DeadlineAt)
+				}
+			})
+		})
+	}
 }
 
 func TestEngineFailsWhenWindowEnds(t *testing.T) {
@@ -628,6 +664,169 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 		}
 		if got := most.Load(); got > 2 {
 			t.Fatalf("%d attempts in flight at once to one destination, limit 2", got)
+		}
+	})
+}
+
+// leaseCheckingDoer sends through client and records, for every request,
+// whether the attempt's deadline (its context's) could pass the point
+// LeaseMargin before its message's lease, as recorded in the store, ends.
+type leaseCheckingDoer struct {
+	f      *fixture
+	client *http.Client
+	mu     sync.Mutex
+	sent   int
+	late   []string
+}
+
+func (d *leaseCheckingDoer) Do(req *http.Request) (*http.Response, error) {
+	m := d.f.get(req.Header.Get(webhook.HeaderID))
+	deadline, ok := req.Context().Deadline()
+	end := d.f.clock.Now().Add(time.Until(deadline)) // the deadline on the engine's clock
+	d.mu.Lock()
+	d.sent++
+	if !ok || m.LeaseUntil == nil || end.After(m.LeaseUntil.Add(-delivery.LeaseMargin)) {
+		d.late = append(d.late, fmt.Sprintf("attempt may run to %v; lease until %v", end, m.LeaseUntil))
+	}
+	d.mu.Unlock()
+	return d.client.Do(req)
+}
+
+// TestEngineAttemptEndsBeforeItsLease: an attempt never runs past the point
+// LeaseMargin before its lease ends, so a live process cannot have a
+// message's attempt in flight when another process may claim it. Here the
+// claim is slow to reach its attempt (the lookup of the destination takes
+// 16 of the lease's 30 seconds): the message is given back, uncounted, and
+// attempted under a fresh lease. Timings that would let an attempt outlast
+// its lease are refused.
+func TestEngineAttemptEndsBeforeItsLease(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, nil)
+		f.point("d", r)
+		var slow atomic.Bool
+		slow.Store(true)
+		resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
+			if slow.CompareAndSwap(true, false) {
+				f.clock.Advance(16 * time.Second)
+			}
+			return f.resolve(ctx, tx, dest)
+		}
+		doer := &leaseCheckingDoer{f: f, client: r.srv.Client()}
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		if _, err := delivery.New(f.store, f.clock, doer, resolve, delivery.Config{AttemptTimeout: 10 * time.Second, Lease: 15 * time.Second}, log); err == nil {
+			t.Fatal("a lease of 15s for attempts of 10s was accepted")
+		}
+		e, err := delivery.New(f.store, f.clock, doer, resolve, delivery.Config{AttemptTimeout: 10 * time.Second, Lease: 30 * time.Second}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { e.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		m := f.message("d", time.Hour)
+		e.Wake()
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
+		doer.mu.Lock()
+		defer doer.mu.Unlock()
+		if len(doer.late) > 0 || doer.sent != 1 || len(r.received()) != 1 || len(f.attempts(m.ID)) != 1 {
+			t.Fatalf("%d sent, %d received, %d attempts recorded; late: %v", doer.sent, len(r.received()), len(f.attempts(m.ID)), doer.late)
+		}
+	})
+}
+
+// TestEngineRateCountsOnlyAttemptsSent: the rate-token accounting under
+// contention. With one attempt in flight allowed per destination, the
+// attempts that wait for that slot in vain are put back; they must not
+// spend the destination's rate, or the shared count reaches its limit while
+// the receiver sees a fraction of it and events stall. At every step the
+// count of the window equals what the receiver got.
+func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		gate := make(chan struct{})
+		var first sync.Once
+		var got atomic.Int32
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			got.Add(1)
+			first.Do(func() { <-gate }) // the first attempt holds the only slot
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		f.mu.Lock()
+		f.targets["d"] = &delivery.Target{URL: srv.URL + "/hook", Secret: webhook.NewSecret()}
+		f.mu.Unlock()
+		e := f.engine(srv.Client(), delivery.Config{
+			Concurrency: 8, PerHostConcurrency: 1, PerHostRate: ratelimit.Limit{Events: 3, Per: time.Minute},
+		})
+		t.Cleanup(func() { // before the engine stops, which waits for the held attempt
+			select {
+			case <-gate:
+			default:
+				close(gate)
+			}
+		})
+		var ids []string
+		for range 5 {
+			ids = append(ids, f.message("d", time.Hour).ID)
+		}
+		hostPort := srv.Listener.Addr().String()
+		counted := func(window time.Time) (host, addr int64) {
+			ctx := context.Background()
+			err := f.store.Write(ctx, func(tx store.Tx) (err error) {
+				if host, err = tx.CounterAdd(ctx, "deliver-host:host:"+hostPort, window, 0); err != nil {
+					return err
+				}
+				addr, err = tx.CounterAdd(ctx, "deliver-host:addr:127.0.0.1", window, 0)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return host, addr
+		}
+		count := func(state func(*store.Message) bool) int {
+			n := 0
+			for _, id := range ids {
+				if state(f.get(id)) {
+					n++
+				}
+			}
+			return n
+		}
+		delivered := func(m *store.Message) bool { return m.State == store.MessageDelivered }
+		putBack := func(m *store.Message) bool {
+			return m.State == store.MessagePending && m.LeaseOwner == "" && m.NextAttempt.After(f.clock.Now())
+		}
+		agree := func(step string, window time.Time, sent int) {
+			t.Helper()
+			if host, addr := counted(window); host != int64(sent) || addr != int64(sent) {
+				t.Fatalf("%s: the receiver got %d attempts in the window; the rate counted %d (host:port) and %d (address)", step, sent, host, addr)
+			}
+		}
+		window := f.clock.Now().Truncate(time.Minute)
+		e.Wake()
+
+		// One attempt holds the slot; the four others wait for it in vain
+		// and are put back for later.
+		waitFor(t, "four attempts put back", func() bool { return got.Load() == 1 && count(putBack) == 4 })
+		agree("while the slot was held", window, 1)
+		close(gate)
+		waitFor(t, "the first delivery", func() bool { return count(delivered) == 1 })
+
+		// Retried, two more fit the rate; the last two wait for the next window.
+		f.clock.Advance(time.Second)
+		waitFor(t, "three deliveries, two held to the next window", func() bool {
+			return count(delivered) == 3 && count(func(m *store.Message) bool {
+				return m.State == store.MessagePending && m.LeaseOwner == "" && !m.NextAttempt.Before(window.Add(time.Minute))
+			}) == 2
+		}, e)
+		agree("when the window was full", window, 3)
+
+		f.clock.Advance(time.Minute)
+		waitFor(t, "every delivery", func() bool { return count(delivered) == 5 }, e)
+		agree("in the next window", window.Add(time.Minute), 2)
+		if n := got.Load(); n != 5 {
+			t.Fatalf("the receiver got %d attempts for 5 events", n)
 		}
 	})
 }

@@ -92,8 +92,11 @@ func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyn
 	if err != nil {
 		t.Fatalf("egress: %v", err)
 	}
-	engine := delivery.New(st, clock, client, approval.ResolveDestination,
+	engine, err := delivery.New(st, clock, client, approval.ResolveDestination,
 		delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, engine.Wake)
 	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
 	srv := httptest.NewServer(api.Handler())

@@ -17,25 +17,48 @@ func (e *workEnv) failedMessage(t *testing.T, workID, kind string) *store.Messag
 	t.Helper()
 	var failed *store.Message
 	eventually(t, syncLimit, kind+" failed", func() bool {
-		e.clock.Advance(10 * time.Second)
-		e.engine.Wake()
-		_ = e.store.Read(context.Background(), func(tx store.Tx) error {
-			tenant, err := tx.TenantGetByName(context.Background(), "default")
-			if err != nil {
-				return err
+		e.advanceBetweenAttempts(t, workID, 10*time.Second)
+		for _, m := range e.messages(t, workID) {
+			if m.Kind == kind && m.State == store.MessageFailed {
+				failed = m
 			}
-			ms, err := tx.MessageList(context.Background(), store.MessageListParams{TenantID: tenant.ID, Subject: workID,
-				State: store.MessageFailed})
-			for _, m := range ms {
-				if m.Kind == kind {
-					failed = m
-				}
-			}
-			return err
-		})
+		}
 		return failed != nil
 	})
 	return failed
+}
+
+// messages returns the outbox messages about workID.
+func (e *workEnv) messages(t *testing.T, workID string) []*store.Message {
+	t.Helper()
+	var ms []*store.Message
+	err := e.store.Read(context.Background(), func(tx store.Tx) error {
+		tenant, err := tx.TenantGetByName(context.Background(), "default")
+		if err != nil {
+			return err
+		}
+		ms, err = tx.MessageList(context.Background(), store.MessageListParams{TenantID: tenant.ID, Subject: workID})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+// advanceBetweenAttempts moves the clock by d and wakes the engine, but only
+// while no message about workID is leased: an attempt in flight keeps its
+// lease by the clock too, and one that would outlive it is put back rather
+// than sent, so a clock racing ahead of the engine would starve it.
+func (e *workEnv) advanceBetweenAttempts(t *testing.T, workID string, d time.Duration) {
+	t.Helper()
+	for _, m := range e.messages(t, workID) {
+		if m.State == store.MessagePending && m.LeaseOwner != "" {
+			return
+		}
+	}
+	e.clock.Advance(d)
+	e.engine.Wake()
 }
 
 // incidents returns the work's incident items.

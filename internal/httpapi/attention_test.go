@@ -324,8 +324,7 @@ func TestDecisionPushReceipt(t *testing.T) {
 		id := e.itemFor(t, h.workID, "a1", 1)["id"].(string)
 		wantJSON(t, "approve", e.decide(id, approve("d1", 1, digestA), false), http.StatusCreated)
 		eventually(t, syncLimit, "the matching answer", func() bool {
-			e.clock.Advance(5 * time.Second)
-			e.engine.Wake()
+			e.advanceBetweenAttempts(t, h.workID, 5*time.Second)
 			return dr.count() >= 4
 		})
 		var it map[string]any

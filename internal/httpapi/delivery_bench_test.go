@@ -176,12 +176,15 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	engine := delivery.New(st, clock, client, approval.ResolveDestination,
+	engine, err := delivery.New(st, clock, client, approval.ResolveDestination,
 		// The five receivers all listen on 127.0.0.1, where five servers
 		// would have five addresses: their in-flight limit per address is
 		// raised to what five addresses would have.
 		delivery.Config{RetryMinDelay: 200 * time.Millisecond, RetryMaxDelay: 2 * time.Second,
 			PerHostConcurrency: ackReceivers * 32}, log)
+	if err != nil {
+		b.Fatal(err)
+	}
 	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, engine.Wake)
 	runCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})

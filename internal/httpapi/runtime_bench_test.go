@@ -68,7 +68,10 @@ func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchSe
 			return w.ResolveDecisionDestination(ctx, tx, d)
 		},
 	})
-	engine := delivery.New(st, clock, eg, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond}, log)
+	engine, err := delivery.New(st, clock, eg, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond}, log)
+	if err != nil {
+		b.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(nil)
 	unlimited := ratelimit.Limit{Events: 1 << 30, Per: time.Minute}
 	w, err = work.New(st, clock, box, eg.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String(),

@@ -215,7 +215,7 @@ func (s *Server) createRuntimeCredential(r *http.Request, p *access.Principal) (
 		return 0, nil, err
 	}
 	var label string
-	var days int
+	var days *int // absent: the default lifetime
 	var scopes []string
 	for name, dst := range map[string]any{"label": &label, "days": &days, "scopes": &scopes} {
 		if _, err := field(fields, name, dst); err != nil {

@@ -78,7 +78,10 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 			return w.ResolveDecisionDestination(ctx, tx, d)
 		},
 	})
-	engine := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
+	engine, err := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if w, err = work.New(st, clock, box, client.CheckURL, engine.Wake, cfg, log); err != nil {
 		t.Fatal(err)
 	}
@@ -448,6 +451,8 @@ func TestRuntimeCredentialsLifecycle(t *testing.T) {
 		}
 		expectRefused(t, "91 days", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": 91}), http.StatusBadRequest, "invalid_field")
 		expectRefused(t, "negative days", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": -1}), http.StatusBadRequest, "invalid_field")
+		// 0 is outside 1-90, not a request for the default (absent is).
+		wantError(t, e.do(http.MethodPost, base, e.operatorToken, map[string]any{"days": 0}), http.StatusBadRequest, "invalid_field", "days")
 		expectRefused(t, "unknown scope", e.do(http.MethodPost, base, e.operatorToken, map[string]any{"scopes": []string{"admin"}}),
 			http.StatusBadRequest, "invalid_field")
 		expectRefused(t, "unknown endpoint", e.do(http.MethodPost, tenantPath+"/endpoints/ep_nope/runtime-credentials", e.operatorToken,

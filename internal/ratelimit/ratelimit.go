@@ -49,8 +49,22 @@ func New(name string, limit Limit, st store.Store, clock agentowl.Clock) *Limite
 // ends. A store failure admits the event: limits protect receivers and the
 // service, and must not turn a database hiccup into refused work.
 func (l *Limiter) Allow(ctx context.Context, key string) (bool, time.Duration) {
+	_, ok, wait := l.Take(ctx, key)
+	return ok, wait
+}
+
+// Token is one event admitted by Take.
+type Token struct {
+	l      *Limiter
+	key    string
+	window time.Time // start of the window it counts in; zero when unlimited
+}
+
+// Take is Allow for a caller that may find, after the event was admitted,
+// that it will not happen after all: it gives the Token back with Return.
+func (l *Limiter) Take(ctx context.Context, key string) (Token, bool, time.Duration) {
 	if l == nil || l.limit.Events <= 0 || l.limit.Per <= 0 {
-		return true, 0
+		return Token{}, true, 0
 	}
 	now := l.clock.Now()
 	start := now.Truncate(l.limit.Per)
@@ -61,7 +75,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (bool, time.Duration) {
 		w.start, w.global, w.pending = start, 0, 0
 	}
 	if w.global+w.pending >= int64(l.limit.Events) {
-		return false, start.Add(l.limit.Per).Sub(now)
+		return Token{}, false, start.Add(l.limit.Per).Sub(now)
 	}
 	w.pending++
 	if w.pending >= max(int64(l.limit.Events)/20, 1) {
@@ -74,11 +88,36 @@ func (l *Limiter) Allow(ctx context.Context, key string) (bool, time.Duration) {
 			w.global, w.pending = total, 0
 			if total > int64(l.limit.Events) {
 				// Others filled the window first; this event is over the limit.
-				return false, start.Add(l.limit.Per).Sub(now)
+				return Token{}, false, start.Add(l.limit.Per).Sub(now)
 			}
 		}
 	}
-	return true, 0
+	return Token{l: l, key: key, window: start}, true, 0
+}
+
+// Return gives back an event that Take admitted and that did not happen,
+// so it no longer counts against its window; once that window has ended
+// there is nothing to give back.
+func (t Token) Return(ctx context.Context) {
+	l := t.l
+	if l == nil || !l.clock.Now().Before(t.window.Add(l.limit.Per)) {
+		return
+	}
+	w := l.window(t.key)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.start.Equal(t.window) && w.pending > 0 {
+		w.pending-- // not added to the shared count yet
+		return
+	}
+	var total int64
+	err := l.store.Write(ctx, func(tx store.Tx) (err error) {
+		total, err = tx.CounterAdd(ctx, l.name+":"+t.key, t.window, -1)
+		return err
+	})
+	if err == nil && w.start.Equal(t.window) {
+		w.global = total
+	}
 }
 
 func (l *Limiter) window(key string) *window {

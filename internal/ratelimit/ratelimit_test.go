@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -76,6 +77,44 @@ func TestHighLimitsWriteInShares(t *testing.T) {
 				t.Fatalf("admitted %d, want 1000 to 1100", admitted)
 			}
 		})
+	}
+}
+
+// An event given back no longer counts, whether it was still in this
+// process's tally (limits of 20 and more) or already in the shared count.
+func TestReturnedEventsDoNotCount(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		for _, events := range []int{3, 40} {
+			t.Run(fmt.Sprintf("%s/%d", b.Name, events), func(t *testing.T) {
+				t.Parallel()
+				st := b.Open(t)
+				clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
+				l := ratelimit.New("test", ratelimit.Limit{Events: events, Per: time.Minute}, st, clock)
+				other := ratelimit.New("test", ratelimit.Limit{Events: events, Per: time.Minute}, st, clock)
+				ctx := context.Background()
+				for range events {
+					tok, ok, _ := l.Take(ctx, "k")
+					if !ok {
+						t.Fatal("refused within the limit")
+					}
+					tok.Return(ctx)
+				}
+				admitted := 0
+				for i := range 2 * events {
+					p := l
+					if i%2 == 1 {
+						p = other
+					}
+					if ok, _ := p.Allow(ctx, "k"); ok {
+						admitted++
+					}
+				}
+				// As in TestHighLimitsWriteInShares, each process may overshoot by a share.
+				if admitted < events || admitted > events+2*(events/20) {
+					t.Fatalf("after %d events given back, %d more were admitted of a limit of %d", events, admitted, events)
+				}
+			})
+		}
 	}
 }
 

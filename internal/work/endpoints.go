@@ -388,17 +388,19 @@ func (s *Service) checkScopes(scopes []string) ([]string, error) {
 }
 
 // CreateCredential issues a runtime credential bound to an endpoint:
-// expiring after days (default and cap from Config, at most 90), with
-// scopes (default callbacks:write). Admin only.
-func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, tenant, endpointID, label string, days int, scopes []string) (*IssuedCredential, error) {
+// expiring after days, 1 to Config.MaxCredentialDays (nil: the configured
+// default; 0 is refused, it is no lifetime), with scopes (default
+// callbacks:write). Admin only.
+func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, tenant, endpointID, label string, days *int, scopes []string) (*IssuedCredential, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
-	if days == 0 {
-		days = s.cfg.DefaultCredentialDays
+	lifetime := s.cfg.DefaultCredentialDays
+	if days != nil {
+		lifetime = *days
 	}
-	if days < 1 || days > s.cfg.MaxCredentialDays {
+	if lifetime < 1 || lifetime > s.cfg.MaxCredentialDays {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "days", "days must be between 1 and %d.", s.cfg.MaxCredentialDays)
 	}
 	if len(label) > maxLabelBytes || !utf8.ValidString(label) {
@@ -410,7 +412,7 @@ func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, ten
 	secret := agentowl.NewTokenSecret(agentowl.TokenRuntime)
 	now := s.clock.Now()
 	c := &store.RuntimeCredential{ID: NewID("rtc"), TenantID: m.TenantID, EndpointID: endpointID, Hash: agentowl.HashToken(secret),
-		Label: label, Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(time.Duration(days) * 24 * time.Hour)}
+		Label: label, Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(time.Duration(lifetime) * 24 * time.Hour)}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		if _, err := tenantEndpoint(ctx, tx, m.TenantID, endpointID); err != nil {
 			return err
