@@ -16,7 +16,7 @@ type wireAccepted struct {
 // The event and its handoff are committed before the answer: 202 for a new
 // event, 200 for a retry the sender's idempotency key identified.
 func (s *Server) receiveWebhook(w http.ResponseWriter, r *http.Request) {
-	data, err := readBounded(w, r, s.work.ingress.MaxEventBytes())
+	data, err := readBody(r, s.work.ingress.MaxEventBytes())
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -7,10 +7,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -136,6 +134,10 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.requests.WithLabelValues(surface, r.Method, fmt.Sprint(rec.status)).Inc()
 			s.latency.WithLabelValues(surface).Observe(time.Since(start).Seconds())
 		}()
+		if err := checkURL(r); err != nil {
+			s.writeError(rec, r, err)
+			return
+		}
 		next.ServeHTTP(rec, r)
 	})
 }
@@ -203,21 +205,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // readObject reads a JSON object body into its fields, enforcing the content
-// type, the size bound, a single top-level object and the allowed field set.
+// type, the size bound, the text rule, a single top-level object and the
+// allowed field set.
 func readObject(r *http.Request, allowed ...string) (map[string]json.RawMessage, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
+	data, err := readBody(r, 0)
+	if err != nil {
+		return nil, err
 	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", mbe.Limit)
-		}
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
-	}
-	data := buf.Bytes()
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var fields map[string]json.RawMessage
 	if err := dec.Decode(&fields); err != nil || fields == nil {
