@@ -87,7 +87,9 @@ func (s *Server) Handler() http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.store.Ping(ctx); err != nil {
-			s.writeError(w, r, agentowl.Errorf(agentowl.ECodeUnavailable, "The database is not reachable."))
+			s.log.Warn("not ready", "request_id", requestID(r), "err", err)
+			s.writeError(w, r, &agentowl.Error{Code: agentowl.ECodeUnavailable, Message: "The database cannot take writes now.",
+				RetryAfter: unavailableRetryAfter})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "database": s.store.Dialect()})

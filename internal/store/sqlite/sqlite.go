@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -27,13 +28,37 @@ const readConns = 8
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Open opens (creating if needed) the database file at path, applies the
-// embedded migrations and checks that the durability settings took effect.
+// Config tunes the SQLite store.
+type Config struct {
+	// BusyTimeout is how long a statement waits for a lock another process
+	// holds (SQLITE_BUSY) before the store answers store.ErrUnavailable.
+	// Defaults to 10s.
+	BusyTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.BusyTimeout <= 0 {
+		c.BusyTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Open opens (creating if needed) the database file at path with the
+// default Config.
 func Open(ctx context.Context, path string) (store.Store, error) {
+	return OpenWith(ctx, path, Config{})
+}
+
+// OpenWith opens (creating if needed) the database file at path, applies
+// the embedded migrations and checks that the durability settings took
+// effect.
+func OpenWith(ctx context.Context, path string, cfg Config) (store.Store, error) {
+	cfg = cfg.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	pragmas := []string{"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "busy_timeout(10000)"}
+	pragmas := []string{"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)",
+		fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())}
 	q := url.Values{}
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
@@ -63,7 +88,8 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 	}
 	reader.SetMaxOpenConns(readConns)
 	reader.SetMaxIdleConns(readConns)
-	db, err := sqlstore.New(sqlstore.Dialect{Name: "sqlite", Classify: classify, CacheStatements: true}, writer, reader, true, readConns)
+	db, err := sqlstore.New(sqlstore.Dialect{Name: "sqlite", Classify: classify, Unavailable: unavailable, CacheStatements: true},
+		writer, reader, true, readConns)
 	if err != nil {
 		return nil, err
 	}
@@ -80,4 +106,19 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// unavailable reports whether err is SQLite's busy or locked result (an
+// extended code's primary part): another connection or process held a lock
+// past the busy timeout.
+func unavailable(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
 }
