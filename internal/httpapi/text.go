@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -29,6 +30,12 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		rd = io.LimitReader(r.Body, limit+1)
 	}
 	data, err := io.ReadAll(rd)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The body did not arrive within ReadTimeout: drop the connection,
+		// as net/http drops one whose headers are late. AAP clients take
+		// a lost answer as a reason to retry with the same key.
+		panic(http.ErrAbortHandler)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
