@@ -389,6 +389,27 @@ func TestClientParsesStrictly(t *testing.T) {
 	}
 }
 
+// A provider that is briefly unavailable (503 with Retry-After) is a
+// temporary error that carries how long to wait: the submission stays to be
+// retried with the same key.
+func TestClientUnavailableIsTemporary(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"error":{"type":"dependency","code":"unavailable","message":"retry shortly","request_id":"r1"}}`)
+	}))
+	defer srv.Close()
+	c := &aap.Client{BaseURL: srv.URL, Token: "owl_inst_x"}
+	_, err := c.CreateRequest(context.Background(), "k1", &refund)
+	var ae *aap.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "unavailable" ||
+		ae.RetryAfter != 7*time.Second || !ae.Temporary() {
+		t.Fatalf("503 answer: %#v", err)
+	}
+}
+
 // A decision (and its wake-up) that arrives before the submission saved
 // its request ID is not lost.
 func TestWakeupBeforeSuspensionSaved(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -228,6 +229,9 @@ type APIError struct {
 	// RequestID identifies the HTTP exchange (X-Request-ID), for the
 	// provider's logs.
 	RequestID string
+	// RetryAfter is the provider's Retry-After (429, 503) in seconds, or 0:
+	// AAP requires a retry to wait at least this long, or to stop waiting.
+	RetryAfter time.Duration
 }
 
 // Error describes the answer without credentials.
@@ -236,7 +240,9 @@ func (e *APIError) Error() string {
 }
 
 // Temporary reports whether retrying the same call later may succeed: rate
-// limits, server errors and unavailability.
+// limits, server errors and unavailability (a provider whose database is
+// briefly unavailable answers 503 with Retry-After). The adapter leaves
+// the execution as it was; Submit, Resume or Recover again retries it.
 func (e *APIError) Temporary() bool {
 	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode == http.StatusRequestTimeout || e.StatusCode >= 500
 }
@@ -319,6 +325,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any, header m
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		ae := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-ID")}
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+			ae.RetryAfter = time.Duration(n) * time.Second
+		}
 		var eb struct {
 			Error struct {
 				Type, Code, Message string

@@ -236,9 +236,10 @@ func (c *cli) serveCommand() *cobra.Command {
 	return cmd
 }
 
-// egressFromEnv reads the egress and retry settings, which are operator
-// settings without flags: AGENTOWL_EGRESS_ALLOW_CIDRS, AGENTOWL_EGRESS_CA_FILE,
-// AGENTOWL_RETRY_MIN_DELAY and AGENTOWL_RETRY_MAX_DELAY.
+// egressFromEnv reads the egress, retry and HTTP timeout settings, which
+// are operator settings without flags: AGENTOWL_EGRESS_ALLOW_CIDRS,
+// AGENTOWL_EGRESS_CA_FILE, AGENTOWL_RETRY_MIN_DELAY, AGENTOWL_RETRY_MAX_DELAY
+// and the AGENTOWL_HTTP_*_TIMEOUT durations (docs/limits.md).
 func egressFromEnv(cfg *Config) error {
 	allow, err := egress.ParseAllowCIDRs(os.Getenv("AGENTOWL_EGRESS_ALLOW_CIDRS"))
 	if err != nil {
@@ -253,8 +254,12 @@ func egressFromEnv(cfg *Config) error {
 		cfg.Egress.ExtraRootsPEM = pem
 	}
 	for env, dst := range map[string]*time.Duration{
-		"AGENTOWL_RETRY_MIN_DELAY": &cfg.Delivery.RetryMinDelay,
-		"AGENTOWL_RETRY_MAX_DELAY": &cfg.Delivery.RetryMaxDelay,
+		"AGENTOWL_RETRY_MIN_DELAY":          &cfg.Delivery.RetryMinDelay,
+		"AGENTOWL_RETRY_MAX_DELAY":          &cfg.Delivery.RetryMaxDelay,
+		"AGENTOWL_HTTP_READ_HEADER_TIMEOUT": &cfg.HTTP.ReadHeaderTimeout,
+		"AGENTOWL_HTTP_READ_TIMEOUT":        &cfg.HTTP.ReadTimeout,
+		"AGENTOWL_HTTP_WRITE_TIMEOUT":       &cfg.HTTP.WriteTimeout,
+		"AGENTOWL_HTTP_IDLE_TIMEOUT":        &cfg.HTTP.IdleTimeout,
 	} {
 		if v := os.Getenv(env); v != "" {
 			d, err := time.ParseDuration(v)

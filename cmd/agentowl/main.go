@@ -208,7 +208,8 @@ func (m *Main) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	m.server = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	m.server = api.HTTPServer()
+	ln = api.LimitListener(ln)
 	bg, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan struct{})
 	go func() {
@@ -342,6 +343,7 @@ func limitsFromEnv(cfg *Config) error {
 		"AGENTOWL_CALLBACK_RATE":                    perMinute(&cfg.Work.CallbackLimit),
 		"AGENTOWL_MAX_CALLBACKS_PER_WORK":           count(&cfg.Work.MaxCallbacksPerWork, unbounded),
 		"AGENTOWL_INGRESS_RATE":                     perMinute(&cfg.Ingress.Limit),
+		"AGENTOWL_MAX_CONNECTIONS":                  count(&cfg.HTTP.MaxConnections, unbounded),
 	} {
 		if v := os.Getenv(env); v != "" {
 			n, err := strconv.Atoi(v)

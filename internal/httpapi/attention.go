@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
-	"mime"
 	"net/http"
 
 	"github.com/agentowl/agentowl"
@@ -11,6 +9,9 @@ import (
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
+
+// maxDecisionBytes bounds a decision file (docs/limits.md).
+const maxDecisionBytes = 64 << 10
 
 // attentionRoutes registers the Needs-attention inbox under the tenant
 // prefix t, and the decision recovery routes of runtimes.
@@ -212,16 +213,9 @@ type wireDecideResult struct {
 // decideAttention submits a decision file, or with ?preview=true checks it
 // and shows what would be pushed without changing anything.
 func (s *Server) decideAttention(r *http.Request, p *access.Principal) (int, any, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return 0, nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, 64<<10+1))
+	data, err := readBody(r, maxDecisionBytes)
 	if err != nil {
-		return 0, nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
-	}
-	if len(data) > 64<<10 {
-		return 0, nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", 64<<10)
+		return 0, nil, err
 	}
 	in, err := work.ParseDecision(data)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
 )
 
 // statusOf is the single place where error codes become HTTP statuses. The
@@ -87,17 +88,29 @@ type errorObject struct {
 	RequestID string `json:"request_id"`
 }
 
-// writeError writes err as the contract's ErrorResponse. Errors that are not
-// an *agentowl.Error are internal: logged once with the request ID, answered
-// with a generic message.
+// unavailableRetryAfter is the Retry-After of 503 unavailable when the
+// database cannot answer: long enough for a lock to clear or a connection
+// to be made again, short enough that clients do not wait in vain.
+const unavailableRetryAfter = time.Second
+
+// writeError writes err as the contract's ErrorResponse. A database that
+// cannot answer now (store.ErrUnavailable) is 503 unavailable with
+// Retry-After. Other errors that are not an *agentowl.Error are internal:
+// logged once with the request ID, answered with a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *agentowl.Error
 	if !errors.As(err, &ae) {
 		if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
 			return // the client went away; nobody reads this response
 		}
-		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
-		ae = &agentowl.Error{Code: agentowl.ECodeInternal, Message: agentowl.ErrorMessage(err)}
+		if errors.Is(err, store.ErrUnavailable) {
+			s.log.Warn("database unavailable", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+			ae = &agentowl.Error{Code: agentowl.ECodeUnavailable, Message: "The database is temporarily unavailable; retry shortly.",
+				RetryAfter: unavailableRetryAfter}
+		} else {
+			s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+			ae = &agentowl.Error{Code: agentowl.ECodeInternal, Message: agentowl.ErrorMessage(err)}
+		}
 	}
 	status, ok := statusOf[ae.Code]
 	if !ok {

@@ -13,15 +13,21 @@ type wireAccepted struct {
 }
 
 // receiveWebhook is the generic webhook channel: POST /in/webhook/{token}.
-// The event and its handoff are committed before the answer: 202 for a new
-// event, 200 for a retry the sender's idempotency key identified.
+// The address is checked before the body is read. The event and its
+// handoff are committed before the answer: 202 for a new event, 200 for a
+// retry the sender's idempotency key identified.
 func (s *Server) receiveWebhook(w http.ResponseWriter, r *http.Request) {
-	data, err := readBounded(w, r, s.work.ingress.MaxEventBytes())
+	b, err := s.work.ingress.Admit(r.Context(), r.PathValue("token"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	acc, err := s.work.ingress.AcceptWebhook(r.Context(), r.PathValue("token"), r.Header, data)
+	data, err := readBody(r, s.work.ingress.MaxEventBytes())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	acc, err := s.work.ingress.AcceptWebhook(r.Context(), b, r.Header, data)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -345,6 +345,7 @@ func (s *Server) getRequest(r *http.Request, p *access.Principal) (int, any, err
 				"wait must be a positive whole number of seconds, minutes or hours with its unit, such as 30s.")
 		}
 		wait = d
+		s.extendWriteDeadline(r, wait)
 	}
 	req, err := s.approval.GetRequest(r.Context(), p, r.PathValue("id"), wait)
 	if err != nil {

@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"errors"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -70,23 +67,6 @@ func (s *Server) authenticateRuntime(r *http.Request) (*store.RuntimeCredential,
 	return c, err
 }
 
-// readBounded reads an application/json body of at most limit bytes.
-func readBounded(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
-	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", mbe.Limit)
-		}
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
-	}
-	return buf.Bytes(), nil
-}
-
 // wireReceipt is the answer to every accepted callback.
 type wireReceipt struct {
 	CallbackID string `json:"callback_id"`
@@ -111,7 +91,7 @@ func (s *Server) postCallback(w http.ResponseWriter, r *http.Request) {
 		if err := s.work.work.AllowCallback(r.Context(), c); err != nil {
 			return 0, nil, err
 		}
-		data, err := readBounded(w, r, s.work.work.MaxCallbackBytes())
+		data, err := readBody(r, s.work.work.MaxCallbackBytes())
 		if err != nil {
 			return 0, nil, err
 		}

@@ -7,10 +7,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -26,13 +24,28 @@ import (
 	"github.com/agentowl/agentowl/internal/store"
 )
 
-// Config bounds what the server accepts.
+// Config bounds what the server accepts (docs/limits.md).
 type Config struct {
 	// MaxBodyBytes caps every request body; larger bodies get 413
 	// request_too_large. Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// MaxIdempotencyKeyBytes caps Idempotency-Key. Defaults to 1024.
 	MaxIdempotencyKeyBytes int
+	// ReadHeaderTimeout bounds reading a request's headers. Defaults to 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a request's body, from the end of its
+	// headers; a body not received by then drops the connection. Defaults
+	// to 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of its answer; long polls get their wait on top. Defaults to 60s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a kept-alive connection waits for its
+	// next request. Defaults to 2m.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the connections served at once (LimitListener).
+	// Defaults to 1024.
+	MaxConnections int
 }
 
 func (c Config) withDefaults() Config {
@@ -41,6 +54,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxIdempotencyKeyBytes <= 0 {
 		c.MaxIdempotencyKeyBytes = 1024
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.ReadHeaderTimeout, 10 * time.Second}, {&c.ReadTimeout, 30 * time.Second}, {&c.WriteTimeout, time.Minute},
+		{&c.IdleTimeout, 2 * time.Minute}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 1024
 	}
 	return c
 }
@@ -89,7 +114,9 @@ func (s *Server) Handler() http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.store.Ping(ctx); err != nil {
-			s.writeError(w, r, agentowl.Errorf(agentowl.ECodeUnavailable, "The database is not reachable."))
+			s.log.Warn("not ready", "request_id", requestID(r), "err", err)
+			s.writeError(w, r, &agentowl.Error{Code: agentowl.ECodeUnavailable, Message: "The database cannot take writes now.",
+				RetryAfter: unavailableRetryAfter})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "database": s.store.Dialect()})
@@ -103,15 +130,19 @@ func (s *Server) Handler() http.Handler {
 
 type ctxKey int
 
-const requestIDCtx ctxKey = iota
+const (
+	requestIDCtx ctxKey = iota
+	responseControllerCtx
+)
 
 func requestID(r *http.Request) string {
 	id, _ := r.Context().Value(requestIDCtx).(string)
 	return id
 }
 
-// middleware assigns every exchange an X-Request-ID, bounds the body,
-// records metrics and turns a panic into a 500 that loses nothing else.
+// middleware assigns every exchange an X-Request-ID, bounds the body in
+// size and time, records metrics and turns a panic into a 500 that loses
+// nothing else.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -119,10 +150,11 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-ID", id)
 		ctx := context.WithValue(r.Context(), requestIDCtx, id)
 		ctx = agentowl.ContextWithRequestID(ctx, id)
+		ctx = withResponseController(ctx, w)
 		r = r.WithContext(ctx)
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK, body: s.limitBody(w, r)}
 		defer func() {
+			rec.body.abandon()
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
@@ -136,6 +168,10 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.requests.WithLabelValues(surface, r.Method, fmt.Sprint(rec.status)).Inc()
 			s.latency.WithLabelValues(surface).Observe(time.Since(start).Seconds())
 		}()
+		if err := checkURL(r); err != nil {
+			s.writeError(rec, r, err)
+			return
+		}
 		next.ServeHTTP(rec, r)
 	})
 }
@@ -154,9 +190,21 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	body   *bodyReader // nil without a request body
+}
+
+// closeIfBodyUnread closes the connection after an answer given before the
+// request body was read to its end (an unauthenticated caller, an unknown
+// ingress address, a refused body): the rest of the body is not read
+// (bodyReader.abandon), so the connection cannot serve another request.
+func (r *statusRecorder) closeIfBodyUnread() {
+	if !r.wrote && r.body != nil && !r.body.eof {
+		r.Header().Set("Connection", "close")
+	}
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
+	r.closeIfBodyUnread()
 	if !r.wrote {
 		r.status, r.wrote = code, true
 	}
@@ -164,6 +212,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.closeIfBodyUnread()
 	r.wrote = true
 	return r.ResponseWriter.Write(b)
 }
@@ -203,21 +252,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // readObject reads a JSON object body into its fields, enforcing the content
-// type, the size bound, a single top-level object and the allowed field set.
+// type, the size bound, the text rule, a single top-level object and the
+// allowed field set.
 func readObject(r *http.Request, allowed ...string) (map[string]json.RawMessage, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
+	data, err := readBody(r, 0)
+	if err != nil {
+		return nil, err
 	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", mbe.Limit)
-		}
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
-	}
-	data := buf.Bytes()
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var fields map[string]json.RawMessage
 	if err := dec.Decode(&fields); err != nil || fields == nil {

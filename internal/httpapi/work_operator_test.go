@@ -20,6 +20,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -38,6 +39,7 @@ type workEnv struct {
 	*env
 	engine *delivery.Engine
 	work   *work.Service
+	box    *secret.Box
 }
 
 // setupWork starts a server with agent work on backend b. cfg adjusts the
@@ -106,7 +108,7 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 		t.Fatal(err)
 	}
 	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
-	return &workEnv{env: e, engine: engine, work: w}
+	return &workEnv{env: e, engine: engine, work: w, box: box}
 }
 
 // forEachWorkBackend runs fn as a parallel subtest per store backend.

@@ -289,12 +289,11 @@ func textValue(param, v string, max int) error {
 	return nil
 }
 
-// AcceptWebhook stores one event received at the binding with token and
-// hands it to the binding's endpoint, both committed before it returns.
-// The body must be one JSON object. An unknown or deleted binding is
-// not_found; a binding with a signing secret refuses events without a valid
-// Standard Webhooks signature (invalid_signature).
-func (s *Service) AcceptWebhook(ctx context.Context, token string, h http.Header, body []byte) (*Accepted, error) {
+// Admit returns the live binding that token addresses, taking one event
+// from its rate limit. Call it before reading the event's body, so that an
+// unknown address or a sender over its limit is refused without waiting
+// for a body. An unknown or deleted binding is not_found.
+func (s *Service) Admit(ctx context.Context, token string) (*store.Binding, error) {
 	if token == "" || len(token) > 256 {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No such ingress address.")
 	}
@@ -312,6 +311,15 @@ func (s *Service) AcceptWebhook(ctx context.Context, token string, h http.Header
 	if ok, wait := s.limiter.Allow(ctx, b.ID); !ok {
 		return nil, ratelimit.Error("events for this ingress address", wait)
 	}
+	return b, nil
+}
+
+// AcceptWebhook stores one event received at binding b (from Admit) and
+// hands it to the binding's endpoint, both committed before it returns.
+// The body must be one JSON object. A binding with a signing secret
+// refuses events without a valid Standard Webhooks signature
+// (invalid_signature).
+func (s *Service) AcceptWebhook(ctx context.Context, b *store.Binding, h http.Header, body []byte) (*Accepted, error) {
 	now := s.clock.Now()
 	dedupe := h.Get(HeaderIdempotencyKey)
 	if b.SigningSecret != nil {
@@ -354,6 +362,7 @@ func (s *Service) AcceptWebhook(ctx context.Context, token string, h http.Header
 	ev := &store.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: sender, ReceivedAt: now,
 		Headers: keptHeaders(h), Payload: json.RawMessage(body), Attachments: json.RawMessage(`[]`), DedupeKey: dedupe}
 	var out *Accepted
+	var err error
 	// A concurrent first event with the same conversation or idempotency
 	// key can win the insert; the retry then finds it.
 	for attempt := 0; ; attempt++ {

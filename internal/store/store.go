@@ -19,6 +19,13 @@ var (
 	// ErrConflict: a uniqueness constraint rejected the write, or a guarded
 	// update matched no row in the expected state.
 	ErrConflict = errors.New("store: conflict")
+	// ErrUnavailable: the database cannot answer now (SQLite busy or
+	// locked past the busy timeout, a PostgreSQL connection lost, refused
+	// or terminated, or contention that outlasted the retries). Nothing of
+	// the failed transaction was committed, except that a lost connection
+	// during COMMIT leaves the outcome unknown; callers answer
+	// 503 unavailable and clients retry.
+	ErrUnavailable = errors.New("store: database unavailable")
 )
 
 // Store opens transactions. Write transactions are serializable with respect
@@ -34,7 +41,8 @@ type Store interface {
 	// fn may be retried on a serialization failure, so it must not have side
 	// effects outside tx.
 	Write(ctx context.Context, fn func(Tx) error) error
-	// Ping reports whether the database is reachable.
+	// Ping reports whether the database can take a write now: it runs an
+	// empty write transaction. Returns ErrUnavailable when it cannot.
 	Ping(ctx context.Context) error
 	// Dialect names the backend: "sqlite" or "postgres".
 	Dialect() string

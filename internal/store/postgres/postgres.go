@@ -5,10 +5,14 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,7 +29,7 @@ var migrations embed.FS
 
 // dialect is what PostgreSQL needs of the shared SQL.
 var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FOR UPDATE", ForShare: " FOR KEY SHARE",
-	SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable}
+	SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable, Unavailable: unavailable}
 
 // Open connects to url (a postgres:// URL; extra parameters such as
 // search_path become session settings), applies the embedded migrations under
@@ -87,6 +91,34 @@ func classify(err error) error {
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// unavailable reports whether err means the database cannot answer now,
+// by type and code: a connection that could not be made, was refused, lost
+// or terminated (class 08, 57P01-57P03, too_many_connections), and
+// contention (serialization failure, deadlock) that outlasted the write
+// retries. database/sql replaces a pooled connection found dead before use
+// (driver.ErrBadConn) and tries again; the caller sees that error only when
+// no connection can be had.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up; the database may be fine
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection_exception and its subclasses
+			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+			pe.Code == "53300",                     // too_many_connections
+			pe.Code == "40001", pe.Code == "40P01": // still failing after the write retries
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver

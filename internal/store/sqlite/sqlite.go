@@ -31,9 +31,29 @@ const readConns = 8
 var migrations embed.FS
 
 // dialect is what SQLite needs of the shared SQL.
-var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, CacheStatements: true}
+var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, Unavailable: unavailable, CacheStatements: true}
 
-// Open opens (creating if needed) the database file at path, applies the
+// Config tunes the SQLite store.
+type Config struct {
+	// BusyTimeout is how long a statement waits for a lock another process
+	// holds (SQLITE_BUSY) before the store answers store.ErrUnavailable.
+	// Defaults to 10s.
+	BusyTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.BusyTimeout <= 0 {
+		c.BusyTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Open opens the database file at path with the default Config (OpenWith).
+func Open(ctx context.Context, path string, box *secret.Box) (store.Store, error) {
+	return OpenWith(ctx, path, box, Config{})
+}
+
+// OpenWith opens (creating if needed) the database file at path, applies the
 // embedded migrations, checks that the durability settings took effect and
 // prepares its secrets for box (sqlstore.PrepareSecrets: a database whose
 // secrets another key sealed is refused with secret.ErrKeyMismatch). A nil
@@ -45,7 +65,8 @@ var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, CacheStatemen
 // is created with mode 0600 before SQLite opens it (SQLite would create it
 // 0644, and its -wal and -shm files take the database file's mode), and its
 // directory, when missing, 0700.
-func Open(ctx context.Context, path string, box *secret.Box) (store.Store, error) {
+func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (store.Store, error) {
+	cfg = cfg.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -54,7 +75,8 @@ func Open(ctx context.Context, path string, box *secret.Box) (store.Store, error
 		return nil, err
 	}
 	f.Close()
-	pragmas := []string{"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "busy_timeout(10000)"}
+	pragmas := []string{"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)",
+		fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())}
 	q := url.Values{}
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
@@ -135,4 +157,19 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// unavailable reports whether err is SQLite's busy or locked result (an
+// extended code's primary part): another connection or process held a lock
+// past the busy timeout.
+func unavailable(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,10 @@ type Dialect struct {
 	// Retryable reports whether a failed write transaction may be retried
 	// (serialization failure, deadlock).
 	Retryable func(error) bool
+	// Unavailable reports whether a driver error means the database cannot
+	// answer now, by error type or code; Read, Write and Ping then return
+	// it wrapped in store.ErrUnavailable.
+	Unavailable func(error) bool
 	// CacheStatements prepares each query once per connection (SQLite;
 	// pgx caches statements itself).
 	CacheStatements bool
@@ -101,11 +106,22 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, r
 // Dialect implements store.Store.
 func (db *DB) Dialect() string { return db.dialect.Name }
 
-// Ping implements store.Store.
+// Ping implements store.Store. It writes nothing, but takes the write path:
+// a database that answers reads while another process holds its write lock
+// is not ready.
 func (db *DB) Ping(ctx context.Context) error {
-	return db.Read(ctx, func(t store.Tx) error {
+	return db.Write(ctx, func(t store.Tx) error {
 		return t.(*tx).queryRow(ctx, "SELECT 1").Scan(new(int))
 	})
+}
+
+// unavailable wraps an error that means the database cannot answer now in
+// store.ErrUnavailable, keeping the driver's error in the chain for the log.
+func (db *DB) unavailable(err error) error {
+	if err == nil || db.dialect.Unavailable == nil || errors.Is(err, store.ErrUnavailable) || !db.dialect.Unavailable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
 
 // Close implements store.Store.
@@ -127,6 +143,10 @@ func (db *DB) Close() error {
 
 // Read implements store.Store.
 func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
+	return db.unavailable(db.read(ctx, fn))
+}
+
+func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
 	if db.readers != nil {
 		var held *conn
 		select {
@@ -150,14 +170,14 @@ func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
 // Write implements store.Store.
 func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
 	if db.batch != nil {
-		return db.batch.write(ctx, fn)
+		return db.unavailable(db.batch.write(ctx, fn))
 	}
 	for attempt := 0; ; attempt++ {
 		err := db.writeOnce(ctx, fn)
 		if err != nil && attempt < 5 && db.dialect.Retryable != nil && db.dialect.Retryable(err) && ctx.Err() == nil {
 			continue
 		}
-		return err
+		return db.unavailable(err)
 	}
 }
 

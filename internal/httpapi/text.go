@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentowl/agentowl"
+)
+
+// readBody reads an application/json request body of at most limit bytes
+// (limit <= 0: only the server's MaxBodyBytes) and applies the text rule
+// to it. Every handler that takes a body reads it here, after the caller
+// is authenticated, so the rule holds on every surface before any
+// use-case runs.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
+	}
+	var rd io.Reader = r.Body
+	if limit > 0 {
+		rd = io.LimitReader(r.Body, limit+1)
+	}
+	data, err := io.ReadAll(rd)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The body did not arrive within ReadTimeout: drop the connection,
+		// as net/http drops one whose headers are late. AAP clients take
+		// a lost answer as a reason to retry with the same key.
+		panic(http.ErrAbortHandler)
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", mbe.Limit)
+		}
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
+	}
+	if limit > 0 && int64(len(data)) > limit {
+		return nil, agentowl.Errorf(agentowl.ECodeTooLarge, "The request body exceeds %d bytes.", limit)
+	}
+	if err := checkText(data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// isText reports whether s is UTF-8 without U+0000: the text rule for
+// one value.
+func isText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// checkURL applies the text rule to the URL before routing: a path that is
+// not text names nothing (404 not_found), and a query parameter that is not
+// text is invalid_field. Path values and parameters reach the stores as
+// lookup keys, where PostgreSQL would refuse them (SQLSTATE 22021).
+func checkURL(r *http.Request) error {
+	if !isText(r.URL.Path) {
+		return agentowl.Errorf(agentowl.ECodeNotFound, "Nothing is at this path: it is not UTF-8 text without U+0000.")
+	}
+	for name, values := range r.URL.Query() {
+		if !isText(name) {
+			return agentowl.Errorf(agentowl.ECodeInvalidRequest, "A query parameter name is not UTF-8 text without U+0000.")
+		}
+		for _, v := range values {
+			if !isText(v) {
+				return agentowl.FieldError(agentowl.ECodeInvalidField, name, "%s must be UTF-8 text without U+0000.", name)
+			}
+		}
+	}
+	return nil
+}
+
+// checkText is the one input rule for text: a JSON body must be UTF-8, and
+// no string or member name in it, however deep, may hold U+0000.
+// PostgreSQL refuses both in text (SQLSTATE 22021) while SQLite keeps them
+// and serves back invalid JSON; Go's decoder would silently turn invalid
+// bytes into U+FFFD in decoded strings yet keep them in json.RawMessage
+// (tool arguments, callback errors, event payloads). The refusal is
+// invalid_field naming the field's path (arguments.k, requests[0].prompt),
+// or invalid_json where no field can be named. Syntax errors are left to
+// the decoder that reads the body next.
+func checkText(data []byte) error {
+	if utf8.Valid(data) && !bytes.Contains(data, []byte(`\u0000`)) {
+		return nil // the common case: nothing to look for
+	}
+	type frame struct {
+		path    string
+		array   bool
+		index   int
+		key     string
+		wantKey bool
+	}
+	var stack []*frame
+	valuePath := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		top := stack[len(stack)-1]
+		if top.array {
+			return top.path + "[" + strconv.Itoa(top.index) + "]"
+		}
+		if top.path == "" {
+			return top.key
+		}
+		return top.path + "." + top.key
+	}
+	// next moves the innermost container past the value just read.
+	next := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if top := stack[len(stack)-1]; top.array {
+			top.index++
+		} else {
+			top.wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // any number is read, however large
+	start := dec.InputOffset()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		raw := data[start:dec.InputOffset()] // the token and the delimiters before it
+		start = dec.InputOffset()
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				stack = append(stack, &frame{path: valuePath(), array: v == '[', wantKey: v == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+				next()
+			}
+			continue
+		case string:
+			bad := !utf8.Valid(raw) || !isText(v)
+			if top := len(stack) - 1; top >= 0 && !stack[top].array && stack[top].wantKey {
+				if bad {
+					if stack[top].path == "" {
+						return agentowl.Errorf(agentowl.ECodeInvalidJSON, "A member name in the request body is not UTF-8 text without U+0000.")
+					}
+					return agentowl.FieldError(agentowl.ECodeInvalidField, stack[top].path,
+						"A member name in %s is not UTF-8 text without U+0000.", stack[top].path)
+				}
+				stack[top].key, stack[top].wantKey = v, false
+				continue
+			}
+			if bad {
+				if p := valuePath(); p != "" {
+					return agentowl.FieldError(agentowl.ECodeInvalidField, p, "%s must be UTF-8 text without U+0000.", p)
+				}
+				return agentowl.Errorf(agentowl.ECodeInvalidJSON, "The request body is not UTF-8 text without U+0000.")
+			}
+		}
+		next()
+	}
+	if !utf8.Valid(data) {
+		return agentowl.Errorf(agentowl.ECodeInvalidJSON, "The request body is not UTF-8 text.")
+	}
+	return nil
+}
