@@ -160,12 +160,13 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 	st := storetest.OpenSQLite(t)
 	log := slog.New(slog.DiscardHandler)
 	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, log)
 	client, err := egress.New(egress.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, ExtraRootsPEM: caPEM})
 	must(t, err)
-	p := &provider{t: t, clock: clock, store: st, approval: appr, client: client}
+	p := &provider{t: t, clock: clock, store: st, client: client}
+	appr := approval.New(st, acc, clock, approval.Config{},
+		&approval.Receivers{Verifier: delivery.NewVerifier(client, clock, nil), CheckURL: client.CheckURL, Wake: p.wake}, log)
+	p.approval = appr
 	p.startEngine()
-	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, p.wake)
 	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
 	p.srv = httptest.NewServer(api.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,9 +191,10 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 }
 
 func (p *provider) startEngine() {
-	e, err := delivery.New(p.store, p.clock, p.client, approval.ResolveDestination,
+	e, err := delivery.New(p.store, p.clock, p.client,
 		delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}, slog.New(slog.DiscardHandler))
 	must(p.t, err)
+	e.Handle("instance", approval.ResolveDestination)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); e.Run(ctx) }()

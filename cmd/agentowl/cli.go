@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/server"
 )
 
 // cli holds the global flags and output streams shared by every command.
@@ -193,18 +193,13 @@ func table(w io.Writer, header string, rows [][]string) {
 }
 
 func (c *cli) serveCommand() *cobra.Command {
-	var cfg Config
-	var dataDir, listen, dbURL, publicURL string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the AgentOwl server (SQLite in --data-dir by default, PostgreSQL with --database-url)",
+		Long:  "Run the AgentOwl server.\n\n" + settingsHelp(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg.DataDir = envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data")
-			cfg.Listen = envOr(listen, "AGENTOWL_LISTEN", "127.0.0.1:8470")
-			cfg.DatabaseURL = envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
-			cfg.PublicURL = envOr(publicURL, "AGENTOWL_PUBLIC_URL", "")
-			cfg.Stdout = c.stdout
-			if err := egressFromEnv(&cfg); err != nil {
+			cfg := server.Config{Stdout: c.stdout}
+			if err := configure(&cfg, cmd.Flags(), os.Getenv); err != nil {
 				return err
 			}
 			if path := os.Getenv("AGENTOWL_CPU_PROFILE"); path != "" { // for BENCHMARKS.md work
@@ -217,59 +212,18 @@ func (c *cli) serveCommand() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			m := &Main{Config: cfg}
-			if err := m.Run(cmd.Context()); err != nil {
-				m.Close()
+			srv, err := server.Start(cmd.Context(), cfg)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.stdout, "AgentOwl listening on http://%s (%s)\n", m.Addr, m.store.Dialect())
+			fmt.Fprintf(c.stdout, "AgentOwl listening on %s (%s)\n", srv.URL(), srv.Store().Dialect())
 			<-cmd.Context().Done()
 			fmt.Fprintln(c.stdout, "Shutting down…")
-			return m.Close()
+			return srv.Close()
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", "", "data directory (env AGENTOWL_DATA_DIR, default ./agentowl-data)")
-	f.StringVar(&listen, "listen", "", "listen address (env AGENTOWL_LISTEN, default 127.0.0.1:8470)")
-	f.StringVar(&dbURL, "database-url", "", "postgres:// URL to use PostgreSQL (env AGENTOWL_DATABASE_URL)")
-	f.StringVar(&publicURL, "public-url", "", "externally reachable base URL (env AGENTOWL_PUBLIC_URL)")
+	serveFlags(cmd.Flags())
 	return cmd
-}
-
-// egressFromEnv reads the egress, retry and HTTP timeout settings, which
-// are operator settings without flags: AGENTOWL_EGRESS_ALLOW_CIDRS,
-// AGENTOWL_EGRESS_CA_FILE, AGENTOWL_RETRY_MIN_DELAY, AGENTOWL_RETRY_MAX_DELAY
-// and the AGENTOWL_HTTP_*_TIMEOUT durations (docs/limits.md).
-func egressFromEnv(cfg *Config) error {
-	allow, err := egress.ParseAllowCIDRs(os.Getenv("AGENTOWL_EGRESS_ALLOW_CIDRS"))
-	if err != nil {
-		return fmt.Errorf("AGENTOWL_EGRESS_ALLOW_CIDRS: %w", err)
-	}
-	cfg.Egress.AllowCIDRs = allow
-	if f := os.Getenv("AGENTOWL_EGRESS_CA_FILE"); f != "" {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("AGENTOWL_EGRESS_CA_FILE: %w", err)
-		}
-		cfg.Egress.ExtraRootsPEM = pem
-	}
-	for env, dst := range map[string]*time.Duration{
-		"AGENTOWL_RETRY_MIN_DELAY":          &cfg.Delivery.RetryMinDelay,
-		"AGENTOWL_RETRY_MAX_DELAY":          &cfg.Delivery.RetryMaxDelay,
-		"AGENTOWL_HTTP_READ_HEADER_TIMEOUT": &cfg.HTTP.ReadHeaderTimeout,
-		"AGENTOWL_HTTP_READ_TIMEOUT":        &cfg.HTTP.ReadTimeout,
-		"AGENTOWL_HTTP_WRITE_TIMEOUT":       &cfg.HTTP.WriteTimeout,
-		"AGENTOWL_HTTP_IDLE_TIMEOUT":        &cfg.HTTP.IdleTimeout,
-	} {
-		if v := os.Getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("%s: %q is not a positive duration such as 5s", env, v)
-			}
-			*dst = d
-		}
-	}
-	return nil
 }
 
 func (c *cli) adminCommand() *cobra.Command {
@@ -280,11 +234,11 @@ func (c *cli) adminCommand() *cobra.Command {
 		Short: "Create a tenant (if missing) and a new admin operator token for it",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d := envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
-			if d != "" && !isPostgresURL(d) {
+			if d != "" && !server.IsPostgresURL(d) {
 				return errors.New("database URL must start with postgres:// or postgresql://")
 			}
 			// Tenants, operators and tokens hold no sealed secret: no key.
-			st, _, err := openStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d, nil)
+			st, _, err := server.OpenStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d, nil, 0)
 			if err != nil {
 				return err
 			}

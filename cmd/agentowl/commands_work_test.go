@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"encoding/pem"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/workclient"
 )
 
@@ -25,20 +24,12 @@ import (
 func (s site) startWork(t *testing.T, caPEM []byte) *running {
 	t.Helper()
 	var out bytes.Buffer
-	m := &Main{Config: Config{
-		DataDir: s.dataDir, DatabaseURL: s.dbURL, Listen: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stdout: &out,
-	}}
-	m.Config.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	m.Config.Egress.ExtraRootsPEM = caPEM
-	m.Config.Delivery.RetryMinDelay, m.Config.Delivery.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
-	if err := m.Run(context.Background()); err != nil {
-		m.Close()
-		t.Fatalf("Main.Run: %v", err)
-	}
-	r := &running{m: m, url: "http://" + m.Addr, stdout: out.String()}
-	t.Cleanup(func() { r.close() })
-	return r
+	cfg := s.config(nil, &out)
+	cfg.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	cfg.Egress.ExtraRootsPEM = caPEM
+	cfg.Delivery.RetryMinDelay, cfg.Delivery.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
+	m := servertest.Start(t, cfg)
+	return &running{m: m, url: m.URL(), stdout: out.String()}
 }
 
 // runtimeSink is a TLS endpoint that acknowledges every delivery.

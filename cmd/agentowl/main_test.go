@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentowl/agentowl/internal/clocktest"
 	"io"
 	"log/slog"
 	"net"
@@ -14,9 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentowl/agentowl/internal/clocktest"
+	"github.com/agentowl/agentowl/internal/server"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -51,43 +52,38 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, s site)) {
 	}
 }
 
-// running is one in-process Main serving on 127.0.0.1:0.
+// running is one in-process server serving on 127.0.0.1:0.
 type running struct {
-	m      *Main
+	m      *server.Server
 	url    string
-	stdout string // what Run printed (the first-start notice)
-
-	once     sync.Once
-	closeErr error
+	stdout string // what Start printed (the first-start notice)
 }
 
-// start runs Main on s; clock may be nil for the wall clock. The server is
-// closed at test end if the test did not close it.
-func (s site) start(t *testing.T, clock agentowl.Clock) *running {
-	t.Helper()
-	var out bytes.Buffer
-	m := &Main{Config: Config{
+// config is the server configuration of s: its data directory and database
+// (the key is the data directory's secret-key file, as `serve` makes it).
+func (s site) config(clock agentowl.Clock, stdout io.Writer) server.Config {
+	return server.Config{
 		DataDir:     s.dataDir,
 		DatabaseURL: s.dbURL,
 		Listen:      "127.0.0.1:0",
 		Clock:       clock,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Stdout:      &out,
-	}}
-	if err := m.Run(context.Background()); err != nil {
-		m.Close()
-		t.Fatalf("Main.Run: %v", err)
+		Stdout:      stdout,
+		Resolver:    servertest.LocalResolver{},
 	}
-	r := &running{m: m, url: "http://" + m.Addr, stdout: out.String()}
-	t.Cleanup(func() { r.close() })
-	return r
 }
 
-// close closes Main once and returns Close's error.
-func (r *running) close() error {
-	r.once.Do(func() { r.closeErr = r.m.Close() })
-	return r.closeErr
+// start runs a server on s; clock may be nil for the wall clock. The server
+// is closed at test end if the test did not close it.
+func (s site) start(t *testing.T, clock agentowl.Clock) *running {
+	t.Helper()
+	var out bytes.Buffer
+	m := servertest.Start(t, s.config(clock, &out))
+	return &running{m: m, url: m.URL(), stdout: out.String()}
 }
+
+// close closes the server (once) and returns Close's error.
+func (r *running) close() error { return r.m.Close() }
 
 // tokenPath is the bootstrap operator-token file of s.
 func (s site) tokenPath() string { return filepath.Join(s.dataDir, "operator-token") }
@@ -367,7 +363,7 @@ func TestMainCloseFinishesLongPoll(t *testing.T) {
 		go func() { closed <- srv.close() }()
 		// Shutdown closes the listener first: once dials fail, Close is under way.
 		eventually(t, 10*time.Second, "the listener to close", func() bool {
-			c, err := net.DialTimeout("tcp", srv.m.Addr, time.Second)
+			c, err := net.DialTimeout("tcp", srv.m.Addr(), time.Second)
 			if err == nil {
 				c.Close()
 			}

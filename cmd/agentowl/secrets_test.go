@@ -157,8 +157,8 @@ func (e *everySecret) useEverySecret(t *testing.T, srv *running, rcv *receiver, 
 	}
 
 	var target *delivery.Target
-	err = srv.m.store.Read(context.Background(), func(tx store.Tx) (err error) {
-		target, err = srv.m.work.ResolveDecisionDestination(context.Background(), tx, "decision:"+e.endpointID+"/work_x/dec_x")
+	err = srv.m.Store().Read(context.Background(), func(tx store.Tx) (err error) {
+		target, err = srv.m.Work().ResolveDecisionDestination(context.Background(), tx, "decision:"+e.endpointID+"/work_x/dec_x")
 		return err
 	})
 	if err != nil || target == nil || target.Secret != e.endpointSecret || target.Header.Get("Authorization") != "Bearer "+e.decisionSecret {

@@ -7,10 +7,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,17 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
-	"github.com/agentowl/agentowl/internal/httpapi"
-	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // server is an in-process AgentOwl with agent work on, its delivery engine
@@ -41,41 +32,11 @@ type server struct {
 
 func startAgentOwl(t *testing.T, b storetest.Backend, caPEM []byte) *server {
 	t.Helper()
-	box := secrettest.NewBox(t)
-	st := storetest.OpenURL(t, b.URL(t), box)
-	clock := agentowl.SystemClock{}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, log)
-	client, err := egress.New(egress.Config{ExtraRootsPEM: caPEM, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w *work.Service
-	resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
-		return w.ResolveDestination(ctx, tx, dest)
-	}
-	engine, err := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(nil)
-	if w, err = work.New(st, clock, box, client.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String()}, log); err != nil {
-		t.Fatal(err)
-	}
-	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	api.EnableWork(w, ingress.New(st, clock, w, box, ingress.Config{}))
-	srv.Config.Handler = api.Handler()
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); engine.Run(ctx) }()
-	t.Cleanup(func() { srv.Close(); cancel(); <-done; client.CloseIdleConnections() })
-	res, err := acc.Bootstrap(context.Background(), "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &server{url: srv.URL, token: res.Token}
+	cfg := servertest.Config(t, b)
+	cfg.Egress = egress.Config{ExtraRootsPEM: caPEM, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	cfg.Delivery = delivery.Config{RetryMinDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second}
+	srv := servertest.Start(t, cfg)
+	return &server{url: srv.URL(), token: srv.BootstrapToken()}
 }
 
 // call sends an operator API request and decodes the answer.

@@ -21,22 +21,17 @@ type ReceiverVerifier interface {
 	Verify(ctx context.Context, d *agentowl.Delivery, instanceID string) error
 }
 
-// asyncMode holds what asynchronous mode needs; nil means the provider is
-// synchronous-only and answers webhook configuration with
+// Receivers is what asynchronous mode needs of the rest of the server:
+// receivers are verified before they are configured, and terminal decisions
+// record request.resolved notifications for the delivery engine. A provider
+// without it is synchronous-only and answers webhook configuration with
 // unsupported_delivery_type.
-type asyncMode struct {
-	verifier ReceiverVerifier
-	// checkURL rejects URLs whose host is an IP literal that egress refuses.
-	checkURL func(string) error
-	// wake prompts the delivery engine after a notification commits.
-	wake func()
-}
-
-// EnableDelivery turns on asynchronous mode: receivers are verified before
-// they are configured, and terminal decisions record request.resolved
-// notifications for the delivery engine.
-func (s *Service) EnableDelivery(v ReceiverVerifier, checkURL func(string) error, wake func()) {
-	s.async = &asyncMode{verifier: v, checkURL: checkURL, wake: wake}
+type Receivers struct {
+	Verifier ReceiverVerifier
+	// CheckURL rejects URLs whose host is an IP literal that egress refuses.
+	CheckURL func(string) error
+	// Wake prompts the delivery engine after a notification commits.
+	Wake func()
 }
 
 // MessageKindRequestResolved is the outbox kind of AAP notifications.
@@ -77,7 +72,7 @@ func (s *Service) checkDelivery(d *agentowl.Delivery) error {
 		return agentowl.FieldError(agentowl.ECodeUnsupportedDelivery, "delivery",
 			"This provider runs in synchronous mode only; webhook delivery is not enabled.")
 	}
-	if err := s.async.checkURL(d.URL); err != nil {
+	if err := s.async.CheckURL(d.URL); err != nil {
 		return agentowl.FieldError(agentowl.ECodeInvalidWebhookURL, "delivery.url", "The webhook URL is not allowed: %s.", err)
 	}
 	return nil
@@ -90,7 +85,7 @@ func (s *Service) verifyReceiver(ctx context.Context, tenantID string, d *agento
 	if ok, wait := s.registerTenant.Allow(ctx, tenantID); !ok {
 		return ratelimit.Error("receiver registrations for this account", wait)
 	}
-	return s.async.verifier.Verify(ctx, d, instanceID)
+	return s.async.Verifier.Verify(ctx, d, instanceID)
 }
 
 type resolvedEvent struct {
@@ -122,7 +117,7 @@ func (s *Service) recordNotification(ctx context.Context, tx store.Tx, inst *age
 }
 
 func (s *Service) wakeDelivery() {
-	if s.async != nil && s.async.wake != nil {
-		s.async.wake()
+	if s.async != nil && s.async.Wake != nil {
+		s.async.Wake()
 	}
 }

@@ -84,17 +84,18 @@ type Service struct {
 	log      *slog.Logger
 	hub      *hub
 	policies *policyEngine
-	async    *asyncMode
+	async    *Receivers // nil: synchronous mode only
 	// submissions keeps keyed instance submissions alone per key.
 	submissions submissions
 	// Abuse limits, per process.
 	createLimit, registerTenant *ratelimit.Limiter
 }
 
-// New returns a Service.
-func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, log *slog.Logger) *Service {
+// New returns a Service; receivers turns on asynchronous mode (nil: the
+// provider is synchronous-only).
+func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, receivers *Receivers, log *slog.Logger) *Service {
 	cfg = cfg.withDefaults()
-	return &Service{store: s, access: acc, clock: clock, cfg: cfg, log: log, hub: newHub(), policies: newPolicyEngine(),
+	return &Service{store: s, access: acc, clock: clock, cfg: cfg, log: log, hub: newHub(), policies: newPolicyEngine(), async: receivers,
 		createLimit:    ratelimit.New("create", cfg.CreateLimit, s, clock),
 		registerTenant: ratelimit.New("register-tenant", cfg.RegisterLimit, s, clock),
 	}

@@ -171,7 +171,7 @@ type Engine struct {
 	store      store.Store
 	clock      agentowl.Clock
 	client     Doer
-	resolve    Resolver
+	routes     map[string]Resolver // by destination kind; see Handle
 	cfg        Config
 	log        *slog.Logger
 	owner      string
@@ -188,14 +188,15 @@ type Engine struct {
 }
 
 // New returns an Engine, or an error for a configuration it refuses (see
-// Config.Lease). Call Run to start delivering.
-func New(st store.Store, clock agentowl.Clock, client Doer, resolve Resolver, cfg Config, log *slog.Logger) (*Engine, error) {
+// Config.Lease). The use-cases that send messages register their
+// destination kinds with Handle; then call Run to start delivering.
+func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slog.Logger) (*Engine, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	e := &Engine{
-		store: st, clock: clock, client: client, resolve: resolve, cfg: cfg, log: log,
+		store: st, clock: clock, client: client, routes: map[string]Resolver{}, cfg: cfg, log: log,
 		owner:      uuid.NewString(),
 		wake:       make(chan struct{}, 1),
 		slots:      make(chan struct{}, cfg.Concurrency),
@@ -656,16 +657,22 @@ func outcomeLabel(status int, err error) string {
 	return "5xx"
 }
 
-// Route returns a Resolver that hands each destination to the resolver
-// registered for its prefix, the text before the first ':' ("instance",
-// "endpoint", "decision"). A destination without a registered prefix has
-// no target, which ends its message.
-func Route(routes map[string]Resolver) Resolver {
-	return func(ctx context.Context, tx store.Tx, destination string) (*Target, error) {
-		prefix, _, _ := strings.Cut(destination, ":")
-		if r, ok := routes[prefix]; ok {
-			return r(ctx, tx, destination)
-		}
+// Handle registers the resolver of the destinations of kind: the text
+// before the first ':' of a destination ("instance", "endpoint",
+// "decision"), or "*" for every destination of a kind with no resolver of
+// its own. A destination no resolver takes has no target, which ends its
+// message. Register before Run; the use-cases register their own kinds.
+func (e *Engine) Handle(kind string, r Resolver) { e.routes[kind] = r }
+
+// resolve hands a destination to the resolver of its kind.
+func (e *Engine) resolve(ctx context.Context, tx store.Tx, destination string) (*Target, error) {
+	kind, _, _ := strings.Cut(destination, ":")
+	r, ok := e.routes[kind]
+	if !ok {
+		r, ok = e.routes["*"]
+	}
+	if !ok {
 		return nil, nil
 	}
+	return r(ctx, tx, destination)
 }

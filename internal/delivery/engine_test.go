@@ -130,10 +130,11 @@ func (f *fixture) engine(client *http.Client, cfg delivery.Config) *delivery.Eng
 	if cfg.RetryMinDelay == 0 {
 		cfg.RetryMinDelay, cfg.RetryMaxDelay = time.Second, 4*time.Second
 	}
-	e, err := delivery.New(f.store, f.clock, client, f.resolve, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := delivery.New(f.store, f.clock, client, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	e.Handle("*", f.resolve)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { e.Run(ctx); close(done) }()
@@ -713,13 +714,14 @@ func TestEngineAttemptEndsBeforeItsLease(t *testing.T) {
 		}
 		doer := &leaseCheckingDoer{f: f, client: r.srv.Client()}
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		if _, err := delivery.New(f.store, f.clock, doer, resolve, delivery.Config{AttemptTimeout: 10 * time.Second, Lease: 15 * time.Second}, log); err == nil {
+		if _, err := delivery.New(f.store, f.clock, doer, delivery.Config{AttemptTimeout: 10 * time.Second, Lease: 15 * time.Second}, log); err == nil {
 			t.Fatal("a lease of 15s for attempts of 10s was accepted")
 		}
-		e, err := delivery.New(f.store, f.clock, doer, resolve, delivery.Config{AttemptTimeout: 10 * time.Second, Lease: 30 * time.Second}, log)
+		e, err := delivery.New(f.store, f.clock, doer, delivery.Config{AttemptTimeout: 10 * time.Second, Lease: 30 * time.Second}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
+		e.Handle("*", resolve)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { e.Run(ctx); close(done) }()

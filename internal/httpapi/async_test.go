@@ -25,11 +25,9 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
-	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
@@ -79,45 +77,15 @@ func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyn
 			t.Logf("server log:\n%s", logs.String())
 		}
 	})
-	st := b.Open(t)
-	clock := newFakeClock()
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, log)
-	cfg := egress.Config{ExtraRootsPEM: receiverCAPEM(t)}
+	sc := servertest.Config(t, b)
+	sc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t)}
 	if allowLoopback {
-		cfg.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		sc.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	}
-	client, err := egress.New(cfg)
-	if err != nil {
-		t.Fatalf("egress: %v", err)
-	}
-	engine, err := delivery.New(st, clock, client, approval.ResolveDestination,
-		delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, engine.Wake)
-	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		engine.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-		client.CloseIdleConnections()
-	})
-	res, err := acc.Bootstrap(context.Background(), "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
-	return &asyncEnv{env: e, engine: engine, egress: client}
+	sc.Delivery = delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}
+	e := start(t, sc)
+	return &asyncEnv{env: e, engine: e.server.Engine(), egress: e.server.Egress()}
 }
 
 // forEachAsyncBackend runs fn as a parallel subtest per store backend.

@@ -3,12 +3,9 @@ package httpapi_test
 import (
 	"encoding/json"
 	"net/http"
-	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/delivery"
-	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/workclient"
@@ -24,13 +21,7 @@ import (
 func setupInbox(t *testing.T, b storetest.Backend) (*workEnv, *asyncEnv) {
 	t.Helper()
 	we := setupWork(t, b, work.Config{})
-	client, err := egress.New(egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.CloseIdleConnections)
-	we.approval.EnableDelivery(delivery.NewVerifier(client, we.clock, nil), client.CheckURL, we.engine.Wake)
-	return we, &asyncEnv{env: we.env, engine: we.engine, egress: client}
+	return we, &asyncEnv{env: we.env, engine: we.engine, egress: we.server.Egress()}
 }
 
 // notificationsOf returns the receiver's request.resolved events of request id.

@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -24,6 +23,7 @@ import (
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
@@ -166,37 +166,20 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 		caPEM = append(caPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: receivers[i].srv.Certificate().Raw})...)
 	}
 
-	// The server side, wired as serve wires asynchronous mode.
-	st := be.Open(b)
-	clock := agentowl.SystemClock{}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{CreateLimit: ratelimit.Limit{Events: 1 << 30, Per: time.Minute}}, log)
-	client, err := egress.New(egress.Config{ExtraRootsPEM: caPEM, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	engine, err := delivery.New(st, clock, client, approval.ResolveDestination,
-		// The five receivers all listen on 127.0.0.1, where five servers
-		// would have five addresses: their in-flight limit per address is
-		// raised to what five addresses would have.
-		delivery.Config{RetryMinDelay: 200 * time.Millisecond, RetryMaxDelay: 2 * time.Second,
-			PerHostConcurrency: ackReceivers * 32}, log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	appr.EnableDelivery(delivery.NewVerifier(client, clock, nil), client.CheckURL, engine.Wake)
-	runCtx, cancel := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); engine.Run(runCtx) }()
-	b.Cleanup(func() { cancel(); <-stopped; client.CloseIdleConnections() })
+	// The server side: the one assembly, driven past HTTP.
+	sc := servertest.Config(b, be)
+	sc.Clock = agentowl.SystemClock{}
+	sc.Approval = approval.Config{CreateLimit: ratelimit.Limit{Events: 1 << 30, Per: time.Minute}}
+	sc.Egress = egress.Config{ExtraRootsPEM: caPEM, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	// The five receivers all listen on 127.0.0.1, where five servers would
+	// have five addresses: their in-flight limit per address is raised to
+	// what five addresses would have.
+	sc.Delivery = delivery.Config{RetryMinDelay: 200 * time.Millisecond, RetryMaxDelay: 2 * time.Second, PerHostConcurrency: ackReceivers * 32}
+	srv := servertest.Start(b, sc)
+	acc, appr := srv.Access(), srv.Approval()
 
 	// An operator, a provisioner and one instance per receiver.
-	boot, err := acc.Bootstrap(ctx, "default")
-	if err != nil {
-		b.Fatal(err)
-	}
-	op, err := acc.Authenticate(ctx, boot.Token, agentowl.TokenOperator)
+	op, err := acc.Authenticate(ctx, srv.BootstrapToken(), agentowl.TokenOperator)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -250,7 +233,7 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
 		}
 		started[i] = time.Now()
-		if _, err := appr.Decide(ctx, op, boot.Tenant.ID, ids[i], approval.DecideParams{Approve: true}); err != nil {
+		if _, err := appr.Decide(ctx, op, op.Scope.TenantID, ids[i], approval.DecideParams{Approve: true}); err != nil {
 			return fmt.Errorf("decide request %d: %w", i, err)
 		}
 		return nil
@@ -273,8 +256,8 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 	deadline := time.Now().Add(ackWaitLimit)
 	for {
 		var msgs []*store.Message
-		if err := st.Read(ctx, func(tx store.Tx) (err error) {
-			msgs, err = tx.MessageList(ctx, store.MessageListParams{TenantID: boot.Tenant.ID, State: store.MessageDelivered, Limit: n + 1})
+		if err := srv.Store().Read(ctx, func(tx store.Tx) (err error) {
+			msgs, err = tx.MessageList(ctx, store.MessageListParams{TenantID: op.Scope.TenantID, State: store.MessageDelivered, Limit: n + 1})
 			return err
 		}); err != nil {
 			b.Fatal(err)

@@ -1162,17 +1162,20 @@ func newOpEnv(t *testing.T, st store.Store, async bool) *env {
 	clock := newFakeClock()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, log)
+	var receivers *approval.Receivers
 	if async {
-		appr.EnableDelivery(opAcceptingVerifier{}, func(string) error { return nil }, nil)
+		receivers = &approval.Receivers{Verifier: opAcceptingVerifier{}, CheckURL: func(string) error { return nil }}
 	}
+	appr := approval.New(st, acc, clock, approval.Config{}, receivers, log)
 	srv := httptest.NewServer(httpapi.New(acc, appr, st, clock, log, httpapi.Config{}).Handler())
 	t.Cleanup(srv.Close)
 	res, err := acc.Bootstrap(context.Background(), "default")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
+	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: testServer{URL: srv.URL, client: srv.Client()}, operatorToken: res.Token}
+	e.admins.Store("default", res.Token)
+	return e
 }
 
 // TestOperatorReadinessWithoutDatabase runs a server on a store it closes

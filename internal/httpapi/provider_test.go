@@ -593,28 +593,32 @@ func TestProviderDeliveryValidation(t *testing.T) {
 			delivery any
 			code     string
 			param    string
+			status   int // 400 unless set
 		}{
-			{"email type", with("type", "email"), "unsupported_delivery_type", ""},
-			{"http url", with("url", "http://harness.example.com/aap/events"), "invalid_webhook_url", "delivery.url"},
-			{"userinfo", with("url", "https://user:pw@harness.example.com/aap/events"), "invalid_webhook_url", "delivery.url"},
-			{"fragment", with("url", "https://harness.example.com/aap/events#frag"), "invalid_webhook_url", "delivery.url"},
-			{"not a url", with("url", "not a url"), "invalid_webhook_url", "delivery.url"},
-			{"bad registration id", with("registration_id", "registration-1"), "invalid_field", "delivery.registration_id"},
-			{"secret without prefix", with("signing_secret", base64.StdEncoding.EncodeToString(raw)), "invalid_field", "delivery.signing_secret"},
-			{"secret of 31 bytes", with("signing_secret", enc(31)), "invalid_field", "delivery.signing_secret"},
-			{"secret of 33 bytes", with("signing_secret", enc(33)), "invalid_field", "delivery.signing_secret"},
-			{"secret non-canonical", with("signing_secret", nonCanonical), "invalid_field", "delivery.signing_secret"},
-			{"unknown delivery field", with("headers", map[string]any{"x": "y"}), "unknown_field", ""},
-			{"missing secret", with("signing_secret", nil), "missing_field", "delivery.signing_secret"},
-			{"delivery not an object", "webhook", "invalid_field", "delivery"},
-			// This provider is synchronous-only: a fully valid delivery is unsupported.
-			{"valid delivery", validDelivery(), "unsupported_delivery_type", ""},
+			{"email type", with("type", "email"), "unsupported_delivery_type", "", 0},
+			{"http url", with("url", "http://harness.example.com/aap/events"), "invalid_webhook_url", "delivery.url", 0},
+			{"userinfo", with("url", "https://user:pw@harness.example.com/aap/events"), "invalid_webhook_url", "delivery.url", 0},
+			{"fragment", with("url", "https://harness.example.com/aap/events#frag"), "invalid_webhook_url", "delivery.url", 0},
+			{"not a url", with("url", "not a url"), "invalid_webhook_url", "delivery.url", 0},
+			{"bad registration id", with("registration_id", "registration-1"), "invalid_field", "delivery.registration_id", 0},
+			{"secret without prefix", with("signing_secret", base64.StdEncoding.EncodeToString(raw)), "invalid_field", "delivery.signing_secret", 0},
+			{"secret of 31 bytes", with("signing_secret", enc(31)), "invalid_field", "delivery.signing_secret", 0},
+			{"secret of 33 bytes", with("signing_secret", enc(33)), "invalid_field", "delivery.signing_secret", 0},
+			{"secret non-canonical", with("signing_secret", nonCanonical), "invalid_field", "delivery.signing_secret", 0},
+			{"unknown delivery field", with("headers", map[string]any{"x": "y"}), "unknown_field", "", 0},
+			{"missing secret", with("signing_secret", nil), "missing_field", "delivery.signing_secret", 0},
+			{"delivery not an object", "webhook", "invalid_field", "delivery", 0},
+			// A fully valid delivery is verified, and its receiver does not exist.
+			{"valid delivery", validDelivery(), "webhook_verification_failed", "", http.StatusUnprocessableEntity},
 		}
 		for _, c := range cases {
 			before := liveInstances(t, e)
 			r := e.do("POST", "/v1/instances", prov, map[string]any{"instance_name": "hooked", "delivery": c.delivery}, "Idempotency-Key", newKey())
 			t.Logf("%s: %s", c.name, r.Body)
-			wantError(t, r, http.StatusBadRequest, c.code, c.param)
+			if c.status == 0 {
+				c.status = http.StatusBadRequest
+			}
+			wantError(t, r, c.status, c.code, c.param)
 			if bytes.Contains(r.Body, []byte(secret[len("whsec_"):])) {
 				t.Errorf("%s: the signing secret is echoed: %s", c.name, r.Body)
 			}
@@ -627,7 +631,10 @@ func TestProviderDeliveryValidation(t *testing.T) {
 		inst := provision(t, e, prov, map[string]any{"instance_name": "plain"})
 		for _, c := range cases {
 			r := e.do("PATCH", "/v1/instances/"+inst.ID, prov, map[string]any{"instance_name": "renamed", "delivery": c.delivery}, "Idempotency-Key", newKey())
-			wantError(t, r, http.StatusBadRequest, c.code, c.param)
+			if c.status == 0 {
+				c.status = http.StatusBadRequest
+			}
+			wantError(t, r, c.status, c.code, c.param)
 			if bytes.Contains(r.Body, []byte(secret[len("whsec_"):])) {
 				t.Errorf("PATCH %s: the signing secret is echoed: %s", c.name, r.Body)
 			}
@@ -1012,20 +1019,21 @@ func TestProviderGetRequest(t *testing.T) {
 		for _, w := range []string{"bad", "0s", "30", "-1s", "1d"} {
 			wantError(t, e.do("GET", "/v1/requests/"+req.ID+"?wait="+w, a.Credential, nil), http.StatusBadRequest, "invalid_field", "wait")
 		}
-		if n := e.clock.Waiters(); n != 0 {
-			t.Fatalf("rejected waits left %d timers", n)
+		if n := settledWaiters(e.clock); n != e.idleWaiters {
+			t.Fatalf("rejected waits left %d timers", n-e.idleWaiters)
 		}
 
 		// ?wait=30s on a terminal request returns at once.
 		wantStatus(t, decide(e, req.ID, "deny", "note", "no"), http.StatusOK)
+		idle := settledWaiters(e.clock)
 		done := getAsync(e, "/v1/requests/"+req.ID+"?wait=30s", a.Credential)
 		tr := await(t, e, done, "wait on a terminal request")
 		wantStatus(t, tr, http.StatusOK)
 		if g := decodeRequest(t, tr); g.Status != "denied" {
 			t.Fatalf("wait on a terminal request: %s", tr.Body)
 		}
-		if n := e.clock.Waiters(); n != 0 {
-			t.Errorf("a wait on a terminal request set %d timers", n)
+		if n := settledWaiters(e.clock); n != idle {
+			t.Errorf("a wait on a terminal request set %d timers", n-idle)
 		}
 	})
 }

@@ -2,12 +2,10 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -18,16 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
-	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -49,49 +42,14 @@ type benchServer struct {
 
 func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchServer {
 	b.Helper()
-	box := secrettest.NewBox(b)
-	st := storetest.OpenURL(b, be.URL(b), box)
-	clock := agentowl.SystemClock{}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, log)
-	eg, err := egress.New(egress.Config{ExtraRootsPEM: caPEM, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var w *work.Service
-	resolve := delivery.Route(map[string]delivery.Resolver{
-		"endpoint": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
-			return w.ResolveDestination(ctx, tx, d)
-		},
-		"decision": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
-			return w.ResolveDecisionDestination(ctx, tx, d)
-		},
-	})
-	engine, err := delivery.New(st, clock, eg, resolve, delivery.Config{RetryMinDelay: 100 * time.Millisecond}, log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(nil)
 	unlimited := ratelimit.Limit{Events: 1 << 30, Per: time.Minute}
-	w, err = work.New(st, clock, box, eg.CheckURL, engine.Wake, work.Config{PublicURL: "http://" + srv.Listener.Addr().String(),
-		CallbackLimit: unlimited, MaxCallbacksPerWork: 1 << 30}, log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	api.EnableWork(w, ingress.New(st, clock, w, box, ingress.Config{Limit: unlimited}))
-	srv.Config.Handler = api.Handler()
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); engine.Run(ctx) }()
-	b.Cleanup(func() { srv.Close(); cancel(); <-done; eg.CloseIdleConnections() })
-	res, err := acc.Bootstrap(context.Background(), "default")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &benchServer{url: srv.URL, token: res.Token,
+	sc := servertest.Config(b, be)
+	sc.Egress = egress.Config{ExtraRootsPEM: caPEM, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	sc.Delivery = delivery.Config{RetryMinDelay: 100 * time.Millisecond}
+	sc.Work = work.Config{CallbackLimit: unlimited, MaxCallbacksPerWork: 1 << 30}
+	sc.Ingress = ingress.Config{Limit: unlimited}
+	srv := servertest.Start(b, sc)
+	return &benchServer{url: srv.URL(), token: srv.BootstrapToken(),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * benchClients}}}
 }
 

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -23,7 +21,8 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/clocktest"
-	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/server"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
@@ -42,9 +41,13 @@ type env struct {
 	clock    *fakeClock
 	access   *access.Service
 	approval *approval.Service
-	srv      *httptest.Server
+	srv      testServer
+	server   *server.Server
 	// operatorToken is an admin of tenant "default".
 	operatorToken string
+	// idleWaiters is how many timers the server's background loops hold on
+	// the fake clock when nothing else waits.
+	idleWaiters int
 	// admins holds an admin token per tenant created by createTenant
 	// ("default": operatorToken); operator tokens act in one tenant only.
 	admins sync.Map
@@ -64,21 +67,54 @@ func setup(t *testing.T, b storetest.Backend) *env { return setupWith(t, b, appr
 // setupWith is setup with the provider's configuration.
 func setupWith(t *testing.T, b storetest.Backend, cfg approval.Config) *env {
 	t.Helper()
-	st := b.Open(t)
-	clock := newFakeClock()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, cfg, log)
-	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	res, err := acc.Bootstrap(context.Background(), "default")
-	if err != nil {
-		t.Fatal(err)
+	sc := servertest.Config(t, b)
+	sc.Approval = cfg
+	return start(t, sc)
+}
+
+// testServer is how tests reach a running server: its base URL and a
+// client whose idle connections close with the test.
+type testServer struct {
+	URL    string
+	client *http.Client
+}
+
+// Client returns the test's HTTP client for the server.
+func (s testServer) Client() *http.Client { return s.client }
+
+// start starts the one server assembly from sc on a fake clock (unless sc
+// has a clock) and returns the test's view of it.
+func start(t *testing.T, sc server.Config) *env {
+	t.Helper()
+	clock, ok := sc.Clock.(*fakeClock)
+	if !ok {
+		clock = newFakeClock()
+		sc.Clock = clock
 	}
-	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
-	e.admins.Store("default", res.Token)
+	srv := servertest.Start(t, sc)
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	e := &env{t: t, store: srv.Store(), clock: clock, access: srv.Access(), approval: srv.Approval(),
+		srv: testServer{URL: srv.URL(), client: &http.Client{Transport: transport}}, server: srv, operatorToken: srv.BootstrapToken()}
+	e.admins.Store("default", e.operatorToken)
+	e.idleWaiters = settledWaiters(clock)
 	return e
+}
+
+// settledWaiters waits until the number of timers on clock stops changing
+// (the server's background loops have parked on it) and returns it. It only
+// synchronizes; it asserts nothing about timing.
+func settledWaiters(clock *fakeClock) int {
+	last, stable := clock.Waiters(), 0
+	for stable < 20 {
+		time.Sleep(time.Millisecond)
+		if n := clock.Waiters(); n == last {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+	}
+	return last
 }
 
 // forEachBackend runs fn as a parallel subtest per store backend.

@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
-	"github.com/agentowl/agentowl/internal/store/postgres"
-	"github.com/agentowl/agentowl/internal/store/sqlite"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -38,15 +35,10 @@ func patchValidity(h *opHarness, id, validity string) *response {
 // ready meanwhile.
 func TestStoreUnavailableSQLite(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "agentowl.db")
-	e := setup(t, storetest.Backend{Name: "sqlite", Open: func(t testing.TB) store.Store {
-		st, err := sqlite.OpenWith(context.Background(), path, secrettest.NewBox(t), sqlite.Config{BusyTimeout: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}})
+	sc := servertest.Config(t, storetest.Backends(t)[0])
+	sc.SQLiteBusyTimeout = 20 * time.Millisecond
+	path := filepath.Join(sc.DataDir, "agentowl.db")
+	e := start(t, sc)
 	h := newOpHarness(t, e)
 	id, _ := h.instance()
 
@@ -91,14 +83,9 @@ func TestStoreUnavailablePostgres(t *testing.T) {
 	q := u.Query()
 	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
-	e := setup(t, storetest.Backend{Name: "postgres", Open: func(t testing.TB) store.Store {
-		st, err := postgres.Open(context.Background(), u.String(), secrettest.NewBox(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}})
+	sc := servertest.Config(t, storetest.Backends(t)[0])
+	sc.DatabaseURL = u.String()
+	e := start(t, sc)
 	h := newOpHarness(t, e)
 	id, _ := h.instance()
 

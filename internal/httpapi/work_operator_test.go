@@ -14,15 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
-	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
@@ -58,57 +54,13 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 			t.Logf("server log:\n%s", logs.String())
 		}
 	})
-	box := secrettest.NewBox(t)
-	st := storetest.OpenURL(t, b.URL(t), box)
-	clock := newFakeClock()
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, log)
-	client, err := egress.New(egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(nil)
-	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
-	var w *work.Service
-	resolve := delivery.Route(map[string]delivery.Resolver{
-		"instance": approval.ResolveDestination,
-		"endpoint": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
-			return w.ResolveDestination(ctx, tx, d)
-		},
-		"decision": func(ctx context.Context, tx store.Tx, d string) (*delivery.Target, error) {
-			return w.ResolveDecisionDestination(ctx, tx, d)
-		},
-	})
-	engine, err := delivery.New(st, clock, client, resolve, delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w, err = work.New(st, clock, box, client.CheckURL, engine.Wake, cfg, log); err != nil {
-		t.Fatal(err)
-	}
-	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	api.EnableWork(w, ingress.New(st, clock, w, box, icfg))
-	srv.Config.Handler = api.Handler()
-	srv.Start()
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		engine.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-		client.CloseIdleConnections()
-	})
-	res, err := acc.Bootstrap(context.Background(), "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: srv, operatorToken: res.Token}
-	return &workEnv{env: e, engine: engine, work: w, box: box}
+	sc := servertest.Config(t, b)
+	sc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	sc.Delivery = delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}
+	sc.Work, sc.Ingress = cfg, icfg
+	e := start(t, sc)
+	return &workEnv{env: e, engine: e.server.Engine(), work: e.server.Work(), box: e.server.Box()}
 }
 
 // forEachWorkBackend runs fn as a parallel subtest per store backend.

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/server"
+)
+
+// setting is one server setting: its flag (none for most), its environment
+// variable, its default and bound as documented, and how its value fills
+// server.Config. The table below is the only place cmd turns flags and the
+// environment into configuration; `serve --help` and docs/settings.md are
+// printed from it.
+type setting struct {
+	flag    string // without "--"; "" when the setting has no flag
+	env     string
+	def     string // the default, as shown; the component applies it
+	bound   string // the accepted values, as shown
+	help    string
+	section string
+	set     func(c *server.Config, v string) error
+}
+
+// settings lists every `agentowl serve` setting. A flag wins over its
+// variable; an unset setting keeps the component's default.
+var settings = []setting{
+	{section: "Server", flag: "data-dir", env: "AGENTOWL_DATA_DIR", def: "./agentowl-data", bound: "a directory",
+		help: "SQLite database, generated secret key and bootstrap operator token", set: text(func(c *server.Config) *string { return &c.DataDir })},
+	{section: "Server", flag: "listen", env: "AGENTOWL_LISTEN", def: "127.0.0.1:8470", bound: "host:port",
+		help: "HTTP listen address", set: text(func(c *server.Config) *string { return &c.Listen })},
+	{section: "Server", flag: "database-url", env: "AGENTOWL_DATABASE_URL", def: "empty (SQLite)", bound: "postgres://… or postgresql://…",
+		help: "PostgreSQL instead of SQLite; replicas share it", set: databaseURL},
+	{section: "Server", flag: "public-url", env: "AGENTOWL_PUBLIC_URL", def: "http://LISTEN-ADDRESS", bound: "a URL",
+		help: "externally reachable base URL of callback and ingress URLs", set: text(func(c *server.Config) *string { return &c.PublicURL })},
+	{section: "Server", env: "AGENTOWL_SECRET_KEY", def: "DATA-DIR/secret-key, created on first start", bound: "base64 of 32 bytes",
+		help: "key that seals stored secrets; every replica needs the same", set: secretKey},
+
+	{section: "Egress", env: "AGENTOWL_EGRESS_ALLOW_CIDRS", def: "empty", bound: "comma-separated CIDRs",
+		help: "addresses exempt from the SSRF address check (internal receivers)", set: allowCIDRs},
+	{section: "Egress", env: "AGENTOWL_EGRESS_CA_FILE", def: "none", bound: "a PEM file",
+		help: "extra roots trusted for receivers' TLS", set: caFile},
+	{section: "Egress", env: "AGENTOWL_RETRY_MIN_DELAY", def: "5s", bound: "a positive duration",
+		help: "first retry delay bound", set: duration(func(c *server.Config) *time.Duration { return &c.Delivery.RetryMinDelay })},
+	{section: "Egress", env: "AGENTOWL_RETRY_MAX_DELAY", def: "1h", bound: "a positive duration",
+		help: "retry delay cap", set: duration(func(c *server.Config) *time.Duration { return &c.Delivery.RetryMaxDelay })},
+
+	{section: "Limits", env: "AGENTOWL_CREATE_RATE", def: "100000", bound: "≥ 1 per minute",
+		help: "approval requests created per minute per tenant", set: perMinute(func(c *server.Config) *ratelimit.Limit { return &c.Approval.CreateLimit })},
+	{section: "Limits", env: "AGENTOWL_REGISTER_RATE", def: "30", bound: "≥ 1 per minute",
+		help: "receiver verifications per minute per tenant", set: perMinute(func(c *server.Config) *ratelimit.Limit { return &c.Approval.RegisterLimit })},
+	{section: "Limits", env: "AGENTOWL_REGISTER_DESTINATION_RATE", def: "30", bound: "≥ 1 per minute",
+		help: "receiver verifications per minute per destination", set: perMinute(func(c *server.Config) *ratelimit.Limit { return &c.RegisterPerDestination })},
+	{section: "Limits", env: "AGENTOWL_DELIVERY_TENANT_RATE", def: "600000", bound: "≥ 1 per minute",
+		help: "delivery attempts per minute per tenant", set: perMinute(func(c *server.Config) *ratelimit.Limit { return &c.Delivery.PerTenantRate })},
+	{section: "Limits", env: "AGENTOWL_DELIVERY_DESTINATION_RATE", def: "360000", bound: "≥ 1 per minute",
+		help: "delivery attempts per minute per destination", set: perMinute(func(c *server.Config) *ratelimit.Limit { return &c.Delivery.PerHostRate })},
+	{section: "Limits", env: "AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY", def: "32", bound: fmt.Sprintf("1–%d", delivery.MaxPerHostConcurrency),
+		help: "delivery attempts in flight per destination, all replicas together",
+		set:  count(func(c *server.Config) *int { return &c.Delivery.PerHostConcurrency }, delivery.MaxPerHostConcurrency)},
+	{section: "Limits", env: "AGENTOWL_DELIVERY_CONCURRENCY", def: "256", bound: "≥ 1",
+		help: "delivery attempts in flight per process", set: count(func(c *server.Config) *int { return &c.Delivery.Concurrency }, 0)},
+	{section: "Limits", env: "AGENTOWL_CALLBACK_RATE", def: "60", bound: "≥ 1 per minute",
+		help: "runtime callbacks per minute per endpoint", set: perMinute(func(c *server.Config) *ratelimit.Limit { return &c.Work.CallbackLimit })},
+	{section: "Limits", env: "AGENTOWL_MAX_CALLBACKS_PER_WORK", def: "10000", bound: "≥ 1",
+		help: "callbacks recorded per work", set: count(func(c *server.Config) *int { return &c.Work.MaxCallbacksPerWork }, 0)},
+	{section: "Limits", env: "AGENTOWL_INGRESS_RATE", def: "6000", bound: "≥ 1 per minute",
+		help: "inbound events per minute per binding", set: perMinute(func(c *server.Config) *ratelimit.Limit { return &c.Ingress.Limit })},
+
+	{section: "HTTP", env: "AGENTOWL_HTTP_READ_HEADER_TIMEOUT", def: "10s", bound: "a positive duration",
+		help: "time to read a request's headers", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout })},
+	{section: "HTTP", env: "AGENTOWL_HTTP_READ_TIMEOUT", def: "30s", bound: "a positive duration",
+		help: "time to read a request's body", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.ReadTimeout })},
+	{section: "HTTP", env: "AGENTOWL_HTTP_WRITE_TIMEOUT", def: "60s", bound: "a positive duration",
+		help: "time to answer (a long poll gets its wait on top)", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.WriteTimeout })},
+	{section: "HTTP", env: "AGENTOWL_HTTP_IDLE_TIMEOUT", def: "2m", bound: "a positive duration",
+		help: "time a kept-alive connection may idle", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.IdleTimeout })},
+	{section: "HTTP", env: "AGENTOWL_MAX_CONNECTIONS", def: "1024", bound: "≥ 1",
+		help: "HTTP connections served at once", set: count(func(c *server.Config) *int { return &c.HTTP.MaxConnections }, 0)},
+}
+
+// serveFlags registers the flags of the settings that have one.
+func serveFlags(fs *pflag.FlagSet) map[string]*string {
+	vals := map[string]*string{}
+	for _, s := range settings {
+		if s.flag != "" {
+			vals[s.flag] = fs.String(s.flag, "", fmt.Sprintf("%s (env %s, default %s)", s.help, s.env, s.def))
+		}
+	}
+	return vals
+}
+
+// configure fills cfg from the flags that were given and the environment;
+// an error names the setting.
+func configure(cfg *server.Config, fs *pflag.FlagSet, getenv func(string) string) error {
+	for _, s := range settings {
+		v := getenv(s.env)
+		if s.flag != "" && fs.Changed(s.flag) {
+			v, _ = fs.GetString(s.flag)
+		}
+		if v == "" {
+			continue
+		}
+		if err := s.set(cfg, v); err != nil {
+			return fmt.Errorf("%s: %w", s.env, err)
+		}
+	}
+	return nil
+}
+
+// settingsHelp is the settings part of `agentowl serve --help`.
+func settingsHelp() string {
+	var b strings.Builder
+	b.WriteString("Settings (flags win over the environment; docs/settings.md has the same list):\n")
+	section := ""
+	for _, s := range settings {
+		if s.section != section {
+			section = s.section
+			fmt.Fprintf(&b, "\n%s\n", section)
+		}
+		name := s.env
+		if s.flag != "" {
+			name += ", --" + s.flag
+		}
+		fmt.Fprintf(&b, "  %s\n      %s. Default: %s. Accepts: %s.\n", name, s.help, s.def, s.bound)
+	}
+	return b.String()
+}
+
+// settingsMarkdown is docs/settings.md; a test keeps the file equal to it.
+func settingsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# `agentowl serve` settings\n\n")
+	b.WriteString("Generated from the settings table in `cmd/agentowl/settings.go`, which also prints\n")
+	b.WriteString("`agentowl serve --help`; `go test ./cmd/agentowl` fails when this file is out of date\n")
+	b.WriteString("(regenerate it with `AGENTOWL_WRITE_SETTINGS_DOC=1 go test ./cmd/agentowl -run TestSettingsDoc`).\n")
+	b.WriteString("A flag wins over its variable; an unset setting keeps its default. A bad value stops\n")
+	b.WriteString("`serve` with the variable's name. docs/limits.md explains what each limit bounds.\n")
+	section := ""
+	for _, s := range settings {
+		if s.section != section {
+			section = s.section
+			fmt.Fprintf(&b, "\n## %s\n\n| variable | flag | default | accepts | what |\n| --- | --- | --- | --- | --- |\n", section)
+		}
+		flag := "—"
+		if s.flag != "" {
+			flag = "`--" + s.flag + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", s.env, flag, s.def, s.bound, s.help)
+	}
+	return b.String()
+}
+
+// ---- value parsers
+
+func text(field func(*server.Config) *string) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error { *field(c) = v; return nil }
+}
+
+func duration(field func(*server.Config) *time.Duration) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%q is not a positive duration such as 5s", v)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func positive(v string, most int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive whole number", v)
+	}
+	if most > 0 && n > most {
+		return 0, fmt.Errorf("%d is more than the most, %d", n, most)
+	}
+	return n, nil
+}
+
+// count parses a positive whole number of at most most (0: unbounded).
+func count(field func(*server.Config) *int, most int) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		n, err := positive(v, most)
+		*field(c) = n
+		return err
+	}
+}
+
+func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		n, err := positive(v, 0)
+		*field(c) = ratelimit.Limit{Events: n, Per: time.Minute}
+		return err
+	}
+}
+
+func databaseURL(c *server.Config, v string) error {
+	if !server.IsPostgresURL(v) {
+		return errors.New("the database URL must start with postgres:// or postgresql://")
+	}
+	c.DatabaseURL = v
+	return nil
+}
+
+func secretKey(c *server.Config, v string) error {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
+	if err != nil || len(key) != 32 {
+		return errors.New("must be the base64 of exactly 32 bytes (openssl rand -base64 32)")
+	}
+	c.SecretKey = key
+	return nil
+}
+
+func allowCIDRs(c *server.Config, v string) error {
+	allow, err := egress.ParseAllowCIDRs(v)
+	c.Egress.AllowCIDRs = allow
+	return err
+}
+
+func caFile(c *server.Config, v string) error {
+	pem, err := os.ReadFile(v)
+	c.Egress.ExtraRootsPEM = pem
+	return err
+}

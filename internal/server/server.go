@@ -1,0 +1,380 @@
+// Package server is the one place that assembles AgentOwl: from one Config
+// it opens the store, builds the use-cases, the delivery engine and the HTTP
+// surfaces, and runs them until Close. `agentowl serve` and every test that
+// needs a running server (through servertest) start it here.
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/secret"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/postgres"
+	"github.com/agentowl/agentowl/internal/store/sqlite"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// Config is the whole server's configuration. cmd/agentowl fills it from
+// flags and AGENTOWL_* variables through its settings table; tests fill it
+// through servertest. Nothing here reads the environment.
+type Config struct {
+	// DataDir holds the SQLite database, the generated secret key and the
+	// bootstrap operator token. Defaults to ./agentowl-data.
+	DataDir string
+	// Listen is the HTTP listen address. Defaults to 127.0.0.1:8470.
+	Listen string
+	// DatabaseURL selects PostgreSQL when it starts with postgres:// or
+	// postgresql://; empty means SQLite in DataDir.
+	DatabaseURL string
+	// PublicURL is the externally reachable base URL: callback URLs in
+	// handoffs and ingress URLs are built from it. Defaults to
+	// http://<the bound listen address>.
+	PublicURL string
+	// SecretKey seals the stored secrets that must be read back (receiver,
+	// endpoint and binding signing secrets, decision bearer secrets): 32
+	// bytes. Defaults to the key file DataDir/secret-key, created on first
+	// start. Replicas sharing PostgreSQL must share it.
+	SecretKey []byte
+	HTTP      httpapi.Config
+	Approval  approval.Config
+	// RegisterPerDestination bounds receiver verifications per destination
+	// host:port and resolved address, across tenants. Defaults to
+	// delivery.DefaultRegisterLimit.
+	RegisterPerDestination ratelimit.Limit
+	Delivery               delivery.Config
+	Egress                 egress.Config
+	Work                   work.Config
+	Ingress                ingress.Config
+	// Resolver resolves the host names of every outbound destination: for
+	// the egress check and dial, and for the per-address limits. Defaults to
+	// the system resolver; tests use one that never leaves the machine.
+	Resolver egress.Resolver
+	// SQLiteBusyTimeout is how long SQLite waits for a lock another process
+	// holds before answering 503. Defaults to 10s.
+	SQLiteBusyTimeout time.Duration
+	// Clock defaults to the system clock; tests inject a fake one.
+	Clock  agentowl.Clock
+	Logger *slog.Logger
+	// Stdout receives the first-start bootstrap notice. Defaults to nothing.
+	Stdout io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.DataDir == "" {
+		c.DataDir = "agentowl-data"
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8470"
+	}
+	if c.Clock == nil {
+		c.Clock = agentowl.SystemClock{}
+	}
+	if c.RegisterPerDestination.Per == 0 {
+		c.RegisterPerDestination = delivery.DefaultRegisterLimit
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+}
+
+func (c *Config) validate() error {
+	if c.DatabaseURL != "" && !IsPostgresURL(c.DatabaseURL) {
+		return errors.New("database URL must start with postgres:// or postgresql://")
+	}
+	if c.SecretKey != nil && len(c.SecretKey) != 32 {
+		return errors.New("the secret key must be 32 bytes")
+	}
+	return nil
+}
+
+// IsPostgresURL reports whether u selects PostgreSQL.
+func IsPostgresURL(u string) bool {
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+}
+
+// Server is a running AgentOwl server.
+type Server struct {
+	cfg  Config
+	addr string
+	// bootstrapToken is the admin token made on this start, if it was the
+	// database's first.
+	bootstrapToken string
+
+	store    store.Store
+	box      *secret.Box
+	access   *access.Service
+	approval *approval.Service
+	engine   *delivery.Engine
+	egress   *egress.Client
+	work     *work.Service
+	ingress  *ingress.Service
+	api      *httpapi.Server
+	http     *http.Server
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start opens the store, bootstraps tenant "default" on a database's first
+// start, assembles every component and serves until Close. It returns once
+// listening; on error nothing is left running.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg}
+	if err := s.start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start assembles and starts the components; Close undoes what it did.
+func (s *Server) start(ctx context.Context) (err error) {
+	cfg := s.cfg
+	key := cfg.SecretKey
+	if key == nil {
+		if key, err = KeyFile(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	if s.store, s.box, err = OpenStore(ctx, cfg.DataDir, cfg.DatabaseURL, key, cfg.SQLiteBusyTimeout); err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	s.access = access.New(s.store, cfg.Clock, access.Config{})
+	if err := s.bootstrap(ctx); err != nil {
+		return err
+	}
+	if cfg.Resolver != nil {
+		cfg.Egress.Resolver, cfg.Delivery.AddrResolver = cfg.Resolver, cfg.Resolver
+	}
+	if s.egress, err = egress.New(cfg.Egress); err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	if s.engine, err = delivery.New(s.store, cfg.Clock, s.egress, cfg.Delivery, cfg.Logger); err != nil {
+		return err
+	}
+	verifier := delivery.NewVerifier(s.egress, cfg.Clock, nil).
+		LimitDestinations(ratelimit.New("register-destination", cfg.RegisterPerDestination, s.store, cfg.Clock), cfg.Resolver)
+	s.approval = approval.New(s.store, s.access, cfg.Clock, cfg.Approval,
+		&approval.Receivers{Verifier: verifier, CheckURL: s.egress.CheckURL, Wake: s.engine.Wake}, cfg.Logger)
+	s.engine.Handle("instance", approval.ResolveDestination)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	s.addr = ln.Addr().String()
+	wc := cfg.Work
+	if wc.PublicURL == "" {
+		wc.PublicURL = cfg.PublicURL
+	}
+	if wc.PublicURL == "" {
+		wc.PublicURL = "http://" + s.addr
+	}
+	if s.work, err = work.New(s.store, cfg.Clock, s.box, s.egress.CheckURL, s.engine.Wake, wc, cfg.Logger); err != nil {
+		ln.Close()
+		return err
+	}
+	s.engine.Handle("endpoint", s.work.ResolveDestination)
+	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
+	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
+
+	s.api = httpapi.New(s.access, s.approval, s.store, cfg.Clock, cfg.Logger, cfg.HTTP)
+	s.api.EnableWork(s.work, s.ingress)
+	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
+	s.http = s.api.HTTPServer()
+
+	bg, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.approval.Run(bg) })
+		wg.Go(func() { s.engine.Run(bg) })
+		wg.Go(func() { s.work.Run(bg) })
+		wg.Wait()
+	}()
+	limited := s.api.LimitListener(ln)
+	go func() {
+		if err := s.http.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error("http server stopped", "err", err)
+		}
+	}()
+	cfg.Logger.Info("agentowl serving", "addr", s.addr, "database", s.store.Dialect())
+	return nil
+}
+
+// Addr is the bound listen address.
+func (s *Server) Addr() string { return s.addr }
+
+// URL is the server's base URL on its listen address.
+func (s *Server) URL() string { return "http://" + s.addr }
+
+// BootstrapToken is the admin operator token of tenant "default" made when
+// this start was the database's first ("" otherwise).
+func (s *Server) BootstrapToken() string { return s.bootstrapToken }
+
+// Store returns the open store. Store, Access, Approval, Engine, Egress,
+// Work and Box expose the assembled components to tests and benchmarks that
+// drive them past the HTTP API.
+func (s *Server) Store() store.Store { return s.store }
+
+// Access returns the identity use-cases.
+func (s *Server) Access() *access.Service { return s.access }
+
+// Approval returns the AAP provider use-cases.
+func (s *Server) Approval() *approval.Service { return s.approval }
+
+// Engine returns the delivery engine.
+func (s *Server) Engine() *delivery.Engine { return s.engine }
+
+// Egress returns the SSRF-safe client every outbound connection uses.
+func (s *Server) Egress() *egress.Client { return s.egress }
+
+// Work returns the agent-work use-cases.
+func (s *Server) Work() *work.Service { return s.work }
+
+// Box returns the sealing of stored secrets.
+func (s *Server) Box() *secret.Box { return s.box }
+
+// bootstrap creates tenant "default" and an admin operator token on a
+// database's first start, writing the token to DataDir/operator-token
+// (mode 0600).
+func (s *Server) bootstrap(ctx context.Context) error {
+	empty, err := s.access.NeedsBootstrap(ctx)
+	if err != nil || !empty {
+		return err
+	}
+	res, err := s.access.Bootstrap(ctx, "default")
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	s.bootstrapToken = res.Token
+	path := filepath.Join(s.cfg.DataDir, "operator-token")
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(res.Token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write operator token: %w", err)
+	}
+	abs, _ := filepath.Abs(path)
+	fmt.Fprintf(s.cfg.Stdout, "First start: created tenant %q and an admin operator token in %s (mode 0600).\n", res.Tenant.Name, abs)
+	fmt.Fprintf(s.cfg.Stdout, "Use it with the CLI:  export AGENTOWL_TOKEN=$(cat %s)\n", abs)
+	return nil
+}
+
+// Close stops serving (letting in-flight requests finish for up to 30s),
+// stops the background loops and closes the store. Later calls return the
+// first call's result.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	var err error
+	if s.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = s.http.Shutdown(ctx)
+	}
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	if s.egress != nil {
+		s.egress.CloseIdleConnections()
+	}
+	if s.store != nil {
+		err = errors.Join(err, s.store.Close())
+	}
+	return err
+}
+
+// OpenStore opens the configured store, its secrets sealed under key. It
+// refuses a key other than the one that sealed the database's secrets. A
+// nil key opens it for offline administration, which touches no sealed
+// secret.
+func OpenStore(ctx context.Context, dataDir, databaseURL string, key []byte, busyTimeout time.Duration) (store.Store, *secret.Box, error) {
+	var box *secret.Box
+	if key != nil {
+		var err error
+		if box, err = secret.New(key); err != nil {
+			return nil, nil, err
+		}
+	}
+	var st store.Store
+	var err error
+	if databaseURL != "" {
+		st, err = postgres.Open(ctx, databaseURL, box)
+	} else {
+		st, err = sqlite.OpenWith(ctx, filepath.Join(dataDir, "agentowl.db"), box, sqlite.Config{BusyTimeout: busyTimeout})
+	}
+	if errors.Is(err, secret.ErrKeyMismatch) {
+		// Another replica's data directory, or a changed AGENTOWL_SECRET_KEY:
+		// secrets sealed under the first key could not be opened.
+		return nil, nil, errors.New("the secret key differs from the one that sealed this database's secrets: " +
+			"give every replica the same AGENTOWL_SECRET_KEY (or the same DATA-DIR/secret-key file)")
+	}
+	return st, box, err
+}
+
+// KeyFile returns the key in DataDir/secret-key, creating it (mode 0600,
+// its directory 0700 when missing) on first start.
+func KeyFile(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, "secret-key")
+	if data, err := os.ReadFile(path); err == nil {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+		if err != nil || len(key) != 32 {
+			return nil, fmt.Errorf("%s must hold the base64 of exactly 32 bytes", path)
+		}
+		return key, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key := secret.NewKey()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	// O_EXCL: a concurrent first start keeps the key that was written first.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return KeyFile(dataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return key, err
+}
