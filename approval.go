@@ -1,12 +1,13 @@
 package agentowl
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/agentowl/agentowl/agentwork"
 )
 
 // ApprovalStatus is the state of an approval request. A request is created
@@ -115,21 +116,28 @@ func (in *CreateRequestInput) Hash() []byte {
 	return HashCanonical(canon)
 }
 
-// HashCanonical returns the SHA-256 of v's canonical JSON (sorted keys,
-// numbers as written).
+// HashCanonical returns the SHA-256 of json.Marshal(v), for v built from
+// strings, numbers, maps and canonicalJSON values: keys sorted, numbers as
+// written. It is the idempotency input hash, stored and compared byte for
+// byte on retries, so its bytes must never change. That is why it keeps
+// json.Marshal's escaping of <, > and & (as \u003c, \u003e, \u0026), which
+// agent-work canonical JSON does not: the two agree in everything else, and
+// this hash is never a wire form that another party computes.
 func HashCanonical(v any) []byte {
 	b, _ := json.Marshal(v) // maps marshal with sorted keys; values came from JSON
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
 
-// canonicalJSON decodes raw into generic values keeping number literals.
+// canonicalJSON is raw in agent-work canonical JSON (keys sorted, numbers
+// as written), for HashCanonical; json.Marshal escapes its <, > and &
+// again. Raw was validated as JSON before; an invalid one hashes as null.
 func canonicalJSON(raw json.RawMessage) any {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	_ = dec.Decode(&v)
-	return v
+	c, err := agentwork.Canonicalize(raw)
+	if err != nil {
+		return nil
+	}
+	return json.RawMessage(c)
 }
 
 // RetentionAfterDecision is how long a terminal request, its idempotency key,

@@ -12,45 +12,36 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agentowl/agentowl/agentwork"
 )
 
 // Status is a reported state of work.
-type Status string
+type Status = agentwork.Status
 
 // Reported statuses. Completed, Failed and Cancelled are terminal: AgentOwl
 // refuses any later report for the work (409 already_terminal).
 const (
-	Accepted   Status = "accepted"
-	Running    Status = "running"
-	NeedsInput Status = "needs_input"
-	Completed  Status = "completed"
-	Failed     Status = "failed"
-	Cancelled  Status = "cancelled"
+	Accepted   = agentwork.Accepted
+	Running    = agentwork.Running
+	NeedsInput = agentwork.NeedsInput
+	Completed  = agentwork.Completed
+	Failed     = agentwork.Failed
+	Cancelled  = agentwork.Cancelled
 )
 
-// Result is what completed work produced. URL must be HTTPS without
-// userinfo; AgentOwl shows it and never fetches it.
-type Result struct {
-	Summary string `json:"summary,omitempty"`
-	URL     string `json:"url,omitempty"`
-}
-
-// Callback is one report about work.
-type Callback struct {
-	Version    string `json:"version"`
-	CallbackID string `json:"callback_id"`
-	WorkID     string `json:"work_id"`
-	Sequence   int64  `json:"sequence"`
-	Status     Status `json:"status"`
-	// OccurredAt is an RFC 3339 timestamp, fixed when the report is made.
-	OccurredAt       string  `json:"occurred_at"`
-	RuntimeSessionID string  `json:"runtime_session_id,omitempty"`
-	Result           *Result `json:"result,omitempty"`
-	// Requests (questions and approval requests) go with NeedsInput only.
-	Requests json.RawMessage `json:"requests,omitempty"`
-	// Error explains Failed or Cancelled, such as {"code": …, "message": …}.
-	Error json.RawMessage `json:"error,omitempty"`
-}
+type (
+	// Result is what completed work produced. URL must be HTTPS without
+	// userinfo; AgentOwl shows it and never fetches it.
+	Result = agentwork.Result
+	// Callback is one report about work.
+	Callback = agentwork.Callback
+	// Request is one question or approval request of a needs_input
+	// callback; marshal a []Request into Callback.Requests.
+	Request = agentwork.Request
+	// Action is the concrete action an approval request proposes.
+	Action = agentwork.Action
+)
 
 // NewCallback returns a report about w with the conventional callback ID
 // "<work_id>:<sequence>", timestamped at.

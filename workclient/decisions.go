@@ -1,11 +1,8 @@
 package workclient
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -22,19 +20,7 @@ import (
 // them, and computing action digests.
 
 // Decision is a decision document, as pushed and as recovered.
-type Decision struct {
-	Version              string `json:"version"`
-	Type                 string `json:"type"`
-	DecisionID           string `json:"decision_id"`
-	WorkID               string `json:"work_id"`
-	RequestID            string `json:"request_id"`
-	RequestRevision      int64  `json:"request_revision"`
-	Decision             string `json:"decision"`
-	Answer               string `json:"answer,omitempty"`
-	ExpectedActionDigest string `json:"expected_action_digest,omitempty"`
-	DecidedAt            string `json:"decided_at"`
-	RequestExpiresAt     string `json:"request_expires_at"`
-}
+type Decision = agentwork.Decision
 
 // Errors of DecisionReceiver.Receive.
 var (
@@ -46,39 +32,16 @@ var (
 	ErrDuplicateDecision = errors.New("workclient: decision already received")
 )
 
-// CanonicalJSON renders v as JSON with object keys sorted, no insignificant
-// whitespace and no HTML escaping; numbers are kept as written.
-func CanonicalJSON(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(x); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
+// CanonicalJSON renders v as canonical JSON: object keys sorted, no
+// insignificant whitespace, no HTML escaping, numbers kept as written. It is
+// agentwork.CanonicalJSON.
+func CanonicalJSON(v any) ([]byte, error) { return agentwork.CanonicalJSON(v) }
 
 // ActionDigest is the SHA-256, in lowercase hex, of the canonical JSON of
-// an action (CanonicalJSON): what an approval request's action.digest
-// carries and what a decision's expected_action_digest must equal.
-func ActionDigest(action any) (string, error) {
-	b, err := CanonicalJSON(action)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
+// an action: what an approval request's action.digest carries and what a
+// decision's expected_action_digest must equal. It is
+// agentwork.ActionDigest.
+func ActionDigest(action any) (string, error) { return agentwork.ActionDigest(action) }
 
 // DecisionReceiver checks decision pushes: the bearer decision secret, the
 // signature, the declared expiry, and duplicate decision IDs.
@@ -128,7 +91,7 @@ func (d *DecisionReceiver) Receive(r *http.Request) (*Decision, error) {
 		return nil, err
 	}
 	var dec Decision
-	if err := json.Unmarshal(body, &dec); err != nil || dec.Type != "decision" || dec.DecisionID == "" {
+	if err := json.Unmarshal(body, &dec); err != nil || dec.Type != agentwork.DecisionType || dec.DecisionID == "" {
 		return nil, ErrNotDecision
 	}
 	if dec.Version != Version {
@@ -156,7 +119,7 @@ func (d *DecisionReceiver) Receive(r *http.Request) (*Decision, error) {
 // AcceptDecision writes the only answer that records a receipt.
 func AcceptDecision(w http.ResponseWriter, decisionID string) {
 	w.Header().Set("Content-Type", "application/json")
-	b, _ := json.Marshal(map[string]any{"accepted": true, "decision_id": decisionID})
+	b, _ := json.Marshal(agentwork.Acceptance{Accepted: true, DecisionID: decisionID})
 	_, _ = w.Write(b)
 }
 

@@ -12,8 +12,10 @@
 // duplicate; it backs off on 429 (honouring Retry-After), on retryable 5xx
 // and on network errors, and never retries other 4xx, which need a fix.
 //
-// The package depends on the standard library and the public webhook
-// package only.
+// The protocol's documents, canonical JSON and action digests are those of
+// the public agentwork package (re-exported here under the same names).
+// The package depends on the standard library and the public agentwork
+// and webhook packages only.
 package workclient
 
 import (
@@ -24,54 +26,25 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/webhook"
 )
 
 // Version is the protocol version of work blocks and callbacks.
-const Version = "agent-work.v1"
+const Version = agentwork.Version
 
-// Handoff is one delivery to an endpoint: an event and, for agent-work
-// endpoints, its work block. ID equals the webhook-id header and is the
-// same on every retry of the delivery.
-type Handoff struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	CreatedAt string `json:"created_at"`
-	Event     Event  `json:"event"`
-	// Work is nil for endpoints without agent work.
-	Work *Work `json:"work,omitempty"`
-}
-
-// Event is an inbound event as endpoints receive it.
-type Event struct {
-	ID             string              `json:"id"`
-	Channel        string              `json:"channel"`
-	BindingID      string              `json:"binding_id"`
-	ConversationID string              `json:"conversation_id"`
-	FollowUp       bool                `json:"follow_up"`
-	Sender         string              `json:"sender"`
-	ReceivedAt     string              `json:"received_at"`
-	Headers        map[string][]string `json:"headers"`
-	Payload        json.RawMessage     `json:"payload"`
-	Attachments    json.RawMessage     `json:"attachments"`
-}
-
-// Work is the work block: the identity to report against. Transport
-// retries carry the same WorkID; an intentional replay is a new WorkID with
-// a higher Generation in the same conversation.
-type Work struct {
-	Version        string `json:"version"`
-	WorkID         string `json:"work_id"`
-	ConversationID string `json:"conversation_id"`
-	Generation     int    `json:"generation"`
-	CallbackURL    string `json:"callback_url"`
-	// CredentialID names the runtime credential to report with (never the
-	// token itself); empty while the endpoint has none.
-	CredentialID string `json:"credential_id,omitempty"`
-	// RuntimeSessionID is the session the runtime last reported in this
-	// conversation, on follow-ups and replays.
-	RuntimeSessionID string `json:"runtime_session_id,omitempty"`
-}
+// The protocol documents are those of package agentwork; these names keep
+// the SDK self-contained for runtimes.
+type (
+	// Handoff is one delivery to an endpoint: an event and, for agent-work
+	// endpoints, its work block. ID equals the webhook-id header and is the
+	// same on every retry of the delivery.
+	Handoff = agentwork.Handoff
+	// Event is an inbound event as endpoints receive it.
+	Event = agentwork.Event
+	// Work is the work block: the identity to report against.
+	Work = agentwork.Work
+)
 
 // Errors of Verifier.
 var (

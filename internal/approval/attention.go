@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -40,29 +41,6 @@ func AttentionRequestID(attentionID string) (id string, ok bool) {
 	return id, ok
 }
 
-// canonical renders v as JSON with object keys sorted by byte order, no
-// insignificant whitespace, no HTML escaping and numbers as written: the
-// form of workclient.CanonicalJSON.
-func canonical(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(x); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
 func requestAction(r *agentowl.ApprovalRequest) map[string]any {
 	args := r.Arguments
 	if len(args) == 0 {
@@ -71,21 +49,22 @@ func requestAction(r *agentowl.ApprovalRequest) map[string]any {
 	return map[string]any{"tool": r.Tool, "arguments": args}
 }
 
-// ActionDigest is the action digest of an AAP request: the SHA-256, in
-// lowercase hex, of the canonical JSON of {"tool": …, "arguments": …}.
+// ActionDigest is the action digest of an AAP request
+// (agentwork.ActionDigest of {"tool": …, "arguments": …}), the digest a
+// runtime or operator computes with the same package.
 func ActionDigest(r *agentowl.ApprovalRequest) string {
-	b, err := canonical(requestAction(r))
+	d, err := agentwork.ActionDigest(requestAction(r))
 	if err != nil { // arguments came from a JSON object; this cannot happen
-		b = []byte(r.Tool)
+		sum := sha256.Sum256([]byte(r.Tool))
+		d = hex.EncodeToString(sum[:])
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return d
 }
 
 // ActionDescription describes an AAP request's action: the tool and its
 // arguments in compact canonical JSON, at most 4096 bytes.
 func ActionDescription(r *agentowl.ApprovalRequest) string {
-	args, err := canonical(json.RawMessage(r.Arguments))
+	args, err := agentwork.CanonicalJSON(json.RawMessage(r.Arguments))
 	if err != nil || len(r.Arguments) == 0 {
 		args = []byte("{}")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/store"
@@ -26,9 +27,6 @@ import (
 
 // MessageKindDecision pushes a decision to an endpoint's decision URL.
 const MessageKindDecision = "work.decision"
-
-// DecisionType is the type of a pushed decision document.
-const DecisionType = "decision"
 
 // Receipt sources.
 const (
@@ -365,7 +363,7 @@ func ParseDecision(body []byte) (*DecisionInput, error) {
 			"The edit decision is not supported in agent-work.v1: approve or reject, and ask the runtime for a new revision.")
 	}
 	if _, in.hasDigest = fields["expected_action_digest"]; in.hasDigest {
-		if in.ExpectedActionDigest, err = stringField(fields, "expected_action_digest", true, 64); err != nil || !IsDigest(in.ExpectedActionDigest) {
+		if in.ExpectedActionDigest, err = stringField(fields, "expected_action_digest", true, 64); err != nil || !agentwork.IsDigest(in.ExpectedActionDigest) {
 			return nil, invalid("expected_action_digest", "expected_action_digest must be 64 lowercase hex characters.")
 		}
 	}
@@ -383,22 +381,6 @@ func (in *DecisionInput) hash(attentionID string) []byte {
 	b, _ := json.Marshal([]any{attentionID, in.RequestRevision, in.Decision, in.ExpectedActionDigest, in.Answer})
 	sum := sha256.Sum256(b)
 	return sum[:]
-}
-
-// PushedDecision is the document pushed to the decision URL and listed by
-// the recovery route (docs/attention.md).
-type PushedDecision struct {
-	Version              string `json:"version"`
-	Type                 string `json:"type"`
-	DecisionID           string `json:"decision_id"`
-	WorkID               string `json:"work_id"`
-	RequestID            string `json:"request_id"`
-	RequestRevision      int64  `json:"request_revision"`
-	Decision             string `json:"decision"`
-	Answer               string `json:"answer,omitempty"`
-	ExpectedActionDigest string `json:"expected_action_digest,omitempty"`
-	DecidedAt            string `json:"decided_at"`
-	RequestExpiresAt     string `json:"request_expires_at"`
 }
 
 // DecideResult is the outcome of Decide.
@@ -517,7 +499,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		if err := checkDecision(it, latest, in, now); err != nil {
 			return err
 		}
-		doc := PushedDecision{Version: Version, Type: DecisionType, DecisionID: in.DecisionID, WorkID: w.ID,
+		doc := agentwork.Decision{Version: agentwork.Version, Type: agentwork.DecisionType, DecisionID: in.DecisionID, WorkID: w.ID,
 			RequestID: it.RequestID, RequestRevision: it.Revision, Decision: in.Decision, Answer: in.Answer,
 			ExpectedActionDigest: in.ExpectedActionDigest, DecidedAt: now.UTC().Format(time.RFC3339Nano),
 			RequestExpiresAt: it.ExpiresAt.UTC().Format(time.RFC3339Nano)}

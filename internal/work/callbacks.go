@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -144,8 +145,8 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	if version != Version {
-		return nil, invalid("version", "version must be %q.", Version)
+	if version != agentwork.Version {
+		return nil, invalid("version", "version must be %q.", agentwork.Version)
 	}
 	if in.CallbackID, err = stringField(fields, "callback_id", true, maxCallbackIDBytes); err != nil {
 		return nil, err
@@ -230,23 +231,15 @@ func compact(raw []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// canonicalJSON is body with insignificant whitespace removed and object
-// keys sorted, number literals kept as sent: two bodies that mean the same
-// JSON compare equal, so a retry that re-serializes is still a duplicate.
+// canonicalJSON is body in the protocol's canonical JSON
+// (agentwork.Canonicalize): two bodies that mean the same JSON compare
+// equal, so a retry that re-serializes is still a duplicate.
 func canonicalJSON(body []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	c, err := agentwork.Canonicalize(body)
+	if err != nil {
 		return nil, agentowl.Errorf(agentowl.ECodeInvalidJSON, "The callback is not valid JSON.")
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return c, nil
 }
 
 func parseResult(raw json.RawMessage, in *CallbackInput) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/store"
@@ -24,12 +25,6 @@ const (
 	// MessageKindHandoff delivers an event with its work block.
 	MessageKindHandoff = "work.handoff"
 )
-
-// Version is the agent-work protocol version of work blocks and callbacks.
-const Version = "agent-work.v1"
-
-// EventType is the type of every endpoint delivery.
-const EventType = "event.received"
 
 // Destination names an endpoint as a delivery destination.
 func Destination(endpointID string) string { return "endpoint:" + endpointID }
@@ -56,48 +51,10 @@ func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destinati
 	return &delivery.Target{URL: ep.URL, Secret: plain}, nil
 }
 
-// Delivery is the body of every endpoint delivery: the original event
-// format, plus the work block for agent-work endpoints
-// (docs/agent-work.md). Its bytes are fixed when the delivery is committed
-// and sent unchanged on every attempt.
-type Delivery struct {
-	// ID is the delivery's ID, also sent as webhook-id.
-	ID        string     `json:"id"`
-	Type      string     `json:"type"`
-	CreatedAt string     `json:"created_at"`
-	Event     WireEvent  `json:"event"`
-	Work      *WorkBlock `json:"work,omitempty"`
-}
-
-// WireEvent is an event as endpoints receive it.
-type WireEvent struct {
-	ID             string              `json:"id"`
-	Channel        string              `json:"channel"`
-	BindingID      string              `json:"binding_id"`
-	ConversationID string              `json:"conversation_id"`
-	FollowUp       bool                `json:"follow_up"`
-	Sender         string              `json:"sender"`
-	ReceivedAt     string              `json:"received_at"`
-	Headers        map[string][]string `json:"headers"`
-	Payload        json.RawMessage     `json:"payload"`
-	Attachments    json.RawMessage     `json:"attachments"`
-}
-
-// WorkBlock is the work identity handed to an agent-work endpoint.
-type WorkBlock struct {
-	Version          string `json:"version"`
-	WorkID           string `json:"work_id"`
-	ConversationID   string `json:"conversation_id"`
-	Generation       int    `json:"generation"`
-	CallbackURL      string `json:"callback_url"`
-	CredentialID     string `json:"credential_id,omitempty"`
-	RuntimeSessionID string `json:"runtime_session_id,omitempty"`
-}
-
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // ToWireEvent renders an event as deliveries carry it.
-func ToWireEvent(ev *store.Event) WireEvent {
+func ToWireEvent(ev *store.Event) agentwork.Event {
 	attachments := ev.Attachments
 	if len(attachments) == 0 {
 		attachments = json.RawMessage(`[]`)
@@ -106,7 +63,7 @@ func ToWireEvent(ev *store.Event) WireEvent {
 	if headers == nil {
 		headers = map[string][]string{}
 	}
-	return WireEvent{ID: ev.ID, Channel: ev.Channel, BindingID: ev.BindingID, ConversationID: ev.ConversationID,
+	return agentwork.Event{ID: ev.ID, Channel: ev.Channel, BindingID: ev.BindingID, ConversationID: ev.ConversationID,
 		FollowUp: ev.FollowUp, Sender: ev.Sender, ReceivedAt: rfc3339(ev.ReceivedAt), Headers: headers,
 		Payload: ev.Payload, Attachments: attachments}
 }
@@ -149,7 +106,7 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 		Generation: gen, ReplayOf: replayOf, DeliveryID: uuid.NewString(), CredentialID: cred, Status: store.WorkPending,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	block := &WorkBlock{Version: Version, WorkID: w.ID, ConversationID: w.ConversationID, Generation: gen,
+	block := &agentwork.Work{Version: agentwork.Version, WorkID: w.ID, ConversationID: w.ConversationID, Generation: gen,
 		CallbackURL: s.CallbackURL(w.ID), CredentialID: cred, RuntimeSessionID: conv.RuntimeSessionID}
 	if err := tx.WorkCreate(ctx, w); err != nil {
 		return nil, err
@@ -159,13 +116,17 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 
 type deliveryWork struct {
 	work  *store.Work
-	block *WorkBlock
+	block *agentwork.Work
 }
 
-// deliverTx writes the outbox message of one delivery.
+// deliverTx writes the outbox message of one delivery. Its body is the
+// agent-work handoff envelope (agentwork.Handoff, docs/agent-work.md): the
+// original event format, plus the work block for agent-work endpoints. The
+// bytes are fixed here, when the delivery is committed, and sent unchanged
+// on every attempt.
 func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, dw *deliveryWork) error {
 	now := s.clock.Now()
-	d := Delivery{ID: uuid.NewString(), Type: EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
+	d := agentwork.Handoff{ID: uuid.NewString(), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
 	kind, subject := MessageKindEvent, ev.ID
 	if dw != nil {
 		d.ID, d.Work, kind, subject = dw.work.DeliveryID, dw.block, MessageKindHandoff, dw.work.ID

@@ -3,7 +3,6 @@ package work
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"math"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/agentwork"
 )
 
 // Request field limits (docs/limits.md).
@@ -24,33 +24,29 @@ const (
 	MaxRequests = 20
 )
 
-// Request kinds and decisions (docs/attention.md).
+// Attention item kinds and decisions (docs/attention.md): the request
+// kinds and decisions of the protocol (package agentwork), and incidents,
+// which AgentOwl raises itself.
 const (
-	KindQuestion = "question"
-	KindApproval = "approval"
+	KindQuestion = agentwork.KindQuestion
+	KindApproval = agentwork.KindApproval
 	KindIncident = "incident"
 
-	DecisionAnswer  = "answer"
-	DecisionApprove = "approve"
-	DecisionReject  = "reject"
-	DecisionEdit    = "edit"
+	DecisionAnswer  = agentwork.DecisionAnswer
+	DecisionApprove = agentwork.DecisionApprove
+	DecisionReject  = agentwork.DecisionReject
+	DecisionEdit    = agentwork.DecisionEdit
 )
 
-// Action is the concrete action an approval request proposes.
-type Action struct {
-	Description string `json:"description"`
-	// Digest is the SHA-256 of the action, 64 lowercase hex characters.
-	Digest string `json:"digest"`
-}
-
-// Request is one validated request of a needs_input callback.
+// Request is one validated request of a needs_input callback (the
+// document agentwork.Request).
 type Request struct {
 	ID               string
 	Revision         int64
 	Kind             string
 	Prompt           string
 	AllowedDecisions []string
-	Action           *Action
+	Action           *agentwork.Action
 	ExpiresAt        time.Time
 	// Canonical is the request object in canonical JSON; Hash its SHA-256.
 	Canonical []byte
@@ -58,15 +54,6 @@ type Request struct {
 }
 
 var requestFields = []string{"id", "revision", "kind", "prompt", "allowed_decisions", "action", "expires_at"}
-
-// IsDigest reports whether s is 64 lowercase hex characters.
-func IsDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil && strings.ToLower(s) == s
-}
 
 func textField(fields map[string]json.RawMessage, param, name string, maxBytes int) (string, error) {
 	raw, ok := fields[name]
@@ -183,11 +170,11 @@ func parseRequest(raw json.RawMessage, param string) (*Request, error) {
 				return nil, agentowl.FieldError(agentowl.ECodeUnknownField, param+".action."+k, "Unknown field %q in action.", k)
 			}
 		}
-		var a Action
+		var a agentwork.Action
 		if a.Description, err = textField(af, param+".action", "description", maxActionDescBytes); err != nil {
 			return nil, err
 		}
-		if a.Digest, err = textField(af, param+".action", "digest", 64); err != nil || !IsDigest(a.Digest) {
+		if a.Digest, err = textField(af, param+".action", "digest", 64); err != nil || !agentwork.IsDigest(a.Digest) {
 			return nil, invalid(param+".action.digest", "%s.action.digest must be exactly 64 lowercase hex characters (SHA-256).", param)
 		}
 		r.Action = &a
