@@ -194,7 +194,7 @@ func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "role", "The role must be admin or member.")
 	}
 	var out *agentowl.Operator
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	write := func(tx store.Tx) error {
 		now := s.clock.Now()
 		op, err := tx.OperatorGetByName(ctx, m.TenantID, name)
 		switch {
@@ -210,7 +210,12 @@ func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name
 		}
 		out = op
 		return Audit(ctx, tx, now, m.TenantID, p, "operator.create", "operator:"+name, map[string]any{"role": string(role)})
-	})
+	}
+	// Two admins adding the same name at once: the one that lost the insert
+	// finds the operator on its second try and sets the role.
+	if err = s.store.Write(ctx, write); errors.Is(err, store.ErrConflict) {
+		err = s.store.Write(ctx, write)
+	}
 	return out, err
 }
 

@@ -42,12 +42,7 @@ func (ss *submissions) run(ctx context.Context, key string, hash []byte, fn func
 			}
 			ss.running[key] = own
 			ss.mu.Unlock()
-			own.err = fn()
-			ss.mu.Lock()
-			delete(ss.running, key)
-			ss.mu.Unlock()
-			close(own.done)
-			return own.err
+			return ss.runOwn(key, own, fn)
 		}
 		ss.mu.Unlock()
 		if !bytes.Equal(cur.hash, hash) {
@@ -64,6 +59,21 @@ func (ss *submissions) run(ctx context.Context, key string, hash []byte, fn func
 		// Anything else (success included) is found again by fn: a replay,
 		// or a fresh attempt when the other one ended without committing.
 	}
+}
+
+// runOwn runs fn as the submission of key and lets the waiting duplicates
+// go when it ends, also when fn panics (the HTTP layer recovers the panic;
+// the key must not stay busy for the life of the process).
+func (ss *submissions) runOwn(key string, own *submission, fn func() error) error {
+	own.err = agentowl.Errorf(agentowl.ECodeInternal, "The submission ended unexpectedly; retry it.")
+	defer func() {
+		ss.mu.Lock()
+		delete(ss.running, key)
+		ss.mu.Unlock()
+		close(own.done)
+	}()
+	own.err = fn()
+	return own.err
 }
 
 // errKeyReused is the answer to an idempotency key used again with

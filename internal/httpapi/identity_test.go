@@ -184,3 +184,32 @@ func TestTenantTakeoverRandomWalks(t *testing.T) {
 		}
 	})
 }
+
+// Admins adding the same operator name at once: every call succeeds (one
+// creates, the others find it), and the tenant has one operator of that name.
+func TestConcurrentOperatorCreation(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		h := newOpHarness(t, e)
+		const n = 8
+		statuses := make(chan int, n)
+		for range n {
+			go func() {
+				statuses <- h.call("POST", opTenant+"/operators", e.operatorToken, map[string]any{"name": "twin", "role": "member"}).Status
+			}()
+		}
+		for range n {
+			if s := <-statuses; s != 201 {
+				t.Errorf("concurrent operator creation answered %d", s)
+			}
+		}
+		count := 0
+		for _, o := range h.list(e.operatorToken, opTenant+"/operators") {
+			if o["name"] == "twin" {
+				count++
+			}
+		}
+		if count != 1 {
+			t.Fatalf("%d operators named twin", count)
+		}
+	})
+}

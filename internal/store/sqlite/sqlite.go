@@ -75,6 +75,15 @@ func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (st
 		return nil, err
 	}
 	f.Close()
+	// A file an earlier version created 0644 is tightened too; its -wal and
+	// -shm files follow its mode when SQLite next creates them.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return nil, err
+			}
+		}
+	}
 	pragmas := []string{"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)",
 		fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())}
 	q := url.Values{}

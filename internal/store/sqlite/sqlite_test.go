@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -34,4 +35,27 @@ func TestIdentityUpgrade(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// A database file an earlier version created with group and other bits is
+// tightened to 0600 when opened.
+func TestOpenTightensAnExistingFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentowl.db")
+	box := secrettest.NewBox(t)
+	s, err := sqlite.Open(context.Background(), path, box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = sqlite.Open(context.Background(), path, box); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode after reopening: %v %v", fi.Mode(), err)
+	}
 }

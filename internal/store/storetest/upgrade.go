@@ -31,7 +31,8 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 		t.Fatalf("migrate to 9: %v", err)
 	}
 	for _, q := range []string{
-		`INSERT INTO tenants (id, name, created_at) VALUES ('t-def', 'default', 1), ('t-acme', 'acme', 2), ('t-evil', 'evil', 3)`,
+		// acme was bootstrapped first; a tenant admin created "default" later.
+		`INSERT INTO tenants (id, name, created_at) VALUES ('t-acme', 'acme', 1), ('t-def', 'default', 2), ('t-evil', 'evil', 3)`,
 		`INSERT INTO operators (id, name, created_at) VALUES ('op-admin', 'admin', 1), ('op-mia', 'mia', 2), ('op-lonely', 'lonely', 3)`,
 		`INSERT INTO memberships (operator_id, tenant_id, role) VALUES
 			('op-admin', 't-def', 'admin'), ('op-admin', 't-acme', 'admin'), ('op-admin', 't-evil', 'member'), ('op-mia', 't-acme', 'member')`,
@@ -80,7 +81,8 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 		want.OperatorID = got.OperatorID
 		equal(t, "scope of "+tok, *got, want)
 	}
-	// The operator keeps its ID in its first tenant (smallest tenant ID).
+	// The operator keeps its ID in its first tenant (smallest tenant ID,
+	// t-acme).
 	if got := scope("tok-def").OperatorID; got == "op-admin" || got == scope("tok-evil").OperatorID {
 		t.Errorf("default's admin has ID %q", got)
 	}
@@ -101,10 +103,18 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 	if got := read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(ctx, "tok-prov") }); got.Kind != agentowl.TokenProvisioner {
 		t.Errorf("provisioner token after the upgrade: %+v", got)
 	}
-	// The system tenant is default.
+	// The system tenant is the first one created, whatever its name.
 	for _, tn := range read(t, e, func(tx store.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(ctx) }) {
-		if tn.System != (tn.Name == "default") {
+		if tn.System != (tn.Name == "acme") {
 			t.Errorf("tenant %s has system=%v", tn.Name, tn.System)
+		}
+	}
+	// Tokens of an operator who had roles in several tenants are revoked
+	// (the defect could have minted them); the others stay active.
+	for id, revoked := range map[string]bool{"tok-def": true, "tok-evil": true, "tok-mia": false, "tok-prov": false} {
+		tok := read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(ctx, id) })
+		if (tok.RevokedAt != nil) != revoked {
+			t.Errorf("token %s revoked at %v, want revoked=%v", id, tok.RevokedAt, revoked)
 		}
 	}
 }

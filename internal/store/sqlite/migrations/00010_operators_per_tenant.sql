@@ -12,6 +12,12 @@
 -- through the old defect and is dropped. The composite key on tokens makes
 -- an operator token of one tenant for an operator of another impossible.
 --
+-- The old defect also let an admin of one tenant mint tokens in another
+-- tenant for a name that had a role there; such a token is
+-- indistinguishable from a legitimate one. So every operator token of an
+-- operator who had roles in more than one tenant is revoked: its owner
+-- gets a new one per tenant from that tenant's admin (or admin bootstrap).
+--
 -- SQLite cannot drop the old global UNIQUE(name) in place, so operators and
 -- tokens (the only table referring to operators) are rebuilt.
 CREATE TABLE operators_v2 (
@@ -39,6 +45,8 @@ SELECT map.id, m.tenant_id, o.name, m.role, o.created_at
 FROM memberships m JOIN operators o ON o.id = m.operator_id
 JOIN operator_id_map map ON map.legacy_id = m.operator_id AND map.tenant_id = m.tenant_id;
 
+UPDATE tokens SET revoked_at = CAST(strftime('%s', 'now') AS INTEGER) * 1000000 WHERE kind = 'operator' AND revoked_at IS NULL
+  AND operator_id IN (SELECT operator_id FROM memberships GROUP BY operator_id HAVING count(*) > 1);
 CREATE TABLE tokens_v2 AS SELECT * FROM tokens;
 UPDATE tokens_v2 SET operator_id = (SELECT map.id FROM operator_id_map map
   WHERE map.legacy_id = tokens_v2.operator_id AND map.tenant_id = tokens_v2.tenant_id)
@@ -73,10 +81,11 @@ DROP TABLE tokens_v2;
 CREATE INDEX tokens_tenant ON tokens (tenant_id, kind, created_at);
 CREATE INDEX tokens_instance ON tokens (instance_id);
 
--- The tenant whose admins may create tenants: the first one bootstrapped.
+-- The tenant whose admins may create tenants: the first one created (any
+-- admin could create a tenant named default before, so the name proves nothing).
 ALTER TABLE tenants ADD COLUMN system INTEGER NOT NULL DEFAULT 0 CHECK (system IN (0, 1));
-UPDATE tenants SET system = 1 WHERE id = (SELECT id FROM tenants ORDER BY (name = 'default') DESC, created_at, id LIMIT 1);
+UPDATE tenants SET system = 1 WHERE id = (SELECT id FROM tenants ORDER BY created_at, id LIMIT 1);
 CREATE UNIQUE INDEX tenants_one_system ON tenants (system) WHERE system = 1;
 
 -- +goose Down
-SELECT 'down migration of the per-tenant identity model is not supported';
+SELECT * FROM the_per_tenant_identity_model_cannot_be_migrated_down;
