@@ -697,7 +697,9 @@ func RequireScope(c *store.RuntimeCredential, scope string) error {
 	return nil
 }
 
-func (s *Service) allowDecisions(c *store.RuntimeCredential) error { return RequireScope(c, ScopeDecisions) }
+func (s *Service) allowDecisions(c *store.RuntimeCredential) error {
+	return RequireScope(c, ScopeDecisions)
+}
 
 // RecordReceipt is the recovery route's receipt: credential c (with
 // decisions:read) confirms that its runtime accepted a decision.
