@@ -96,9 +96,9 @@ const unavailableRetryAfter = time.Second
 // writeError writes err as the contract's ErrorResponse. A database that
 // cannot answer now (store.ErrUnavailable) is 503 unavailable with
 // Retry-After. Other errors that are not an *agentowl.Error are internal:
-// logged once with the request ID, answered with a generic message. An
-// *agentowl.Error whose code has no status is internal too (500, never a
-// 400 that would blame the caller for a defect here), with its message.
+// logged once with the request ID, answered with a generic message. So is
+// an *agentowl.Error whose code has no status: a defect here, never a 400
+// that would blame the caller.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *agentowl.Error
 	status := 0
@@ -115,7 +115,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 				RetryAfter: unavailableRetryAfter}
 		} else {
 			s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
-			ae = &agentowl.Error{Code: agentowl.ECodeInternal, Message: agentowl.ErrorMessage(err)}
+			// Details only in the log: the generic message of an error that is no *agentowl.Error.
+			ae = &agentowl.Error{Code: agentowl.ECodeInternal, Message: agentowl.ErrorMessage(nil)}
 		}
 		status = statusOf[ae.Code]
 	}

@@ -151,7 +151,8 @@ func TestErrorCodesHaveStatus(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Code != http.StatusInternalServerError || body.Error.Type != "internal" || body.Error.Code != agentowl.ECodeInternal {
+	if rec.Code != http.StatusInternalServerError || body.Error.Type != "internal" || body.Error.Code != agentowl.ECodeInternal ||
+		strings.Contains(body.Error.Message, "nobody") {
 		t.Fatalf("unmapped code: %d %+v; want 500 internal", rec.Code, body.Error)
 	}
 }
