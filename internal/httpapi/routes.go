@@ -15,8 +15,9 @@ import (
 )
 
 // The route table: every route of the four surfaces and the health
-// endpoints, with who may call it. Adding a route is one row here (and its
-// handler and its place in api/openapi.yaml, which TestRouteTable checks).
+// endpoints, with who may call it. Adding a route is one row here, its
+// handler, its operation in api/openapi.yaml (TestRouteTable checks the two
+// agree) and its row in the authorization matrix (authz_matrix_test.go).
 
 // Surfaces label metrics (agentowl_http_requests_total{surface=…}).
 const (

@@ -1,6 +1,8 @@
 // Package httpapi serves AgentOwl's HTTP surfaces: the AAP provider API
-// (/v1), the operator API (/api/v1) and the health and metrics endpoints. It
-// alone maps error codes to statuses and writes the contract's error body.
+// (/v1), the operator API (/api/v1), the runtime API (/runtime/v1), webhook
+// ingress (/in) and the health and metrics endpoints, all from one route
+// table (routes.go) that says who may call each route. It alone maps error
+// codes to statuses and writes the contract's error body.
 package httpapi
 
 import (
