@@ -6,28 +6,13 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
 // maxDecisionBytes bounds a decision file (docs/limits.md).
 const maxDecisionBytes = 64 << 10
-
-// attentionRoutes registers the Needs-attention inbox under the tenant
-// prefix t, and the decision recovery routes of runtimes.
-func (s *Server) attentionRoutes(mux *http.ServeMux, t string) {
-	if s.work == nil {
-		return
-	}
-	get, post := http.MethodGet, http.MethodPost
-	s.route(mux, t+"/attention", map[string]http.HandlerFunc{get: s.op(s.listAttention)})
-	s.route(mux, t+"/attention/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectAttention)})
-	s.route(mux, t+"/attention/{id}/ack", map[string]http.HandlerFunc{post: s.op(s.ackAttention)})
-	s.route(mux, t+"/attention/{id}/resolve", map[string]http.HandlerFunc{post: s.op(s.resolveAttention)})
-	s.route(mux, t+"/attention/{id}/decision", map[string]http.HandlerFunc{post: s.op(s.decideAttention)})
-	s.route(mux, "/runtime/v1/work/{work}/decisions", map[string]http.HandlerFunc{get: s.listDecisions})
-	s.route(mux, "/runtime/v1/work/{work}/decisions/{decision}/receipt", map[string]http.HandlerFunc{post: s.postReceipt})
-}
 
 type wireAction struct {
 	Description string `json:"description"`
@@ -98,7 +83,7 @@ type wireAttention struct {
 	Decision   *wireWorkDecisionRecord `json:"decision,omitempty"`
 	Push       *wireWorkDelivery       `json:"push,omitempty"`
 	// ApprovalRequest is the AAP approval request of an att_aap_ item
-	// (attention_aap.go); such items have no work.
+	// (internal/inbox); such items have no work.
 	ApprovalRequest *wireApproval `json:"approval_request,omitempty"`
 }
 
@@ -134,6 +119,26 @@ func toWireAttention(v *work.AttentionView) wireAttention {
 	return out
 }
 
+// toWireAAPItem is the wire form of an AAP approval request's item.
+func toWireAAPItem(it *inbox.ApprovalItem) wireAttention {
+	a := toWireApproval(it.Request)
+	return wireAttention{ID: it.ID, Kind: work.KindApproval, Status: string(it.Status), Resolution: it.Resolution,
+		Assignee: it.Assignee, AcknowledgedAt: timestampPtr(it.AcknowledgedAt), ResolvedAt: timestampPtr(it.ResolvedAt),
+		CreatedAt: timestamp(it.CreatedAt), UpdatedAt: timestamp(it.UpdatedAt),
+		Request: &wireAttentionRequest{ID: it.Request.ID, Revision: 1, Prompt: it.Prompt, AllowedDecisions: it.AllowedDecisions,
+			Action:    &wireAction{Description: it.ActionDescription, Digest: it.ActionDigest},
+			ExpiresAt: timestamp(it.ExpiresAt), Expired: it.Expired},
+		ApprovalRequest: &a}
+}
+
+// toWireItem is the wire form of an inbox item of either kind.
+func toWireItem(it *inbox.Item) wireAttention {
+	if it.Approval != nil {
+		return toWireAAPItem(it.Approval)
+	}
+	return toWireAttention(it.Work)
+}
+
 func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, error) {
 	limit, err := limitParam(r)
 	if err != nil {
@@ -143,27 +148,20 @@ func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	vs, err := s.work.work.ListAttention(r.Context(), p, r.PathValue("tenant"),
-		store.AttentionListParams{Status: st, WorkID: r.URL.Query().Get("work"), Limit: limit})
+	items, err := s.work.inbox.List(r.Context(), p, r.PathValue("tenant"),
+		inbox.ListParams{Status: st, WorkID: r.URL.Query().Get("work"), Limit: limit})
 	if err != nil {
 		return 0, nil, err
 	}
-	items, err := s.listAAPAttention(r, p, st, limit, vs)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, list[wireAttention]{Items: items}, nil
+	return http.StatusOK, listOf(items, toWireItem), nil
 }
 
 func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, any, error) {
-	if id, ok := aapRequestID(r.PathValue("id")); ok {
-		return s.inspectAAPAttention(r, p, id)
-	}
-	v, err := s.work.work.InspectAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	it, err := s.work.inbox.Inspect(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWireAttention(v), nil
+	return http.StatusOK, toWireItem(it), nil
 }
 
 func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, error) {
@@ -177,26 +175,19 @@ func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, e
 			return 0, nil, err
 		}
 	}
-	if reqID, ok := aapRequestID(r.PathValue("id")); ok {
-		return s.ackAAPAttention(r, p, reqID, assignee)
-	}
-	v, err := s.work.work.AckAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), assignee)
+	it, err := s.work.inbox.Ack(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), assignee)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWireAttention(v), nil
+	return http.StatusOK, toWireItem(it), nil
 }
 
 func (s *Server) resolveAttention(r *http.Request, p *access.Principal) (int, any, error) {
-	if _, ok := aapRequestID(r.PathValue("id")); ok {
-		return 0, nil, agentowl.Errorf(agentowl.ECodeNotARequest,
-			"Attention item %q is an AAP approval request; it resolves by its decision, not by hand.", r.PathValue("id"))
-	}
-	v, err := s.work.work.ResolveAttention(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	it, err := s.work.inbox.Resolve(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWireAttention(v), nil
+	return http.StatusOK, toWireItem(it), nil
 }
 
 type wireDecideResult struct {
@@ -225,10 +216,7 @@ func (s *Server) decideAttention(r *http.Request, p *access.Principal) (int, any
 	if preview != "" && preview != "true" && preview != "false" {
 		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "preview", "preview must be true or false.")
 	}
-	if id, ok := aapRequestID(r.PathValue("id")); ok {
-		return s.decideAAPAttention(r, p, id, in, preview != "true")
-	}
-	res, err := s.work.work.Decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in, preview != "true")
+	res, err := s.work.inbox.Decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in, preview != "true")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -236,7 +224,11 @@ func (s *Server) decideAttention(r *http.Request, p *access.Principal) (int, any
 	if res.Preview || res.Replay {
 		status = http.StatusOK
 	}
-	return status, wireDecideResult{Attention: toWireAttention(res.View), Preview: res.Preview, Replay: res.Replay, Body: res.Body}, nil
+	out := wireDecideResult{Attention: toWireItem(res.Item), Preview: res.Preview, Replay: res.Replay, Body: res.Body}
+	if res.Request != nil {
+		out.ApprovalRequest = toWireRequest(res.Request)
+	}
+	return status, out, nil
 }
 
 // ---- runtime recovery
@@ -247,27 +239,16 @@ type wireDecisionList struct {
 	Items      []wireWorkDecisionRecord `json:"items"`
 }
 
-func (s *Server) listDecisions(w http.ResponseWriter, r *http.Request) {
-	out, err := func() (any, error) {
-		c, err := s.authenticateRuntime(r)
-		if err != nil {
-			return nil, err
-		}
-		ds, st, err := s.work.work.ListDecisions(r.Context(), c, r.PathValue("work"))
-		if err != nil {
-			return nil, err
-		}
-		l := wireDecisionList{WorkID: r.PathValue("work"), WorkStatus: string(st), Items: []wireWorkDecisionRecord{}}
-		for _, d := range ds {
-			l.Items = append(l.Items, toWireDecision(d, false))
-		}
-		return l, nil
-	}()
+func (s *Server) listDecisions(r *http.Request, c *store.RuntimeCredential) (int, any, error) {
+	ds, st, err := s.work.work.ListDecisions(r.Context(), c, r.PathValue("work"))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
-	writeJSON(w, http.StatusOK, out)
+	l := wireDecisionList{WorkID: r.PathValue("work"), WorkStatus: string(st), Items: []wireWorkDecisionRecord{}}
+	for _, d := range ds {
+		l.Items = append(l.Items, toWireDecision(d, false))
+	}
+	return http.StatusOK, l, nil
 }
 
 type wireDecisionReceipt struct {
@@ -275,21 +256,10 @@ type wireDecisionReceipt struct {
 	WorkStatus string                 `json:"work_status"`
 }
 
-func (s *Server) postReceipt(w http.ResponseWriter, r *http.Request) {
-	out, err := func() (any, error) {
-		c, err := s.authenticateRuntime(r)
-		if err != nil {
-			return nil, err
-		}
-		v, err := s.work.work.RecordReceipt(r.Context(), c, r.PathValue("work"), r.PathValue("decision"))
-		if err != nil {
-			return nil, err
-		}
-		return wireDecisionReceipt{Decision: toWireDecision(v.Decision, false), WorkStatus: string(v.WorkStatus)}, nil
-	}()
+func (s *Server) postReceipt(r *http.Request, c *store.RuntimeCredential) (int, any, error) {
+	v, err := s.work.work.RecordReceipt(r.Context(), c, r.PathValue("work"), r.PathValue("decision"))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
-	writeJSON(w, http.StatusOK, out)
+	return http.StatusOK, wireDecisionReceipt{Decision: toWireDecision(v.Decision, false), WorkStatus: string(v.WorkStatus)}, nil
 }

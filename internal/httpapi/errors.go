@@ -96,10 +96,16 @@ const unavailableRetryAfter = time.Second
 // writeError writes err as the contract's ErrorResponse. A database that
 // cannot answer now (store.ErrUnavailable) is 503 unavailable with
 // Retry-After. Other errors that are not an *agentowl.Error are internal:
-// logged once with the request ID, answered with a generic message.
+// logged once with the request ID, answered with a generic message. So is
+// an *agentowl.Error whose code has no status: a defect here, never a 400
+// that would blame the caller.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *agentowl.Error
-	if !errors.As(err, &ae) {
+	status := 0
+	if errors.As(err, &ae) {
+		status = statusOf[ae.Code] // 0 for a code without a status: a defect here, not the caller's mistake
+	}
+	if status == 0 {
 		if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
 			return // the client went away; nobody reads this response
 		}
@@ -109,12 +115,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 				RetryAfter: unavailableRetryAfter}
 		} else {
 			s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
-			ae = &agentowl.Error{Code: agentowl.ECodeInternal, Message: agentowl.ErrorMessage(err)}
+			// Details only in the log: the generic message of an error that is no *agentowl.Error.
+			ae = &agentowl.Error{Code: agentowl.ECodeInternal, Message: agentowl.ErrorMessage(nil)}
 		}
-	}
-	status, ok := statusOf[ae.Code]
-	if !ok {
-		status = http.StatusBadRequest
+		status = statusOf[ae.Code]
 	}
 	if ae.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((ae.RetryAfter+time.Second-1)/time.Second)))

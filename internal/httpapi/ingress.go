@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+
+	"github.com/agentowl/agentowl/internal/store"
 )
 
 // wireAccepted answers an inbound event.
@@ -13,29 +15,22 @@ type wireAccepted struct {
 }
 
 // receiveWebhook is the generic webhook channel: POST /in/webhook/{token}.
-// The address is checked before the body is read. The event and its
+// The address is checked by its route, before the body is read. The event and its
 // handoff are committed before the answer: 202 for a new event, 200 for a
 // retry the sender's idempotency key identified.
-func (s *Server) receiveWebhook(w http.ResponseWriter, r *http.Request) {
-	b, err := s.work.ingress.Admit(r.Context(), r.PathValue("token"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) receiveWebhook(r *http.Request, b *store.Binding) (int, any, error) {
 	data, err := readBody(r, s.work.ingress.MaxEventBytes())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	acc, err := s.work.ingress.AcceptWebhook(r.Context(), b, r.Header, data)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, nil, err
 	}
 	status := http.StatusAccepted
 	if acc.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, wireAccepted{EventID: acc.EventID, ConversationID: acc.ConversationID, FollowUp: acc.FollowUp,
-		Duplicate: acc.Duplicate})
+	return status, wireAccepted{EventID: acc.EventID, ConversationID: acc.ConversationID, FollowUp: acc.FollowUp,
+		Duplicate: acc.Duplicate}, nil
 }

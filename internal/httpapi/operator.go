@@ -11,82 +11,6 @@ import (
 	"github.com/agentowl/agentowl/internal/store"
 )
 
-// handler is an API handler: it receives the authenticated caller and
-// returns a status and body (nil for none), or an error.
-type handler func(r *http.Request, p *access.Principal) (int, any, error)
-
-// handle authenticates a credential of kind and writes h's answer.
-func (s *Server) handle(kind agentowl.TokenKind, h handler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.authenticate(r, kind)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		status, body, err := h(r, p)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if body == nil {
-			w.WriteHeader(status)
-			return
-		}
-		writeJSON(w, status, body)
-	}
-}
-
-// op serves an operator route that members may call, opAdmin one that needs
-// the admin role. The tenant scope is checked before the handler reads the
-// request: another tenant's path is 404 and a member on an admin route is 403,
-// whatever the body. The use-cases check again; this fixes the order.
-func (s *Server) op(h handler) http.HandlerFunc {
-	return s.handle(agentowl.TokenOperator, scoped(agentowl.RoleMember, h))
-}
-
-func (s *Server) opAdmin(h handler) http.HandlerFunc {
-	return s.handle(agentowl.TokenOperator, scoped(agentowl.RoleAdmin, h))
-}
-
-func scoped(role agentowl.Role, h handler) handler {
-	return func(r *http.Request, p *access.Principal) (int, any, error) {
-		name := r.PathValue("tenant")
-		if name == "" && p.Scope != nil {
-			name = p.Scope.TenantName // routes outside a tenant need the role in the caller's own
-		}
-		if _, err := p.Tenant(name, role); err != nil {
-			return 0, nil, err
-		}
-		return h(r, p)
-	}
-}
-
-func (s *Server) operatorRoutes(mux *http.ServeMux) {
-	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
-	const t = "/api/v1/tenants/{tenant}"
-	s.route(mux, "/api/v1/whoami", map[string]http.HandlerFunc{get: s.op(s.whoami)})
-	s.route(mux, "/api/v1/tenants", map[string]http.HandlerFunc{get: s.op(s.listTenants), post: s.opAdmin(s.createTenant)})
-	s.route(mux, t+"/operators", map[string]http.HandlerFunc{get: s.op(s.listOperators), post: s.opAdmin(s.createOperator)})
-	s.route(mux, t+"/operator-tokens", map[string]http.HandlerFunc{
-		get: s.op(s.listTokens(agentowl.TokenOperator)), post: s.op(s.createOperatorToken)})
-	s.route(mux, t+"/operator-tokens/{id}", map[string]http.HandlerFunc{del: s.op(s.revokeToken(agentowl.TokenOperator))})
-	s.route(mux, t+"/provisioner-tokens", map[string]http.HandlerFunc{
-		get: s.opAdmin(s.listTokens(agentowl.TokenProvisioner)), post: s.opAdmin(s.createProvisionerToken)})
-	s.route(mux, t+"/provisioner-tokens/{id}", map[string]http.HandlerFunc{del: s.opAdmin(s.revokeToken(agentowl.TokenProvisioner))})
-	s.route(mux, t+"/instances", map[string]http.HandlerFunc{get: s.op(s.listInstances)})
-	s.route(mux, t+"/instances/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectInstance), patch: s.opAdmin(s.patchInstance)})
-	s.route(mux, t+"/approvals", map[string]http.HandlerFunc{get: s.op(s.listApprovals)})
-	s.route(mux, t+"/approvals/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectApproval)})
-	s.route(mux, t+"/approvals/{id}/decision", map[string]http.HandlerFunc{post: s.op(s.decideApproval)})
-	s.route(mux, t+"/policies", map[string]http.HandlerFunc{get: s.op(s.listPolicies), post: s.opAdmin(s.createPolicy)})
-	s.route(mux, t+"/policies/{id}", map[string]http.HandlerFunc{del: s.opAdmin(s.deletePolicy)})
-	s.route(mux, t+"/audit", map[string]http.HandlerFunc{get: s.opAdmin(s.listAudit)})
-	s.route(mux, t+"/deliveries", map[string]http.HandlerFunc{get: s.op(s.listDeliveries)})
-	s.route(mux, t+"/deliveries/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectDelivery)})
-	s.workOperatorRoutes(mux, t)
-	s.attentionRoutes(mux, t)
-}
-
 type list[T any] struct {
 	Items []T `json:"items"`
 }
@@ -289,14 +213,14 @@ func (s *Server) createProvisionerToken(r *http.Request, p *access.Principal) (i
 	return http.StatusCreated, w, nil
 }
 
-func (s *Server) listTokens(kind agentowl.TokenKind) handler {
+func (s *Server) listTokens(kind agentowl.TokenKind) handler[*access.Principal] {
 	return func(r *http.Request, p *access.Principal) (int, any, error) {
 		toks, err := s.access.ListTokens(r.Context(), p, r.PathValue("tenant"), kind)
 		return http.StatusOK, listOf(toks, s.toWireToken), err
 	}
 }
 
-func (s *Server) revokeToken(kind agentowl.TokenKind) handler {
+func (s *Server) revokeToken(kind agentowl.TokenKind) handler[*access.Principal] {
 	return func(r *http.Request, p *access.Principal) (int, any, error) {
 		tok, err := s.access.RevokeToken(r.Context(), p, r.PathValue("tenant"), kind, r.PathValue("id"))
 		if err != nil {

@@ -18,43 +18,6 @@ const (
 	maxInstanceNameBytes = 256
 )
 
-func (s *Server) providerRoutes(mux *http.ServeMux) {
-	prov := func(h handler) http.HandlerFunc { return s.handle(agentowl.TokenProvisioner, h) }
-	inst := func(h handler) http.HandlerFunc { return s.handle(agentowl.TokenInstance, h) }
-	s.route(mux, "/v1/instances", map[string]http.HandlerFunc{http.MethodPost: prov(s.provisionInstance)})
-	s.route(mux, "/v1/instances/{id}", map[string]http.HandlerFunc{
-		http.MethodGet: prov(s.getInstance), http.MethodPatch: prov(s.updateInstance), http.MethodDelete: prov(s.deleteInstance),
-	})
-	s.route(mux, "/v1/requests", map[string]http.HandlerFunc{http.MethodPost: inst(s.createRequest)})
-	s.route(mux, "/v1/requests/{id}", map[string]http.HandlerFunc{http.MethodGet: inst(s.getRequest), http.MethodDelete: inst(s.cancelRequest)})
-}
-
-// authenticate resolves the bearer token for a surface that accepts kind. A
-// valid token of another kind is forbidden (it authenticates but may not
-// call this operation); anything else is unauthenticated.
-func (s *Server) authenticate(r *http.Request, kind agentowl.TokenKind) (*access.Principal, error) {
-	h := r.Header.Get("Authorization")
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		if scheme, rest, found := strings.Cut(h, " "); found && strings.EqualFold(scheme, "bearer") {
-			secret, ok = rest, true
-		}
-	}
-	secret = strings.TrimSpace(secret)
-	if !ok || secret == "" {
-		return nil, agentowl.Errorf(agentowl.ECodeUnauthenticated, "A bearer credential is required in the Authorization header.")
-	}
-	p, err := s.access.Authenticate(r.Context(), secret, kind)
-	if agentowl.ErrorCode(err) == agentowl.ECodeUnauthenticated {
-		if other, known := agentowl.TokenKindOf(secret); known && other != kind {
-			if _, oerr := s.access.Authenticate(r.Context(), secret, other); oerr == nil {
-				return nil, agentowl.Errorf(agentowl.ECodeForbidden, "A %s credential cannot call this operation.", other)
-			}
-		}
-	}
-	return p, err
-}
-
 func (s *Server) idempotencyKey(r *http.Request) (string, error) {
 	k := r.Header.Get("Idempotency-Key")
 	if k == "" {

@@ -1,6 +1,8 @@
 // Package httpapi serves AgentOwl's HTTP surfaces: the AAP provider API
-// (/v1), the operator API (/api/v1) and the health and metrics endpoints. It
-// alone maps error codes to statuses and writes the contract's error body.
+// (/v1), the operator API (/api/v1), the runtime API (/runtime/v1), webhook
+// ingress (/in) and the health and metrics endpoints, all from one route
+// table (routes.go) that says who may call each route. It alone maps error
+// codes to statuses and writes the contract's error body.
 package httpapi
 
 import (
@@ -10,13 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
@@ -101,27 +101,11 @@ func New(acc *access.Service, appr *approval.Service, st store.Store, clock agen
 // Register adds collectors (such as the delivery engine's) to /metrics.
 func (s *Server) Register(cs ...prometheus.Collector) { s.registry.MustRegister(cs...) }
 
-// Handler returns the root handler with every route.
+// Handler returns the root handler with every route of the route table
+// (routes.go).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	s.providerRoutes(mux)
-	s.operatorRoutes(mux)
-	s.workRoutes(mux)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := s.store.Ping(ctx); err != nil {
-			s.log.Warn("not ready", "request_id", requestID(r), "err", err)
-			s.writeError(w, r, &agentowl.Error{Code: agentowl.ECodeUnavailable, Message: "The database cannot take writes now.",
-				RetryAfter: unavailableRetryAfter})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "database": s.store.Dialect()})
-	})
-	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	s.register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, agentowl.Errorf(agentowl.ECodeNotFound, "No such endpoint: %s %s.", r.Method, r.URL.Path))
 	})
@@ -152,7 +136,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		ctx = agentowl.ContextWithRequestID(ctx, id)
 		ctx = withResponseController(ctx, w)
 		r = r.WithContext(ctx)
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK, body: s.limitBody(w, r)}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK, body: s.limitBody(w, r), surface: surfaceOther}
 		defer func() {
 			rec.body.abandon()
 			if v := recover(); v != nil {
@@ -164,9 +148,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 					s.writeError(rec, r, fmt.Errorf("panic: %v", v))
 				}
 			}
-			surface := surfaceOf(r.URL.Path)
-			s.requests.WithLabelValues(surface, r.Method, fmt.Sprint(rec.status)).Inc()
-			s.latency.WithLabelValues(surface).Observe(time.Since(start).Seconds())
+			s.requests.WithLabelValues(rec.surface, r.Method, fmt.Sprint(rec.status)).Inc()
+			s.latency.WithLabelValues(rec.surface).Observe(time.Since(start).Seconds())
 		}()
 		if err := checkURL(r); err != nil {
 			s.writeError(rec, r, err)
@@ -176,21 +159,14 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 	})
 }
 
-func surfaceOf(path string) string {
-	switch {
-	case strings.HasPrefix(path, "/v1/"):
-		return "provider"
-	case strings.HasPrefix(path, "/api/v1/"):
-		return "operator"
-	}
-	return "other"
-}
-
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
 	body   *bodyReader // nil without a request body
+	// surface labels the request's metrics: its route's (register), or
+	// "other" when no route took it.
+	surface string
 }
 
 // closeIfBodyUnread closes the connection after an answer given before the
@@ -218,23 +194,6 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// route registers one path whose methods dispatch to handlers; any other
-// method is 405 with an Allow header and the contract's error body.
-func (s *Server) route(mux *http.ServeMux, pattern string, handlers map[string]http.HandlerFunc) {
-	allow := make([]string, 0, len(handlers))
-	for m := range handlers {
-		allow = append(allow, m)
-	}
-	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if h, ok := handlers[r.Method]; ok {
-			h(w, r)
-			return
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		s.writeError(w, r, agentowl.Errorf(agentowl.ECodeMethod, "Method %s is not allowed here.", r.Method))
-	})
-}
 
 // writeJSON writes v with status. HTML escaping is off so that echoed tool
 // arguments keep their original characters.

@@ -11,27 +11,6 @@ import (
 	"github.com/agentowl/agentowl/internal/work"
 )
 
-// workOperatorRoutes registers the operator API of agent work under the
-// tenant prefix t.
-func (s *Server) workOperatorRoutes(mux *http.ServeMux, t string) {
-	if s.work == nil {
-		return
-	}
-	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
-	s.route(mux, t+"/endpoints", map[string]http.HandlerFunc{get: s.op(s.listEndpoints), post: s.opAdmin(s.createEndpoint)})
-	s.route(mux, t+"/endpoints/{id}", map[string]http.HandlerFunc{
-		get: s.op(s.inspectEndpoint), patch: s.opAdmin(s.updateEndpoint), del: s.opAdmin(s.deleteEndpoint)})
-	s.route(mux, t+"/endpoints/{id}/rotate-secret", map[string]http.HandlerFunc{post: s.opAdmin(s.rotateEndpointSecret)})
-	s.route(mux, t+"/endpoints/{id}/runtime-credentials", map[string]http.HandlerFunc{
-		get: s.opAdmin(s.listRuntimeCredentials), post: s.opAdmin(s.createRuntimeCredential)})
-	s.route(mux, t+"/runtime-credentials/{id}", map[string]http.HandlerFunc{del: s.opAdmin(s.revokeRuntimeCredential)})
-	s.route(mux, t+"/bindings", map[string]http.HandlerFunc{get: s.op(s.listBindings), post: s.opAdmin(s.createBinding)})
-	s.route(mux, t+"/bindings/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectBinding), del: s.opAdmin(s.deleteBinding)})
-	s.route(mux, t+"/work", map[string]http.HandlerFunc{get: s.op(s.listWork)})
-	s.route(mux, t+"/work/{id}", map[string]http.HandlerFunc{get: s.op(s.inspectWork)})
-	s.route(mux, t+"/work/{id}/replay", map[string]http.HandlerFunc{post: s.opAdmin(s.replayWork)})
-}
-
 // ---- endpoints
 
 // wireEndpointConfig is an endpoint's behaviour switches; agent_work is the

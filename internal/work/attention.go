@@ -669,11 +669,18 @@ func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisio
 	return out, err
 }
 
-func (s *Service) allowDecisions(c *store.RuntimeCredential) error {
-	if !slices.Contains(c.Scopes, ScopeDecisions) {
-		return agentowl.Errorf(agentowl.ECodeInsufficientScope, "This runtime credential lacks the %s scope.", ScopeDecisions)
+// RequireScope reports insufficient_scope unless runtime credential c
+// holds scope. The runtime routes check it before reading a request; the
+// use-cases check again.
+func RequireScope(c *store.RuntimeCredential, scope string) error {
+	if !slices.Contains(c.Scopes, scope) {
+		return agentowl.Errorf(agentowl.ECodeInsufficientScope, "This runtime credential lacks the %s scope.", scope)
 	}
 	return nil
+}
+
+func (s *Service) allowDecisions(c *store.RuntimeCredential) error {
+	return RequireScope(c, ScopeDecisions)
 }
 
 // RecordReceipt is the recovery route's receipt: credential c (with

@@ -1,0 +1,272 @@
+// Package inbox is the Needs-attention inbox (docs/attention.md) in one
+// place: the attention items of agent work (runtime requests and incidents,
+// kept by internal/work) and the pending AAP approval requests (kept by
+// internal/approval) in one list, with the rules that derive an approval
+// request's item and its status. HTTP and the CLI only translate.
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// Service is the inbox's use-cases.
+type Service struct {
+	work     *work.Service
+	approval *approval.Service
+	clock    agentowl.Clock
+}
+
+// New returns the inbox over agent work w and the AAP provider a.
+func New(w *work.Service, a *approval.Service, clock agentowl.Clock) *Service {
+	return &Service{work: w, approval: a, clock: clock}
+}
+
+// Item is one entry of the inbox: exactly one of Work and Approval is set.
+type Item struct {
+	// Work is a runtime request or an incident of agent work.
+	Work *work.AttentionView
+	// Approval is an AAP approval request.
+	Approval *ApprovalItem
+}
+
+// ApprovalItem is the item of an AAP approval request, derived at read time
+// from the request and its acknowledgement: "att_aap_<request>", kind
+// approval, revision 1, decisions approve or reject.
+type ApprovalItem struct {
+	ID      string
+	Request *agentowl.ApprovalRequest
+	// Status is open, acknowledged (assigned, still pending) or resolved
+	// (decided, cancelled or expired: Resolution says which).
+	Status         store.AttentionStatus
+	Resolution     string
+	Assignee       string
+	AcknowledgedAt *time.Time
+	ResolvedAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	// The request as the inbox shows it.
+	Prompt            string
+	AllowedDecisions  []string
+	ActionDescription string
+	ActionDigest      string
+	ExpiresAt         time.Time
+	// Expired is true once the request's deadline has passed, whether or
+	// not its expiry has been recorded.
+	Expired bool
+}
+
+// Resolutions of approval items; work items use work's (work.Resolved…).
+const (
+	ResolvedDecided   = "decided"
+	ResolvedCancelled = "cancelled"
+)
+
+// approvalItem is the item of AAP request r at now; ack, when set, is its
+// acknowledgement. A request that is no longer pending is resolved, at its
+// decision or else its deadline.
+func approvalItem(r *agentowl.ApprovalRequest, ack *store.AAPAck, now time.Time) *ApprovalItem {
+	it := &ApprovalItem{ID: approval.AttentionID(r.ID), Request: r, Status: store.AttentionOpen,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt, Prompt: approval.AttentionPrompt(r),
+		AllowedDecisions: []string{"approve", "reject"}, ActionDescription: approval.ActionDescription(r),
+		ActionDigest: approval.ActionDigest(r), ExpiresAt: r.DeadlineAt, Expired: !now.Before(r.DeadlineAt)}
+	if ack != nil {
+		at := ack.At
+		it.Assignee, it.AcknowledgedAt, it.UpdatedAt = ack.Assignee, &at, at
+		it.Status = store.AttentionAcknowledged
+	}
+	if st := r.EffectiveStatus(now); st != agentowl.StatusPending {
+		it.Status = store.AttentionResolved
+		at := r.DeadlineAt
+		if r.Decision != nil {
+			at = r.Decision.DecidedAt
+		}
+		switch st {
+		case agentowl.StatusExpired:
+			it.Resolution = work.ResolvedExpired
+		case agentowl.StatusCancelled:
+			it.Resolution = ResolvedCancelled
+		default:
+			it.Resolution = ResolvedDecided
+		}
+		it.ResolvedAt, it.UpdatedAt = &at, at
+	}
+	return it
+}
+
+// ListParams filters a listing.
+type ListParams struct {
+	Status store.AttentionStatus // "" for every status
+	WorkID string                // only the items of this work (no approval requests then)
+	Limit  int
+}
+
+// List lists a tenant's items, newest first, at most params.Limit: the work
+// items, and the pending AAP requests when the filter admits them (status
+// open and not acknowledged, acknowledged, or none; no work filter).
+// Members may.
+func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, params ListParams) ([]*Item, error) {
+	views, err := s.work.ListAttention(ctx, p, tenant,
+		store.AttentionListParams{Status: params.Status, WorkID: params.WorkID, Limit: params.Limit})
+	if err != nil {
+		return nil, err
+	}
+	type row struct {
+		at time.Time
+		it *Item
+	}
+	rows := make([]row, 0, len(views))
+	for _, v := range views {
+		rows = append(rows, row{v.Item.CreatedAt, &Item{Work: v}})
+	}
+	st := params.Status
+	if (st == "" || st == store.AttentionOpen || st == store.AttentionAcknowledged) && params.WorkID == "" {
+		m, err := p.Tenant(tenant, agentowl.RoleMember)
+		if err != nil {
+			return nil, err
+		}
+		now := s.clock.Now()
+		reqs, err := s.approval.ListRequests(ctx, m.TenantID, store.RequestListParams{Status: agentowl.StatusPending, Limit: params.Limit})
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(reqs))
+		for i, q := range reqs {
+			ids[i] = q.ID
+		}
+		acks, err := s.approval.Acks(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range reqs {
+			ack := acks[q.ID]
+			if q.EffectiveStatus(now) != agentowl.StatusPending || (st == store.AttentionOpen && ack != nil) ||
+				(st == store.AttentionAcknowledged && ack == nil) {
+				continue
+			}
+			rows = append(rows, row{q.CreatedAt, &Item{Approval: approvalItem(q, ack, now)}})
+		}
+		slices.SortStableFunc(rows, func(a, b row) int { return b.at.Compare(a.at) })
+	}
+	if params.Limit > 0 && len(rows) > params.Limit {
+		rows = rows[:params.Limit]
+	}
+	out := make([]*Item, len(rows))
+	for i, x := range rows {
+		out[i] = x.it
+	}
+	return out, nil
+}
+
+// Inspect returns one item. Members may.
+func (s *Service) Inspect(ctx context.Context, p *access.Principal, tenant, id string) (*Item, error) {
+	reqID, ok := approval.AttentionRequestID(id)
+	if !ok {
+		v, err := s.work.InspectAttention(ctx, p, tenant, id)
+		if err != nil {
+			return nil, err
+		}
+		return &Item{Work: v}, nil
+	}
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.approval.TenantRequest(ctx, m.TenantID, reqID)
+	if agentowl.ErrorCode(err) == agentowl.ECodeNotFound {
+		err = agentowl.Errorf(agentowl.ECodeNotFound, "No attention item %q is available to this credential.", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	acks, err := s.approval.Acks(ctx, []string{q.ID})
+	if err != nil {
+		return nil, err
+	}
+	return &Item{Approval: approvalItem(q, acks[q.ID], s.clock.Now())}, nil
+}
+
+// Ack acknowledges an open item and assigns it (to assignee, or to the
+// caller): it never decides, executes or resolves anything. Members may.
+func (s *Service) Ack(ctx context.Context, p *access.Principal, tenant, id, assignee string) (*Item, error) {
+	reqID, ok := approval.AttentionRequestID(id)
+	if !ok {
+		v, err := s.work.AckAttention(ctx, p, tenant, id, assignee)
+		if err != nil {
+			return nil, err
+		}
+		return &Item{Work: v}, nil
+	}
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	q, ack, err := s.approval.AckAttention(ctx, p, m.TenantID, reqID, assignee)
+	if err != nil {
+		return nil, err
+	}
+	return &Item{Approval: approvalItem(q, ack, s.clock.Now())}, nil
+}
+
+// Resolve resolves an incident after review. Request items, approval
+// requests among them, resolve only through their decision or outcome:
+// resolving one by hand is not_a_request. Members may.
+func (s *Service) Resolve(ctx context.Context, p *access.Principal, tenant, id string) (*Item, error) {
+	if _, ok := approval.AttentionRequestID(id); ok {
+		return nil, agentowl.Errorf(agentowl.ECodeNotARequest,
+			"Attention item %q is an AAP approval request; it resolves by its decision, not by hand.", id)
+	}
+	v, err := s.work.ResolveAttention(ctx, p, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return &Item{Work: v}, nil
+}
+
+// DecideResult is the outcome of Decide.
+type DecideResult struct {
+	// Item is the item after the decision (or as it is, for a preview).
+	Item *Item
+	// Preview is true when nothing was submitted; Replay when this
+	// decision_id already won with this content.
+	Preview, Replay bool
+	// Body is the pushed decision document of a work item.
+	Body json.RawMessage
+	// Request is the AAP request of an approval item after the decision.
+	Request *agentowl.ApprovalRequest
+}
+
+// Decide submits (or, with submit false, previews) a decision file on a
+// request item: a runtime request (work.Service.Decide) or an AAP approval
+// request (approval.Service.DecideAttention), with the same refusals in the
+// same order. Members may.
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *work.DecisionInput, submit bool) (*DecideResult, error) {
+	reqID, ok := approval.AttentionRequestID(id)
+	if !ok {
+		res, err := s.work.Decide(ctx, p, tenant, id, in, submit)
+		if err != nil {
+			return nil, err
+		}
+		return &DecideResult{Item: &Item{Work: res.View}, Preview: res.Preview, Replay: res.Replay, Body: res.Body}, nil
+	}
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.approval.DecideAttention(ctx, p, m.TenantID, reqID, approval.AttentionDecision{
+		DecisionID: in.DecisionID, RequestRevision: in.RequestRevision, Decision: in.Decision,
+		ExpectedActionDigest: in.ExpectedActionDigest, HasAnswer: in.Answer != ""}, submit)
+	if err != nil {
+		return nil, err
+	}
+	return &DecideResult{Item: &Item{Approval: approvalItem(res.Request, nil, s.clock.Now())}, Preview: res.Preview,
+		Replay: res.Replay, Request: res.Request}, nil
+}

@@ -1,0 +1,59 @@
+package inbox
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// TestApprovalItemStatus: the status rules of an AAP request's item. A
+// pending request is open, or acknowledged once assigned; past its deadline
+// it is resolved as expired even before the expiry is recorded; decided and
+// cancelled requests are resolved at their decision.
+func TestApprovalItemStatus(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	deadline, decided, acked := created.Add(time.Hour), created.Add(10*time.Minute), created.Add(5*time.Minute)
+	req := func(st agentowl.ApprovalStatus) *agentowl.ApprovalRequest {
+		r := &agentowl.ApprovalRequest{ID: "0b6a52c4-8f4e-4c1e-9a57-2f0d4b0a8e11", Tool: "refund", Arguments: json.RawMessage(`{"amount":5}`),
+			Status: st, CreatedAt: created, DeadlineAt: deadline}
+		if st != agentowl.StatusPending {
+			r.Decision = &agentowl.Decision{Status: st, DecidedAt: decided}
+		}
+		return r
+	}
+	ack := &store.AAPAck{Assignee: "ann", At: acked}
+	for _, c := range []struct {
+		name       string
+		r          *agentowl.ApprovalRequest
+		ack        *store.AAPAck
+		now        time.Time
+		status     store.AttentionStatus
+		resolution string
+		updated    time.Time
+		expired    bool
+	}{
+		{"pending", req(agentowl.StatusPending), nil, created, store.AttentionOpen, "", created, false},
+		{"acknowledged", req(agentowl.StatusPending), ack, acked, store.AttentionAcknowledged, "", acked, false},
+		{"past deadline", req(agentowl.StatusPending), ack, deadline, store.AttentionResolved, work.ResolvedExpired, deadline, true},
+		{"approved", req(agentowl.StatusApproved), nil, decided, store.AttentionResolved, ResolvedDecided, decided, false},
+		{"denied", req(agentowl.StatusDenied), ack, decided, store.AttentionResolved, ResolvedDecided, decided, false},
+		{"cancelled", req(agentowl.StatusCancelled), nil, decided, store.AttentionResolved, ResolvedCancelled, decided, false},
+	} {
+		it := approvalItem(c.r, c.ack, c.now)
+		if it.Status != c.status || it.Resolution != c.resolution || !it.UpdatedAt.Equal(c.updated) || it.Expired != c.expired {
+			t.Errorf("%s: status %s, resolution %q, updated %s, expired %v; want %s, %q, %s, %v", c.name,
+				it.Status, it.Resolution, it.UpdatedAt, it.Expired, c.status, c.resolution, c.updated, c.expired)
+		}
+		if (it.ResolvedAt != nil) != (c.status == store.AttentionResolved) {
+			t.Errorf("%s: resolved_at %v with status %s", c.name, it.ResolvedAt, it.Status)
+		}
+		if (c.ack != nil) != (it.AcknowledgedAt != nil) || it.ID != "att_aap_"+c.r.ID || it.ActionDigest == "" {
+			t.Errorf("%s: item %+v", c.name, it)
+		}
+	}
+}
