@@ -188,7 +188,8 @@ func TestAttentionRequestsAndRefusals(t *testing.T) {
 		}
 		expectRefused(t, "expired request", e.decide(q2["id"].(string), map[string]any{"decision_id": "d5", "request_revision": 1,
 			"decision": "answer", "answer": "late"}, false), http.StatusConflict, "request_expired")
-		if n, err := e.work.ExpireRequests(t.Context()); err != nil || n != 1 {
+		// The server's own sweep may have expired it already.
+		if n, err := e.work.ExpireRequests(t.Context()); err != nil || n > 1 {
 			t.Fatalf("expire sweep: %d, %v", n, err)
 		}
 		if it := e.itemFor(t, w, "q2", 1); it["resolution"] != "expired" {
