@@ -38,7 +38,7 @@ func TestSettings(t *testing.T) {
 		"AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY": "16", "AGENTOWL_DELIVERY_CONCURRENCY": "17",
 		"AGENTOWL_CALLBACK_RATE": "18", "AGENTOWL_MAX_CALLBACKS_PER_WORK": "19", "AGENTOWL_INGRESS_RATE": "20",
 		"AGENTOWL_MAX_CONNECTIONS": "21", "AGENTOWL_HTTP_READ_HEADER_TIMEOUT": "1s", "AGENTOWL_HTTP_READ_TIMEOUT": "2s",
-		"AGENTOWL_HTTP_WRITE_TIMEOUT": "3s", "AGENTOWL_HTTP_IDLE_TIMEOUT": "4s",
+		"AGENTOWL_HTTP_WRITE_TIMEOUT": "3s", "AGENTOWL_HTTP_IDLE_TIMEOUT": "4s", "AGENTOWL_DELIVERY": "off",
 	}, "--listen", "127.0.0.1:9")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +67,7 @@ func TestSettings(t *testing.T) {
 		"read timeout":          {cfg.HTTP.ReadTimeout, 2 * time.Second},
 		"write timeout":         {cfg.HTTP.WriteTimeout, 3 * time.Second},
 		"idle timeout":          {cfg.HTTP.IdleTimeout, 4 * time.Second},
+		"delivery off":          {cfg.NoDelivery, true},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", name, c.got, c.want)
@@ -80,6 +81,7 @@ func TestSettings(t *testing.T) {
 		"AGENTOWL_SECRET_KEY":                       {"short", "AAECAwQ="},
 		"AGENTOWL_EGRESS_ALLOW_CIDRS":               {"10.0.0.0/99"},
 		"AGENTOWL_EGRESS_CA_FILE":                   {"/no/such/file.pem"},
+		"AGENTOWL_DELIVERY":                         {"maybe", "true"},
 	} {
 		for _, bad := range bads {
 			if _, err := configureWith(t, map[string]string{env: bad}); err == nil || !strings.Contains(err.Error(), env) {

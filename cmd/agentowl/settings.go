@@ -50,6 +50,8 @@ var settings = []setting{
 		help: "addresses exempt from the SSRF address check (internal receivers)", set: allowCIDRs},
 	{section: "Egress", env: "AGENTOWL_EGRESS_CA_FILE", def: "none", bound: "a PEM file",
 		help: "extra roots trusted for receivers' TLS", set: caFile},
+	{section: "Egress", env: "AGENTOWL_DELIVERY", def: "on", bound: "on or off",
+		help: "off runs no delivery engine in this process (an API-only replica): messages wait for a replica that delivers", set: deliveryOnOff},
 	{section: "Egress", env: "AGENTOWL_RETRY_MIN_DELAY", def: "5s", bound: "a positive duration",
 		help: "first retry delay bound", set: duration(func(c *server.Config) *time.Duration { return &c.Delivery.RetryMinDelay })},
 	{section: "Egress", env: "AGENTOWL_RETRY_MAX_DELAY", def: "1h", bound: "a positive duration",
@@ -204,6 +206,18 @@ func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config,
 		*field(c) = ratelimit.Limit{Events: n, Per: time.Minute}
 		return err
 	}
+}
+
+func deliveryOnOff(c *server.Config, v string) error {
+	switch v {
+	case "on":
+		c.NoDelivery = false
+	case "off":
+		c.NoDelivery = true
+	default:
+		return fmt.Errorf("%q is not on or off", v)
+	}
+	return nil
 }
 
 func databaseURL(c *server.Config, v string) error {

@@ -3,11 +3,8 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,15 +12,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/approval"
-	"github.com/agentowl/agentowl/internal/httpapi"
-	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/secret/secrettest"
+	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
-	"github.com/agentowl/agentowl/internal/store/postgres"
-	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -1149,54 +1140,16 @@ func TestOperatorHealthAndMetrics(t *testing.T) {
 	})
 }
 
-// opAcceptingVerifier accepts every proposed receiver, standing in for the
-// signed verification exchange that the delivery tests cover.
-type opAcceptingVerifier struct{}
-
-func (opAcceptingVerifier) Verify(context.Context, *agentowl.Delivery, string) error { return nil }
-
-// newOpEnv starts a server as setup does but on a store the caller owns and
-// closes, with asynchronous mode on when async is true.
-func newOpEnv(t *testing.T, st store.Store, async bool) *env {
-	t.Helper()
-	clock := newFakeClock()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	acc := access.New(st, clock, access.Config{})
-	var receivers *approval.Receivers
-	if async {
-		receivers = &approval.Receivers{Verifier: opAcceptingVerifier{}, CheckURL: func(string) error { return nil }}
-	}
-	appr := approval.New(st, acc, clock, approval.Config{}, receivers, log)
-	srv := httptest.NewServer(httpapi.New(acc, appr, st, clock, log, httpapi.Config{}).Handler())
-	t.Cleanup(srv.Close)
-	res, err := acc.Bootstrap(context.Background(), "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, store: st, clock: clock, access: acc, approval: appr, srv: testServer{URL: srv.URL, client: srv.Client()}, operatorToken: res.Token}
-	e.admins.Store("default", res.Token)
-	return e
-}
-
-// TestOperatorReadinessWithoutDatabase runs a server on a store it closes
-// itself (the shared setup closes its store at test end, and closing a
-// SQLite store twice panics), so that /readyz must report the database as
-// unreachable.
+// TestOperatorReadinessWithoutDatabase closes the server's store under it,
+// so that /readyz must report the database as unreachable.
 func TestOperatorReadinessWithoutDatabase(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			open := map[string]func(context.Context, string, *secret.Box) (store.Store, error){"sqlite": sqlite.Open, "postgres": postgres.Open}[b.Name]
-			if open == nil {
-				t.Fatalf("unknown backend %s", b.Name)
-			}
-			st, err := open(context.Background(), b.URL(t), secrettest.NewBox(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := newOpHarness(t, newOpEnv(t, st, false))
+			e := setup(t, b)
+			h := newOpHarness(t, e)
 			h.ok(h.call("GET", "/readyz", "", nil), 200)
-			if err := st.Close(); err != nil {
+			if err := e.store.Close(); err != nil { // the server closes it again at the end: a no-op
 				t.Fatal(err)
 			}
 			h.fails(h.call("GET", "/readyz", "", nil), 503, "unavailable", "")
@@ -1212,14 +1165,17 @@ func TestOperatorDeliveries(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			e := newOpEnv(t, b.Open(t), true)
+			// No delivery engine runs in this server (an API-only replica):
+			// the test records attempts itself, as the engine would.
+			sc := servertest.Config(t, b)
+			sc.NoDelivery = true
+			sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+			e := start(t, sc)
 			h := newOpHarness(t, e)
 			ctx := context.Background()
 			prov, _ := h.provisioner("default")
-			secret := make([]byte, 32)
-			secret[0] = 7
-			receiver := map[string]any{"type": "webhook", "url": "https://receiver.example/aap/events",
-				"registration_id": uuid.NewString(), "signing_secret": "whsec_" + base64.StdEncoding.EncodeToString(secret)}
+			rc := newReceiver(t, &asyncEnv{env: e})
+			receiver := rc.input(rc.register())
 			inst, cred := h.provision(prov, map[string]any{"instance_name": "hooked", "delivery": receiver})
 			view := h.ok(h.admin("GET", opTenant+"/instances/"+inst, nil), 200)
 			wantDelivery := map[string]any{"type": "webhook", "url": receiver["url"], "registration_id": receiver["registration_id"]}

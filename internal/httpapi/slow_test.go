@@ -13,25 +13,19 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl/internal/httpapi"
-	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
-// serveReal serves e's services with cfg as agentowl serve does: the
-// configured http.Server on a real listener bounded by LimitListener.
-func serveReal(t *testing.T, e *workEnv, cfg httpapi.Config) (addr string, api *httpapi.Server) {
+// serveReal starts a second replica of e's server (same database, same
+// clock) with the HTTP settings of cfg, as agentowl serve runs it, and
+// returns its address.
+func serveReal(t *testing.T, e *workEnv, cfg httpapi.Config) string {
 	t.Helper()
-	api = httpapi.New(e.access, e.approval, e.store, e.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
-	api.EnableWork(e.work, ingress.New(e.store, e.clock, e.work, e.box, ingress.Config{}))
-	srv := api.HTTPServer()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(api.LimitListener(ln)) }()
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String(), api
+	sc := e.server.Config()
+	sc.Listen, sc.HTTP, sc.Stdout = "127.0.0.1:0", cfg, nil
+	return servertest.Start(t, sc).Addr()
 }
 
 // slowBody opens a connection and sends a POST's headers announcing a
@@ -100,7 +94,7 @@ func TestSlowBodies(t *testing.T) {
 		oh := newOpHarness(t, e.env)
 		_, cred := oh.instance()
 
-		short, _ := serveReal(t, e, httpapi.Config{ReadTimeout: 50 * time.Millisecond})
+		short := serveReal(t, e, httpapi.Config{ReadTimeout: 50 * time.Millisecond})
 		for _, c := range []struct{ what, path, token string }{
 			{"operator API", "/api/v1/tenants", e.operatorToken},
 			{"provider API", "/v1/requests", cred},
@@ -115,7 +109,7 @@ func TestSlowBodies(t *testing.T) {
 			})
 		}
 
-		long, _ := serveReal(t, e, httpapi.Config{ReadTimeout: time.Hour})
+		long := serveReal(t, e, httpapi.Config{ReadTimeout: time.Hour})
 		for _, c := range []struct {
 			what, path, token string
 			status            int
@@ -146,7 +140,7 @@ func TestLongPollOutlivesWriteTimeout(t *testing.T) {
 		oh := newOpHarness(t, e.env)
 		_, cred := oh.instance()
 		req := oh.submit(cred, "deploy", map[string]any{}, "1h")
-		addr, _ := serveReal(t, e, httpapi.Config{WriteTimeout: time.Nanosecond})
+		addr := serveReal(t, e, httpapi.Config{WriteTimeout: time.Nanosecond})
 		get := func(query string) (*http.Response, error) {
 			r, err := http.NewRequest("GET", "http://"+addr+"/v1/requests/"+req["id"].(string)+query, nil)
 			if err != nil {

@@ -62,6 +62,11 @@ type Config struct {
 	// delivery.DefaultRegisterLimit.
 	RegisterPerDestination ratelimit.Limit
 	Delivery               delivery.Config
+	// NoDelivery runs no delivery engine in this process: changes still
+	// record their outbound messages, which wait for a replica that
+	// delivers. For replicas that only serve the API (and tests that play the
+	// engine's part). Defaults to false.
+	NoDelivery bool
 	Egress                 egress.Config
 	Work                   work.Config
 	Ingress                ingress.Config
@@ -218,7 +223,9 @@ func (s *Server) start(ctx context.Context) (err error) {
 		defer close(s.done)
 		var wg sync.WaitGroup
 		wg.Go(func() { s.approval.Run(bg) })
-		wg.Go(func() { s.engine.Run(bg) })
+		if !s.cfg.NoDelivery {
+			wg.Go(func() { s.engine.Run(bg) })
+		}
 		wg.Go(func() { s.work.Run(bg) })
 		wg.Wait()
 	}()
@@ -237,6 +244,10 @@ func (s *Server) Addr() string { return s.addr }
 
 // URL is the server's base URL on its listen address.
 func (s *Server) URL() string { return "http://" + s.addr }
+
+// Config returns the server's configuration, its defaults filled in: tests
+// start a second replica of the same database from it.
+func (s *Server) Config() Config { return s.cfg }
 
 // BootstrapToken is the admin operator token of tenant "default" made when
 // this start was the database's first ("" otherwise).

@@ -50,7 +50,11 @@ type Dialect struct {
 
 // DB is a store.Store over one or two database/sql pools.
 type DB struct {
-	dialect Dialect
+	// closeOnce makes Close idempotent: the server and a test may both
+	// close the store.
+	closeOnce sync.Once
+	closeErr  error
+	dialect   Dialect
 	// box seals the secrets this store seals itself (secrets.go); nil
 	// when opened without the key.
 	box    *secret.Box
@@ -126,6 +130,11 @@ func (db *DB) unavailable(err error) error {
 
 // Close implements store.Store.
 func (db *DB) Close() error {
+	db.closeOnce.Do(func() { db.closeErr = db.close() })
+	return db.closeErr
+}
+
+func (db *DB) close() error {
 	if db.batch != nil {
 		db.batch.close()
 	}
