@@ -67,9 +67,9 @@ type Config struct {
 	// delivers. For replicas that only serve the API (and tests that play the
 	// engine's part). Defaults to false.
 	NoDelivery bool
-	Egress                 egress.Config
-	Work                   work.Config
-	Ingress                ingress.Config
+	Egress     egress.Config
+	Work       work.Config
+	Ingress    ingress.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
