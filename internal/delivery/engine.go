@@ -400,6 +400,14 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target 
 		return
 	}
 	now = e.clock.Now()
+	if !now.Before(m.DeadlineAt) || l.left(now)-LeaseMargin < min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now)) {
+		// Taking the rate tokens stalled (a slow counter write): the lease
+		// or the window no longer has room for a whole attempt. The tokens
+		// stay spent; the attempt is not started.
+		e.releaseDestinations(held)
+		e.deferMessage(ctx, m, now)
+		return
+	}
 	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now), l.left(now)-LeaseMargin))
 	e.releaseDestinations(held)
 	sent()
