@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -20,11 +19,10 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/aap"
 	"github.com/agentowl/agentowl/aap/sqlite"
-	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
-	"github.com/agentowl/agentowl/internal/httpapi"
+	"github.com/agentowl/agentowl/internal/server"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
@@ -138,93 +136,77 @@ func (rs *receiverSite) caPEM() []byte {
 
 // provider is an in-process AgentOwl server on a fake clock.
 type provider struct {
-	t        testing.TB
-	clock    agentowl.Clock
-	store    store.Store
-	approval *approval.Service
-	client   *egress.Client
-	srv      *httptest.Server
-	operator string // admin operator token of tenant "default"
-	tenant   string // its ID
-	prov     string // provisioner token
+	t      testing.TB
+	clock  agentowl.Clock
+	cfg    server.Config
+	tenant string // tenant "default"'s ID
+	url    string // the provider's base URL, kept across restarts
+	// operator is the admin operator token of tenant "default"; prov a
+	// provisioner token.
+	operator, prov string
 
-	mu     sync.Mutex
-	engine *delivery.Engine
-	stop   func()
+	mu  sync.Mutex
+	srv *server.Server
 }
 
-// newProvider starts the provider; its egress allows loopback and trusts
-// caPEM (the receiver's certificate).
+// newProvider starts the provider (the one server assembly); its egress
+// allows loopback and trusts caPEM (the receiver's certificate).
 func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 	t.Helper()
-	st := storetest.OpenSQLite(t)
-	log := slog.New(slog.DiscardHandler)
-	acc := access.New(st, clock, access.Config{})
-	client, err := egress.New(egress.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, ExtraRootsPEM: caPEM})
+	cfg := servertest.Config(t, storetest.Backend{Name: "sqlite", URL: func(t testing.TB) string {
+		return filepath.Join(t.TempDir(), "agentowl.db")
+	}})
+	cfg.Clock = clock
+	cfg.Egress = egress.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, ExtraRootsPEM: caPEM}
+	cfg.Delivery = delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}
+	srv, err := server.Start(context.Background(), cfg)
 	must(t, err)
-	p := &provider{t: t, clock: clock, store: st, client: client}
-	appr := approval.New(st, acc, clock, approval.Config{},
-		&approval.Receivers{Verifier: delivery.NewVerifier(client, clock, nil), CheckURL: client.CheckURL, Wake: p.wake}, log)
-	p.approval = appr
-	p.startEngine()
-	api := httpapi.New(acc, appr, st, clock, log, httpapi.Config{})
-	p.srv = httptest.NewServer(api.Handler())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); appr.Run(ctx) }()
+	p := &provider{t: t, clock: clock, srv: srv, url: srv.URL(), operator: srv.BootstrapToken()}
+	p.cfg = srv.Config()
+	p.cfg.Listen = srv.Addr() // a restart listens where the adapters call
 	t.Cleanup(func() {
-		p.srv.Close()
-		cancel()
-		<-done
 		p.mu.Lock()
-		p.stop()
-		p.mu.Unlock()
-		client.CloseIdleConnections()
+		defer p.mu.Unlock()
+		must(t, p.srv.Close())
 	})
-	res, err := acc.Bootstrap(context.Background(), "default")
+	op, err := srv.Access().Authenticate(context.Background(), p.operator, agentowl.TokenOperator)
 	must(t, err)
-	p.operator, p.tenant = res.Token, res.Tenant.ID
+	p.tenant = op.Scope.TenantID
 	var tok struct{ Token string }
 	p.operatorCall(http.MethodPost, "/provisioner-tokens", map[string]any{"label": "test", "days": 0}, &tok)
 	p.prov = tok.Token
 	return p
 }
 
-func (p *provider) startEngine() {
-	e, err := delivery.New(p.store, p.clock, p.client,
-		delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}, slog.New(slog.DiscardHandler))
-	must(p.t, err)
-	e.Handle("instance", approval.ResolveDestination)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); e.Run(ctx) }()
-	p.engine = e
-	p.stop = func() { cancel(); <-done }
-}
-
-// restartEngine stops the delivery engine, as killing the provider would,
-// and starts a new one over the same outbox.
-func (p *provider) restartEngine() {
+// store is the provider's current store.
+func (p *provider) store() store.Store {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stop()
-	p.startEngine()
+	return p.srv.Store()
+}
+
+// restart stops the provider, as killing it would, and starts it again on
+// the same database and address.
+func (p *provider) restart() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	must(p.t, p.srv.Close())
+	srv, err := server.Start(context.Background(), p.cfg)
+	must(p.t, err)
+	p.srv = srv
 }
 
 func (p *provider) wake() {
 	p.mu.Lock()
-	e := p.engine
-	p.mu.Unlock()
-	if e != nil {
-		e.Wake()
-	}
+	defer p.mu.Unlock()
+	p.srv.Engine().Wake()
 }
 
 // operatorCall calls the operator API of tenant "default".
 func (p *provider) operatorCall(method, path string, body, out any) int {
 	p.t.Helper()
 	data, _ := json.Marshal(body)
-	req, err := http.NewRequest(method, p.srv.URL+"/api/v1/tenants/default"+path, bytes.NewReader(data))
+	req, err := http.NewRequest(method, p.url+"/api/v1/tenants/default"+path, bytes.NewReader(data))
 	must(p.t, err)
 	req.Header.Set("Authorization", "Bearer "+p.operator)
 	req.Header.Set("Content-Type", "application/json")
@@ -259,7 +241,7 @@ func (p *provider) flush() {
 	p.t.Helper()
 	eventually(p.t, "due notifications to be attempted", func() bool {
 		p.wake()
-		msgs, err := delivery.List(context.Background(), p.store, store.MessageListParams{TenantID: p.tenant, State: store.MessagePending, Limit: 1000})
+		msgs, err := delivery.List(context.Background(), p.store(), store.MessageListParams{TenantID: p.tenant, State: store.MessagePending, Limit: 1000})
 		must(p.t, err)
 		now := p.clock.Now()
 		for _, m := range msgs {
@@ -276,7 +258,7 @@ func (p *provider) flush() {
 func (p *provider) provision(rs *receiverSite, name string) *aap.Credential {
 	p.t.Helper()
 	_, st := rs.current()
-	pr := &aap.Provisioner{Provider: &aap.Client{BaseURL: p.srv.URL, Token: p.prov}, Registrations: st, Clock: p.clock}
+	pr := &aap.Provisioner{Provider: &aap.Client{BaseURL: p.url, Token: p.prov}, Registrations: st, Clock: p.clock}
 	cred, err := pr.Provision(context.Background(), aap.NewSubmission(name, rs.url()))
 	must(p.t, err)
 	return cred

@@ -474,8 +474,8 @@ func (s *scenario) run() {
 			s.rs.restart()
 			s.logf("receiver restarted")
 		case k < 94:
-			s.p.restartEngine()
-			s.logf("delivery engine restarted")
+			s.p.restart()
+			s.logf("provider restarted")
 		default:
 			for _, c := range s.calls {
 				if c.plan == planAbandon && c.submitted {

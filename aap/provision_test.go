@@ -28,7 +28,7 @@ func TestProvisionAndReplaceDelivery(t *testing.T) {
 	rs := newReceiverSite(t, clock, nil)
 	p := newProvider(t, clock, rs.caPEM())
 	r, st := rs.current()
-	prov := &aap.Provisioner{Provider: &aap.Client{BaseURL: p.srv.URL, Token: p.prov}, Registrations: st, Clock: clock}
+	prov := &aap.Provisioner{Provider: &aap.Client{BaseURL: p.url, Token: p.prov}, Registrations: st, Clock: clock}
 
 	// A delivery whose registration the receiver does not expect fails
 	// verification: the receiver never auto-accepts.
@@ -56,7 +56,7 @@ func TestProvisionAndReplaceDelivery(t *testing.T) {
 	if fi, err := os.Stat(credPath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("credential file mode %v (%v)", fi.Mode(), err)
 	}
-	if c2, err := aap.LoadCredential(credPath); err != nil || c2.Token != cred.Token || c2.Provider != p.srv.URL {
+	if c2, err := aap.LoadCredential(credPath); err != nil || c2.Token != cred.Token || c2.Provider != p.url {
 		t.Fatalf("LoadCredential = %+v, %v", c2, err)
 	}
 	reg, err := st.GetRegistration(ctx, sub.RegistrationID)
