@@ -92,7 +92,9 @@ func TestDeliveryIncidents(t *testing.T) {
 			t.Fatalf("sweep while pending: %d, %v", n, err)
 		}
 		m := e.failedMessage(t, workID, work.MessageKindHandoff)
-		if n, err := e.work.RecordDeliveryIncidents(ctx); err != nil || n != 1 {
+		// The server's own sweep may have opened it already; the
+		// incidents are counted below.
+		if n, err := e.work.RecordDeliveryIncidents(ctx); err != nil || n > 1 {
 			t.Fatalf("sweep after the handoff failed: %d, %v", n, err)
 		}
 		for range 2 { // sweeping again opens no second incident
@@ -131,7 +133,9 @@ func TestDeliveryIncidents(t *testing.T) {
 		att := e.itemFor(t, h.workID, "a1", 1)["id"].(string)
 		wantJSON(t, "approve", e.decide(att, approve("d1", 1, digestA), false), http.StatusCreated)
 		pm := e.failedMessage(t, h.workID, work.MessageKindDecision)
-		if n, err := e.work.RecordDeliveryIncidents(ctx); err != nil || n != 1 {
+		// The server's own sweep may have opened it already; the
+		// incidents are counted below.
+		if n, err := e.work.RecordDeliveryIncidents(ctx); err != nil || n > 1 {
 			t.Fatalf("sweep after the push failed: %d, %v", n, err)
 		}
 		if n, err := e.work.RecordDeliveryIncidents(ctx); err != nil || n != 0 {
