@@ -87,7 +87,14 @@ func (l *Limiter) Take(ctx context.Context, key string) (Token, bool, time.Durat
 		if err == nil {
 			w.global, w.pending = total, 0
 			if total > int64(l.limit.Events) {
-				// Others filled the window first; this event is over the limit.
+				// Others filled the window first; this event is over the
+				// limit and does not happen, so it is taken off the count.
+				if l.store.Write(ctx, func(tx store.Tx) (err error) {
+					total, err = tx.CounterAdd(ctx, l.name+":"+key, start, -1)
+					return err
+				}) == nil {
+					w.global = total
+				}
 				return Token{}, false, start.Add(l.limit.Per).Sub(now)
 			}
 		}

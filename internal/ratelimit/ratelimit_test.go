@@ -10,6 +10,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -39,6 +40,14 @@ func TestLimitHoldsAcrossProcesses(t *testing.T) {
 			}
 			if admitted != 10 {
 				t.Fatalf("admitted %d events, want exactly the limit of 10 across both processes", admitted)
+			}
+			// The shared count holds what was admitted, not the refusals.
+			var counted int64
+			if err := st.Write(ctx, func(tx store.Tx) (err error) {
+				counted, err = tx.CounterAdd(ctx, "test:tenant-1", clock.Now().Truncate(time.Minute), 0)
+				return err
+			}); err != nil || counted != 10 {
+				t.Fatalf("the shared count is %d (%v), want the 10 admitted", counted, err)
 			}
 			if lastWait <= 0 || lastWait > time.Minute {
 				t.Fatalf("retry after %v, want until the window ends", lastWait)
