@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -305,7 +306,7 @@ func TestSignedBinding(t *testing.T) {
 		expectRefused(t, "a malformed secret", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
 			map[string]any{"channel": "webhook", "endpoint_id": id, "signing_secret": "nope"}), http.StatusBadRequest, "invalid_field")
 		bid, in := e.binding(t, id, map[string]any{"signing_secret": secret})
-		if b := wantJSON(t, "inspect binding", e.do(http.MethodGet, tenantPath+"/bindings/"+bid, e.operatorToken, nil), http.StatusOK); b["signed"] != true {
+		if b := wantJSON(t, "inspect binding", e.do(http.MethodGet, tenantPath+"/bindings/"+bid, e.operatorToken, nil), http.StatusNoContent); b["signed"] != true {
 			t.Fatalf("binding = %v", b)
 		}
 		body := `{"text":"signed"}`
@@ -366,4 +367,27 @@ func TestIngressRateLimit(t *testing.T) {
 			e.send(t, in, map[string]any{"text": "the next minute"})
 		})
 	}
+}
+
+// A binding deleted while an event's body was still arriving (after the
+// address was admitted) takes no event.
+func TestIngressBindingDeletedDuringUpload(t *testing.T) {
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		rt := newRuntime(t, e)
+		id := e.endpoint(t, rt, true)["id"].(string)
+		bid, in := e.binding(t, id, nil)
+		token := in[strings.LastIndex(in, "/")+1:]
+		b, err := e.server.Ingress().Admit(t.Context(), token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON(t, "delete binding", e.do(http.MethodDelete, tenantPath+"/bindings/"+bid, e.operatorToken, nil), http.StatusNoContent)
+		_, err = e.server.Ingress().AcceptWebhook(t.Context(), b, http.Header{}, []byte(`{"text":"late"}`))
+		if agentowl.ErrorCode(err) != agentowl.ECodeNotFound {
+			t.Fatalf("event for a deleted binding: %v, want not_found", err)
+		}
+		if got := e.listWork(t, "?endpoint="+id); len(got) != 0 {
+			t.Fatalf("work for a deleted binding: %v", got)
+		}
+	})
 }

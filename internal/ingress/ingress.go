@@ -384,6 +384,14 @@ func (s *Service) AcceptWebhook(ctx context.Context, b *store.Binding, h http.He
 func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, key string) (*Accepted, error) {
 	var out *Accepted
 	err := s.store.Write(ctx, func(tx store.Tx) error {
+		// The binding was admitted before the body was read: it may have been
+		// deleted while the body arrived.
+		if cur, err := tx.BindingGet(ctx, b.ID); err != nil || cur.DeletedAt != nil {
+			if err == nil || errors.Is(err, store.ErrNotFound) {
+				return agentowl.Errorf(agentowl.ECodeNotFound, "No such ingress address.")
+			}
+			return err
+		}
 		if proto.DedupeKey != "" {
 			prev, err := tx.EventGetByDedupeKey(ctx, b.ID, proto.DedupeKey)
 			if err == nil {

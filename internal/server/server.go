@@ -273,6 +273,9 @@ func (s *Server) Egress() *egress.Client { return s.egress }
 // Work returns the agent-work use-cases.
 func (s *Server) Work() *work.Service { return s.work }
 
+// Ingress returns the channel ingress use-cases.
+func (s *Server) Ingress() *ingress.Service { return s.ingress }
+
 // Box returns the sealing of stored secrets.
 func (s *Server) Box() *secret.Box { return s.box }
 
