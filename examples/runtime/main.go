@@ -1,5 +1,6 @@
 // Command runtime is a tiny agent runtime for AgentOwl's agent-work
-// protocol (docs/agent-work.md). It receives handoffs over HTTPS, verifies
+// protocol (reference: docs/agent-work.md; set-up: docs/connect-agent-runtime.md,
+// whose example TestConnectGuide runs). It receives handoffs over HTTPS, verifies
 // them with the endpoint's signing secret, records each work once
 // (transport retries carry the same work_id), answers 202, and then
 // reports it accepted and completed, with a result link it serves itself.

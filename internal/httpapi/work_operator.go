@@ -308,11 +308,10 @@ type wireRuntime struct {
 	EndedAt          *string         `json:"ended_at,omitempty"`
 }
 
-// wireWorkDecision is the human decision receipt status. Decisions arrive with
-// the questions-and-approvals milestone; until then it says whether the
-// runtime asked for input.
 // wireWorkDecision is the third status: human decisions and their receipts,
-// kept apart from delivery and runtime progress.
+// kept apart from delivery and runtime progress. Status is "requested" while
+// the runtime waits for input (needs_input), else "none"; Decisions lists
+// each decision with its receipt, if the runtime has confirmed one.
 type wireWorkDecision struct {
 	Status    string               `json:"status"`
 	Decisions []wireDecisionStatus `json:"decisions,omitempty"`

@@ -27,9 +27,11 @@ const (
 const (
 	// ScopeCallbacks allows POST /runtime/v1/work/{work}/callbacks.
 	ScopeCallbacks = "callbacks:write"
-	// ScopeAttachments allows reading retained attachments (a later milestone).
+	// ScopeAttachments is reserved for reading retained attachments: it
+	// may be granted today, but no route uses it until attachments exist.
 	ScopeAttachments = "attachments:read"
-	// ScopeDecisions allows decision recovery (a later milestone).
+	// ScopeDecisions allows decision recovery: GET
+	// /runtime/v1/work/{work}/decisions and POST …/decisions/{decision}/receipt.
 	ScopeDecisions = "decisions:read"
 )
 

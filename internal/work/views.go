@@ -13,8 +13,9 @@ import (
 
 // The operator views keep three statuses apart: the delivery
 // acknowledgement (HTTP, from the outbox), the runtime's progress or
-// outcome (callbacks) and, from the next milestone, the human decision
-// receipt. None is inferred from another.
+// outcome (callbacks) and the human decision receipt (the runtime accepted
+// an answer or approval: by push or through the recovery route). None is
+// inferred from another (docs/agent-work-concepts.md).
 
 // Summary is work with the state of its handoff delivery.
 type Summary struct {

@@ -1,0 +1,117 @@
+package agentowl_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentowl/agentowl"
+
+// moduleImports maps each package of the module (by its path inside the
+// module: "" for the root, "internal/work", …) to the packages of the
+// module its non-test files import, as `go list` reports them.
+func moduleImports(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	rel := func(p string) (string, bool) {
+		if p == module {
+			return "", true
+		}
+		r, ok := strings.CutPrefix(p, module+"/")
+		return r, ok
+	}
+	graph := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		from, _ := rel(p.ImportPath)
+		graph[from] = []string{}
+		for _, imp := range p.Imports {
+			if to, ok := rel(imp); ok {
+				graph[from] = append(graph[from], to)
+			}
+		}
+	}
+	return graph
+}
+
+// under reports whether package p is dir or inside it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+// TestArchitectureLayers enforces the import rules of docs/architecture.md
+// on non-test code: the public protocol packages stand on the standard
+// library, use-cases never reach up to HTTP or the assembly, only the
+// assembly (and the store conformance suite) picks a concrete store, and
+// the examples use only the public API.
+func TestArchitectureLayers(t *testing.T) {
+	graph := moduleImports(t)
+	if len(graph) < 20 {
+		t.Fatalf("go list found %d packages; run from the module root", len(graph))
+	}
+	// allowed lists, per package, every package of the module it may import.
+	allowed := map[string][]string{
+		"agentwork":  {},
+		"webhook":    {},
+		"":           {"agentwork"},
+		"workclient": {"agentwork", "webhook"},
+		"aap":        {"webhook"},
+	}
+	for p, may := range allowed {
+		imps, ok := graph[p]
+		if !ok {
+			t.Errorf("package %q not found", p)
+		}
+		for _, imp := range imps {
+			if !slices.Contains(may, imp) {
+				t.Errorf("%s imports %s; it may import only the standard library and %v", module+"/"+p, imp, may)
+			}
+		}
+	}
+	for p, imps := range graph {
+		for _, imp := range imps {
+			var why string
+			switch {
+			case under(imp, "internal/server") && !under(p, "internal/server") && p != "cmd/agentowl":
+				why = "only cmd/agentowl (and servertest) start the one server assembly"
+			case imp == "internal/httpapi" && !under(p, "internal/server"):
+				why = "only the assembly mounts the HTTP surfaces"
+			case (under(imp, "internal/store/sqlite") || under(imp, "internal/store/postgres")) &&
+				!under(p, "internal/server") && !under(p, "internal/store"):
+				why = "only the assembly picks a concrete store; the rest use the store.Store interface"
+			case under(p, "examples") && under(imp, "internal"):
+				why = "examples use only the public packages"
+			case (under(p, "internal") || under(p, "agentwork") || under(p, "webhook") || under(p, "workclient") || under(p, "aap") || p == "") &&
+				(under(imp, "cmd") || under(imp, "examples")):
+				why = "libraries never import commands or examples"
+			}
+			if why != "" {
+				t.Errorf("%s imports %s: %s", p, imp, why)
+			}
+		}
+	}
+	// The use-cases sit below HTTP: none imports internal/httpapi (checked
+	// above) and, for the domain services, none imports the inbox or ingress
+	// that are built on them.
+	for _, p := range []string{"internal/access", "internal/approval", "internal/work", "internal/delivery", "internal/store"} {
+		for _, imp := range graph[p] {
+			if imp == "internal/inbox" || imp == "internal/ingress" {
+				t.Errorf("%s imports %s, which is built on it", p, imp)
+			}
+		}
+	}
+}
