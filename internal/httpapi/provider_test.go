@@ -1016,16 +1016,17 @@ func TestProviderGetRequest(t *testing.T) {
 		wantError(t, e.do("GET", "/v1/requests/"+uuid.NewString(), a.Credential, nil), http.StatusNotFound, "not_found", "")
 		wantError(t, e.do("GET", "/v1/requests/not-a-uuid", a.Credential, nil), http.StatusNotFound, "not_found", "")
 
+		idle := settledWaiters(e.clock)
 		for _, w := range []string{"bad", "0s", "30", "-1s", "1d"} {
 			wantError(t, e.do("GET", "/v1/requests/"+req.ID+"?wait="+w, a.Credential, nil), http.StatusBadRequest, "invalid_field", "wait")
 		}
-		if n := settledWaiters(e.clock); n != e.idleWaiters {
-			t.Fatalf("rejected waits left %d timers", n-e.idleWaiters)
+		if n := settledWaiters(e.clock); n != idle {
+			t.Fatalf("rejected waits left %d timers", n-idle)
 		}
 
 		// ?wait=30s on a terminal request returns at once.
 		wantStatus(t, decide(e, req.ID, "deny", "note", "no"), http.StatusOK)
-		idle := settledWaiters(e.clock)
+		idle = settledWaiters(e.clock)
 		done := getAsync(e, "/v1/requests/"+req.ID+"?wait=30s", a.Credential)
 		tr := await(t, e, done, "wait on a terminal request")
 		wantStatus(t, tr, http.StatusOK)

@@ -45,9 +45,6 @@ type env struct {
 	server   *server.Server
 	// operatorToken is an admin of tenant "default".
 	operatorToken string
-	// idleWaiters is how many timers the server's background loops hold on
-	// the fake clock when nothing else waits.
-	idleWaiters int
 	// admins holds an admin token per tenant created by createTenant
 	// ("default": operatorToken); operator tokens act in one tenant only.
 	admins sync.Map
@@ -97,7 +94,6 @@ func start(t *testing.T, sc server.Config) *env {
 	e := &env{t: t, store: srv.Store(), clock: clock, access: srv.Access(), approval: srv.Approval(),
 		srv: testServer{URL: srv.URL(), client: &http.Client{Transport: transport}}, server: srv, operatorToken: srv.BootstrapToken()}
 	e.admins.Store("default", e.operatorToken)
-	e.idleWaiters = settledWaiters(clock)
 	return e
 }
 
