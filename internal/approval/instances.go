@@ -394,43 +394,58 @@ func (s *Service) DeleteInstance(ctx context.Context, p *access.Principal, id st
 
 // ---- operator views
 
-// TenantInstances lists a tenant's live instances.
-func (s *Service) TenantInstances(ctx context.Context, tenantID string) ([]*agentowl.Instance, error) {
+// TenantInstances lists the live instances of the tenant named tenant, for
+// its members.
+func (s *Service) TenantInstances(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Instance, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
 	var out []*agentowl.Instance
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-		out, err = tx.InstanceList(ctx, tenantID)
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.InstanceList(ctx, m.TenantID)
 		return err
 	})
 	return out, err
 }
 
-// TenantInstance returns one instance of a tenant, deleted or not.
-func (s *Service) TenantInstance(ctx context.Context, tenantID, id string) (*agentowl.Instance, error) {
+// TenantInstance returns one instance of the tenant named tenant, deleted
+// or not, for its members.
+func (s *Service) TenantInstance(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Instance, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
 	if !agentowl.ValidUUID(id) {
-		return nil, notFound("instance", id)
+		return nil, notFoundIn(m, "instance", id)
 	}
 	var inst *agentowl.Instance
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		inst, err = tx.InstanceGet(ctx, id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != tenantID) {
-		return nil, notFound("instance", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != m.TenantID) {
+		return nil, notFoundIn(m, "instance", id)
 	}
 	return inst, err
 }
 
 // SetApprovalValidity changes how long new approvals of an instance permit
-// the call to start. Operators (admin) only.
-func (s *Service) SetApprovalValidity(ctx context.Context, p *access.Principal, tenantID, id string, validity time.Duration) (*agentowl.Instance, error) {
+// the call to start. Admins of the tenant named tenant only.
+func (s *Service) SetApprovalValidity(ctx context.Context, p *access.Principal, tenant, id string, validity time.Duration) (*agentowl.Instance, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	tenantID := m.TenantID
 	if validity < time.Second || validity > s.cfg.MaxApprovalValidity {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "approval_validity", "approval_validity must be between 1s and %s.", s.cfg.MaxApprovalValidity)
 	}
 	var inst *agentowl.Instance
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Write(ctx, func(tx store.Tx) (err error) {
 		inst, err = tx.InstanceGetForUpdate(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
-			return notFound("instance", id)
+			return notFoundIn(m, "instance", id)
 		}
 		if err != nil {
 			return err

@@ -209,10 +209,10 @@ func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant
 	return out, err
 }
 
-func tenantItem(ctx context.Context, tx store.Tx, tenantID, id string) (*store.AttentionItem, error) {
+func tenantItem(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.AttentionItem, error) {
 	it, err := tx.AttentionGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != tenantID) {
-		return nil, notFound("attention item", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != m.TenantID) {
+		return nil, notFound(m, "attention item", id)
 	}
 	return it, err
 }
@@ -225,7 +225,7 @@ func (s *Service) InspectAttention(ctx context.Context, p *access.Principal, ten
 	}
 	var out *AttentionView
 	err = s.store.Read(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -251,7 +251,7 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 	}
 	var out *AttentionView
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -286,7 +286,7 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 	}
 	var out *AttentionView
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -457,7 +457,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		run = s.store.Read
 	}
 	err = run(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}

@@ -114,7 +114,7 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 	err = s.store.Read(ctx, func(tx store.Tx) error {
 		w, err := tx.WorkGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
-			return notFound("work", id)
+			return notFound(m, "work", id)
 		}
 		if err != nil {
 			return err
