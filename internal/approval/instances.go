@@ -21,7 +21,7 @@ const (
 // ProvisionInput is a validated ProvisionInstanceRequest.
 type ProvisionInput struct {
 	Name     string // "" lets the provider assign one
-	Delivery *agentowl.Delivery
+	Delivery *agentowl.Receiver
 }
 
 // UpdateInput is a validated UpdateInstanceRequest.
@@ -30,7 +30,7 @@ type UpdateInput struct {
 	// DeliverySet is true when delivery was present; Delivery nil then means
 	// null (remove the receiver).
 	DeliverySet bool
-	Delivery    *agentowl.Delivery
+	Delivery    *agentowl.Receiver
 }
 
 // Provisioned is an instance and the credential issued with it.
@@ -55,7 +55,7 @@ func provisionHash(in *ProvisionInput) []byte {
 	return agentowl.HashCanonical(v)
 }
 
-func deliveryCanon(d *agentowl.Delivery) map[string]any {
+func deliveryCanon(d *agentowl.Receiver) map[string]any {
 	return map[string]any{"type": d.Type, "url": d.URL, "registration_id": d.RegistrationID, "signing_secret": d.SigningSecret}
 }
 
@@ -106,7 +106,7 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 			now := s.now()
 			inst := &agentowl.Instance{
 				ID: instanceID, TenantID: p.Token.TenantID, Name: in.Name, ProvisionerTokenID: p.Token.ID,
-				Delivery: in.Delivery, ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
+				Receiver: in.Delivery, ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
 			}
 			if inst.Name == "" {
 				inst.Name = "instance-" + inst.ID[:8]
@@ -288,22 +288,22 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 		}
 		now := s.now()
 		if in.DeliverySet {
-			if in.Delivery == nil && inst.Delivery != nil {
+			if in.Delivery == nil && inst.Receiver != nil {
 				// Removing the receiver ends its outstanding deliveries.
 				if _, err := tx.MessageCancelDestination(ctx, InstanceDestination(id), s.clock.Now(), deliveredGrace); err != nil {
 					return err
 				}
 			}
-			inst.Delivery = in.Delivery
+			inst.Receiver = in.Delivery
 		}
 		if err := tx.InstanceUpdate(ctx, inst); err != nil {
 			return err
 		}
 		snapshot := *inst
-		if snapshot.Delivery != nil {
-			d := *snapshot.Delivery
+		if snapshot.Receiver != nil {
+			d := *snapshot.Receiver
 			d.SigningSecret = "" // never retained in a replayable response
-			snapshot.Delivery = &d
+			snapshot.Receiver = &d
 		}
 		resp, err := json.Marshal(&snapshot)
 		if err != nil {

@@ -1153,7 +1153,7 @@ func TestOperatorHealthAndMetrics(t *testing.T) {
 // signed verification exchange that the delivery tests cover.
 type opAcceptingVerifier struct{}
 
-func (opAcceptingVerifier) Verify(context.Context, *agentowl.Delivery, string) error { return nil }
+func (opAcceptingVerifier) Verify(context.Context, *agentowl.Receiver, string) error { return nil }
 
 // newOpEnv starts a server as setup does but on a store the caller owns and
 // closes, with asynchronous mode on when async is true.
