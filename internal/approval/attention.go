@@ -92,8 +92,10 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// AttentionDecision is a decision file on an AAP item (docs/attention.md).
-type AttentionDecision struct {
+// DecisionFile is an operator's decision file on an AAP approval item of
+// the inbox (docs/attention.md); work.DecisionFile is the same file on a
+// runtime request.
+type DecisionFile struct {
 	DecisionID           string
 	RequestRevision      int64
 	Decision             string // approve or reject
@@ -101,7 +103,7 @@ type AttentionDecision struct {
 	HasAnswer            bool
 }
 
-func (in *AttentionDecision) hash(requestID string) []byte {
+func (in *DecisionFile) hash(requestID string) []byte {
 	b, _ := json.Marshal([]any{AttentionID(requestID), in.RequestRevision, in.Decision, in.ExpectedActionDigest})
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -126,7 +128,7 @@ type AttentionDecideResult struct {
 // digest_mismatch. The same decision_id with the same content after it won
 // is a replay. approve records approved and reject denied, with the
 // notification of the instance's receiver, as Decide does.
-func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tenant, id string, in AttentionDecision, submit bool) (*AttentionDecideResult, error) {
+func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tenant, id string, in DecisionFile, submit bool) (*AttentionDecideResult, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err

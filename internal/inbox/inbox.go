@@ -236,7 +236,7 @@ type DecideResult struct {
 // request item: a runtime request (work.Service.Decide) or an AAP approval
 // request (approval.Service.DecideAttention), with the same refusals in the
 // same order. Members may.
-func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *work.DecisionInput, submit bool) (*DecideResult, error) {
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *work.DecisionFile, submit bool) (*DecideResult, error) {
 	reqID, ok := approval.AttentionRequestID(id)
 	if !ok {
 		res, err := s.work.Decide(ctx, p, tenant, id, in, submit)
@@ -245,7 +245,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		}
 		return &DecideResult{Item: &Item{Work: res.View}, Preview: res.Preview, Replay: res.Replay, Body: res.Body}, nil
 	}
-	res, err := s.approval.DecideAttention(ctx, p, tenant, reqID, approval.AttentionDecision{
+	res, err := s.approval.DecideAttention(ctx, p, tenant, reqID, approval.DecisionFile{
 		DecisionID: in.DecisionID, RequestRevision: in.RequestRevision, Decision: in.Decision,
 		ExpectedActionDigest: in.ExpectedActionDigest, HasAnswer: in.Answer != ""}, submit)
 	if err != nil {

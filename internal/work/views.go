@@ -23,7 +23,7 @@ type Summary struct {
 	Delivery *store.Message
 	// Decisions are the human decisions on the work's requests with their
 	// receipts (inspection only).
-	Decisions []*store.Decision
+	Decisions []*store.WorkDecision
 }
 
 // TimelineCallbacks is how many of a work's latest callbacks its detail
@@ -128,7 +128,7 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 				return err
 			}
 		}
-		if d.Decisions, err = tx.DecisionList(ctx, w.ID); err != nil {
+		if d.Decisions, err = tx.WorkDecisionList(ctx, w.ID); err != nil {
 			return err
 		}
 		d.Callbacks, err = tx.CallbackList(ctx, w.ID, TimelineCallbacks)
