@@ -20,17 +20,18 @@ const (
 
 // ProvisionInput is a validated ProvisionInstanceRequest.
 type ProvisionInput struct {
-	Name     string // "" lets the provider assign one
-	Delivery *agentowl.Receiver
+	Name string // "" lets the provider assign one
+	// Receiver is the request's delivery object, if any.
+	Receiver *agentowl.Receiver
 }
 
 // UpdateInput is a validated UpdateInstanceRequest.
 type UpdateInput struct {
 	Name *string
-	// DeliverySet is true when delivery was present; Delivery nil then means
-	// null (remove the receiver).
-	DeliverySet bool
-	Delivery    *agentowl.Receiver
+	// ReceiverSet is true when the request's delivery object was present;
+	// Receiver nil then means null (remove the receiver).
+	ReceiverSet bool
+	Receiver    *agentowl.Receiver
 }
 
 // Provisioned is an instance and the credential issued with it.
@@ -49,8 +50,8 @@ type sealedProvision struct {
 
 func provisionHash(in *ProvisionInput) []byte {
 	v := map[string]any{"instance_name": in.Name}
-	if in.Delivery != nil {
-		v["delivery"] = deliveryCanon(in.Delivery)
+	if in.Receiver != nil {
+		v["delivery"] = deliveryCanon(in.Receiver)
 	}
 	return agentowl.HashCanonical(v)
 }
@@ -65,8 +66,8 @@ func deliveryCanon(d *agentowl.Receiver) map[string]any {
 // the first submission is still in progress; a replay after deletion is
 // instance_deleted.
 func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput) (*Provisioned, error) {
-	if in.Delivery != nil {
-		if err := s.checkDelivery(in.Delivery); err != nil {
+	if in.Receiver != nil {
+		if err := s.checkDelivery(in.Receiver); err != nil {
 			return nil, err
 		}
 	}
@@ -83,12 +84,12 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput, hash []byte) (*Provisioned, error) {
 	// The instance ID is proposed to the receiver before anything commits.
 	instanceID := access.NewID()
-	if in.Delivery != nil {
+	if in.Receiver != nil {
 		replay, err := s.provisionReplay(ctx, p, idemKey, hash)
 		if err != nil || replay != nil {
 			return replay, err
 		}
-		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Delivery, instanceID); err != nil {
+		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Receiver, instanceID); err != nil {
 			return nil, err
 		}
 	}
@@ -106,7 +107,7 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 			now := s.now()
 			inst := &agentowl.Instance{
 				ID: instanceID, TenantID: p.Token.TenantID, Name: in.Name, ProvisionerTokenID: p.Token.ID,
-				Receiver: in.Delivery, ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
+				Receiver: in.Receiver, ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
 			}
 			if inst.Name == "" {
 				inst.Name = "instance-" + inst.ID[:8]
@@ -224,8 +225,8 @@ func (s *Service) GetInstance(ctx context.Context, p *access.Principal, id strin
 // original response without applying it again; a changed input is
 // idempotency_conflict, also while the first submission is in progress.
 func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, idemKey string, in *UpdateInput) (*agentowl.Instance, error) {
-	if in.DeliverySet && in.Delivery != nil {
-		if err := s.checkDelivery(in.Delivery); err != nil {
+	if in.ReceiverSet && in.Receiver != nil {
+		if err := s.checkDelivery(in.Receiver); err != nil {
 			return nil, err
 		}
 	}
@@ -233,10 +234,10 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 	if in.Name != nil {
 		canon["instance_name"] = *in.Name
 	}
-	if in.DeliverySet {
+	if in.ReceiverSet {
 		canon["delivery"] = nil
-		if in.Delivery != nil {
-			canon["delivery"] = deliveryCanon(in.Delivery)
+		if in.Receiver != nil {
+			canon["delivery"] = deliveryCanon(in.Receiver)
 		}
 	}
 	hash := agentowl.HashCanonical(canon)
@@ -251,7 +252,7 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 
 // update is one keyed update; submissions.run keeps it alone per key.
 func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, idemKey string, in *UpdateInput, hash []byte) (*agentowl.Instance, error) {
-	if in.DeliverySet && in.Delivery != nil {
+	if in.ReceiverSet && in.Receiver != nil {
 		// Verify the replacement before committing anything; a replay of a
 		// committed update does not verify again. Deletion during the
 		// verification wins: the transaction below then finds it deleted.
@@ -259,7 +260,7 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 		if err != nil || replayed != nil {
 			return replayed, err
 		}
-		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Delivery, id); err != nil {
+		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Receiver, id); err != nil {
 			return nil, err
 		}
 	}
@@ -287,14 +288,14 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 			inst.Name = *in.Name
 		}
 		now := s.now()
-		if in.DeliverySet {
-			if in.Delivery == nil && inst.Receiver != nil {
+		if in.ReceiverSet {
+			if in.Receiver == nil && inst.Receiver != nil {
 				// Removing the receiver ends its outstanding deliveries.
 				if _, err := tx.MessageCancelDestination(ctx, InstanceDestination(id), s.clock.Now(), deliveredGrace); err != nil {
 					return err
 				}
 			}
-			inst.Receiver = in.Delivery
+			inst.Receiver = in.Receiver
 		}
 		if err := tx.InstanceUpdate(ctx, inst); err != nil {
 			return err

@@ -197,7 +197,7 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 		_, _ = rand.Read(key)
 		p, err := appr.ProvisionInstance(ctx, prov, access.NewID(), &approval.ProvisionInput{
 			Name: fmt.Sprintf("bench-%d", i),
-			Delivery: &agentowl.Receiver{Type: agentowl.DeliveryTypeWebhook, URL: rc.srv.URL + "/aap/events",
+			Receiver: &agentowl.Receiver{Type: agentowl.DeliveryTypeWebhook, URL: rc.srv.URL + "/aap/events",
 				RegistrationID: access.NewID(), SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(key)},
 		})
 		if err != nil {

@@ -118,7 +118,7 @@ func (s *Server) provisionInstance(r *http.Request, p *access.Principal) (int, a
 		}
 	}
 	if raw, ok := fields["delivery"]; ok {
-		if in.Delivery, err = decodeDelivery(raw, false); err != nil {
+		if in.Receiver, err = decodeDelivery(raw, false); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -202,8 +202,8 @@ func (s *Server) updateInstance(r *http.Request, p *access.Principal) (int, any,
 		in.Name = &name
 	}
 	if raw, ok := fields["delivery"]; ok {
-		in.DeliverySet = true
-		if in.Delivery, err = decodeDelivery(raw, true); err != nil {
+		in.ReceiverSet = true
+		if in.Receiver, err = decodeDelivery(raw, true); err != nil {
 			return 0, nil, err
 		}
 	}

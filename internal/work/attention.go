@@ -146,7 +146,7 @@ type AttentionView struct {
 	// the maintenance sweep has resolved the item yet).
 	Expired    bool
 	WorkStatus store.WorkStatus
-	// Delivery is the state of the decision push, if any.
+	// Push is the outbox message of the decision push, if any.
 	Push *store.Message
 }
 

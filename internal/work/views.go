@@ -19,8 +19,8 @@ import (
 // Summary is work with the state of its handoff delivery.
 type Summary struct {
 	Work *store.Work
-	// Delivery is the handoff message; nil once retention purged it.
-	Delivery *store.Message
+	// Handoff is the handoff message; nil once retention purged it.
+	Handoff *store.Message
 	// Decisions are the human decisions on the work's requests with their
 	// receipts (inspection only).
 	Decisions []*store.WorkDecision
@@ -84,7 +84,7 @@ func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant stri
 		}
 		for _, w := range ws {
 			sum := &Summary{Work: w}
-			if sum.Delivery, err = handoffMessage(ctx, tx, w); err != nil {
+			if sum.Handoff, err = handoffMessage(ctx, tx, w); err != nil {
 				return err
 			}
 			out = append(out, sum)
@@ -120,10 +120,10 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 			return err
 		}
 		d.Work = w
-		if d.Delivery, err = handoffMessage(ctx, tx, w); err != nil {
+		if d.Handoff, err = handoffMessage(ctx, tx, w); err != nil {
 			return err
 		}
-		if d.Delivery != nil {
+		if d.Handoff != nil {
 			if d.Attempts, err = tx.AttemptList(ctx, w.DeliveryID); err != nil {
 				return err
 			}
