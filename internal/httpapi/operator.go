@@ -258,6 +258,9 @@ func formatDuration(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 }
 
+// tenant resolves the path's tenant scope for the outbox views, which have
+// no use-case service of their own; the use-case services resolve it
+// themselves from the principal and the tenant name.
 func (s *Server) tenant(r *http.Request, p *access.Principal, role agentowl.Role) (*agentowl.TenantScope, error) {
 	return p.Tenant(r.PathValue("tenant"), role)
 }
