@@ -15,15 +15,16 @@ type Instance struct {
 	TenantID           string
 	Name               string
 	ProvisionerTokenID string
-	Delivery           *Delivery
+	Receiver           *Receiver
 	ApprovalValidity   time.Duration
 	CreatedAt          time.Time
 	DeletedAt          *time.Time
 }
 
-// Delivery is an instance's verified webhook receiver. The signing secret is
-// write-only: it is never returned by any API.
-type Delivery struct {
+// Receiver is an instance's verified webhook receiver: the AAP contract's
+// "delivery" object (a different thing from the delivery engine that sends
+// to it). The signing secret is write-only: it is never returned by any API.
+type Receiver struct {
 	Type           string
 	URL            string
 	RegistrationID string
@@ -83,8 +84,9 @@ func ValidateSigningSecret(s string) error {
 	return nil
 }
 
-// Validate checks a proposed delivery configuration in full.
-func (d *Delivery) Validate() error {
+// Validate checks a proposed receiver (the contract's delivery object) in
+// full.
+func (d *Receiver) Validate() error {
 	if d.Type != DeliveryTypeWebhook {
 		return FieldError(ECodeUnsupportedDelivery, "delivery.type", "Only the webhook delivery type is supported.")
 	}

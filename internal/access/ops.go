@@ -347,7 +347,7 @@ func (s *Service) RevokeToken(ctx context.Context, p *Principal, tenant string, 
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		tok, err := tx.TokenGetByID(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && (tok.TenantID != m.TenantID || tok.Kind != kind)) {
-			return agentowl.Errorf(agentowl.ECodeNotFound, "No %s token %q in this tenant.", kind, id)
+			return agentowl.Errorf(agentowl.ECodeNotFound, "No %s token %q in tenant %q.", kind, id, m.TenantName)
 		}
 		if err != nil {
 			return err

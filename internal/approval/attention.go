@@ -92,8 +92,10 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// AttentionDecision is a decision file on an AAP item (docs/attention.md).
-type AttentionDecision struct {
+// DecisionFile is an operator's decision file on an AAP approval item of
+// the inbox (docs/attention.md); work.DecisionFile is the same file on a
+// runtime request.
+type DecisionFile struct {
 	DecisionID           string
 	RequestRevision      int64
 	Decision             string // approve or reject
@@ -101,7 +103,7 @@ type AttentionDecision struct {
 	HasAnswer            bool
 }
 
-func (in *AttentionDecision) hash(requestID string) []byte {
+func (in *DecisionFile) hash(requestID string) []byte {
 	b, _ := json.Marshal([]any{AttentionID(requestID), in.RequestRevision, in.Decision, in.ExpectedActionDigest})
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -120,24 +122,29 @@ type AttentionDecideResult struct {
 }
 
 // DecideAttention decides (or, with submit false, previews) AAP request id
-// of tenantID from the inbox. The refusals, in order, are those of agent
+// of the tenant named tenant from the inbox, for its members. The refusals, in order, are those of agent
 // work items: decision_conflict, already_decided, stale_revision (the
 // revision is always 1), request_expired, decision_not_allowed,
 // digest_mismatch. The same decision_id with the same content after it won
 // is a replay. approve records approved and reject denied, with the
 // notification of the instance's receiver, as Decide does.
-func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tenantID, id string, in AttentionDecision, submit bool) (*AttentionDecideResult, error) {
+func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tenant, id string, in DecisionFile, submit bool) (*AttentionDecideResult, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	tenantID := m.TenantID
 	attID := AttentionID(id)
 	if !agentowl.ValidUUID(id) {
-		return nil, notFound("attention item", attID)
+		return nil, notFoundIn(m, "attention item", attID)
 	}
 	sum := in.hash(id)
 	var out AttentionDecideResult
-	err := s.writeRequest(ctx, func(tx store.Tx) error {
+	err = s.writeRequest(ctx, func(tx store.Tx) error {
 		out = AttentionDecideResult{}
 		r, err := tx.RequestGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
-			return notFound("attention item", attID)
+			return notFoundIn(m, "attention item", attID)
 		}
 		if err != nil {
 			return err
@@ -212,10 +219,15 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 	return &out, nil
 }
 
-// AckAttention acknowledges (assigns) the pending AAP request id of
-// tenantID in the inbox: it never decides it. assignee defaults to the
+// AckAttention acknowledges (assigns) the pending AAP request id of the
+// tenant named tenant in the inbox, for its members: it never decides it. assignee defaults to the
 // caller. A request that is no longer pending is a conflict.
-func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenantID, id, assignee string) (*agentowl.ApprovalRequest, *store.AAPAck, error) {
+func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant, id, assignee string) (*agentowl.ApprovalRequest, *store.AAPAck, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, nil, err
+	}
+	tenantID := m.TenantID
 	if assignee == "" {
 		assignee = p.Actor()
 	}
@@ -223,14 +235,14 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenantI
 		return nil, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "assignee", "assignee must be 1-256 bytes of text.")
 	}
 	if !agentowl.ValidUUID(id) {
-		return nil, nil, notFound("attention item", AttentionID(id))
+		return nil, nil, notFoundIn(m, "attention item", AttentionID(id))
 	}
 	var r *agentowl.ApprovalRequest
 	var ack *store.AAPAck
-	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
+	err = s.writeRequest(ctx, func(tx store.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
-			return notFound("attention item", AttentionID(id))
+			return notFoundIn(m, "attention item", AttentionID(id))
 		}
 		if err != nil {
 			return err

@@ -18,7 +18,7 @@ import (
 // ReceiverVerifier sends the signed webhook.verification to a proposed
 // receiver; any failure is webhook_verification_failed.
 type ReceiverVerifier interface {
-	Verify(ctx context.Context, d *agentowl.Delivery, instanceID string) error
+	Verify(ctx context.Context, d *agentowl.Receiver, instanceID string) error
 }
 
 // Receivers is what asynchronous mode needs of the rest of the server:
@@ -57,14 +57,14 @@ func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil || inst.DeletedAt != nil || inst.Delivery == nil {
+	if err != nil || inst.DeletedAt != nil || inst.Receiver == nil {
 		return nil, err
 	}
-	return &delivery.Target{URL: inst.Delivery.URL, Secret: inst.Delivery.SigningSecret}, nil
+	return &delivery.Target{URL: inst.Receiver.URL, Secret: inst.Receiver.SigningSecret}, nil
 }
 
 // checkDelivery validates a proposed receiver.
-func (s *Service) checkDelivery(d *agentowl.Delivery) error {
+func (s *Service) checkDelivery(d *agentowl.Receiver) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (s *Service) checkDelivery(d *agentowl.Delivery) error {
 // verifyReceiver sends the verification of receiver d for instanceID,
 // within the tenant's registration limit. Callers run it inside
 // submissions.run, so one keyed submission verifies at a time.
-func (s *Service) verifyReceiver(ctx context.Context, tenantID string, d *agentowl.Delivery, instanceID string) error {
+func (s *Service) verifyReceiver(ctx context.Context, tenantID string, d *agentowl.Receiver, instanceID string) error {
 	if ok, wait := s.registerTenant.Allow(ctx, tenantID); !ok {
 		return ratelimit.Error("receiver registrations for this account", wait)
 	}
@@ -99,7 +99,7 @@ type resolvedEvent struct {
 // recordNotification writes the request.resolved message for r in tx when
 // its instance has a receiver. It reports whether it wrote one.
 func (s *Service) recordNotification(ctx context.Context, tx store.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest) (bool, error) {
-	if inst == nil || inst.Delivery == nil || inst.DeletedAt != nil {
+	if inst == nil || inst.Receiver == nil || inst.DeletedAt != nil {
 		return false, nil
 	}
 	id := uuid.NewString()

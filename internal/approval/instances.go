@@ -20,17 +20,18 @@ const (
 
 // ProvisionInput is a validated ProvisionInstanceRequest.
 type ProvisionInput struct {
-	Name     string // "" lets the provider assign one
-	Delivery *agentowl.Delivery
+	Name string // "" lets the provider assign one
+	// Receiver is the request's delivery object, if any.
+	Receiver *agentowl.Receiver
 }
 
 // UpdateInput is a validated UpdateInstanceRequest.
 type UpdateInput struct {
 	Name *string
-	// DeliverySet is true when delivery was present; Delivery nil then means
-	// null (remove the receiver).
-	DeliverySet bool
-	Delivery    *agentowl.Delivery
+	// ReceiverSet is true when the request's delivery object was present;
+	// Receiver nil then means null (remove the receiver).
+	ReceiverSet bool
+	Receiver    *agentowl.Receiver
 }
 
 // Provisioned is an instance and the credential issued with it.
@@ -49,13 +50,13 @@ type sealedProvision struct {
 
 func provisionHash(in *ProvisionInput) []byte {
 	v := map[string]any{"instance_name": in.Name}
-	if in.Delivery != nil {
-		v["delivery"] = deliveryCanon(in.Delivery)
+	if in.Receiver != nil {
+		v["delivery"] = deliveryCanon(in.Receiver)
 	}
 	return agentowl.HashCanonical(v)
 }
 
-func deliveryCanon(d *agentowl.Delivery) map[string]any {
+func deliveryCanon(d *agentowl.Receiver) map[string]any {
 	return map[string]any{"type": d.Type, "url": d.URL, "registration_id": d.RegistrationID, "signing_secret": d.SigningSecret}
 }
 
@@ -65,8 +66,8 @@ func deliveryCanon(d *agentowl.Delivery) map[string]any {
 // the first submission is still in progress; a replay after deletion is
 // instance_deleted.
 func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput) (*Provisioned, error) {
-	if in.Delivery != nil {
-		if err := s.checkDelivery(in.Delivery); err != nil {
+	if in.Receiver != nil {
+		if err := s.checkDelivery(in.Receiver); err != nil {
 			return nil, err
 		}
 	}
@@ -83,12 +84,12 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput, hash []byte) (*Provisioned, error) {
 	// The instance ID is proposed to the receiver before anything commits.
 	instanceID := access.NewID()
-	if in.Delivery != nil {
+	if in.Receiver != nil {
 		replay, err := s.provisionReplay(ctx, p, idemKey, hash)
 		if err != nil || replay != nil {
 			return replay, err
 		}
-		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Delivery, instanceID); err != nil {
+		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Receiver, instanceID); err != nil {
 			return nil, err
 		}
 	}
@@ -106,7 +107,7 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 			now := s.now()
 			inst := &agentowl.Instance{
 				ID: instanceID, TenantID: p.Token.TenantID, Name: in.Name, ProvisionerTokenID: p.Token.ID,
-				Delivery: in.Delivery, ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
+				Receiver: in.Receiver, ApprovalValidity: s.cfg.DefaultApprovalValidity, CreatedAt: now,
 			}
 			if inst.Name == "" {
 				inst.Name = "instance-" + inst.ID[:8]
@@ -224,8 +225,8 @@ func (s *Service) GetInstance(ctx context.Context, p *access.Principal, id strin
 // original response without applying it again; a changed input is
 // idempotency_conflict, also while the first submission is in progress.
 func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, idemKey string, in *UpdateInput) (*agentowl.Instance, error) {
-	if in.DeliverySet && in.Delivery != nil {
-		if err := s.checkDelivery(in.Delivery); err != nil {
+	if in.ReceiverSet && in.Receiver != nil {
+		if err := s.checkDelivery(in.Receiver); err != nil {
 			return nil, err
 		}
 	}
@@ -233,10 +234,10 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 	if in.Name != nil {
 		canon["instance_name"] = *in.Name
 	}
-	if in.DeliverySet {
+	if in.ReceiverSet {
 		canon["delivery"] = nil
-		if in.Delivery != nil {
-			canon["delivery"] = deliveryCanon(in.Delivery)
+		if in.Receiver != nil {
+			canon["delivery"] = deliveryCanon(in.Receiver)
 		}
 	}
 	hash := agentowl.HashCanonical(canon)
@@ -251,7 +252,7 @@ func (s *Service) UpdateInstance(ctx context.Context, p *access.Principal, id, i
 
 // update is one keyed update; submissions.run keeps it alone per key.
 func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, idemKey string, in *UpdateInput, hash []byte) (*agentowl.Instance, error) {
-	if in.DeliverySet && in.Delivery != nil {
+	if in.ReceiverSet && in.Receiver != nil {
 		// Verify the replacement before committing anything; a replay of a
 		// committed update does not verify again. Deletion during the
 		// verification wins: the transaction below then finds it deleted.
@@ -259,7 +260,7 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 		if err != nil || replayed != nil {
 			return replayed, err
 		}
-		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Delivery, id); err != nil {
+		if err := s.verifyReceiver(ctx, p.Token.TenantID, in.Receiver, id); err != nil {
 			return nil, err
 		}
 	}
@@ -287,23 +288,23 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 			inst.Name = *in.Name
 		}
 		now := s.now()
-		if in.DeliverySet {
-			if in.Delivery == nil && inst.Delivery != nil {
+		if in.ReceiverSet {
+			if in.Receiver == nil && inst.Receiver != nil {
 				// Removing the receiver ends its outstanding deliveries.
 				if _, err := tx.MessageCancelDestination(ctx, InstanceDestination(id), s.clock.Now(), deliveredGrace); err != nil {
 					return err
 				}
 			}
-			inst.Delivery = in.Delivery
+			inst.Receiver = in.Receiver
 		}
 		if err := tx.InstanceUpdate(ctx, inst); err != nil {
 			return err
 		}
 		snapshot := *inst
-		if snapshot.Delivery != nil {
-			d := *snapshot.Delivery
+		if snapshot.Receiver != nil {
+			d := *snapshot.Receiver
 			d.SigningSecret = "" // never retained in a replayable response
-			snapshot.Delivery = &d
+			snapshot.Receiver = &d
 		}
 		resp, err := json.Marshal(&snapshot)
 		if err != nil {
@@ -394,43 +395,58 @@ func (s *Service) DeleteInstance(ctx context.Context, p *access.Principal, id st
 
 // ---- operator views
 
-// TenantInstances lists a tenant's live instances.
-func (s *Service) TenantInstances(ctx context.Context, tenantID string) ([]*agentowl.Instance, error) {
+// TenantInstances lists the live instances of the tenant named tenant, for
+// its members.
+func (s *Service) TenantInstances(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Instance, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
 	var out []*agentowl.Instance
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-		out, err = tx.InstanceList(ctx, tenantID)
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.InstanceList(ctx, m.TenantID)
 		return err
 	})
 	return out, err
 }
 
-// TenantInstance returns one instance of a tenant, deleted or not.
-func (s *Service) TenantInstance(ctx context.Context, tenantID, id string) (*agentowl.Instance, error) {
+// TenantInstance returns one instance of the tenant named tenant, deleted
+// or not, for its members.
+func (s *Service) TenantInstance(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Instance, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
 	if !agentowl.ValidUUID(id) {
-		return nil, notFound("instance", id)
+		return nil, notFoundIn(m, "instance", id)
 	}
 	var inst *agentowl.Instance
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		inst, err = tx.InstanceGet(ctx, id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != tenantID) {
-		return nil, notFound("instance", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != m.TenantID) {
+		return nil, notFoundIn(m, "instance", id)
 	}
 	return inst, err
 }
 
 // SetApprovalValidity changes how long new approvals of an instance permit
-// the call to start. Operators (admin) only.
-func (s *Service) SetApprovalValidity(ctx context.Context, p *access.Principal, tenantID, id string, validity time.Duration) (*agentowl.Instance, error) {
+// the call to start. Admins of the tenant named tenant only.
+func (s *Service) SetApprovalValidity(ctx context.Context, p *access.Principal, tenant, id string, validity time.Duration) (*agentowl.Instance, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	tenantID := m.TenantID
 	if validity < time.Second || validity > s.cfg.MaxApprovalValidity {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "approval_validity", "approval_validity must be between 1s and %s.", s.cfg.MaxApprovalValidity)
 	}
 	var inst *agentowl.Instance
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Write(ctx, func(tx store.Tx) (err error) {
 		inst, err = tx.InstanceGetForUpdate(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
-			return notFound("instance", id)
+			return notFoundIn(m, "instance", id)
 		}
 		if err != nil {
 			return err

@@ -10,8 +10,14 @@ import (
 )
 
 // CreatePolicy validates and stores a rule for a tenant (or one of its
-// instances). A condition that does not compile is invalid_policy.
-func (s *Service) CreatePolicy(ctx context.Context, p *access.Principal, tenantID string, rule *agentowl.Policy) (*agentowl.Policy, error) {
+// instances); admins of the tenant named tenant only. A condition that
+// does not compile is invalid_policy.
+func (s *Service) CreatePolicy(ctx context.Context, p *access.Principal, tenant string, rule *agentowl.Policy) (*agentowl.Policy, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	tenantID := m.TenantID
 	if rule.Effect != agentowl.EffectApprove && rule.Effect != agentowl.EffectDeny {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidPolicy, "effect", "The effect must be approve or deny.")
 	}
@@ -30,11 +36,11 @@ func (s *Service) CreatePolicy(ctx context.Context, p *access.Principal, tenantI
 	if rule.Name == "" {
 		rule.Name = string(rule.Effect) + " " + rule.Tool
 	}
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx store.Tx) error {
 		if rule.InstanceID != "" {
 			inst, err := tx.InstanceGet(ctx, rule.InstanceID)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
-				return notFound("instance", rule.InstanceID)
+				return notFoundIn(m, "instance", rule.InstanceID)
 			}
 			if err != nil {
 				return err
@@ -53,22 +59,32 @@ func (s *Service) CreatePolicy(ctx context.Context, p *access.Principal, tenantI
 	return rule, nil
 }
 
-// ListPolicies returns a tenant's rules in evaluation order.
-func (s *Service) ListPolicies(ctx context.Context, tenantID string) ([]*agentowl.Policy, error) {
+// ListPolicies returns the rules of the tenant named tenant in evaluation
+// order, for its members.
+func (s *Service) ListPolicies(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Policy, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
 	var out []*agentowl.Policy
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-		out, err = tx.PolicyList(ctx, tenantID, "")
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.PolicyList(ctx, m.TenantID, "")
 		return err
 	})
 	return out, err
 }
 
-// DeletePolicy removes a tenant's rule.
-func (s *Service) DeletePolicy(ctx context.Context, p *access.Principal, tenantID, id string) error {
+// DeletePolicy removes a rule of the tenant named tenant; admins only.
+func (s *Service) DeletePolicy(ctx context.Context, p *access.Principal, tenant, id string) error {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	tenantID := m.TenantID
 	return s.store.Write(ctx, func(tx store.Tx) error {
 		rule, err := tx.PolicyGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && rule.TenantID != tenantID) {
-			return agentowl.Errorf(agentowl.ECodeNotFound, "No policy %q in this tenant.", id)
+			return notFoundIn(m, "policy", id)
 		}
 		if err != nil {
 			return err

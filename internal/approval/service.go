@@ -110,6 +110,13 @@ func notFound(what, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q is available to this credential.", what, id)
 }
 
+// notFoundIn is not_found for an operator's look-up: it names the tenant
+// searched, so an operator who meant another tenant sees where the search
+// went (the name is the caller's own tenant, so it leaks nothing).
+func notFoundIn(m *agentowl.TenantScope, what, id string) error {
+	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in tenant %q.", what, id, m.TenantName)
+}
+
 // ---- approval requests
 
 // CreateResult is a created or replayed request.
@@ -351,12 +358,18 @@ type DecideParams struct {
 	ValidFor time.Duration
 }
 
-// Decide records an operator's decision on a request of tenantID. Exactly
-// one outcome wins: deciding a request that is no longer pending (decided,
-// cancelled, expired, or whose instance was deleted) is already_terminal.
-func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id string, dp DecideParams) (*agentowl.ApprovalRequest, error) {
+// Decide records an operator's decision on a request of the tenant named
+// tenant, for its members. Exactly one outcome wins: deciding a request that
+// is no longer pending (decided, cancelled, expired, or whose instance was
+// deleted) is already_terminal.
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, dp DecideParams) (*agentowl.ApprovalRequest, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	tenantID := m.TenantID
 	if !agentowl.ValidUUID(id) {
-		return nil, notFound("approval request", id)
+		return nil, notFoundIn(m, "approval request", id)
 	}
 	if dp.ValidFor < 0 || dp.ValidFor > s.cfg.MaxApprovalValidity {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "valid_for", "valid_for must be between 1s and %s.", s.cfg.MaxApprovalValidity)
@@ -365,10 +378,10 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenantID, id 
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "note", "The note is longer than 4096 bytes.")
 	}
 	var r *agentowl.ApprovalRequest
-	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
+	err = s.writeRequest(ctx, func(tx store.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
-			return notFound("approval request", id)
+			return notFoundIn(m, "approval request", id)
 		}
 		if err != nil {
 			return err
@@ -423,14 +436,19 @@ func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal
 	return now, access.Audit(ctx, tx, now, tenantID, p, "approval.decide", "approval-request:"+r.ID, details)
 }
 
-// ListRequests lists a tenant's requests, newest first, as readers see them.
-func (s *Service) ListRequests(ctx context.Context, tenantID string, p store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
-	p.TenantID = tenantID
+// ListRequests lists the requests of the tenant named tenant, newest first,
+// as readers see them, for its members.
+func (s *Service) ListRequests(ctx context.Context, p *access.Principal, tenant string, params store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	params.TenantID = m.TenantID
 	now := s.clock.Now()
-	p.Now = now
+	params.Now = now
 	var out []*agentowl.ApprovalRequest
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-		out, err = tx.RequestList(ctx, p)
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		out, err = tx.RequestList(ctx, params)
 		return err
 	})
 	for _, r := range out {
@@ -442,11 +460,16 @@ func (s *Service) ListRequests(ctx context.Context, tenantID string, p store.Req
 	return out, err
 }
 
-// TenantRequest returns one request of a tenant (for operators).
-func (s *Service) TenantRequest(ctx context.Context, tenantID, id string) (*agentowl.ApprovalRequest, error) {
+// TenantRequest returns one request of the tenant named tenant, for its
+// members.
+func (s *Service) TenantRequest(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.ApprovalRequest, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
 	r, err := s.readRequest(ctx, "", id)
-	if err == nil && r.TenantID != tenantID {
-		return nil, notFound("approval request", id)
+	if agentowl.ErrorCode(err) == agentowl.ECodeNotFound || (err == nil && r.TenantID != m.TenantID) {
+		return nil, notFoundIn(m, "approval request", id)
 	}
 	return r, err
 }

@@ -588,7 +588,7 @@ func TestVerifierLimitsDestinationsAcrossHostNames(t *testing.T) {
 			stubAddrs{"a.test": shared, "b.test": shared})
 		_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 		try := func(host string) error {
-			return v.Verify(context.Background(), &agentowl.Delivery{Type: "webhook", URL: "https://" + host + ":" + port + "/hook",
+			return v.Verify(context.Background(), &agentowl.Receiver{Type: "webhook", URL: "https://" + host + ":" + port + "/hook",
 				RegistrationID: uuid.NewString(), SigningSecret: webhook.NewSecret()}, uuid.NewString())
 		}
 		for _, host := range []string{"a.test", "b.test"} {

@@ -69,7 +69,7 @@ type verification struct {
 // succeeds only on 200 with a JSON body whose challenge is exactly the sent
 // one, within VerificationTimeout. Every failure is
 // webhook_verification_failed with a message saying what went wrong.
-func (v *Verifier) Verify(ctx context.Context, d *agentowl.Delivery, instanceID string) error {
+func (v *Verifier) Verify(ctx context.Context, d *agentowl.Receiver, instanceID string) error {
 	fail := func(format string, args ...any) error {
 		return &agentowl.Error{Code: agentowl.ECodeWebhookVerificationFailed, Param: "delivery",
 			Message: "The webhook receiver could not be verified: " + fmt.Sprintf(format, args...)}

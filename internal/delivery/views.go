@@ -18,14 +18,15 @@ func List(ctx context.Context, st store.Store, p store.MessageListParams) ([]*st
 	return out, err
 }
 
-// Inspect returns one message of a tenant and its attempts.
-func Inspect(ctx context.Context, st store.Store, tenantID, id string) (*store.Message, []*store.Attempt, error) {
-	var m *store.Message
+// Inspect returns one message of the tenant scope m and its attempts; not
+// found names the tenant searched.
+func Inspect(ctx context.Context, st store.Store, m *agentowl.TenantScope, id string) (*store.Message, []*store.Attempt, error) {
+	var msg *store.Message
 	var attempts []*store.Attempt
 	err := st.Read(ctx, func(tx store.Tx) (err error) {
-		m, err = tx.MessageGet(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && m.TenantID != tenantID) {
-			return agentowl.Errorf(agentowl.ECodeNotFound, "No delivery %q in this tenant.", id)
+		msg, err = tx.MessageGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && msg.TenantID != m.TenantID) {
+			return agentowl.Errorf(agentowl.ECodeNotFound, "No delivery %q in tenant %q.", id, m.TenantName)
 		}
 		if err != nil {
 			return err
@@ -33,5 +34,5 @@ func Inspect(ctx context.Context, st store.Store, tenantID, id string) (*store.M
 		attempts, err = tx.AttemptList(ctx, id)
 		return err
 	})
-	return m, attempts, err
+	return msg, attempts, err
 }

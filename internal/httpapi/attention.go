@@ -49,7 +49,7 @@ type wireWorkDecisionRecord struct {
 	Body                 json.RawMessage  `json:"body"`
 }
 
-func toWireDecision(d *store.Decision, withActor bool) wireWorkDecisionRecord {
+func toWireDecision(d *store.WorkDecision, withActor bool) wireWorkDecisionRecord {
 	out := wireWorkDecisionRecord{DecisionID: d.ID, WorkID: d.WorkID, RequestID: d.RequestID, RequestRevision: d.Revision,
 		Decision: d.Decision, Answer: d.Answer, ExpectedActionDigest: d.ExpectedActionDigest,
 		DecidedAt: timestamp(d.DecidedAt), Receipt: wireReceiptState{Status: "pending"}, Body: d.Body}

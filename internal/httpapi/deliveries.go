@@ -73,7 +73,7 @@ func (s *Server) inspectDelivery(r *http.Request, p *access.Principal) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
-	msg, attempts, err := delivery.Inspect(r.Context(), s.store, m.TenantID, r.PathValue("id"))
+	msg, attempts, err := delivery.Inspect(r.Context(), s.store, m, r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -197,7 +197,7 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 		_, _ = rand.Read(key)
 		p, err := appr.ProvisionInstance(ctx, prov, access.NewID(), &approval.ProvisionInput{
 			Name: fmt.Sprintf("bench-%d", i),
-			Delivery: &agentowl.Delivery{Type: agentowl.DeliveryTypeWebhook, URL: rc.srv.URL + "/aap/events",
+			Receiver: &agentowl.Receiver{Type: agentowl.DeliveryTypeWebhook, URL: rc.srv.URL + "/aap/events",
 				RegistrationID: access.NewID(), SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(key)},
 		})
 		if err != nil {
@@ -233,7 +233,7 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
 		}
 		started[i] = time.Now()
-		if _, err := appr.Decide(ctx, op, op.Scope.TenantID, ids[i], approval.DecideParams{Approve: true}); err != nil {
+		if _, err := appr.Decide(ctx, op, op.Scope.TenantName, ids[i], approval.DecideParams{Approve: true}); err != nil {
 			return fmt.Errorf("decide request %d: %w", i, err)
 		}
 		return nil

@@ -258,25 +258,20 @@ func formatDuration(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 }
 
+// tenant resolves the path's tenant scope for the outbox views, which have
+// no use-case service of their own; the use-case services resolve it
+// themselves from the principal and the tenant name.
 func (s *Server) tenant(r *http.Request, p *access.Principal, role agentowl.Role) (*agentowl.TenantScope, error) {
 	return p.Tenant(r.PathValue("tenant"), role)
 }
 
 func (s *Server) listInstances(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleMember)
-	if err != nil {
-		return 0, nil, err
-	}
-	insts, err := s.approval.TenantInstances(r.Context(), m.TenantID)
+	insts, err := s.approval.TenantInstances(r.Context(), p, r.PathValue("tenant"))
 	return http.StatusOK, listOf(insts, toWireOperatorInstance), err
 }
 
 func (s *Server) inspectInstance(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleMember)
-	if err != nil {
-		return 0, nil, err
-	}
-	inst, err := s.approval.TenantInstance(r.Context(), m.TenantID, r.PathValue("id"))
+	inst, err := s.approval.TenantInstance(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -284,10 +279,6 @@ func (s *Server) inspectInstance(r *http.Request, p *access.Principal) (int, any
 }
 
 func (s *Server) patchInstance(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleAdmin)
-	if err != nil {
-		return 0, nil, err
-	}
 	fields, err := readObject(r, "approval_validity")
 	if err != nil {
 		return 0, nil, err
@@ -300,7 +291,7 @@ func (s *Server) patchInstance(r *http.Request, p *access.Principal) (int, any, 
 	if !ok {
 		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "approval_validity", "approval_validity must be a duration such as 5m.")
 	}
-	inst, err := s.approval.SetApprovalValidity(r.Context(), p, m.TenantID, r.PathValue("id"), d)
+	inst, err := s.approval.SetApprovalValidity(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), d)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -324,10 +315,6 @@ func toWireApproval(r *agentowl.ApprovalRequest) wireApproval {
 }
 
 func (s *Server) listApprovals(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleMember)
-	if err != nil {
-		return 0, nil, err
-	}
 	limit, err := limitParam(r)
 	if err != nil {
 		return 0, nil, err
@@ -341,7 +328,7 @@ func (s *Server) listApprovals(r *http.Request, p *access.Principal) (int, any, 
 			return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be pending, approved, denied, expired or cancelled.")
 		}
 	}
-	reqs, err := s.approval.ListRequests(r.Context(), m.TenantID, params)
+	reqs, err := s.approval.ListRequests(r.Context(), p, r.PathValue("tenant"), params)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -349,11 +336,7 @@ func (s *Server) listApprovals(r *http.Request, p *access.Principal) (int, any, 
 }
 
 func (s *Server) inspectApproval(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleMember)
-	if err != nil {
-		return 0, nil, err
-	}
-	req, err := s.approval.TenantRequest(r.Context(), m.TenantID, r.PathValue("id"))
+	req, err := s.approval.TenantRequest(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -363,10 +346,6 @@ func (s *Server) inspectApproval(r *http.Request, p *access.Principal) (int, any
 // decideApproval records approve or deny and answers with the exact provider
 // request object, as GET /v1/requests/{id} would return it.
 func (s *Server) decideApproval(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleMember)
-	if err != nil {
-		return 0, nil, err
-	}
 	fields, err := readObject(r, "decision", "note", "valid_for")
 	if err != nil {
 		return 0, nil, err
@@ -395,7 +374,7 @@ func (s *Server) decideApproval(r *http.Request, p *access.Principal) (int, any,
 		}
 		dp.ValidFor = d
 	}
-	req, err := s.approval.Decide(r.Context(), p, m.TenantID, r.PathValue("id"), dp)
+	req, err := s.approval.Decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), dp)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -422,19 +401,11 @@ func toWirePolicy(p *agentowl.Policy) wirePolicy {
 }
 
 func (s *Server) listPolicies(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleMember)
-	if err != nil {
-		return 0, nil, err
-	}
-	rules, err := s.approval.ListPolicies(r.Context(), m.TenantID)
+	rules, err := s.approval.ListPolicies(r.Context(), p, r.PathValue("tenant"))
 	return http.StatusOK, listOf(rules, toWirePolicy), err
 }
 
 func (s *Server) createPolicy(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleAdmin)
-	if err != nil {
-		return 0, nil, err
-	}
 	fields, err := readObject(r, "name", "instance_id", "tool", "condition", "effect", "note", "priority")
 	if err != nil {
 		return 0, nil, err
@@ -454,7 +425,7 @@ func (s *Server) createPolicy(r *http.Request, p *access.Principal) (int, any, e
 			return 0, nil, err
 		}
 	}
-	created, err := s.approval.CreatePolicy(r.Context(), p, m.TenantID, &rule)
+	created, err := s.approval.CreatePolicy(r.Context(), p, r.PathValue("tenant"), &rule)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -462,11 +433,7 @@ func (s *Server) createPolicy(r *http.Request, p *access.Principal) (int, any, e
 }
 
 func (s *Server) deletePolicy(r *http.Request, p *access.Principal) (int, any, error) {
-	m, err := s.tenant(r, p, agentowl.RoleAdmin)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, s.approval.DeletePolicy(r.Context(), p, m.TenantID, r.PathValue("id"))
+	return http.StatusNoContent, nil, s.approval.DeletePolicy(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 }
 
 type wireAudit struct {

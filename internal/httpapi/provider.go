@@ -46,8 +46,8 @@ type wireInstance struct {
 
 func toWireInstance(in *agentowl.Instance) *wireInstance {
 	w := &wireInstance{ID: in.ID, Name: in.Name}
-	if in.Delivery != nil {
-		w.Delivery = &wireDelivery{Type: in.Delivery.Type, URL: in.Delivery.URL, RegistrationID: in.Delivery.RegistrationID}
+	if in.Receiver != nil {
+		w.Delivery = &wireDelivery{Type: in.Receiver.Type, URL: in.Receiver.URL, RegistrationID: in.Receiver.RegistrationID}
 	}
 	return w
 }
@@ -118,7 +118,7 @@ func (s *Server) provisionInstance(r *http.Request, p *access.Principal) (int, a
 		}
 	}
 	if raw, ok := fields["delivery"]; ok {
-		if in.Delivery, err = decodeDelivery(raw, false); err != nil {
+		if in.Receiver, err = decodeDelivery(raw, false); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -144,7 +144,7 @@ func validName(name string) error {
 }
 
 // decodeDelivery decodes a WebhookDeliveryInput (null allowed on update).
-func decodeDelivery(raw json.RawMessage, allowNull bool) (*agentowl.Delivery, error) {
+func decodeDelivery(raw json.RawMessage, allowNull bool) (*agentowl.Receiver, error) {
 	if string(raw) == "null" {
 		if allowNull {
 			return nil, nil
@@ -160,7 +160,7 @@ func decodeDelivery(raw json.RawMessage, allowNull bool) (*agentowl.Delivery, er
 			return nil, agentowl.FieldError(agentowl.ECodeUnknownField, "delivery."+k, "Unknown field %q in delivery.", k)
 		}
 	}
-	var d agentowl.Delivery
+	var d agentowl.Receiver
 	for name, dst := range map[string]*string{"type": &d.Type, "url": &d.URL, "registration_id": &d.RegistrationID, "signing_secret": &d.SigningSecret} {
 		if err := requiredField(obj, name, dst); err != nil {
 			e := err.(*agentowl.Error)
@@ -202,8 +202,8 @@ func (s *Server) updateInstance(r *http.Request, p *access.Principal) (int, any,
 		in.Name = &name
 	}
 	if raw, ok := fields["delivery"]; ok {
-		in.DeliverySet = true
-		if in.Delivery, err = decodeDelivery(raw, true); err != nil {
+		in.ReceiverSet = true
+		if in.Receiver, err = decodeDelivery(raw, true); err != nil {
 			return 0, nil, err
 		}
 	}

@@ -387,7 +387,7 @@ func toWireWork(sum *work.Summary) wireWork {
 			RequestID: d.RequestID, Revision: d.Revision, Decision: d.Decision, DecidedAt: timestamp(d.DecidedAt),
 			ReceiptAt: timestampPtr(d.ReceiptAt), ReceiptVia: d.ReceiptVia})
 	}
-	if m := sum.Delivery; m != nil {
+	if m := sum.Handoff; m != nil {
 		d := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
 			LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
 		if m.State == store.MessagePending {

@@ -129,12 +129,8 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 	}
 	st := params.Status
 	if (st == "" || st == store.AttentionOpen || st == store.AttentionAcknowledged) && params.WorkID == "" {
-		m, err := p.Tenant(tenant, agentowl.RoleMember)
-		if err != nil {
-			return nil, err
-		}
 		now := s.clock.Now()
-		reqs, err := s.approval.ListRequests(ctx, m.TenantID, store.RequestListParams{Status: agentowl.StatusPending, Limit: params.Limit})
+		reqs, err := s.approval.ListRequests(ctx, p, tenant, store.RequestListParams{Status: agentowl.StatusPending, Limit: params.Limit})
 		if err != nil {
 			return nil, err
 		}
@@ -176,13 +172,9 @@ func (s *Service) Inspect(ctx context.Context, p *access.Principal, tenant, id s
 		}
 		return &Item{Work: v}, nil
 	}
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	q, err := s.approval.TenantRequest(ctx, m.TenantID, reqID)
-	if agentowl.ErrorCode(err) == agentowl.ECodeNotFound {
-		err = agentowl.Errorf(agentowl.ECodeNotFound, "No attention item %q is available to this credential.", id)
+	q, err := s.approval.TenantRequest(ctx, p, tenant, reqID)
+	if agentowl.ErrorCode(err) == agentowl.ECodeNotFound && p.Scope != nil && p.Scope.TenantName == tenant {
+		err = agentowl.Errorf(agentowl.ECodeNotFound, "No attention item %q in tenant %q.", id, tenant)
 	}
 	if err != nil {
 		return nil, err
@@ -205,11 +197,7 @@ func (s *Service) Ack(ctx context.Context, p *access.Principal, tenant, id, assi
 		}
 		return &Item{Work: v}, nil
 	}
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	q, ack, err := s.approval.AckAttention(ctx, p, m.TenantID, reqID, assignee)
+	q, ack, err := s.approval.AckAttention(ctx, p, tenant, reqID, assignee)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +236,7 @@ type DecideResult struct {
 // request item: a runtime request (work.Service.Decide) or an AAP approval
 // request (approval.Service.DecideAttention), with the same refusals in the
 // same order. Members may.
-func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *work.DecisionInput, submit bool) (*DecideResult, error) {
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *work.DecisionFile, submit bool) (*DecideResult, error) {
 	reqID, ok := approval.AttentionRequestID(id)
 	if !ok {
 		res, err := s.work.Decide(ctx, p, tenant, id, in, submit)
@@ -257,11 +245,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		}
 		return &DecideResult{Item: &Item{Work: res.View}, Preview: res.Preview, Replay: res.Replay, Body: res.Body}, nil
 	}
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.approval.DecideAttention(ctx, p, m.TenantID, reqID, approval.AttentionDecision{
+	res, err := s.approval.DecideAttention(ctx, p, tenant, reqID, approval.DecisionFile{
 		DecisionID: in.DecisionID, RequestRevision: in.RequestRevision, Decision: in.Decision,
 		ExpectedActionDigest: in.ExpectedActionDigest, HasAnswer: in.Answer != ""}, submit)
 	if err != nil {

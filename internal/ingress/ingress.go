@@ -170,7 +170,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 		}
 	}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		if _, err := work.EndpointForBinding(ctx, tx, m.TenantID, in.EndpointID); err != nil {
+		if _, err := work.EndpointForBinding(ctx, tx, m, in.EndpointID); err != nil {
 			return err
 		}
 		if err := tx.BindingCreate(ctx, b); err != nil {
@@ -199,10 +199,12 @@ func (s *Service) ListBindings(ctx context.Context, p *access.Principal, tenant 
 	return out, err
 }
 
-func tenantBinding(ctx context.Context, tx store.Tx, tenantID, id string) (*store.Binding, error) {
+// tenantBinding reads a live binding of tenant scope m; not found names the
+// tenant searched.
+func tenantBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Binding, error) {
 	b, err := tx.BindingGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (b.TenantID != tenantID || b.DeletedAt != nil)) {
-		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No binding %q in this tenant.", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (b.TenantID != m.TenantID || b.DeletedAt != nil)) {
+		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No binding %q in tenant %q.", id, m.TenantName)
 	}
 	return b, err
 }
@@ -215,7 +217,7 @@ func (s *Service) InspectBinding(ctx context.Context, p *access.Principal, tenan
 	}
 	var out *store.Binding
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
-		out, err = tenantBinding(ctx, tx, m.TenantID, id)
+		out, err = tenantBinding(ctx, tx, m, id)
 		return err
 	})
 	return out, err
@@ -229,7 +231,7 @@ func (s *Service) DeleteBinding(ctx context.Context, p *access.Principal, tenant
 		return err
 	}
 	return s.store.Write(ctx, func(tx store.Tx) error {
-		b, err := tenantBinding(ctx, tx, m.TenantID, id)
+		b, err := tenantBinding(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}

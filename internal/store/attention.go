@@ -53,8 +53,10 @@ type AttentionItem struct {
 	UpdatedAt      time.Time
 }
 
-// Decision is the winning human decision on a request item.
-type Decision struct {
+// WorkDecision is the winning human decision on a runtime request item of
+// agent work: the record behind the pushed agent-work decision document (an
+// AAP request's decision is agentowl.Decision).
+type WorkDecision struct {
 	WorkID               string
 	ID                   string // the operator's stable decision_id
 	TenantID             string
@@ -102,13 +104,13 @@ type Attention interface {
 	// oldest ended first.
 	MessagesFailedWithoutIncident(ctx context.Context, kinds []string, limit int) ([]*Message, error)
 
-	// DecisionCreate inserts a decision; ErrConflict if the item already
+	// WorkDecisionCreate inserts a decision; ErrConflict if the item already
 	// has one or the work has the decision ID.
-	DecisionCreate(ctx context.Context, d *Decision) error
-	DecisionGet(ctx context.Context, workID, id string) (*Decision, error)
-	DecisionGetByAttention(ctx context.Context, attentionID string) (*Decision, error)
-	// DecisionList returns a work's decisions, oldest first.
-	DecisionList(ctx context.Context, workID string) ([]*Decision, error)
+	WorkDecisionCreate(ctx context.Context, d *WorkDecision) error
+	WorkDecisionGet(ctx context.Context, workID, id string) (*WorkDecision, error)
+	WorkDecisionGetByAttention(ctx context.Context, attentionID string) (*WorkDecision, error)
+	// WorkDecisionList returns a work's decisions, oldest first.
+	WorkDecisionList(ctx context.Context, workID string) ([]*WorkDecision, error)
 	// DecisionSetReceipt sets the receipt if unset.
 	DecisionSetReceipt(ctx context.Context, workID, id string, at time.Time, via string) error
 }

@@ -60,7 +60,7 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, w *store.Wo
 			continue
 		}
 		resolution := ""
-		if _, err := tx.DecisionGetByAttention(ctx, it.ID); err == nil {
+		if _, err := tx.WorkDecisionGetByAttention(ctx, it.ID); err == nil {
 			resolution = ResolvedOutcome
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -141,12 +141,12 @@ func resolveItem(ctx context.Context, tx store.Tx, it *store.AttentionItem, reso
 // AttentionView is an item with its decision and the state of its work.
 type AttentionView struct {
 	Item     *store.AttentionItem
-	Decision *store.Decision
+	Decision *store.WorkDecision
 	// Expired is true when the request's expiry has passed (whether or not
 	// the maintenance sweep has resolved the item yet).
 	Expired    bool
 	WorkStatus store.WorkStatus
-	// Delivery is the state of the decision push, if any.
+	// Push is the outbox message of the decision push, if any.
 	Push *store.Message
 }
 
@@ -162,7 +162,7 @@ func ParseAttentionStatus(v string) (store.AttentionStatus, error) {
 
 func (s *Service) view(ctx context.Context, tx store.Tx, it *store.AttentionItem) (*AttentionView, error) {
 	v := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !s.clock.Now().Before(*it.ExpiresAt)}
-	d, err := tx.DecisionGetByAttention(ctx, it.ID)
+	d, err := tx.WorkDecisionGetByAttention(ctx, it.ID)
 	if err == nil {
 		v.Decision = d
 		if d.MessageID != "" {
@@ -209,10 +209,10 @@ func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant
 	return out, err
 }
 
-func tenantItem(ctx context.Context, tx store.Tx, tenantID, id string) (*store.AttentionItem, error) {
+func tenantItem(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.AttentionItem, error) {
 	it, err := tx.AttentionGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != tenantID) {
-		return nil, notFound("attention item", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != m.TenantID) {
+		return nil, notFound(m, "attention item", id)
 	}
 	return it, err
 }
@@ -225,7 +225,7 @@ func (s *Service) InspectAttention(ctx context.Context, p *access.Principal, ten
 	}
 	var out *AttentionView
 	err = s.store.Read(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -251,7 +251,7 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 	}
 	var out *AttentionView
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -286,7 +286,7 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 	}
 	var out *AttentionView
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -311,8 +311,9 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 
 // ---- deciding
 
-// DecisionInput is a decision file (docs/attention.md).
-type DecisionInput struct {
+// DecisionFile is an operator's decision file on a runtime request item
+// (docs/attention.md); store.WorkDecision is the decision it records.
+type DecisionFile struct {
 	DecisionID           string
 	RequestRevision      int64
 	Decision             string
@@ -324,7 +325,7 @@ type DecisionInput struct {
 var decisionFields = []string{"decision_id", "request_revision", "decision", "expected_action_digest", "answer"}
 
 // ParseDecision reads a decision file.
-func ParseDecision(body []byte) (*DecisionInput, error) {
+func ParseDecision(body []byte) (*DecisionFile, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var fields map[string]json.RawMessage
@@ -336,7 +337,7 @@ func ParseDecision(body []byte) (*DecisionInput, error) {
 			return nil, agentowl.FieldError(agentowl.ECodeUnknownField, k, "Unknown field %q.", k)
 		}
 	}
-	var in DecisionInput
+	var in DecisionFile
 	var err error
 	if in.DecisionID, err = stringField(fields, "decision_id", true, 128); err != nil {
 		return nil, err
@@ -377,7 +378,7 @@ func ParseDecision(body []byte) (*DecisionInput, error) {
 
 // hash is the decision's content identity: a resubmission with the same
 // decision ID must match it.
-func (in *DecisionInput) hash(attentionID string) []byte {
+func (in *DecisionFile) hash(attentionID string) []byte {
 	b, _ := json.Marshal([]any{attentionID, in.RequestRevision, in.Decision, in.ExpectedActionDigest, in.Answer})
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -395,7 +396,7 @@ type DecideResult struct {
 }
 
 // checkDecision applies every refusal to in against item it at now.
-func checkDecision(it *store.AttentionItem, latest *store.AttentionItem, in *DecisionInput, now time.Time) error {
+func checkDecision(it *store.AttentionItem, latest *store.AttentionItem, in *DecisionFile, now time.Time) error {
 	if it.Kind == KindIncident {
 		return agentowl.Errorf(agentowl.ECodeNotARequest, "Attention item %q is an incident; there is nothing to decide.", it.ID)
 	}
@@ -445,7 +446,7 @@ func checkDecision(it *store.AttentionItem, latest *store.AttentionItem, in *Dec
 // Resubmitting the same decision ID with the same content replays the
 // recorded decision. Exactly one decision wins per item: the work row is
 // locked, and the store's uniqueness backs it. Members may.
-func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *DecisionInput, submit bool) (*DecideResult, error) {
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *DecisionFile, submit bool) (*DecideResult, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
@@ -457,7 +458,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		run = s.store.Read
 	}
 	err = run(ctx, func(tx store.Tx) error {
-		it, err := tenantItem(ctx, tx, m.TenantID, id)
+		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -474,7 +475,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			return err
 		}
 		sum := in.hash(it.ID)
-		if prev, err := tx.DecisionGet(ctx, w.ID, in.DecisionID); err == nil {
+		if prev, err := tx.WorkDecisionGet(ctx, w.ID, in.DecisionID); err == nil {
 			if !bytes.Equal(prev.ContentHash, sum) {
 				return agentowl.FieldError(agentowl.ECodeDecisionConflict, "decision_id",
 					"Decision %q was already recorded with other content; a new decision needs a new decision_id.", in.DecisionID)
@@ -485,7 +486,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if won, err := tx.DecisionGetByAttention(ctx, it.ID); err == nil {
+		if won, err := tx.WorkDecisionGetByAttention(ctx, it.ID); err == nil {
 			return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was already decided (%s, decision %q).",
 				it.RequestID, it.Revision, won.Decision, won.ID)
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -511,7 +512,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			out.View, err = s.view(ctx, tx, it)
 			return err
 		}
-		d := &store.Decision{WorkID: w.ID, ID: in.DecisionID, TenantID: m.TenantID, AttentionID: it.ID, RequestID: it.RequestID,
+		d := &store.WorkDecision{WorkID: w.ID, ID: in.DecisionID, TenantID: m.TenantID, AttentionID: it.ID, RequestID: it.RequestID,
 			Revision: it.Revision, Decision: in.Decision, Answer: in.Answer, ExpectedActionDigest: in.ExpectedActionDigest,
 			ContentHash: sum, Body: out.Body, DecidedBy: p.Actor(), DecidedAt: now}
 		ep, err := tx.EndpointGet(ctx, w.EndpointID)
@@ -527,7 +528,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			}
 			push = true
 		}
-		if err := tx.DecisionCreate(ctx, d); err != nil {
+		if err := tx.WorkDecisionCreate(ctx, d); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was decided concurrently.", it.RequestID, it.Revision)
 			}
@@ -623,7 +624,7 @@ func CheckAcceptance(body []byte, decisionID string) error {
 
 // DecisionView is a decision with its work's state, as runtimes recover it.
 type DecisionView struct {
-	Decision   *store.Decision
+	Decision   *store.WorkDecision
 	WorkStatus store.WorkStatus
 }
 
@@ -641,7 +642,7 @@ func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisio
 		if err != nil {
 			return err
 		}
-		d, err := tx.DecisionGet(ctx, workID, decisionID)
+		d, err := tx.WorkDecisionGet(ctx, workID, decisionID)
 		if errors.Is(err, store.ErrNotFound) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No decision %q on work %q.", decisionID, workID)
 		}
@@ -694,11 +695,11 @@ func (s *Service) RecordReceipt(ctx context.Context, c *store.RuntimeCredential,
 
 // ListDecisions is the recovery route's list: the decisions of a work of
 // c's endpoint, oldest first, with their receipt state.
-func (s *Service) ListDecisions(ctx context.Context, c *store.RuntimeCredential, workID string) ([]*store.Decision, store.WorkStatus, error) {
+func (s *Service) ListDecisions(ctx context.Context, c *store.RuntimeCredential, workID string) ([]*store.WorkDecision, store.WorkStatus, error) {
 	if err := s.allowDecisions(c); err != nil {
 		return nil, "", err
 	}
-	var out []*store.Decision
+	var out []*store.WorkDecision
 	var st store.WorkStatus
 	err := s.store.Read(ctx, func(tx store.Tx) error {
 		w, err := tx.WorkGet(ctx, workID)
@@ -709,7 +710,7 @@ func (s *Service) ListDecisions(ctx context.Context, c *store.RuntimeCredential,
 			return err
 		}
 		st = w.Status
-		out, err = tx.DecisionList(ctx, workID)
+		out, err = tx.WorkDecisionList(ctx, workID)
 		return err
 	})
 	return out, st, err

@@ -209,7 +209,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 	}
 	var out *store.Endpoint
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		ep, err := tenantEndpoint(ctx, tx, m.TenantID, id)
+		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -254,7 +254,7 @@ func (s *Service) RotateSigningSecret(ctx context.Context, p *access.Principal, 
 	secret := webhook.NewSecret()
 	var out *store.Endpoint
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		ep, err := tenantEndpoint(ctx, tx, m.TenantID, id)
+		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -283,7 +283,7 @@ func (s *Service) DeleteEndpoint(ctx context.Context, p *access.Principal, tenan
 		return err
 	}
 	return s.store.Write(ctx, func(tx store.Tx) error {
-		ep, err := tenantEndpoint(ctx, tx, m.TenantID, id)
+		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
 			return err
 		}
@@ -345,7 +345,7 @@ func (s *Service) InspectEndpoint(ctx context.Context, p *access.Principal, tena
 	}
 	var v EndpointView
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
-		if v.Endpoint, err = tenantEndpoint(ctx, tx, m.TenantID, id); err != nil {
+		if v.Endpoint, err = tenantEndpoint(ctx, tx, m, id); err != nil {
 			return err
 		}
 		if v.Credentials, err = tx.RuntimeCredentialList(ctx, id); err != nil {
@@ -359,8 +359,8 @@ func (s *Service) InspectEndpoint(ctx context.Context, p *access.Principal, tena
 
 // EndpointForBinding returns the live endpoint a new binding would route
 // to, for ingress: not_found otherwise.
-func EndpointForBinding(ctx context.Context, tx store.Tx, tenantID, id string) (*store.Endpoint, error) {
-	return tenantEndpoint(ctx, tx, tenantID, id)
+func EndpointForBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Endpoint, error) {
+	return tenantEndpoint(ctx, tx, m, id)
 }
 
 // ---- runtime credentials
@@ -416,7 +416,7 @@ func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, ten
 	c := &store.RuntimeCredential{ID: NewID("rtc"), TenantID: m.TenantID, EndpointID: endpointID, Hash: agentowl.HashToken(secret),
 		Label: label, Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(time.Duration(lifetime) * 24 * time.Hour)}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		if _, err := tenantEndpoint(ctx, tx, m.TenantID, endpointID); err != nil {
+		if _, err := tenantEndpoint(ctx, tx, m, endpointID); err != nil {
 			return err
 		}
 		if err := tx.RuntimeCredentialCreate(ctx, c); err != nil {
@@ -440,7 +440,7 @@ func (s *Service) ListCredentials(ctx context.Context, p *access.Principal, tena
 	}
 	var out []*store.RuntimeCredential
 	err = s.store.Read(ctx, func(tx store.Tx) error {
-		if _, err := tenantEndpoint(ctx, tx, m.TenantID, endpointID); err != nil {
+		if _, err := tenantEndpoint(ctx, tx, m, endpointID); err != nil {
 			return err
 		}
 		out, err = tx.RuntimeCredentialList(ctx, endpointID)
@@ -460,7 +460,7 @@ func (s *Service) RevokeCredential(ctx context.Context, p *access.Principal, ten
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		c, err := tx.RuntimeCredentialGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
-			return notFound("runtime credential", id)
+			return notFound(m, "runtime credential", id)
 		}
 		if err != nil {
 			return err

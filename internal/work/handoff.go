@@ -153,7 +153,7 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		orig, err := tx.WorkGet(ctx, workID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && orig.TenantID != m.TenantID) {
-			return notFound("work", workID)
+			return notFound(m, "work", workID)
 		}
 		if err != nil {
 			return err

@@ -20,11 +20,11 @@ import (
 // Summary is work with the state of its handoff delivery.
 type Summary struct {
 	Work *store.Work
-	// Delivery is the handoff message; nil once retention purged it.
-	Delivery *store.Message
+	// Handoff is the handoff message; nil once retention purged it.
+	Handoff *store.Message
 	// Decisions are the human decisions on the work's requests with their
 	// receipts (inspection only).
-	Decisions []*store.Decision
+	Decisions []*store.WorkDecision
 }
 
 // TimelineCallbacks is how many of a work's latest callbacks its detail
@@ -85,7 +85,7 @@ func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant stri
 		}
 		for _, w := range ws {
 			sum := &Summary{Work: w}
-			if sum.Delivery, err = handoffMessage(ctx, tx, w); err != nil {
+			if sum.Handoff, err = handoffMessage(ctx, tx, w); err != nil {
 				return err
 			}
 			out = append(out, sum)
@@ -115,21 +115,21 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 	err = s.store.Read(ctx, func(tx store.Tx) error {
 		w, err := tx.WorkGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
-			return notFound("work", id)
+			return notFound(m, "work", id)
 		}
 		if err != nil {
 			return err
 		}
 		d.Work = w
-		if d.Delivery, err = handoffMessage(ctx, tx, w); err != nil {
+		if d.Handoff, err = handoffMessage(ctx, tx, w); err != nil {
 			return err
 		}
-		if d.Delivery != nil {
+		if d.Handoff != nil {
 			if d.Attempts, err = tx.AttemptList(ctx, w.DeliveryID); err != nil {
 				return err
 			}
 		}
-		if d.Decisions, err = tx.DecisionList(ctx, w.ID); err != nil {
+		if d.Decisions, err = tx.WorkDecisionList(ctx, w.ID); err != nil {
 			return err
 		}
 		d.Callbacks, err = tx.CallbackList(ctx, w.ID, TimelineCallbacks)

@@ -150,8 +150,10 @@ func (s *Service) openEndpointSecret(column, endpointID string, sealed []byte) (
 	return string(plain), err
 }
 
-func notFound(what, id string) error {
-	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in this tenant.", what, id)
+// notFound is not_found for an operator's look-up in tenant scope m: it
+// names the tenant searched (the caller's own, so nothing leaks).
+func notFound(m *agentowl.TenantScope, what, id string) error {
+	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in tenant %q.", what, id, m.TenantName)
 }
 
 // CallbackURL is where the runtime reports about work.
@@ -159,11 +161,11 @@ func (s *Service) CallbackURL(workID string) string {
 	return s.cfg.PublicURL + "/runtime/v1/work/" + workID + "/callbacks"
 }
 
-// tenantEndpoint reads a live endpoint of the tenant, or not_found.
-func tenantEndpoint(ctx context.Context, tx store.Tx, tenantID, id string) (*store.Endpoint, error) {
+// tenantEndpoint reads a live endpoint of tenant scope m, or not_found.
+func tenantEndpoint(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Endpoint, error) {
 	ep, err := tx.EndpointGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (ep.TenantID != tenantID || ep.DeletedAt != nil)) {
-		return nil, notFound("endpoint", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (ep.TenantID != m.TenantID || ep.DeletedAt != nil)) {
+		return nil, notFound(m, "endpoint", id)
 	}
 	return ep, err
 }

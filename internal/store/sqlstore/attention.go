@@ -126,8 +126,8 @@ func (t *tx) MessagesFailedWithoutIncident(ctx context.Context, kinds []string, 
 const decisionCols = `work_id, id, tenant_id, attention_id, request_id, revision, decision, answer, expected_action_digest,
 	content_hash, body, decided_by, decided_at, message_id, receipt_at, receipt_via`
 
-func scanDecision(s scanner) (*store.Decision, error) {
-	var v store.Decision
+func scanWorkDecision(s scanner) (*store.WorkDecision, error) {
+	var v store.WorkDecision
 	var answer, digest, message, via sql.NullString
 	var decided int64
 	var receipt sql.NullInt64
@@ -140,7 +140,7 @@ func scanDecision(s scanner) (*store.Decision, error) {
 	return &v, nil
 }
 
-func (t *tx) DecisionCreate(ctx context.Context, v *store.Decision) error {
+func (t *tx) WorkDecisionCreate(ctx context.Context, v *store.WorkDecision) error {
 	_, err := t.exec(ctx, `INSERT INTO work_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.WorkID, v.ID, v.TenantID, v.AttentionID, v.RequestID, v.Revision, v.Decision, nullStr(v.Answer),
 		nullStr(v.ExpectedActionDigest), v.ContentHash, v.Body, v.DecidedBy, ts(v.DecidedAt), nullStr(v.MessageID),
@@ -148,17 +148,17 @@ func (t *tx) DecisionCreate(ctx context.Context, v *store.Decision) error {
 	return err
 }
 
-func (t *tx) DecisionGet(ctx context.Context, workID, id string) (*store.Decision, error) {
-	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? AND id = ?`, workID, id), scanDecision)
+func (t *tx) WorkDecisionGet(ctx context.Context, workID, id string) (*store.WorkDecision, error) {
+	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? AND id = ?`, workID, id), scanWorkDecision)
 }
 
-func (t *tx) DecisionGetByAttention(ctx context.Context, attentionID string) (*store.Decision, error) {
-	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE attention_id = ?`, attentionID), scanDecision)
+func (t *tx) WorkDecisionGetByAttention(ctx context.Context, attentionID string) (*store.WorkDecision, error) {
+	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE attention_id = ?`, attentionID), scanWorkDecision)
 }
 
-func (t *tx) DecisionList(ctx context.Context, workID string) ([]*store.Decision, error) {
+func (t *tx) WorkDecisionList(ctx context.Context, workID string) ([]*store.WorkDecision, error) {
 	rows, err := t.query(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? ORDER BY decided_at, id`, workID)
-	return all(rows, err, scanDecision)
+	return all(rows, err, scanWorkDecision)
 }
 
 func (t *tx) DecisionSetReceipt(ctx context.Context, workID, id string, at time.Time, via string) error {

@@ -198,13 +198,13 @@ func (t *tx) scanInstance(s scanner) (*agentowl.Instance, error) {
 		return nil, err
 	}
 	if dtype.Valid {
-		v.Delivery = &agentowl.Delivery{Type: dtype.String, URL: durl.String, RegistrationID: dreg.String}
+		v.Receiver = &agentowl.Receiver{Type: dtype.String, URL: durl.String, RegistrationID: dreg.String}
 		if dsecret != nil {
 			plain, err := t.db.open(instancesTable, deliverySecretColumn, v.ID, dsecret)
 			if err != nil {
 				return nil, err
 			}
-			v.Delivery.SigningSecret = string(plain)
+			v.Receiver.SigningSecret = string(plain)
 		}
 	}
 	v.ApprovalValidity = time.Duration(validity) * time.Second
@@ -214,7 +214,7 @@ func (t *tx) scanInstance(s scanner) (*agentowl.Instance, error) {
 
 // deliveryArgs are the delivery columns of instance id, its signing secret
 // sealed.
-func (t *tx) deliveryArgs(id string, d *agentowl.Delivery) ([]any, error) {
+func (t *tx) deliveryArgs(id string, d *agentowl.Receiver) ([]any, error) {
 	if d == nil {
 		return []any{nil, nil, nil, nil}, nil
 	}
@@ -226,7 +226,7 @@ func (t *tx) deliveryArgs(id string, d *agentowl.Delivery) ([]any, error) {
 }
 
 func (t *tx) InstanceCreate(ctx context.Context, v *agentowl.Instance) error {
-	delivery, err := t.deliveryArgs(v.ID, v.Delivery)
+	delivery, err := t.deliveryArgs(v.ID, v.Receiver)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (t *tx) InstanceGetShared(ctx context.Context, id string) (*agentowl.Instan
 }
 
 func (t *tx) InstanceUpdate(ctx context.Context, v *agentowl.Instance) error {
-	delivery, err := t.deliveryArgs(v.ID, v.Delivery)
+	delivery, err := t.deliveryArgs(v.ID, v.Receiver)
 	if err != nil {
 		return err
 	}

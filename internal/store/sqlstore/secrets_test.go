@@ -42,9 +42,9 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 			now := time.Now().UTC().Truncate(time.Second)
 			tenant := &agentowl.Tenant{ID: uuid.NewString(), Name: "t-" + uuid.NewString()[:8], CreatedAt: now}
 			plain := webhook.NewSecret()
-			receiver := &agentowl.Delivery{Type: "webhook", URL: "https://receiver.example/aap", RegistrationID: uuid.NewString(), SigningSecret: plain}
+			receiver := &agentowl.Receiver{Type: "webhook", URL: "https://receiver.example/aap", RegistrationID: uuid.NewString(), SigningSecret: plain}
 			inst := &agentowl.Instance{ID: uuid.NewString(), TenantID: tenant.ID, Name: "i", ProvisionerTokenID: uuid.NewString(),
-				Delivery: receiver, ApprovalValidity: time.Hour, CreatedAt: now}
+				Receiver: receiver, ApprovalValidity: time.Hour, CreatedAt: now}
 			if err := st.Write(ctx, func(tx store.Tx) error {
 				return errors.Join(tx.TenantCreate(ctx, tenant), tx.InstanceCreate(ctx, inst))
 			}); err != nil {
@@ -72,8 +72,8 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 			if err := st.Read(ctx, func(tx store.Tx) (err error) { got, err = tx.InstanceGet(ctx, inst.ID); return err }); err != nil {
 				t.Fatal(err)
 			}
-			if got.Delivery == nil || got.Delivery.SigningSecret != plain {
-				t.Fatalf("after the upgrade the instance's delivery is %+v, want its secret back", got.Delivery)
+			if got.Receiver == nil || got.Receiver.SigningSecret != plain {
+				t.Fatalf("after the upgrade the instance's delivery is %+v, want its secret back", got.Receiver)
 			}
 			if err := raw.QueryRow(`SELECT count(*) FROM secrets_to_seal`).Scan(&queued); err != nil || queued != 0 {
 				t.Errorf("%d values still queued (%v)", queued, err)

@@ -183,8 +183,8 @@ func newInstance(tenantID string, at time.Time) *agentowl.Instance {
 	}
 }
 
-func newDelivery() *agentowl.Delivery {
-	return &agentowl.Delivery{
+func newDelivery() *agentowl.Receiver {
+	return &agentowl.Receiver{
 		Type: agentowl.DeliveryTypeWebhook, URL: "https://hooks.example.com/aap?x=" + uuid.NewString(),
 		RegistrationID: uuid.NewString(), SigningSecret: "whsec_" + uuid.NewString(),
 	}
@@ -473,7 +473,7 @@ func testInstances(t *testing.T, e *env) {
 	ten, other := e.tenant(t), e.tenant(t)
 	plain := newInstance(ten.ID, e.now.Add(time.Second))
 	withDelivery := newInstance(ten.ID, e.now)
-	withDelivery.Delivery = newDelivery()
+	withDelivery.Receiver = newDelivery()
 	foreign := newInstance(other.ID, e.now)
 	e.write(t, func(tx store.Tx) error {
 		return errors.Join(tx.InstanceCreate(e.ctx, plain), tx.InstanceCreate(e.ctx, withDelivery), tx.InstanceCreate(e.ctx, foreign))
@@ -525,10 +525,10 @@ func testInstances(t *testing.T, e *env) {
 		}
 	}
 
-	plain.Name, plain.ApprovalValidity, plain.Delivery = name("renamed"), 2*time.Hour, newDelivery()
+	plain.Name, plain.ApprovalValidity, plain.Receiver = name("renamed"), 2*time.Hour, newDelivery()
 	e.write(t, func(tx store.Tx) error { return tx.InstanceUpdate(e.ctx, plain) })
 	equal(t, "delivery set by update", get(plain.ID), plain)
-	plain.Delivery = nil
+	plain.Receiver = nil
 	e.write(t, func(tx store.Tx) error { return tx.InstanceUpdate(e.ctx, plain) })
 	equal(t, "delivery cleared by update", get(plain.ID), plain)
 

@@ -1,0 +1,99 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/clocktest"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+)
+
+// TestOperatorUseCasesCheckTheirScope calls the operator use-cases
+// directly, as the console will, with no HTTP gate in front: each resolves
+// the tenant from the principal and checks the role itself. A member is
+// forbidden an admin change, another tenant's name is not_found, and a
+// missing object's not_found names the tenant searched (issue 11, items 4
+// and 6).
+func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := b.Open(t)
+			clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
+			acc := access.New(st, clock, access.Config{})
+			appr := approval.New(st, acc, clock, approval.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			boot, err := acc.Bootstrap(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			admin := authenticate(t, acc, boot.Token)
+			if _, err := acc.CreateOperator(ctx, admin, "acme", "mia", agentowl.RoleMember); err != nil {
+				t.Fatal(err)
+			}
+			issued, err := acc.CreateOperatorToken(ctx, admin, "acme", "mia", "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			member := authenticate(t, acc, issued.Secret)
+			const missing = "00000000-0000-4000-8000-000000000000"
+
+			for what, err := range map[string]error{
+				"set validity": func() error {
+					_, err := appr.SetApprovalValidity(ctx, member, "acme", missing, time.Minute)
+					return err
+				}(),
+				"create policy": func() error {
+					_, err := appr.CreatePolicy(ctx, member, "acme", &agentowl.Policy{Tool: "*", Effect: agentowl.EffectApprove})
+					return err
+				}(),
+				"delete policy": appr.DeletePolicy(ctx, member, "acme", missing),
+			} {
+				if code := agentowl.ErrorCode(err); code != agentowl.ECodeForbidden {
+					t.Errorf("member %s: %v (code %q), want forbidden", what, err, code)
+				}
+			}
+
+			for what, err := range map[string]error{
+				"list requests": func() error {
+					_, err := appr.ListRequests(ctx, admin, "other", store.RequestListParams{})
+					return err
+				}(),
+				"decide": func() error {
+					_, err := appr.Decide(ctx, admin, "other", missing, approval.DecideParams{Approve: true})
+					return err
+				}(),
+				"instances": func() error { _, err := appr.TenantInstances(ctx, admin, "other"); return err }(),
+				"policies":  func() error { _, err := appr.ListPolicies(ctx, admin, "other"); return err }(),
+			} {
+				if code := agentowl.ErrorCode(err); code != agentowl.ECodeNotFound {
+					t.Errorf("another tenant's %s: %v (code %q), want not_found", what, err, code)
+				}
+			}
+
+			_, err = appr.Decide(ctx, member, "acme", missing, approval.DecideParams{Approve: true})
+			want := `No approval request "` + missing + `" in tenant "acme".`
+			var ae *agentowl.Error
+			if !errors.As(err, &ae) || ae.Code != agentowl.ECodeNotFound || ae.Message != want {
+				t.Errorf("deciding a missing request: %v, want not_found %q", err, want)
+			}
+		})
+	}
+}
+
+func authenticate(t *testing.T, acc *access.Service, secret string) *access.Principal {
+	t.Helper()
+	p, err := acc.Authenticate(context.Background(), secret, agentowl.TokenOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
