@@ -14,8 +14,7 @@ import (
 // ReadHeaderTimeout for the headers, ReadTimeout for the body (a deadline
 // the middleware sets per request, so that it ends with the body and never
 // cancels a handler that runs longer), WriteTimeout for the answer (long
-// polls extend it for themselves) and IdleTimeout between requests. Call
-// it after EnableWork.
+// polls extend it for themselves) and IdleTimeout between requests.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s.Handler(),

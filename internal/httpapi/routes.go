@@ -62,7 +62,7 @@ type gate struct {
 type route struct {
 	method, pattern, surface string
 	gate
-	// work routes are registered only with agent work enabled (EnableWork).
+	// work routes are registered only with agent work enabled (Services.Work).
 	work bool
 }
 

@@ -143,7 +143,7 @@ func TestErrorCodesHaveStatus(t *testing.T) {
 		}
 	}
 
-	s := New(nil, nil, nil, clocktest.New(time.Now()), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+	s := New(Services{Clock: clocktest.New(time.Now()), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Config{})
 	rec := httptest.NewRecorder()
 	s.writeError(rec, httptest.NewRequest(http.MethodGet, "/v1/requests/x", nil),
 		agentowl.Errorf("made_up_code", "A code nobody mapped."))

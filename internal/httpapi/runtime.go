@@ -17,13 +17,6 @@ type workAPI struct {
 	inbox   *inbox.Service
 }
 
-// EnableWork turns on agent work: endpoints, runtime credentials, bindings
-// and work under /api/v1, runtime callbacks under /runtime/v1 and the
-// webhook channel under /in. Call it before Handler.
-func (s *Server) EnableWork(w *work.Service, in *ingress.Service) {
-	s.work = &workAPI{work: w, ingress: in, inbox: inbox.New(w, s.approval, s.clock)}
-}
-
 // wireReceipt is the answer to every accepted callback.
 type wireReceipt struct {
 	CallbackID string `json:"callback_id"`

@@ -21,7 +21,10 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/inbox"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
 )
 
 // Config bounds what the server accepts (docs/limits.md).
@@ -81,12 +84,29 @@ type Server struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	work     *workAPI // agent work (runtime.go); nil until EnableWork
+	work     *workAPI // agent work (runtime.go); nil without Services.Work
+}
+
+// Services are what the HTTP surfaces call. Work and Ingress are optional:
+// without them the agent-work routes (runtime, ingress, endpoints, work,
+// Needs attention) are not served.
+type Services struct {
+	Access   *access.Service
+	Approval *approval.Service
+	Work     *work.Service
+	Ingress  *ingress.Service
+	Store    store.Store
+	Clock    agentowl.Clock
+	Log      *slog.Logger
 }
 
 // New returns a Server.
-func New(acc *access.Service, appr *approval.Service, st store.Store, clock agentowl.Clock, log *slog.Logger, cfg Config) *Server {
-	s := &Server{access: acc, approval: appr, store: st, clock: clock, log: log, cfg: cfg.withDefaults(), registry: prometheus.NewRegistry()}
+func New(svc Services, cfg Config) *Server {
+	s := &Server{access: svc.Access, approval: svc.Approval, store: svc.Store, clock: svc.Clock, log: svc.Log,
+		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry()}
+	if svc.Work != nil && svc.Ingress != nil {
+		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock)}
+	}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentowl_http_requests_total", Help: "HTTP requests by surface, method and status.",
 	}, []string{"surface", "method", "status"})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -169,8 +167,8 @@ func TestLongPollOutlivesWriteTimeout(t *testing.T) {
 // accepted when one closes.
 func TestMaxConnections(t *testing.T) {
 	t.Parallel()
-	e := setup(t, storetest.Backends(t)[0])
-	api := httpapi.New(e.access, e.approval, e.store, e.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), httpapi.Config{MaxConnections: 1})
+	// The listener alone is under test: no services behind it.
+	api := httpapi.New(httpapi.Services{}, httpapi.Config{MaxConnections: 1})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

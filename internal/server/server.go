@@ -212,8 +212,8 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
 	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
 
-	s.api = httpapi.New(s.access, s.approval, s.store, cfg.Clock, cfg.Logger, cfg.HTTP)
-	s.api.EnableWork(s.work, s.ingress)
+	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
+		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, cfg.HTTP)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.http = s.api.HTTPServer()
 
