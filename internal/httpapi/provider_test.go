@@ -369,7 +369,7 @@ func getAsync(e *env, path, token string) <-chan *response {
 // changing. It only synchronizes; it asserts nothing about timing.
 func startPoll(t *testing.T, e *env, path, token string) <-chan *response {
 	t.Helper()
-	base := e.clock.Waiters()
+	base := settledWaiters(e.clock) // the server's own loops re-arm after a clock move
 	ch := getAsync(e, path, token)
 	limit := time.Now().Add(10 * time.Second)
 	for e.clock.Waiters() <= base {

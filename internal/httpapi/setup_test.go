@@ -66,6 +66,10 @@ func setupWith(t *testing.T, b storetest.Backend, cfg approval.Config) *env {
 	t.Helper()
 	sc := servertest.Config(t, b)
 	sc.Approval = cfg
+	// No delivery engine: these tests deliver nothing, and the long-poll
+	// tests synchronize on the fake clock's timers, which an idle engine
+	// would add to whenever it is woken.
+	sc.NoDelivery = true
 	return start(t, sc)
 }
 
