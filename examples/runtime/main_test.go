@@ -165,13 +165,15 @@ func TestRuntimeCompletesWork(t *testing.T) {
 			resp.Body.Close()
 
 			var wk map[string]any
-			waitFor(t, "the work to be completed", func() bool {
+			// The runtime's callbacks may arrive before the engine records
+			// the handoff's acknowledgement: the statuses are independent.
+			waitFor(t, "the work to be completed and its handoff delivered", func() bool {
 				list := ao.call(t, http.MethodGet, "/api/v1/tenants/default/work", nil, http.StatusOK)["items"].([]any)
 				if len(list) != 1 {
 					return false
 				}
 				wk = list[0].(map[string]any)
-				return wk["runtime"].(map[string]any)["status"] == "completed"
+				return wk["runtime"].(map[string]any)["status"] == "completed" && wk["delivery"].(map[string]any)["state"] == "delivered"
 			})
 			rtm := wk["runtime"].(map[string]any)
 			result := rtm["result"].(map[string]any)
