@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -161,10 +163,18 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 	cfg.Delivery = delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}
 	srv, err := server.Start(context.Background(), cfg)
 	must(t, err)
-	p := &provider{t: t, clock: clock, srv: srv, url: srv.URL(), operator: srv.BootstrapToken()}
-	p.cfg = srv.Config()
-	p.cfg.Listen = srv.Addr() // a restart listens where the adapters call
+	p := &provider{t: t, clock: clock, srv: srv, cfg: srv.Config(), operator: srv.BootstrapToken()}
+	// The adapters call a front that stays put while the provider restarts
+	// (on another port: the old one may be taken by then).
+	front := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		p.mu.Lock()
+		target, _ := url.Parse(p.srv.URL())
+		p.mu.Unlock()
+		r.SetURL(target)
+	}})
+	p.url = front.URL
 	t.Cleanup(func() {
+		front.Close()
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		must(t, p.srv.Close())
@@ -186,7 +196,7 @@ func (p *provider) store() store.Store {
 }
 
 // restart stops the provider, as killing it would, and starts it again on
-// the same database and address.
+// the same database; requests wait at the front meanwhile.
 func (p *provider) restart() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
