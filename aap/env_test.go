@@ -155,9 +155,7 @@ type provider struct {
 // allows loopback and trusts caPEM (the receiver's certificate).
 func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 	t.Helper()
-	cfg := servertest.Config(t, storetest.Backend{Name: "sqlite", URL: func(t testing.TB) string {
-		return filepath.Join(t.TempDir(), "agentowl.db")
-	}})
+	cfg := servertest.Config(t, storetest.Backends(t)[0]) // SQLite
 	cfg.Clock = clock
 	cfg.Egress = egress.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, ExtraRootsPEM: caPEM}
 	cfg.Delivery = delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}

@@ -109,9 +109,6 @@ func (c *Config) validate() error {
 	if c.DatabaseURL != "" && !IsPostgresURL(c.DatabaseURL) {
 		return errors.New("database URL must start with postgres:// or postgresql://")
 	}
-	if c.SecretKey != nil && len(c.SecretKey) != 32 {
-		return errors.New("the secret key must be 32 bytes")
-	}
 	return nil
 }
 

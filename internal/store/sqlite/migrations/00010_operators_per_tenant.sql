@@ -58,7 +58,6 @@ DROP TABLE memberships;
 DROP TABLE operators;
 DROP TABLE operator_id_map;
 ALTER TABLE operators_v2 RENAME TO operators;
-CREATE INDEX operators_tenant ON operators (tenant_id, name);
 
 CREATE TABLE tokens (
   id          TEXT PRIMARY KEY,
