@@ -1,0 +1,58 @@
+-- +goose Up
+-- Retained email attachments (docs/attachments.md). Each row is one part of
+-- an inbound message: stored (blob_key set, bytes in the object store) or
+-- blocked at ingest (blocked holds the reason, no bytes were kept).
+-- expires_at is fixed when the file is recorded: later retention settings
+-- never move it. deleted_at is when retention deleted the bytes; missing_at
+-- is when the bytes were found gone without that. Availability is derived:
+-- blocked, else expired from expires_at (whether or not the bytes are
+-- deleted yet), else missing, else available.
+CREATE TABLE attachments (
+  id            TEXT PRIMARY KEY,
+  tenant_id     TEXT NOT NULL REFERENCES tenants(id),
+  event_id      TEXT NOT NULL REFERENCES events(id),
+  position      INTEGER NOT NULL CHECK (position >= 0),
+  name          TEXT NOT NULL,
+  size          INTEGER NOT NULL CHECK (size >= 0),
+  sha256        BLOB,
+  content_id    TEXT NOT NULL,
+  declared_type TEXT NOT NULL,
+  sniffed_type  TEXT NOT NULL,
+  inline        INTEGER NOT NULL CHECK (inline IN (0, 1)),
+  blob_key      TEXT UNIQUE,
+  blocked       TEXT,
+  created_at    INTEGER NOT NULL,
+  expires_at    INTEGER NOT NULL,
+  deleted_at    INTEGER,
+  missing_at    INTEGER,
+  UNIQUE (event_id, position),
+  CHECK ((blocked IS NULL) = (blob_key IS NOT NULL)),
+  CHECK ((blob_key IS NULL) = (sha256 IS NULL)),
+  CHECK (blob_key IS NOT NULL OR (deleted_at IS NULL AND missing_at IS NULL)),
+  CHECK (expires_at > created_at)
+);
+-- The retention sweep: stored bytes not yet deleted, by expiry.
+CREATE INDEX attachments_due ON attachments (expires_at) WHERE blob_key IS NOT NULL AND deleted_at IS NULL;
+
+-- One row per message whose parts are being written to the object store,
+-- from before the first byte until its event commits (in the same
+-- transaction) or the message is refused. A row older than the orphan
+-- grace names bytes of a message that never committed (a crash): the
+-- orphan sweep deletes them by key prefix, then the row.
+CREATE TABLE attachment_uploads (
+  id         TEXT PRIMARY KEY,
+  tenant_id  TEXT NOT NULL REFERENCES tenants(id),
+  started_at INTEGER NOT NULL
+);
+CREATE INDEX attachment_uploads_started ON attachment_uploads (started_at);
+
+-- Bytes each tenant retains in the object store, against its quota.
+CREATE TABLE attachment_usage (
+  tenant_id      TEXT PRIMARY KEY REFERENCES tenants(id),
+  retained_bytes INTEGER NOT NULL CHECK (retained_bytes >= 0)
+);
+
+-- +goose Down
+DROP TABLE attachment_usage;
+DROP TABLE attachment_uploads;
+DROP TABLE attachments;
