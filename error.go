@@ -67,6 +67,20 @@ const (
 	ECodeAlreadyDecided     = "already_decided"
 	ECodeDecisionConflict   = "decision_conflict"
 	ECodeNotARequest        = "not_a_request"
+	// Retained attachments (docs/attachments.md). A download of an
+	// attachment that was blocked at ingest is 409 attachment_blocked; of
+	// one past its expiry (even while its bytes await deletion) 410
+	// attachment_expired; of one whose bytes were lost 410
+	// attachment_missing. A Range outside the file is 416
+	// range_not_satisfiable. A message over a message-wide parser ceiling
+	// is refused whole, 413: too_many_parts (MIME parts per message),
+	// decoded_too_large (decoded bytes per message).
+	ECodeAttachmentBlocked = "attachment_blocked"
+	ECodeAttachmentExpired = "attachment_expired"
+	ECodeAttachmentMissing = "attachment_missing"
+	ECodeRangeNotSatisfied = "range_not_satisfiable"
+	ECodeTooManyParts      = "too_many_parts"
+	ECodeDecodedTooLarge   = "decoded_too_large"
 	// 413 / 422 / 429 / 500 / 503.
 	ECodeTooLarge                  = "request_too_large"
 	ECodeWebhookVerificationFailed = "webhook_verification_failed"

@@ -231,6 +231,25 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	}
 }
 
+// Keys lists the keys that start with prefix ("" for all), in key order:
+// for inspection and tests, never on a request's path.
+func (s *Store) Keys(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
+	it := s.bucket.List(&gcblob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if !obj.IsDir {
+			out = append(out, obj.Key)
+		}
+	}
+}
+
 // Exists reports whether object key exists.
 func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 	return s.bucket.Exists(ctx, key)

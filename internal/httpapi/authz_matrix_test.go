@@ -96,6 +96,11 @@ var authzRoutes = map[string]need{
 	"POST /runtime/v1/work/{work}/callbacks":                    needRuntime,
 	"GET /runtime/v1/work/{work}/decisions":                     needRuntime,
 	"POST /runtime/v1/work/{work}/decisions/{decision}/receipt": needRuntime,
+
+	"GET /api/v1/tenants/{tenant}/events/{id}/attachments":              needMember,
+	"GET /api/v1/tenants/{tenant}/events/{id}/attachments/{attachment}": needMember,
+	"GET /runtime/v1/work/{work}/attachments":                           needRuntime,
+	"GET /runtime/v1/work/{work}/attachments/{attachment}":              needRuntime,
 }
 
 // caller is one credential of the matrix.
@@ -268,6 +273,7 @@ func fillPath(method, path, tenant string, o *tenantObjects) string {
 		id = o.request // refused calls change nothing; allowed ones may decide it
 	}
 	r := strings.NewReplacer("{tenant}", tenant, "{id}", id, "{work}", o.work, "{decision}", "unknown-decision",
+		"{attachment}", "unknown-attachment",
 		"{token}", "in_"+strings.ReplaceAll(uuid.NewString(), "-", ""))
 	return r.Replace(path)
 }

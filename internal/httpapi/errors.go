@@ -53,6 +53,12 @@ var statusOf = map[string]int{
 	agentowl.ECodeAlreadyDecided:            http.StatusConflict,
 	agentowl.ECodeDecisionConflict:          http.StatusConflict,
 	agentowl.ECodeNotARequest:               http.StatusConflict,
+	agentowl.ECodeAttachmentBlocked:         http.StatusConflict,
+	agentowl.ECodeAttachmentExpired:         http.StatusGone,
+	agentowl.ECodeAttachmentMissing:         http.StatusGone,
+	agentowl.ECodeRangeNotSatisfied:         http.StatusRequestedRangeNotSatisfiable,
+	agentowl.ECodeTooManyParts:              http.StatusRequestEntityTooLarge,
+	agentowl.ECodeDecodedTooLarge:           http.StatusRequestEntityTooLarge,
 }
 
 // typeOf maps a status to the contract's ErrorType.
@@ -62,7 +68,7 @@ func typeOf(status int) string {
 		return "authentication"
 	case http.StatusForbidden:
 		return "authorization"
-	case http.StatusNotFound:
+	case http.StatusNotFound, http.StatusGone:
 		return "not_found"
 	case http.StatusConflict:
 		return "conflict"

@@ -136,6 +136,14 @@ func (s *Server) routes() []route {
 			gate: s.runtime(work.ScopeDecisions, s.postReceipt)},
 
 		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.ingress(s.receiveWebhook)},
+
+		{method: get, pattern: "/runtime/v1/work/{work}/attachments", surface: surfaceRuntime,
+			gate: s.runtime(work.ScopeAttachments, s.listWorkAttachments)},
+		{method: get, pattern: "/runtime/v1/work/{work}/attachments/{attachment}", surface: surfaceRuntime,
+			gate: s.runtime(work.ScopeAttachments, s.downloadWorkAttachment)},
+		{method: get, pattern: t + "/events/{id}/attachments", surface: surfaceOperator, gate: s.member(s.listEventAttachments)},
+		{method: get, pattern: t + "/events/{id}/attachments/{attachment}", surface: surfaceOperator,
+			gate: s.member(s.downloadEventAttachment)},
 	} {
 		r.work = true
 		rs = append(rs, r)
@@ -186,9 +194,12 @@ func (s *Server) register(mux *http.ServeMux) {
 
 // respond writes a handler's answer.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, body any, err error) {
+	sb, stream := body.(streamed)
 	switch {
 	case err != nil:
 		s.writeError(w, r, err)
+	case stream:
+		sb.stream(s, w, r)
 	case body == nil:
 		w.WriteHeader(status)
 	default:

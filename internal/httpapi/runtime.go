@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
@@ -15,6 +16,8 @@ type workAPI struct {
 	work    *work.Service
 	ingress *ingress.Service
 	inbox   *inbox.Service
+	// attachments serves retained files; nil without an object store.
+	attachments *attachment.Service
 }
 
 // wireReceipt is the answer to every accepted callback.

@@ -21,6 +21,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
@@ -98,6 +99,9 @@ type Services struct {
 	Store    store.Store
 	Clock    agentowl.Clock
 	Log      *slog.Logger
+
+	// Attachments serves retained files (optional with Work).
+	Attachments *attachment.Service
 }
 
 // New returns a Server.
@@ -105,7 +109,8 @@ func New(svc Services, cfg Config) *Server {
 	s := &Server{access: svc.Access, approval: svc.Approval, store: svc.Store, clock: svc.Clock, log: svc.Log,
 		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry()}
 	if svc.Work != nil && svc.Ingress != nil {
-		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock)}
+		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock),
+			attachments: svc.Attachments}
 	}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentowl_http_requests_total", Help: "HTTP requests by surface, method and status.",

@@ -22,6 +22,8 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/attachment"
+	"github.com/agentowl/agentowl/internal/blob"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
@@ -70,6 +72,11 @@ type Config struct {
 	Egress     egress.Config
 	Work       work.Config
 	Ingress    ingress.Config
+	// BlobURL is the private object storage of retained attachments: ""
+	// for the directory DataDir/attachments, file:///dir, or
+	// s3://bucket?endpoint=…&region=… (internal/blob.Open).
+	BlobURL     string
+	Attachments attachment.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -133,6 +140,8 @@ type Server struct {
 	egress   *egress.Client
 	work     *work.Service
 	ingress  *ingress.Service
+	blobs    *blob.Store
+	attach   *attachment.Service
 	api      *httpapi.Server
 	http     *http.Server
 	cancel   context.CancelFunc
@@ -208,9 +217,17 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.engine.Handle("endpoint", s.work.ResolveDestination)
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
 	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
+	if s.blobs, err = blob.Open(ctx, cfg.BlobURL, cfg.DataDir); err != nil {
+		ln.Close()
+		return err
+	}
+	if s.attach, err = attachment.New(s.store, s.blobs, cfg.Clock, cfg.Attachments, cfg.Logger); err != nil {
+		ln.Close()
+		return err
+	}
 
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, cfg.HTTP)
+		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Attachments: s.attach}, cfg.HTTP)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.http = s.api.HTTPServer()
 
@@ -273,6 +290,13 @@ func (s *Server) Work() *work.Service { return s.work }
 // Ingress returns the channel ingress use-cases.
 func (s *Server) Ingress() *ingress.Service { return s.ingress }
 
+// Attachments returns the retained-attachment use-cases: channels stream
+// parts through it; maintenance calls its sweeps.
+func (s *Server) Attachments() *attachment.Service { return s.attach }
+
+// Blobs returns the object store of retained bytes.
+func (s *Server) Blobs() *blob.Store { return s.blobs }
+
 // Box returns the sealing of stored secrets.
 func (s *Server) Box() *secret.Box { return s.box }
 
@@ -326,6 +350,9 @@ func (s *Server) close() error {
 	}
 	if s.store != nil {
 		err = errors.Join(err, s.store.Close())
+	}
+	if s.blobs != nil {
+		err = errors.Join(err, s.blobs.Close())
 	}
 	return err
 }

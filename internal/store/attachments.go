@@ -76,11 +76,15 @@ func (a *Attachment) Availability(now time.Time) Availability {
 
 // AttachmentUpload is a message whose parts are being written to the object
 // store: created before the first byte, deleted in the transaction that
-// commits its event (or once a refused message's bytes are deleted).
+// commits its event, or abandoned (a refused message, a crash) and deleted
+// after its bytes.
 type AttachmentUpload struct {
 	ID        string // upl_…
 	TenantID  string
 	StartedAt time.Time
+	// AbandonedAt is set once its bytes are being deleted: its event can no
+	// longer commit.
+	AbandonedAt *time.Time
 }
 
 // Attachments is the persistence of retained attachments, implemented by
@@ -103,10 +107,17 @@ type Attachments interface {
 	AttachmentSetDeleted(ctx context.Context, id string, at time.Time) error
 
 	AttachmentUploadCreate(ctx context.Context, u *AttachmentUpload) error
-	// AttachmentUploadDelete removes an upload; ErrNotFound if it is gone.
+	// AttachmentUploadCommit removes an upload whose event commits in this
+	// transaction; ErrNotFound if it is gone or abandoned.
+	AttachmentUploadCommit(ctx context.Context, id string) error
+	// AttachmentUploadAbandon marks an upload abandoned; ErrNotFound if it
+	// is gone (its event committed) or already abandoned.
+	AttachmentUploadAbandon(ctx context.Context, id string, at time.Time) error
+	// AttachmentUploadDelete removes an abandoned upload once its bytes are
+	// deleted; ErrNotFound if it is gone.
 	AttachmentUploadDelete(ctx context.Context, id string) error
 	// AttachmentUploadStale returns up to limit uploads started before
-	// before, oldest first.
+	// before or abandoned, oldest first.
 	AttachmentUploadStale(ctx context.Context, before time.Time, limit int) ([]*AttachmentUpload, error)
 
 	// RetainedBytes returns the bytes a tenant retains (0 if none).

@@ -71,20 +71,32 @@ func (t *tx) AttachmentUploadCreate(ctx context.Context, v *store.AttachmentUplo
 	return err
 }
 
+// AttachmentUploadCommit and AttachmentUploadAbandon each change the row
+// only in the state the other requires: on PostgreSQL the second waits for
+// the first's row lock and then finds nothing to change.
+func (t *tx) AttachmentUploadCommit(ctx context.Context, id string) error {
+	return t.execOne(ctx, `DELETE FROM attachment_uploads WHERE id = ? AND abandoned_at IS NULL`, id)
+}
+
+func (t *tx) AttachmentUploadAbandon(ctx context.Context, id string, at time.Time) error {
+	return t.execOne(ctx, `UPDATE attachment_uploads SET abandoned_at = ? WHERE id = ? AND abandoned_at IS NULL`, ts(at), id)
+}
+
 func (t *tx) AttachmentUploadDelete(ctx context.Context, id string) error {
 	return t.execOne(ctx, `DELETE FROM attachment_uploads WHERE id = ?`, id)
 }
 
 func (t *tx) AttachmentUploadStale(ctx context.Context, before time.Time, limit int) ([]*store.AttachmentUpload, error) {
-	rows, err := t.query(ctx, `SELECT id, tenant_id, started_at FROM attachment_uploads WHERE started_at < ?
-		ORDER BY started_at LIMIT ?`, ts(before), limit)
+	rows, err := t.query(ctx, `SELECT id, tenant_id, started_at, abandoned_at FROM attachment_uploads
+		WHERE started_at < ? OR abandoned_at IS NOT NULL ORDER BY started_at LIMIT ?`, ts(before), limit)
 	return all(rows, err, func(s scanner) (*store.AttachmentUpload, error) {
 		var v store.AttachmentUpload
 		var started int64
-		if err := s.Scan(&v.ID, &v.TenantID, &started); err != nil {
+		var abandoned sql.NullInt64
+		if err := s.Scan(&v.ID, &v.TenantID, &started, &abandoned); err != nil {
 			return nil, err
 		}
-		v.StartedAt = fromTS(started)
+		v.StartedAt, v.AbandonedAt = fromTS(started), fromNullTS(abandoned)
 		return &v, nil
 	})
 }

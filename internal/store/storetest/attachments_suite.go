@@ -165,11 +165,14 @@ func testAttachmentUploads(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	a := &store.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now}
 	b := &store.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(time.Minute)}
+	c := &store.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(2 * time.Minute)}
 	e.write(t, func(tx store.Tx) error {
-		if err := tx.AttachmentUploadCreate(e.ctx, b); err != nil {
-			return err
+		for _, u := range []*store.AttachmentUpload{b, a, c} {
+			if err := tx.AttachmentUploadCreate(e.ctx, u); err != nil {
+				return err
+			}
 		}
-		return tx.AttachmentUploadCreate(e.ctx, a)
+		return nil
 	})
 	wantErr(t, "an upload ID twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCreate(e.ctx, a) }),
 		store.ErrConflict)
@@ -179,12 +182,28 @@ func testAttachmentUploads(t *testing.T, e *env) {
 		})
 	}
 	equal(t, "stale at the first start", len(stale(e.now, 10)), 0)
-	equal(t, "stale after both, oldest first", stale(e.now.Add(time.Hour), 10), []*store.AttachmentUpload{a, b})
+	equal(t, "stale after two, oldest first", stale(e.now.Add(90*time.Second), 10), []*store.AttachmentUpload{a, b})
 	equal(t, "stale, limited", stale(e.now.Add(time.Hour), 1), []*store.AttachmentUpload{a})
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, a.ID) })
-	wantErr(t, "deleting an upload twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, a.ID) }),
+
+	// a commits; b is abandoned, so it can no longer commit.
+	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, a.ID) })
+	wantErr(t, "committing twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, a.ID) }),
 		store.ErrNotFound)
-	equal(t, "stale after a delete", stale(e.now.Add(time.Hour), 10), []*store.AttachmentUpload{b})
+	wantErr(t, "abandoning a committed upload", e.writeErr(func(tx store.Tx) error {
+		return tx.AttachmentUploadAbandon(e.ctx, a.ID, e.now)
+	}), store.ErrNotFound)
+	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadAbandon(e.ctx, b.ID, e.now.Add(time.Hour)) })
+	wantErr(t, "abandoning twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadAbandon(e.ctx, b.ID, e.now) }),
+		store.ErrNotFound)
+	wantErr(t, "committing an abandoned upload", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, b.ID) }),
+		store.ErrNotFound)
+	b.AbandonedAt = ptr(e.now.Add(time.Hour))
+	equal(t, "an abandoned upload is stale at once", stale(e.now, 10), []*store.AttachmentUpload{b})
+	equal(t, "stale after a commit", stale(e.now.Add(time.Hour), 10), []*store.AttachmentUpload{b, c})
+	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) })
+	wantErr(t, "deleting an upload twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) }),
+		store.ErrNotFound)
+	equal(t, "stale after the delete", stale(e.now.Add(time.Hour), 10), []*store.AttachmentUpload{c})
 }
 
 func testRetainedBytes(t *testing.T, e *env) {

@@ -35,14 +35,18 @@ CREATE TABLE attachments (
 CREATE INDEX attachments_due ON attachments (expires_at) WHERE blob_key IS NOT NULL AND deleted_at IS NULL;
 
 -- One row per message whose parts are being written to the object store,
--- from before the first byte until its event commits (in the same
+-- from before the first byte until its event commits (deleted in the same
 -- transaction) or the message is refused. A row older than the orphan
--- grace names bytes of a message that never committed (a crash): the
--- orphan sweep deletes them by key prefix, then the row.
+-- grace names bytes of a message that never committed (a crash). Whoever
+-- deletes abandoned bytes first sets abandoned_at, and a commit deletes
+-- only a row without it: so either the event commits with its bytes, or
+-- the bytes are deleted and the event never commits. The row goes after
+-- its bytes, so a sweep interrupted half-way is finished by the next.
 CREATE TABLE attachment_uploads (
-  id         TEXT PRIMARY KEY,
-  tenant_id  TEXT NOT NULL REFERENCES tenants(id),
-  started_at BIGINT NOT NULL
+  id           TEXT PRIMARY KEY,
+  tenant_id    TEXT NOT NULL REFERENCES tenants(id),
+  started_at   BIGINT NOT NULL,
+  abandoned_at BIGINT
 );
 CREATE INDEX attachment_uploads_started ON attachment_uploads (started_at);
 
