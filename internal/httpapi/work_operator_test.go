@@ -18,6 +18,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/secret"
+	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
@@ -48,6 +49,12 @@ func setupWork(t *testing.T, b storetest.Backend, cfg work.Config) *workEnv {
 // setupWorkWith is setupWork with the webhook channel's configuration.
 func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingress.Config) *workEnv {
 	t.Helper()
+	return setupWorkServer(t, b, func(sc *server.Config) { sc.Work, sc.Ingress = cfg, icfg })
+}
+
+// setupWorkServer is setupWork with any server setting adjusted.
+func setupWorkServer(t *testing.T, b storetest.Backend, adjust func(sc *server.Config)) *workEnv {
+	t.Helper()
 	logs := &syncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -58,7 +65,7 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 	sc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	sc.Delivery = delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}
-	sc.Work, sc.Ingress = cfg, icfg
+	adjust(&sc)
 	e := start(t, sc)
 	return &workEnv{env: e, engine: e.server.Engine(), work: e.server.Work(), box: e.server.Box()}
 }
