@@ -118,12 +118,30 @@ func (e *apiError) Error() string {
 	return msg + ", request " + b.RequestID + ")"
 }
 
+// server returns the server's base URL and the operator token.
+func (c *cli) server() (base, token string, err error) {
+	base = strings.TrimRight(envOr(c.url, "AGENTOWL_URL", "http://127.0.0.1:8470"), "/")
+	token = envOr(c.token, "AGENTOWL_TOKEN", "")
+	if token == "" {
+		return "", "", errors.New("no operator token: set AGENTOWL_TOKEN or pass --token")
+	}
+	return base, token, nil
+}
+
+// answerError is the error of a non-2xx answer whose body is data.
+func answerError(resp *http.Response, data []byte) error {
+	e := &apiError{Status: resp.StatusCode}
+	if json.Unmarshal(data, &e.Body) != nil || e.Body.Error.Code == "" {
+		return fmt.Errorf("server answered %s", resp.Status)
+	}
+	return e
+}
+
 // call sends one operator API request and decodes a JSON response into out.
 func (c *cli) call(ctx context.Context, method, path string, body, out any) error {
-	base := strings.TrimRight(envOr(c.url, "AGENTOWL_URL", "http://127.0.0.1:8470"), "/")
-	token := envOr(c.token, "AGENTOWL_TOKEN", "")
-	if token == "" {
-		return errors.New("no operator token: set AGENTOWL_TOKEN or pass --token")
+	base, token, err := c.server()
+	if err != nil {
+		return err
 	}
 	var rd io.Reader
 	if body != nil {
@@ -153,11 +171,7 @@ func (c *cli) call(ctx context.Context, method, path string, body, out any) erro
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		e := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error.Code == "" {
-			return fmt.Errorf("server answered %s", resp.Status)
-		}
-		return e
+		return answerError(resp, data)
 	}
 	if out == nil || len(data) == 0 {
 		return nil

@@ -20,6 +20,7 @@ import (
 func (c *cli) addWorkCommands(root *cobra.Command) {
 	root.AddCommand(c.endpointsCommand(), c.runtimeCredentialsCommand(), c.bindingsCommand(), c.workCommand(),
 		c.attentionCommand())
+	root.AddCommand(c.attachmentsCommand())
 }
 
 // readSecretFile reads a secret from a file, without its trailing newline.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
@@ -89,6 +90,31 @@ var settings = []setting{
 		help: "time a kept-alive connection may idle", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.IdleTimeout })},
 	{section: "HTTP", env: "AGENTOWL_MAX_CONNECTIONS", def: "1024", bound: "≥ 1",
 		help: "HTTP connections served at once", set: count(func(c *server.Config) *int { return &c.HTTP.MaxConnections }, 0)},
+
+	{section: "Attachments", env: "AGENTOWL_BLOB_URL", def: "DATA-DIR/attachments", bound: "file:///dir or s3://bucket?endpoint=…&region=…",
+		help: "private object storage of retained attachment bytes (S3 credentials from the AWS environment)",
+		set:  text(func(c *server.Config) *string { return &c.BlobURL })},
+	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_PROFILE", def: "self-hosted", bound: "self-hosted or hosted",
+		help: "defaults of ceilings and retention; hosted: whole message ≤ 1 MB, 30 days", set: attachmentProfile},
+	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_RETENTION", def: "168h (hosted: 720h)", bound: "a positive duration",
+		help: "how long a new file is kept; a recorded file keeps its expiry",
+		set:  duration(func(c *server.Config) *time.Duration { return &c.Attachments.Retention })},
+	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_PARTS", def: "20", bound: "≥ 1",
+		help: "MIME parts per message; more refuses the message", set: count(func(c *server.Config) *int { return &c.Attachments.MaxParts }, 0)},
+	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_FILE_BYTES", def: "10485760 (10 MiB)", bound: "≥ 1",
+		help: "decoded bytes per file; a larger file is recorded blocked", set: bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.MaxFileBytes })},
+	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_DECODED_BYTES", def: "26214400 (25 MiB)", bound: "≥ 1",
+		help: "decoded bytes per message; more refuses the message",
+		set:  bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.MaxDecodedBytes })},
+	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_MESSAGE_BYTES", def: "hosted: 1000000; self-hosted: the channel's limit", bound: "≥ 1",
+		help: "the complete message with its MIME encoding; channels refuse larger",
+		set:  bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.MaxMessageBytes })},
+	{section: "Attachments", env: "AGENTOWL_TENANT_RETAINED_BYTES", def: "5368709120 (5 GiB)", bound: "≥ 1",
+		help: "retained bytes per tenant; a file past it is recorded blocked (quota)",
+		set:  bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.TenantRetainedBytes })},
+	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_ORPHAN_GRACE", def: "1h", bound: "a positive duration",
+		help: "time from a message's first stored byte to its commit; bytes of older uncommitted messages are deleted",
+		set:  duration(func(c *server.Config) *time.Duration { return &c.Attachments.OrphanGrace })},
 }
 
 // serveFlags registers the flags of the settings that have one.
@@ -206,6 +232,24 @@ func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config,
 		*field(c) = ratelimit.Limit{Events: n, Per: time.Minute}
 		return err
 	}
+}
+
+// bytesSetting parses a positive number of bytes.
+func bytesSetting(field func(*server.Config) *int64) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q is not a positive number of bytes", v)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func attachmentProfile(c *server.Config, v string) error {
+	p, err := attachment.ParseProfile(v)
+	c.Attachments.Profile = p
+	return err
 }
 
 func deliveryOnOff(c *server.Config, v string) error {
