@@ -89,6 +89,10 @@ var settings = []setting{
 		help: "time a kept-alive connection may idle", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.IdleTimeout })},
 	{section: "HTTP", env: "AGENTOWL_MAX_CONNECTIONS", def: "1024", bound: "≥ 1",
 		help: "HTTP connections served at once", set: count(func(c *server.Config) *int { return &c.HTTP.MaxConnections }, 0)},
+
+	{section: "Channels", env: "AGENTOWL_SMTP_DOMAIN", def: "none", bound: "a host name",
+		help: "mail domain of generated smtp binding addresses (its MX points at the SMTP listener)",
+		set:  text(func(c *server.Config) *string { return &c.Ingress.SMTPDomain })},
 }
 
 // serveFlags registers the flags of the settings that have one.

@@ -109,7 +109,7 @@ func (c *Config) validate() error {
 	if c.DatabaseURL != "" && !IsPostgresURL(c.DatabaseURL) {
 		return errors.New("database URL must start with postgres:// or postgresql://")
 	}
-	return nil
+	return c.Ingress.Validate()
 }
 
 // IsPostgresURL reports whether u selects PostgreSQL.

@@ -22,6 +22,7 @@ var workTests = []struct {
 	{"EndpointNames", testEndpointNames},
 	{"RuntimeCredentials", testRuntimeCredentials},
 	{"Bindings", testBindings},
+	{"BindingChannels", testBindingChannels},
 	{"Conversations", testConversations},
 	{"Events", testEvents},
 	{"WorkRoundTrip", testWorkRoundTrip},
@@ -71,8 +72,8 @@ func (e *env) binding(t *testing.T, ep *store.Endpoint) *store.Binding {
 }
 
 func newConversation(b *store.Binding, key string, at time.Time) *store.Conversation {
-	return &store.Conversation{ID: wid("conv"), TenantID: b.TenantID, BindingID: b.ID, Key: key, Status: "open",
-		CreatedAt: at, LastEventAt: at}
+	return &store.Conversation{ID: wid("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Key: key,
+		Status: store.ConversationOpen, CreatedAt: at, LastEventAt: at}
 }
 
 func newEvent(c *store.Conversation, at time.Time) *store.Event {
@@ -319,6 +320,95 @@ func testConversations(t *testing.T, e *env) {
 	wantErr(t, "touching an unknown conversation", e.writeErr(func(tx store.Tx) error {
 		return tx.ConversationTouch(e.ctx, "conv_missing", later)
 	}), store.ErrNotFound)
+
+	// An ended conversation keeps its key but no longer holds it: a new
+	// open one may take it.
+	ended := later.Add(time.Minute)
+	e.write(t, func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) })
+	keyed.Status, keyed.EndedAt = store.ConversationEnded, &ended
+	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	equal(t, "ended conversation", got, keyed)
+	wantErr(t, "an ended conversation by key", e.readErr(func(tx store.Tx) error {
+		_, err := tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
+		return err
+	}), store.ErrNotFound)
+	wantErr(t, "ending it again", e.writeErr(func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) }),
+		store.ErrConflict)
+	wantErr(t, "ending an unknown conversation", e.writeErr(func(tx store.Tx) error {
+		return tx.ConversationEnd(e.ctx, "conv_missing", ended)
+	}), store.ErrNotFound)
+	next := newConversation(b1, "ticket-7", ended)
+	e.write(t, func(tx store.Tx) error { return tx.ConversationCreate(e.ctx, next) })
+	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+		return tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
+	})
+	equal(t, "the key's next open conversation", got, next)
+	// The schema refuses an ended conversation without its end time.
+	if err := e.writeErr(func(tx store.Tx) error {
+		c := newConversation(b2, "", e.now)
+		c.Status = store.ConversationEnded
+		return tx.ConversationCreate(e.ctx, c)
+	}); err == nil {
+		t.Fatal("an ended conversation without its end time was stored")
+	}
+}
+
+// testBindingChannels checks what each channel's binding holds: an smtp
+// binding an address (unique among live bindings) and no token; the
+// provider channels a sealed provider secret.
+func testBindingChannels(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	mail := newBinding(ep, e.now)
+	mail.Channel, mail.TokenHash, mail.Address = "smtp", nil, "support@mail.example.com"
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, mail) })
+	got := read(t, e, func(tx store.Tx) (*store.Binding, error) {
+		return tx.BindingGetByAddress(e.ctx, "support@mail.example.com")
+	})
+	equal(t, "binding by address", got, mail)
+	wantErr(t, "an unknown address", e.readErr(func(tx store.Tx) error {
+		_, err := tx.BindingGetByAddress(e.ctx, "sales@mail.example.com")
+		return err
+	}), store.ErrNotFound)
+	taken := newBinding(ep, e.now)
+	taken.Channel, taken.TokenHash, taken.Address = "smtp", nil, mail.Address
+	wantErr(t, "a second live binding with the address", e.writeErr(func(tx store.Tx) error {
+		return tx.BindingCreate(e.ctx, taken)
+	}), store.ErrConflict)
+	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, mail.ID, e.now) })
+	wantErr(t, "a deleted binding's address", e.readErr(func(tx store.Tx) error {
+		_, err := tx.BindingGetByAddress(e.ctx, mail.Address)
+		return err
+	}), store.ErrNotFound)
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, taken) }) // the address is free again
+	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByAddress(e.ctx, mail.Address) })
+	equal(t, "the address's new binding", got, taken)
+
+	for _, ch := range []string{"cloudflare-email", "sms", "voice"} {
+		b := newBinding(ep, e.now)
+		b.Channel, b.ProviderSecret = ch, []byte("sealed\x00provider-"+ch)
+		e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
+		got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
+		equal(t, ch+" binding", got, b)
+	}
+	for name, bad := range map[string]func(b *store.Binding){
+		"an unknown channel":                       func(b *store.Binding) { b.Channel = "fax" },
+		"an smtp binding without an address":       func(b *store.Binding) { b.Channel, b.TokenHash = "smtp", nil },
+		"an smtp binding with a token":             func(b *store.Binding) { b.Channel, b.Address = "smtp", "x@example.com" },
+		"a webhook binding with an address":        func(b *store.Binding) { b.Address = "y@example.com" },
+		"a webhook binding without a token":        func(b *store.Binding) { b.TokenHash = nil },
+		"an sms binding without its secret":        func(b *store.Binding) { b.Channel = "sms" },
+		"a webhook binding with a provider secret": func(b *store.Binding) { b.ProviderSecret = []byte("s") },
+		"a voice binding with a signing secret": func(b *store.Binding) {
+			b.Channel, b.ProviderSecret, b.SigningSecret = "voice", []byte("s"), []byte("w")
+		},
+	} {
+		b := newBinding(ep, e.now)
+		bad(b)
+		if err := e.writeErr(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) }); err == nil {
+			t.Errorf("the schema took %s", name)
+		}
+	}
 }
 
 func testEvents(t *testing.T, e *env) {
