@@ -557,5 +557,5 @@ func (s *Service) AcceptMail(ctx context.Context, b *store.Binding, env Envelope
 		dedupe = "message-id:" + m.MessageID
 	}
 	return s.Accept(ctx, b, Inbound{Sender: m.sender(env), Headers: m.Header, Payload: payload, Attachments: attachments,
-		DedupeKey: clean(dedupe, maxKeyBytes), Thread: s.mailThread(m, m.sender(env))})
+		DedupeKey: clean(dedupe, maxKeyBytes), Thread: s.mailThread(m, m.sender(env), env.To)})
 }
