@@ -137,6 +137,7 @@ func (s *Server) routes() []route {
 			gate: s.runtime(work.ScopeDecisions, s.postReceipt)},
 
 		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelWebhook, s.receiveWebhook)},
+		{method: post, pattern: "/in/cloudflare-email/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelCloudflareEmail, s.receiveCloudflareEmail)},
 	} {
 		r.work = true
 		rs = append(rs, r)
