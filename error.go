@@ -23,6 +23,9 @@ const (
 	ECodeInvalidWebhookURL     = "invalid_webhook_url"
 	ECodeUnsupportedDelivery   = "unsupported_delivery_type"
 	ECodeInvalidPolicy         = "invalid_policy"
+	// ECodeMalformedMessage (400): an email that is not a MIME message
+	// (SMTP 554 5.6.0).
+	ECodeMalformedMessage = "malformed_message"
 	// 401 / 403 / 404.
 	ECodeUnauthenticated = "unauthenticated"
 	ECodeForbidden       = "forbidden"
@@ -72,15 +75,11 @@ const (
 	// one past its expiry (even while its bytes await deletion) 410
 	// attachment_expired; of one whose bytes were lost 410
 	// attachment_missing. A Range outside the file is 416
-	// range_not_satisfiable. A message over a message-wide parser ceiling
-	// is refused whole, 413: too_many_parts (MIME parts per message),
-	// decoded_too_large (decoded bytes per message).
+	// range_not_satisfiable.
 	ECodeAttachmentBlocked = "attachment_blocked"
 	ECodeAttachmentExpired = "attachment_expired"
 	ECodeAttachmentMissing = "attachment_missing"
 	ECodeRangeNotSatisfied = "range_not_satisfiable"
-	ECodeTooManyParts      = "too_many_parts"
-	ECodeDecodedTooLarge   = "decoded_too_large"
 	// 413 / 422 / 429 / 500 / 503.
 	ECodeTooLarge                  = "request_too_large"
 	ECodeWebhookVerificationFailed = "webhook_verification_failed"

@@ -14,6 +14,7 @@ import (
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/server"
 )
@@ -91,27 +92,48 @@ var settings = []setting{
 	{section: "HTTP", env: "AGENTOWL_MAX_CONNECTIONS", def: "1024", bound: "≥ 1",
 		help: "HTTP connections served at once", set: count(func(c *server.Config) *int { return &c.HTTP.MaxConnections }, 0)},
 
+	{section: "Channels", env: "AGENTOWL_SMTP_DOMAIN", def: "none", bound: "a host name",
+		help: "mail domain of generated smtp binding addresses (its MX points at the SMTP listener)",
+		set:  text(func(c *server.Config) *string { return &c.Ingress.SMTPDomain })},
+	{section: "Channels", flag: "smtp-listen", env: "AGENTOWL_SMTP_LISTEN", def: "empty (no SMTP listener)", bound: "host:port",
+		help: "inbound SMTP listen address (the MX of smtp bindings' domains)", set: text(func(c *server.Config) *string { return &c.SMTP.Listen })},
+	{section: "Channels", env: "AGENTOWL_SMTP_HOSTNAME", def: "localhost", bound: "a host name",
+		help: "name the SMTP listener greets with", set: text(func(c *server.Config) *string { return &c.SMTP.Hostname })},
+	{section: "Channels", env: "AGENTOWL_SMTP_TLS_CERT_FILE", def: "none (no STARTTLS)", bound: "a PEM file",
+		help: "certificate chain offered with STARTTLS (with AGENTOWL_SMTP_TLS_KEY_FILE)", set: text(func(c *server.Config) *string { return &c.SMTP.CertFile })},
+	{section: "Channels", env: "AGENTOWL_SMTP_TLS_KEY_FILE", def: "none", bound: "a PEM file",
+		help: "private key of the STARTTLS certificate", set: text(func(c *server.Config) *string { return &c.SMTP.KeyFile })},
+	{section: "Channels", env: "AGENTOWL_SMTP_MAX_RECIPIENTS", def: "50", bound: "≥ 1",
+		help: "recipients accepted per message (more: 452 4.5.3)", set: count(func(c *server.Config) *int { return &c.SMTP.MaxRecipients }, 0)},
+	{section: "Channels", env: "AGENTOWL_SMTP_MAX_LINE_LENGTH", def: "2000", bound: "≥ 1 bytes",
+		help: "longest SMTP command or message line", set: count(func(c *server.Config) *int { return &c.SMTP.MaxLineLength }, 0)},
+	{section: "Channels", env: "AGENTOWL_SMTP_COMMAND_TIMEOUT", def: "5m", bound: "a positive duration",
+		help: "time an SMTP client has for its next command or data", set: duration(func(c *server.Config) *time.Duration { return &c.SMTP.CommandTimeout })},
+	{section: "Channels", env: "AGENTOWL_SMTP_SESSION_TIMEOUT", def: "10m", bound: "a positive duration",
+		help: "longest SMTP connection; the server then closes it", set: duration(func(c *server.Config) *time.Duration { return &c.SMTP.SessionTimeout })},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_MESSAGE_BYTES", def: "26214400 (25 MiB); hosted profile: 1000000", bound: fmt.Sprintf("1–%d", ingress.MaxMailBytes),
+		help: "largest email as received, MIME encoding included (smtp: 552 5.3.4; cloudflare-email: 413)",
+		set:  byteCount(func(c *server.Config) *int64 { return &c.Ingress.Mail.MaxMessageBytes }, ingress.MaxMailBytes)},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_PARTS", def: "20", bound: "≥ 1",
+		help: "MIME leaf parts per email, body text included", set: count(func(c *server.Config) *int { return &c.Ingress.Mail.MaxParts }, 0)},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_PART_BYTES", def: "10485760 (10 MiB)", bound: "≥ 1",
+		help: "decoded bytes per MIME part: a larger attachment is recorded blocked (file_too_large), a larger body text refuses the email",
+		set:  byteCount(func(c *server.Config) *int64 { return &c.Ingress.Mail.MaxPartBytes }, 0)},
+
 	{section: "Attachments", env: "AGENTOWL_BLOB_URL", def: "DATA-DIR/attachments", bound: "file:///dir or s3://bucket?endpoint=…&region=…",
 		help: "private object storage of retained attachment bytes (S3 credentials from the AWS environment)",
 		set:  text(func(c *server.Config) *string { return &c.BlobURL })},
 	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_PROFILE", def: "self-hosted", bound: "self-hosted or hosted",
-		help: "defaults of ceilings and retention; hosted: whole message ≤ 1 MB, 30 days", set: attachmentProfile},
+		help: "hosted: the whole email (MIME encoding included) at most 1 MB, 30 days of retention", set: attachmentProfile},
 	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_RETENTION", def: "168h (hosted: 720h)", bound: "a positive duration",
 		help: "how long a new file is kept; a recorded file keeps its expiry",
 		set:  duration(func(c *server.Config) *time.Duration { return &c.Attachments.Retention })},
-	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_PARTS", def: "20", bound: "≥ 1",
-		help: "MIME parts per message; more refuses the message", set: count(func(c *server.Config) *int { return &c.Attachments.MaxParts }, 0)},
-	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_FILE_BYTES", def: "10485760 (10 MiB)", bound: "≥ 1",
-		help: "decoded bytes per file; a larger file is recorded blocked", set: bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.MaxFileBytes })},
 	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_DECODED_BYTES", def: "26214400 (25 MiB)", bound: "≥ 1",
 		help: "decoded bytes per message; more refuses the message",
-		set:  bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.MaxDecodedBytes })},
-	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_MAX_MESSAGE_BYTES", def: "hosted: 1000000; self-hosted: the channel's limit", bound: "≥ 1",
-		help: "the complete message with its MIME encoding; channels refuse larger",
-		set:  bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.MaxMessageBytes })},
+		set:  byteCount(func(c *server.Config) *int64 { return &c.Attachments.MaxDecodedBytes }, 0)},
 	{section: "Attachments", env: "AGENTOWL_TENANT_RETAINED_BYTES", def: "5368709120 (5 GiB)", bound: "≥ 1",
 		help: "retained bytes per tenant; a file past it is recorded blocked (quota)",
-		set:  bytesSetting(func(c *server.Config) *int64 { return &c.Attachments.TenantRetainedBytes })},
+		set:  byteCount(func(c *server.Config) *int64 { return &c.Attachments.TenantRetainedBytes }, 0)},
 	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_ORPHAN_GRACE", def: "1h", bound: "a positive duration",
 		help: "time from a message's first stored byte to its commit; bytes of older uncommitted messages are deleted",
 		set:  duration(func(c *server.Config) *time.Duration { return &c.Attachments.OrphanGrace })},
@@ -226,23 +248,21 @@ func count(field func(*server.Config) *int, most int) func(*server.Config, strin
 	}
 }
 
+// byteCount parses a positive number of bytes of at most most (0:
+// unbounded).
+func byteCount(field func(*server.Config) *int64, most int) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		n, err := positive(v, most)
+		*field(c) = int64(n)
+		return err
+	}
+}
+
 func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config, string) error {
 	return func(c *server.Config, v string) error {
 		n, err := positive(v, 0)
 		*field(c) = ratelimit.Limit{Events: n, Per: time.Minute}
 		return err
-	}
-}
-
-// bytesSetting parses a positive number of bytes.
-func bytesSetting(field func(*server.Config) *int64) func(*server.Config, string) error {
-	return func(c *server.Config, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("%q is not a positive number of bytes", v)
-		}
-		*field(c) = n
-		return nil
 	}
 }
 

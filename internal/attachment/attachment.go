@@ -35,7 +35,7 @@ type Service struct {
 
 // New returns a Service keeping bytes in blobs.
 func New(st store.Store, blobs *blob.Store, clock agentowl.Clock, cfg Config, log *slog.Logger) (*Service, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,9 @@ type Entry struct {
 	Size int64  `json:"size"`
 	// SHA256 is the lowercase hex SHA-256 of the bytes; absent when
 	// blocked (none were kept).
-	SHA256    string `json:"sha256,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// ContentID is the part's Content-ID without its angle brackets: what
+	// cid: URLs of the HTML body name.
 	ContentID string `json:"content_id,omitempty"`
 	// ContentType is the type the sender declared; SniffedType what the
 	// bytes look like. Downloads are always application/octet-stream.

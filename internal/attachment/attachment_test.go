@@ -219,7 +219,7 @@ func TestIngestManifestDownload(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, attachment.Config{}, func(t *testing.T, e *env) {
 		big := attachmenttest.Generated(3<<20 + 17)
-		ev, w := e.mustAccept(attachmenttest.Message{BodyParts: 2, BodyBytes: 300, Files: []attachmenttest.File{
+		ev, w := e.mustAccept(attachmenttest.Message{BodyBytes: 300, Files: []attachmenttest.File{
 			{Name: "report.pdf", ContentType: "application/pdf", Data: pdf},
 			{Name: "logo.png", ContentType: "image/png", ContentID: "<logo@example.com>", Inline: true, Data: png},
 			// A wrong declaration: the bytes are a PDF.
@@ -234,7 +234,7 @@ func TestIngestManifestDownload(t *testing.T) {
 		expires := e.clock.Now().Add(7 * 24 * time.Hour).Format(time.RFC3339)
 		want := []attachment.Entry{
 			{Name: "report.pdf", Size: int64(len(pdf)), SHA256: sum(pdf), ContentType: "application/pdf", SniffedType: "application/pdf"},
-			{Name: "logo.png", Size: int64(len(png)), SHA256: sum(png), ContentID: "<logo@example.com>", ContentType: "image/png",
+			{Name: "logo.png", Size: int64(len(png)), SHA256: sum(png), ContentID: "logo@example.com", ContentType: "image/png",
 				SniffedType: "image/png", Inline: true},
 			{Name: "_.._etc_passwd", Size: 600, SHA256: sum(pdf[:600]), ContentType: "text/plain; charset=UTF-8", SniffedType: "application/pdf"},
 			{Name: "attachment-4", Size: 0, SHA256: sum(nil), ContentType: "text/plain", SniffedType: "text/plain; charset=utf-8"},
@@ -285,7 +285,7 @@ func TestIngestManifestDownload(t *testing.T) {
 func TestFileCeilingBlocksThePart(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, attachment.Config{}, func(t *testing.T, e *env) {
-		_, w := e.mustAccept(attachmenttest.Message{BodyParts: 1, BodyBytes: 100, Files: []attachmenttest.File{
+		_, w := e.mustAccept(attachmenttest.Message{BodyBytes: 100, Files: []attachmenttest.File{
 			{Name: "exactly.bin", Size: 10 << 20},
 			{Name: "over.bin", ContentType: "application/zip", Size: 10<<20 + 1},
 			{Name: "after.txt", Data: []byte("still here")},
@@ -325,37 +325,16 @@ func (e *env) refused(what string, err error, code string) {
 	}
 }
 
-func TestPartCeilingRefusesTheMessage(t *testing.T) {
-	t.Parallel()
-	forEachBackend(t, attachment.Config{}, func(t *testing.T, e *env) {
-		files := func(n int) []attachmenttest.File {
-			var fs []attachmenttest.File
-			for i := range n {
-				fs = append(fs, attachmenttest.File{Name: "f.txt", Data: []byte{byte(i)}})
-			}
-			return fs
-		}
-		_, _, err := e.accept(attachmenttest.Message{BodyParts: 3, Files: files(18)})
-		e.refused("21 parts", err, agentowl.ECodeTooManyParts)
-		_, _, err = e.accept(attachmenttest.Message{BodyParts: 21})
-		e.refused("21 body parts", err, agentowl.ECodeTooManyParts)
-		_, w := e.mustAccept(attachmenttest.Message{BodyParts: 2, Files: files(18)})
-		if got := e.manifest(w); len(got) != 18 {
-			t.Fatalf("20 parts: %d attachments", len(got))
-		}
-	})
-}
-
 func TestDecodedCeilingRefusesTheMessage(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, attachment.Config{}, func(t *testing.T, e *env) {
 		// 25 MiB + 1 decoded: a 10 MiB file, an 11 MiB one (blocked, but
 		// decoded all the same) and 4 MiB + 1 of body.
-		_, _, err := e.accept(attachmenttest.Message{BodyParts: 1, BodyBytes: 4<<20 + 1, Files: []attachmenttest.File{
+		_, _, err := e.accept(attachmenttest.Message{BodyBytes: 4<<20 + 1, Files: []attachmenttest.File{
 			{Name: "a.bin", Size: 10 << 20}, {Name: "b.bin", Size: 11 << 20},
 		}})
-		e.refused("25 MiB + 1 decoded", err, agentowl.ECodeDecodedTooLarge)
-		_, w := e.mustAccept(attachmenttest.Message{BodyParts: 1, BodyBytes: 4 << 20, Files: []attachmenttest.File{
+		e.refused("25 MiB + 1 decoded", err, agentowl.ECodeTooLarge)
+		_, w := e.mustAccept(attachmenttest.Message{BodyBytes: 4 << 20, Files: []attachmenttest.File{
 			{Name: "a.bin", Size: 10 << 20}, {Name: "b.bin", Size: 11 << 20},
 		}})
 		got := e.manifest(w)

@@ -7,9 +7,9 @@ import (
 
 // Profiles of defaults (docs/attachments.md).
 const (
-	// ProfileSelfHosted: 20 parts per message, 10 MiB per file, 25 MiB
-	// decoded per message, 7 days of retention; the complete message is
-	// bounded by the channel's own limit.
+	// ProfileSelfHosted: 10 MiB per file, 25 MiB decoded per message, 7
+	// days of retention; the complete message and its parts are bounded by
+	// the email channels' limits (20 parts, 25 MiB by default).
 	ProfileSelfHosted = "self-hosted"
 	// ProfileHosted: the complete message, MIME encoding included, at most
 	// 1 MB (1,000,000 bytes); 30 days of retention.
@@ -22,21 +22,18 @@ type Config struct {
 	// Profile picks the defaults: ProfileSelfHosted (the default) or
 	// ProfileHosted.
 	Profile string
-	// MaxParts caps the MIME parts of one message (body and attachment
-	// parts alike); a message with more is refused (too_many_parts).
-	// Defaults to 20.
-	MaxParts int
 	// MaxFileBytes caps one attachment's decoded size; a larger one is
 	// recorded blocked (file_too_large) and the message kept. Defaults to
-	// 10 MiB.
+	// 10 MiB; the server sets it to the email channels' part limit.
 	MaxFileBytes int64
-	// MaxDecodedBytes caps the decoded bytes of all parts of one message; a
-	// message with more is refused (decoded_too_large). Defaults to 25 MiB.
+	// MaxDecodedBytes caps the decoded bytes of one message's attachments;
+	// a message with more is refused (request_too_large). Defaults to 25
+	// MiB.
 	MaxDecodedBytes int64
 	// MaxMessageBytes caps the complete message as received, MIME encoding
-	// included; channels refuse larger ones with their size answer.
+	// included: the server lowers the email channels' message limit to it.
 	// Defaults to 1,000,000 in the hosted profile and to 0 self-hosted (the
-	// channel's own limit, which may be lower).
+	// channels' own limit).
 	MaxMessageBytes int64
 	// Retention is how long a file is kept from its receipt; each file's
 	// expiry is fixed when it is recorded. Defaults to 7 days (30 hosted).
@@ -59,14 +56,12 @@ const (
 // MiB is 2^20 bytes.
 const MiB = 1 << 20
 
-func (c Config) withDefaults() Config {
+// WithDefaults is c with every zero field at its profile's default.
+func (c Config) WithDefaults() Config {
 	if c.Profile == "" {
 		c.Profile = ProfileSelfHosted
 	}
 	hosted := c.Profile == ProfileHosted
-	if c.MaxParts <= 0 {
-		c.MaxParts = 20
-	}
 	if c.MaxFileBytes <= 0 {
 		c.MaxFileBytes = 10 * MiB
 	}

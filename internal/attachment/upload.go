@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentowl/agentowl"
@@ -20,13 +21,13 @@ import (
 //   - a part that would take the tenant past TenantRetainedBytes is
 //     recorded blocked (quota) and the message kept: the tenant's storage
 //     is not the sender's doing;
-//   - more than MaxParts parts, or more than MaxDecodedBytes decoded, and
-//     the whole message is refused (too_many_parts, decoded_too_large)
-//     with the channel's answer, nothing of it stored: these bound the
-//     parser's work on one message, and keeping part of it would drop
-//     content its sender believes delivered;
-//   - the complete message over MaxMessageBytes is refused by the channel
-//     before any of this (its size answer).
+//   - more than MaxDecodedBytes decoded, and the whole message is refused
+//     (request_too_large) with the channel's answer, nothing of it stored:
+//     it bounds the work on one message, and keeping part of it would drop
+//     content its sender believes delivered; so do the email channels'
+//     own ceilings, enforced by their parser before any of this: the
+//     complete message (MaxMessageBytes here lowers it) and the number of
+//     MIME parts.
 
 // Upload receives the parts of one inbound message as the channel's parser
 // decodes them, streaming attachment bytes to the object store while
@@ -34,15 +35,15 @@ import (
 // used by one goroutine, in this order:
 //
 //	u := svc.NewUpload(tenantID)
-//	for each MIME part:      u.CountPart() (body parts) or u.Begin(…) (attachments)
-//	for each decoded chunk:  u.Decoded(n) (body parts) or w.Write(p); then w.End(ctx)
+//	for each attachment part:   w := u.Begin(…); w.Write(p) for each decoded chunk; w.End(ctx)
+//	other parts' decoded bytes: u.Decoded(n)
 //	in the event's transaction: u.PrepareTx before EventCreate, u.RecordTx after it
-//	after the transaction:   u.Finish(ctx, committed)
+//	after the transaction:      u.Finish(ctx, committed)
 //
-// An error from CountPart, Decoded, Begin, Write or End that is a refusal
-// (agentowl codes too_many_parts, decoded_too_large) or unavailable means
-// the message must not be accepted: call Finish(ctx, false) and answer the
-// sender (refusal: permanent; unavailable: try again later).
+// An error from Decoded, Begin, Write or End that is a refusal
+// (request_too_large) or unavailable means the message must not be
+// accepted: call Finish(ctx, false) and answer the sender (refusal:
+// permanent; unavailable: try again later).
 type Upload struct {
 	s        *Service
 	tenantID string
@@ -50,7 +51,6 @@ type Upload struct {
 	// exists from then until Finish or the orphan sweep.
 	id      string
 	parts   []*part
-	count   int
 	decoded int64
 	// usage is the tenant's retained bytes when the first attachment began;
 	// stored is what this upload stored since.
@@ -58,8 +58,9 @@ type Upload struct {
 	// refused is the first refusal: every later call returns it.
 	refused error
 	// records are the prepared records of PrepareTx.
-	records []*store.Attachment
-	open    *PartWriter
+	records  []*store.Attachment
+	open     *PartWriter
+	finished bool
 }
 
 type part struct {
@@ -79,24 +80,11 @@ type Part struct {
 	Filename string
 	// ContentType is the Content-Type as sent.
 	ContentType string
-	// ContentID is the Content-ID, with its angle brackets.
+	// ContentID is the Content-ID, with or without its angle brackets.
 	ContentID string
 	// Inline is true for Content-Disposition: inline (or a part with a
 	// Content-ID and no disposition).
 	Inline bool
-}
-
-// CountPart counts one MIME part that is not an attachment (a body part):
-// every part counts toward MaxParts.
-func (u *Upload) CountPart() error {
-	if u.refused != nil {
-		return u.refused
-	}
-	u.count++
-	if u.count > u.s.cfg.MaxParts {
-		u.refused = agentowl.Errorf(agentowl.ECodeTooManyParts, "The message has more than %d MIME parts.", u.s.cfg.MaxParts)
-	}
-	return u.refused
 }
 
 // Decoded counts n decoded bytes of a part that is not an attachment:
@@ -107,7 +95,7 @@ func (u *Upload) Decoded(n int) error {
 	}
 	u.decoded += int64(n)
 	if u.decoded > u.s.cfg.MaxDecodedBytes {
-		u.refused = agentowl.Errorf(agentowl.ECodeDecodedTooLarge, "The message decodes to more than %d bytes.", u.s.cfg.MaxDecodedBytes)
+		u.refused = agentowl.Errorf(agentowl.ECodeTooLarge, "The message decodes to more than %d bytes.", u.s.cfg.MaxDecodedBytes)
 	}
 	return u.refused
 }
@@ -135,8 +123,8 @@ func (u *Upload) Begin(ctx context.Context, p Part) (*PartWriter, error) {
 	if u.open != nil {
 		return nil, errors.New("attachment: Begin before the previous part's End")
 	}
-	if err := u.CountPart(); err != nil {
-		return nil, err
+	if u.refused != nil {
+		return nil, u.refused
 	}
 	if u.id == "" {
 		if err := u.start(ctx); err != nil {
@@ -145,7 +133,7 @@ func (u *Upload) Begin(ctx context.Context, p Part) (*PartWriter, error) {
 	}
 	pos := len(u.parts)
 	rec := &store.Attachment{ID: work.NewID("att"), TenantID: u.tenantID, Position: pos, Name: SafeName(p.Filename, pos),
-		ContentID: headerValue(p.ContentID), DeclaredType: declaredType(p.ContentType), Inline: p.Inline}
+		ContentID: headerValue(strings.Trim(p.ContentID, "<> ")), DeclaredType: declaredType(p.ContentType), Inline: p.Inline}
 	w := &PartWriter{u: u, rec: rec}
 	if u.usage+u.stored >= u.s.cfg.TenantRetainedBytes {
 		w.blocked = BlockedQuota
@@ -329,6 +317,10 @@ func (u *Upload) RecordTx(ctx context.Context, tx store.Tx) error {
 // what fails here. Finish logs, never fails: the sender's answer is
 // already decided.
 func (u *Upload) Finish(ctx context.Context, committed bool) {
+	if u.finished {
+		return
+	}
+	u.finished = true
 	if u.open != nil {
 		u.open.drop("")
 		u.open = nil

@@ -23,6 +23,7 @@ var statusOf = map[string]int{
 	agentowl.ECodeInvalidWebhookURL:         http.StatusBadRequest,
 	agentowl.ECodeUnsupportedDelivery:       http.StatusBadRequest,
 	agentowl.ECodeInvalidPolicy:             http.StatusBadRequest,
+	agentowl.ECodeMalformedMessage:          http.StatusBadRequest,
 	agentowl.ECodeUnauthenticated:           http.StatusUnauthorized,
 	agentowl.ECodeForbidden:                 http.StatusForbidden,
 	agentowl.ECodeNotFound:                  http.StatusNotFound,
@@ -57,8 +58,6 @@ var statusOf = map[string]int{
 	agentowl.ECodeAttachmentExpired:         http.StatusGone,
 	agentowl.ECodeAttachmentMissing:         http.StatusGone,
 	agentowl.ECodeRangeNotSatisfied:         http.StatusRequestedRangeNotSatisfiable,
-	agentowl.ECodeTooManyParts:              http.StatusRequestEntityTooLarge,
-	agentowl.ECodeDecodedTooLarge:           http.StatusRequestEntityTooLarge,
 }
 
 // typeOf maps a status to the contract's ErrorType.

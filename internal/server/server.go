@@ -28,6 +28,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/ingress/smtp"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -72,6 +73,8 @@ type Config struct {
 	Egress     egress.Config
 	Work       work.Config
 	Ingress    ingress.Config
+	// SMTP is the inbound SMTP listener; off unless SMTP.Listen is set.
+	SMTP smtp.Config
 	// BlobURL is the private object storage of retained attachments: ""
 	// for the directory DataDir/attachments, file:///dir, or
 	// s3://bucket?endpoint=…&region=… (internal/blob.Open).
@@ -116,7 +119,7 @@ func (c *Config) validate() error {
 	if c.DatabaseURL != "" && !IsPostgresURL(c.DatabaseURL) {
 		return errors.New("database URL must start with postgres:// or postgresql://")
 	}
-	return nil
+	return c.Ingress.Validate()
 }
 
 // IsPostgresURL reports whether u selects PostgreSQL.
@@ -144,6 +147,8 @@ type Server struct {
 	attach   *attachment.Service
 	api      *httpapi.Server
 	http     *http.Server
+	smtp     *smtp.Server
+	smtpAddr string
 	cancel   context.CancelFunc
 	done     chan struct{}
 
@@ -216,15 +221,23 @@ func (s *Server) start(ctx context.Context) (err error) {
 	}
 	s.engine.Handle("endpoint", s.work.ResolveDestination)
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
+	// The attachment profile may lower the email message limit (hosted: 1
+	// MB); an attachment's file ceiling is the email part limit.
+	ac := cfg.Attachments.WithDefaults()
+	if mail := &cfg.Ingress.Mail; ac.MaxMessageBytes > 0 && (mail.MaxMessageBytes <= 0 || mail.MaxMessageBytes > ac.MaxMessageBytes) {
+		mail.MaxMessageBytes = ac.MaxMessageBytes
+	}
 	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
 	if s.blobs, err = blob.Open(ctx, cfg.BlobURL, cfg.DataDir); err != nil {
 		ln.Close()
 		return err
 	}
-	if s.attach, err = attachment.New(s.store, s.blobs, cfg.Clock, cfg.Attachments, cfg.Logger); err != nil {
+	ac.MaxFileBytes = s.ingress.MailLimits().MaxPartBytes
+	if s.attach, err = attachment.New(s.store, s.blobs, cfg.Clock, ac, cfg.Logger); err != nil {
 		ln.Close()
 		return err
 	}
+	s.ingress.SetPartSinks(ingress.RetainParts(s.attach))
 
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
 		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Attachments: s.attach}, cfg.HTTP)
@@ -243,6 +256,12 @@ func (s *Server) start(ctx context.Context) (err error) {
 		wg.Go(func() { s.work.Run(bg) })
 		wg.Wait()
 	}()
+	if cfg.SMTP.Listen != "" {
+		if err := s.startSMTP(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	limited := s.api.LimitListener(ln)
 	go func() {
 		if err := s.http.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -252,6 +271,29 @@ func (s *Server) start(ctx context.Context) (err error) {
 	cfg.Logger.Info("agentowl serving", "addr", s.addr, "database", s.store.Dialect())
 	return nil
 }
+
+// startSMTP starts the inbound SMTP listener.
+func (s *Server) startSMTP() error {
+	srv, err := smtp.New(s.cfg.SMTP, s.ingress, s.cfg.Clock, s.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.SMTP.Listen)
+	if err != nil {
+		return fmt.Errorf("smtp: %w", err)
+	}
+	s.smtp, s.smtpAddr = srv, ln.Addr().String()
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			s.cfg.Logger.Error("smtp server stopped", "err", err)
+		}
+	}()
+	s.cfg.Logger.Info("agentowl receiving mail", "addr", s.smtpAddr)
+	return nil
+}
+
+// SMTPAddr is the bound SMTP listen address ("" without a listener).
+func (s *Server) SMTPAddr() string { return s.smtpAddr }
 
 // Addr is the bound listen address.
 func (s *Server) Addr() string { return s.addr }
@@ -340,6 +382,11 @@ func (s *Server) close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err = s.http.Shutdown(ctx)
+	}
+	if s.smtp != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = errors.Join(err, s.smtp.Close(ctx))
 	}
 	if s.cancel != nil {
 		s.cancel()

@@ -131,6 +131,7 @@ type Tx interface {
 	AgentWork
 	Attention
 	Attachments
+	EmailThreads
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
 	AAPAckSet(ctx context.Context, a *AAPAck) error

@@ -28,9 +28,8 @@ type File struct {
 // Message is a test message to bind to a binding.
 type Message struct {
 	Sender string
-	// BodyParts and BodyBytes are the message's non-attachment parts and
-	// their decoded size, counted toward the ceilings.
-	BodyParts int
+	// BodyBytes is the decoded size of the message's other parts, counted
+	// toward the decoded ceiling.
 	BodyBytes int
 	Files     []File
 	// DedupeKey makes the event a duplicate of an earlier one with the key.
@@ -53,11 +52,6 @@ func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *sto
 	u := svc.NewUpload(b.TenantID)
 	committed := false
 	defer func() { u.Finish(ctx, committed) }()
-	for range m.BodyParts {
-		if err := u.CountPart(); err != nil {
-			return nil, err
-		}
-	}
 	if err := u.Decoded(m.BodyBytes); err != nil {
 		return nil, err
 	}
