@@ -55,6 +55,9 @@ const (
 	maxMailHeaderBytes = 256 << 10
 	// maxMailIDs caps the identifiers kept of References.
 	maxMailIDs = 100
+	// maxFilenameBytes caps a part's file name as parsed: room for a long
+	// name, which retention shortens keeping its extension.
+	maxFilenameBytes = 1024
 )
 
 func (l MailLimits) withDefaults() MailLimits {
@@ -318,7 +321,7 @@ func (p *mailParser) entity(m *Mail, e *message.Entity, path string, depth int) 
 		m.HTML, m.HTMLTruncated = text, truncated
 		return err
 	}
-	part := &MailPart{Path: path, ContentType: ctype, Filename: clean(filename, maxNameBytes),
+	part := &MailPart{Path: path, ContentType: ctype, Filename: clean(filename, maxFilenameBytes),
 		Disposition: strings.ToLower(clean(disp, 32)), ContentID: clean(strings.Trim(e.Header.Get("Content-Id"), "<> "), maxKeyBytes)}
 	if err := p.readPart(part, e.Body); err != nil {
 		return err

@@ -89,7 +89,10 @@ func New(cfg Config, in *ingress.Service, clock agentowl.Clock, logger *slog.Log
 	s := &Server{in: in, clock: clock, logger: logger, cfg: cfg, done: make(chan struct{})}
 	srv := gosmtp.NewServer(s)
 	srv.Domain = cfg.Hostname
-	srv.MaxMessageBytes = in.MailLimits().MaxMessageBytes
+	// go-smtp refuses a message of exactly its limit (its reader needs a
+	// byte past the limit to see the end of the data); one more lets the
+	// parser's exact count decide, so a message of the limit is accepted.
+	srv.MaxMessageBytes = in.MailLimits().MaxMessageBytes + 1
 	srv.MaxRecipients = cfg.MaxRecipients
 	srv.MaxLineLength = cfg.MaxLineLength
 	srv.ReadTimeout, srv.WriteTimeout = cfg.CommandTimeout, cfg.CommandTimeout
