@@ -207,8 +207,11 @@ func TestAttachmentDownloads(t *testing.T) {
 		expectRefused(t, "a blocked file", e.do(http.MethodGet, base+"/"+huge["id"].(string), e.token, nil),
 			http.StatusConflict, "attachment_blocked")
 
-		// The operator API shows the event's manifest and serves the bytes.
+		// The operator API shows the event's manifest, linked from the work, and serves the bytes.
 		opBase := tenantPath + "/events/" + ev.ID + "/attachments"
+		if got := e.getWork(t, w)["attachments_url"]; got != e.srv.URL+opBase {
+			t.Fatalf("the work links %v, want %s", got, e.srv.URL+opBase)
+		}
 		ops := e.manifest(t, opBase, e.member(t))
 		if len(ops) != 3 || ops[0]["sha256"] != a["sha256"] || ops[0]["url"] != e.srv.URL+opBase+"/"+a["id"].(string) {
 			t.Fatalf("operator manifest %v", ops)

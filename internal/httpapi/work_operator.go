@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
@@ -348,6 +349,8 @@ type wireWork struct {
 	Timeline       []wireTimeline    `json:"timeline,omitempty"`
 	// CallbacksOmitted counts older callbacks the timeline leaves out.
 	CallbacksOmitted int `json:"callbacks_omitted,omitempty"`
+	// AttachmentsURL links the event's retained files (inspection only).
+	AttachmentsURL string `json:"attachments_url,omitempty"`
 }
 
 type wireTimeline struct {
@@ -424,6 +427,8 @@ func (s *Server) inspectWork(r *http.Request, p *access.Principal) (int, any, er
 	}
 	out := toWireWork(&d.Summary)
 	out.Timeline, out.CallbacksOmitted = []wireTimeline{}, d.CallbacksOmitted
+	out.AttachmentsURL = s.work.work.Config().PublicURL + "/api/v1/tenants/" + url.PathEscape(r.PathValue("tenant")) + "/events/" +
+		url.PathEscape(d.Work.EventID) + "/attachments"
 	for _, e := range d.Timeline {
 		wt := wireTimeline{At: timestamp(e.At), Kind: e.Kind, Quiet: e.Quiet}
 		if a := e.Attempt; a != nil {
