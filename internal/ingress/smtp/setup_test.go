@@ -25,7 +25,7 @@ import (
 // env is a running server with an SMTP listener, an agent-work endpoint
 // and the operator token of tenant default.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	srv *server.Server
 	// database is the SQLite file or the PostgreSQL URL.
 	database string
@@ -45,7 +45,7 @@ func forEachBackend(t *testing.T, adjust func(c *server.Config), fn func(t *test
 	}
 }
 
-func start(t *testing.T, b storetest.Backend, adjust func(c *server.Config)) *env {
+func start(t testing.TB, b storetest.Backend, adjust func(c *server.Config)) *env {
 	t.Helper()
 	sc := servertest.Config(t, b)
 	clock := clocktest.New(time.Date(2026, 10, 6, 12, 0, 0, 0, time.UTC))
