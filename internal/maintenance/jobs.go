@@ -28,20 +28,26 @@ func (s *Scheduler) deliveryIncidents(ctx context.Context) (int64, string, error
 // recoverBatch bounds the leases one recovery transaction frees.
 const recoverBatch = 1000
 
+// RecoveryGrace is how long past its end a lease must be before recovery
+// frees it. A live holder has recorded its outcome well before (an attempt
+// ends LeaseMargin before its lease); only a dead one's lease lasts that
+// long, so recovery never drops a live attempt's outcome.
+const RecoveryGrace = time.Minute
+
 // recoverLeases frees the leases of outbox messages and destination slots
-// that lapsed: their holder died mid-attempt. The delivery engine would
-// claim such a message again anyway; freeing it here makes it due at once
-// and counts it, so an operator sees that a process died holding work.
+// that lapsed RecoveryGrace ago: their holder died mid-attempt. The
+// delivery engine would claim such a message again anyway; freeing it here
+// counts it, so an operator sees that a process died holding work.
 func (s *Scheduler) recoverLeases(ctx context.Context) (int64, string, error) {
 	var total int64
-	for _, recover := range []func(tx store.Tx, now time.Time) (int, error){
+	for _, free := range []func(tx store.Tx, now time.Time) (int, error){
 		func(tx store.Tx, now time.Time) (int, error) { return tx.MessageRecoverLapsed(ctx, now, recoverBatch) },
 		func(tx store.Tx, now time.Time) (int, error) { return tx.SlotRecoverLapsed(ctx, now, recoverBatch) },
 	} {
 		for {
 			var n int
 			err := s.store.Write(ctx, func(tx store.Tx) (err error) {
-				n, err = recover(tx, s.clock.Now())
+				n, err = free(tx, s.clock.Now().Add(-RecoveryGrace))
 				return err
 			})
 			total += int64(n)
