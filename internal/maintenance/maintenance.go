@@ -156,10 +156,12 @@ func (c Config) withDefaults() Config {
 	def(&c.Lease, 15*time.Second)
 	def(&c.Tick, time.Second)
 	intervals := map[string]time.Duration{}
+	for name, d := range c.Intervals {
+		intervals[name] = d // unknown names too: validate refuses them
+	}
 	for name, d := range DefaultIntervals {
-		intervals[name] = d
-		if v := c.Intervals[name]; v > 0 {
-			intervals[name] = v
+		if intervals[name] <= 0 {
+			intervals[name] = d
 		}
 	}
 	c.Intervals = intervals
