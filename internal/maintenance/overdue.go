@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentowl/agentowl/internal/store"
@@ -61,8 +60,7 @@ type breach struct {
 // one rule; a work in pending without a delivered handoff has none (a
 // failing handoff is a delivery incident, not an overdue runtime).
 func check(ow *store.OpenWork, e Expectations, now time.Time) (breach, bool) {
-	w := ow.Work
-	switch w.Status {
+	switch ow.Status {
 	case store.WorkPending:
 		if e.AcceptWithin > 0 && ow.HandoffDeliveredAt != nil {
 			due := ow.HandoffDeliveredAt.Add(e.AcceptWithin)
@@ -73,10 +71,10 @@ func check(ow *store.OpenWork, e Expectations, now time.Time) (breach, bool) {
 		}
 	case store.WorkAccepted, store.WorkRunning:
 		if e.ReportInterval > 0 {
-			due := w.UpdatedAt.Add(e.ReportInterval)
+			due := ow.UpdatedAt.Add(e.ReportInterval)
 			if !now.Before(due) {
 				return breach{RuleReportInterval, due, fmt.Sprintf("it is %s and no callback came since %s (one is due at least every %s)",
-					w.Status, rfc3339(w.UpdatedAt), e.ReportInterval)}, true
+					ow.Status, rfc3339(ow.UpdatedAt), e.ReportInterval)}, true
 			}
 		}
 	case store.WorkNeedsInput:
@@ -105,10 +103,10 @@ func (s *Scheduler) overdue(ctx context.Context) (int64, string, error) {
 		}
 		for _, ow := range page {
 			b, ok := check(ow, s.Effective(ow.Overdue), now)
-			if !ok || slices.Contains(ow.OverdueRules, b.rule) {
+			if !ok || ow.OverdueRule == b.rule {
 				continue
 			}
-			created, err := s.openOverdue(ctx, ow.Work, b, now)
+			created, err := s.openOverdue(ctx, ow, b, now)
 			if err != nil {
 				return opened, "", err
 			}
@@ -119,17 +117,17 @@ func (s *Scheduler) overdue(ctx context.Context) (int64, string, error) {
 		if len(page) < overduePage {
 			return opened, outcomeOK, nil
 		}
-		after = page[len(page)-1].Work.ID
+		after = page[len(page)-1].WorkID
 	}
 }
 
-// openOverdue opens the incident of b for work w unless the work moved on
-// since the scan read it (a callback came) or the incident exists.
-func (s *Scheduler) openOverdue(ctx context.Context, scanned *store.Work, b breach, now time.Time) (bool, error) {
+// openOverdue opens the incident of b for the scanned work unless it moved
+// on since the scan read it (a callback came) or the incident exists.
+func (s *Scheduler) openOverdue(ctx context.Context, scanned *store.OpenWork, b breach, now time.Time) (bool, error) {
 	created := false
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		created = false
-		w, err := tx.WorkGetForUpdate(ctx, scanned.ID)
+		w, err := tx.WorkGetForUpdate(ctx, scanned.WorkID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}

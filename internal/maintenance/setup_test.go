@@ -28,7 +28,7 @@ var start = time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)
 // engine and no running scheduler: tests run the jobs by hand (RunJob) and
 // play the delivery engine's part where they need a delivered handoff.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	srv   *server.Server
 	st    store.Store
@@ -38,7 +38,7 @@ type fixture struct {
 	n     int
 }
 
-func setup(t *testing.T, b storetest.Backend, cfg maintenance.Config) *fixture {
+func setup(t testing.TB, b storetest.Backend, cfg maintenance.Config, adjust ...func(*server.Config)) *fixture {
 	t.Helper()
 	sc := servertest.Config(t, b)
 	clock := clocktest.New(start)
@@ -46,6 +46,9 @@ func setup(t *testing.T, b storetest.Backend, cfg maintenance.Config) *fixture {
 	sc.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	cfg.Disabled = true
 	sc.Maintenance = cfg
+	for _, fn := range adjust {
+		fn(&sc)
+	}
 	srv := servertest.Start(t, sc)
 	ctx := context.Background()
 	p, err := srv.Access().Authenticate(ctx, srv.BootstrapToken(), agentowl.TokenOperator)

@@ -37,7 +37,12 @@ type JobRun struct {
 
 // OpenWork is one non-terminal work and the facts the overdue rules read.
 type OpenWork struct {
-	Work *Work
+	WorkID   string
+	Status   WorkStatus
+	Sequence int64
+	// UpdatedAt is when the work last changed: its latest callback, or its
+	// creation before any.
+	UpdatedAt time.Time
 	// Overdue is the work's endpoint's expectations.
 	Overdue EndpointOverdue
 	// HandoffDeliveredAt is when its handoff message was acknowledged (nil
@@ -46,9 +51,10 @@ type OpenWork struct {
 	// InputExpiredAt is the earliest expiry, at or before the scan's Now,
 	// of a request item of the work that expired unanswered (nil if none).
 	InputExpiredAt *time.Time
-	// OverdueRules are the rules of the overdue incidents the work already
-	// has at its current sequence.
-	OverdueRules []string
+	// OverdueRule is the rule of the overdue incident the work already has
+	// at its current sequence, if any. There is at most one: a sequence
+	// has one status, and each status one rule.
+	OverdueRule string
 }
 
 // OpenWorkScanParams pages through open work by ID.

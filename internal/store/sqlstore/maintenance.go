@@ -85,61 +85,36 @@ func (t *tx) JobList(ctx context.Context) ([]*store.JobRun, error) {
 
 // ---- the overdue scan
 
-// workColsOf is workCols qualified by a table alias.
-func workColsOf(alias string) string {
-	cols := strings.Split(workCols, ",")
-	for i, c := range cols {
-		cols[i] = alias + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
-}
-
 func (t *tx) OpenWorkScan(ctx context.Context, p store.OpenWorkScanParams) ([]*store.OpenWork, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 500
 	}
-	// One row per work, or per work and overdue incident at its current
-	// sequence (rarely more than one): the page is chosen first, by the
-	// partial index of open work.
-	rows, err := t.query(ctx, `SELECT `+workColsOf("w")+`,
+	// The partial index of open work gives the page in ID order; the facts
+	// are looked up per row by primary key or index.
+	rows, err := t.query(ctx, `SELECT w.id, w.status, w.sequence, w.updated_at,
 			e.overdue_accept_within, e.overdue_report_interval, e.overdue_input_expiry,
 			(SELECT o.ended_at FROM outbox o WHERE o.id = w.delivery_id AND o.state = 'delivered'),
 			(SELECT MIN(a.expires_at) FROM attention_items a WHERE a.work_id = w.id AND a.request_id IS NOT NULL
 				AND a.expires_at <= ? AND (a.status <> 'resolved' OR a.resolution = 'expired')),
-			i.overdue_rule
-		FROM (SELECT * FROM work WHERE status IN ('pending', 'accepted', 'running', 'needs_input') AND id > ?
-			ORDER BY id LIMIT ?) w
-		JOIN endpoints e ON e.id = w.endpoint_id
-		LEFT JOIN attention_items i ON i.work_id = w.id AND i.overdue_rule IS NOT NULL AND i.overdue_sequence = w.sequence
-		ORDER BY w.id`, ts(p.Now), p.AfterID, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.OpenWork
-	for rows.Next() {
+			(SELECT MIN(i.overdue_rule) FROM attention_items i WHERE i.work_id = w.id AND i.overdue_rule IS NOT NULL
+				AND i.overdue_sequence = w.sequence)
+		FROM work w JOIN endpoints e ON e.id = w.endpoint_id
+		WHERE w.status IN ('pending', 'accepted', 'running', 'needs_input') AND w.id > ?
+		ORDER BY w.id LIMIT ?`, ts(p.Now), p.AfterID, limit)
+	return all(rows, err, func(s scanner) (*store.OpenWork, error) {
 		var ow store.OpenWork
+		var status string
+		var updated int64
 		var accept, report, input, delivered, inputExpired sql.NullInt64
 		var rule sql.NullString
-		w, err := scanWork(scannerFunc(func(dest ...any) error {
-			return rows.Scan(append(dest, &accept, &report, &input, &delivered, &inputExpired, &rule)...)
-		}))
-		if err != nil {
+		if err := s.Scan(&ow.WorkID, &status, &ow.Sequence, &updated, &accept, &report, &input, &delivered, &inputExpired, &rule); err != nil {
 			return nil, err
 		}
-		if n := len(out); n > 0 && out[n-1].Work.ID == w.ID {
-			out[n-1].OverdueRules = append(out[n-1].OverdueRules, rule.String)
-			continue
-		}
-		ow.Work, ow.Overdue = w, scanOverdue(accept, report, input)
+		ow.Status, ow.UpdatedAt, ow.Overdue, ow.OverdueRule = store.WorkStatus(status), fromTS(updated), scanOverdue(accept, report, input), rule.String
 		ow.HandoffDeliveredAt, ow.InputExpiredAt = fromNullTS(delivered), fromNullTS(inputExpired)
-		if rule.Valid {
-			ow.OverdueRules = []string{rule.String}
-		}
-		out = append(out, &ow)
-	}
-	return out, rows.Err()
+		return &ow, nil
+	})
 }
 
 // scanOverdue reads an endpoint's overdue columns (microseconds; 0/1).
