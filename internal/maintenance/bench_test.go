@@ -118,7 +118,7 @@ func BenchmarkRetentionPurge(b *testing.B) {
 	const works, perWork = 1000, 1000
 	for _, bk := range benchBackends(b) {
 		b.Run(bk.Name, func(b *testing.B) {
-			for b.Loop() {
+			for range b.N {
 				b.StopTimer()
 				f := setup(b, bk, maintenance.Config{}, func(c *server.Config) {
 					c.Ingress.Limit = ratelimit.Limit{Events: 10_000_000, Per: time.Minute}

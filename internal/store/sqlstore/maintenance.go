@@ -218,9 +218,13 @@ var purgeStatements = map[store.PurgeClass][]string{
 			AND NOT EXISTS (SELECT 1 FROM tokens k WHERE k.instance_id = i.id)
 			AND NOT EXISTS (SELECT 1 FROM policies p WHERE p.instance_id = i.id) LIMIT ?)`,
 	},
+	// In key order: the batch is read off the primary key's index, never by
+	// a scan of the table's heap, which on PostgreSQL holds the dead rows
+	// of every batch before until vacuum.
 	store.PurgeCallbacks: {`DELETE FROM work_callbacks WHERE (work_id, callback_id) IN (
-		SELECT c.work_id, c.callback_id FROM work w JOIN work_callbacks c ON c.work_id = w.id
-		WHERE w.ended_at IS NOT NULL AND w.ended_at <= ? LIMIT ?)`},
+		SELECT c.work_id, c.callback_id FROM work_callbacks c
+		WHERE c.work_id IN (SELECT w.id FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at <= ?)
+		ORDER BY c.work_id, c.callback_id LIMIT ?)`},
 	store.PurgeWork: {`DELETE FROM work WHERE id IN (SELECT w.id FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM work_callbacks c WHERE c.work_id = w.id)
 		AND NOT EXISTS (SELECT 1 FROM attention_items a WHERE a.work_id = w.id)
