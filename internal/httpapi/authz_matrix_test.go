@@ -52,6 +52,8 @@ var authzRoutes = map[string]need{
 	"GET /api/v1/tenants":  needMember,
 	"POST /api/v1/tenants": needSystemAdmin,
 
+	"GET /api/v1/maintenance": needSystemAdmin,
+
 	"GET /api/v1/tenants/{tenant}/operators":                           needMember,
 	"POST /api/v1/tenants/{tenant}/operators":                          needAdmin,
 	"GET /api/v1/tenants/{tenant}/operator-tokens":                     needMember,

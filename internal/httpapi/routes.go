@@ -107,6 +107,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/audit", surface: surfaceOperator, gate: s.admin(s.listAudit)},
 		{method: get, pattern: t + "/deliveries", surface: surfaceOperator, gate: s.member(s.listDeliveries)},
 		{method: get, pattern: t + "/deliveries/{id}", surface: surfaceOperator, gate: s.member(s.inspectDelivery)},
+		{method: get, pattern: "/api/v1/maintenance", surface: surfaceOperator, gate: s.admin(s.maintenanceStatus)},
 	}
 	for _, r := range []route{
 		{method: get, pattern: t + "/endpoints", surface: surfaceOperator, gate: s.member(s.listEndpoints)},

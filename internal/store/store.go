@@ -131,6 +131,7 @@ type Tx interface {
 	AgentWork
 	Attention
 	EmailThreads
+	Maintenance
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
 	AAPAckSet(ctx context.Context, a *AAPAck) error
@@ -144,10 +145,6 @@ type Tx interface {
 	// CounterAdd adds delta to the counter of key in the window starting at
 	// windowStart and returns the new total.
 	CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error)
-
-	// Purge deletes what retention no longer requires at now and reports how
-	// many rows went.
-	Purge(ctx context.Context, now time.Time) (int64, error)
 }
 
 // TokenListParams filters TokenList.

@@ -42,6 +42,9 @@ const (
 	ResolvedExpired    = "expired"
 	ResolvedWorkEnded  = "work_ended"
 	ResolvedReviewed   = "reviewed"
+	// ResolvedCallback: an overdue incident (internal/maintenance) that a
+	// later applied callback answered.
+	ResolvedCallback = "callback"
 )
 
 // applyAttentionTx records what an applied (not stale) callback means for
