@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -328,8 +329,12 @@ func (s *Server) authenticateRuntime(r *http.Request) (*store.RuntimeCredential,
 	return c, nil
 }
 
+// healthz answers while the process serves HTTP, naming the running build
+// so that an operator (or a rollout script) sees which version each replica
+// runs.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	b := buildinfo.Get()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": b.Version, "commit": b.Commit})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
