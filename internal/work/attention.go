@@ -42,6 +42,9 @@ const (
 	ResolvedExpired    = "expired"
 	ResolvedWorkEnded  = "work_ended"
 	ResolvedReviewed   = "reviewed"
+	// ResolvedRedriven: an operator redrove the failed delivery the
+	// incident reported (work-outbox redrive).
+	ResolvedRedriven = "redriven"
 )
 
 // applyAttentionTx records what an applied (not stale) callback means for
