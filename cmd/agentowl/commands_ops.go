@@ -26,7 +26,58 @@ func (c *cli) addOpsCommands(root *cobra.Command) {
 			[]string{"id", "state", "attempts", "event_id", "endpoint_id", "work_id", "created_at", "last_error"},
 			queueFilter{"endpoint", "only publications to this endpoint"}, queueFilter{"binding", "only events this binding received"},
 			queueFilter{"event", "only publications of this event"}),
+		c.workDoctorCommand(),
 	)
+}
+
+// workDoctorCommand is `agentowl work-doctor <tenant>`: the tenant's
+// findings, each with a severity and a suggested command. It exits 0 when
+// the report is clean (notes only), 1 on warnings and 2 on errors.
+func (c *cli) workDoctorCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "work-doctor [TENANT]",
+		Short: "Check a tenant's agent work: findings with severity and a suggested command (exit 0 clean, 1 warnings, 2 errors)",
+		Long: "Checks a tenant's agent work (admin): runtime credentials missing or expiring within 7 days, failed and\n" +
+			"failing deliveries, overdue work, a stuck outbox, decisions without receipts, quotas near their limit,\n" +
+			"bindings routing to endpoints without agent work, and the scheduler's leadership. Each finding has a\n" +
+			"severity (error, warning, info) and a command to run next. Exit status: 0 when no finding is a warning\n" +
+			"or an error, 1 on warnings, 2 on errors; --json prints the report for scripts. TENANT defaults to\n" +
+			"--tenant, AGENTOWL_TENANT or the tenant your token acts in.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				c.tenant = args[0]
+			}
+			var out item
+			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/doctor"), nil, &out); err != nil {
+				return err
+			}
+			if err := c.emit(out, func(w io.Writer) { printDoctor(w, out) }); err != nil {
+				return err
+			}
+			switch out["status"] {
+			case "error":
+				cmd.SilenceErrors = true // the report said it all
+				return exitCode(2)
+			case "warning":
+				cmd.SilenceErrors = true
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+	c.tenantFlag(cmd)
+	return cmd
+}
+
+func printDoctor(w io.Writer, r item) {
+	counts := func(k string) int { return int(num(get(r, "counts", k))) }
+	fmt.Fprintf(w, "Tenant %s at %s: %s (%d errors, %d warnings, %d notes)\n", str(r["tenant"]), str(r["checked_at"]),
+		strings.ToUpper(str(r["status"])), counts("error"), counts("warning"), counts("info"))
+	for _, f := range itemList(r["findings"]) {
+		fmt.Fprintf(w, "\n%-7s %s (%s)\n  %s\n  -> %s\n", strings.ToUpper(str(f["severity"])), str(f["check"]), str(f["subject"]),
+			str(f["message"]), str(f["command"]))
+	}
 }
 
 // queueFilter is an ID filter flag of a queue's list, named as its query

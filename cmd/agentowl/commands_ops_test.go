@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,6 +102,69 @@ func TestCLIWorkOutbox(t *testing.T) {
 		op("ingress-publications", "redrive", jobID).failed(t, "already_delivered")
 		if n := len(itemsOf(t, cliJSON(t, op("--json", "work", "list")))); n != 1 {
 			t.Errorf("work after a redrive: %d, want 1", n)
+		}
+	})
+}
+
+// `agentowl work-doctor <tenant>` as the seed writes it, run as the built
+// binary: exit status 2 on an error finding, 1 on a warning, 0 when only
+// notes remain; --json prints the report.
+func TestCLIWorkDoctor(t *testing.T) {
+	t.Parallel()
+	bin := buildAgentowl(t)
+	forEachBackend(t, func(t *testing.T, s site) {
+		sink := newSwitchSink(t)
+		srv := s.startWork(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: sink.srv.Certificate().Raw}))
+		admin := s.adminToken(t)
+		doctor := func() (int, string) {
+			t.Helper()
+			cmd := exec.Command(bin, "work-doctor", "default", "--url", srv.url, "--token", admin)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if err != nil && !errors.As(err, &exit) {
+				t.Fatalf("agentowl work-doctor: %v", err)
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("agentowl work-doctor wrote to stderr: %s", stderr.String())
+			}
+			return cmd.ProcessState.ExitCode(), stdout.String()
+		}
+		ep := cliJSON(t, runCLI(t, "--json", "endpoints", "create", "--name", "rt", "--url", sink.srv.URL+"/events", "--agent-work",
+			"--api-url", srv.url, "--token", admin))
+		epID := ep["id"].(string)
+		code, out := doctor()
+		if code != 2 || !strings.Contains(out, "ERROR   runtime_credentials (endpoint:"+epID+")") ||
+			!strings.Contains(out, "-> agentowl runtime-credentials create "+epID+" --days 90") {
+			t.Fatalf("work-doctor with an endpoint without credentials: exit %d\n%s", code, out)
+		}
+		res := runCLI(t, "--json", "work-doctor", "default", "--url", srv.url, "--token", admin)
+		var report map[string]any
+		if err := json.Unmarshal([]byte(res.stdout), &report); err != nil {
+			t.Fatalf("work-doctor --json printed no JSON: %v\n%s", err, res.stdout)
+		}
+		var code2 exitCode
+		if report["status"] != "error" || get(report, "counts", "error") == nil || !errors.As(res.err, &code2) || code2 != 2 ||
+			res.stderr != "" {
+			t.Errorf("work-doctor --json: %v, err %v, stderr %q", report, res.err, res.stderr)
+		}
+
+		// A credential, and a handoff being retried: a warning.
+		srv.cli(t, admin, "runtime-credentials", "create", epID).ok(t)
+		out = srv.cli(t, admin, "bindings", "create", "--channel", "webhook", "--endpoint", epID).ok(t)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		expectStatus(t, "POST ingress", send(t, http.MethodPost, lines[len(lines)-1], "", map[string]any{"text": "hi"}), http.StatusAccepted)
+		eventually(t, 20*time.Second, "a failed attempt", func() bool { return sink.received.Load() > 0 })
+		eventually(t, 20*time.Second, "work-doctor to warn", func() bool { code, out = doctor(); return code == 1 })
+		if !strings.Contains(out, "WARNING failing_deliveries (endpoint:"+epID+")") {
+			t.Errorf("work-doctor with a handoff being retried:\n%s", out)
+		}
+
+		sink.accept.Store(true)
+		eventually(t, 20*time.Second, "work-doctor clean", func() bool { code, out = doctor(); return code == 0 })
+		if !strings.Contains(out, ": OK (0 errors, 0 warnings, ") {
+			t.Errorf("clean work-doctor:\n%s", out)
 		}
 	})
 }

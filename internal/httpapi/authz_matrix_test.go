@@ -98,6 +98,7 @@ var authzRoutes = map[string]need{
 	"GET /api/v1/tenants/{tenant}/ingress-publications":                needMember,
 	"GET /api/v1/tenants/{tenant}/ingress-publications/{id}":           needMember,
 	"POST /api/v1/tenants/{tenant}/ingress-publications/{id}/redrive":  needAdmin,
+	"GET /api/v1/tenants/{tenant}/doctor":                              needAdmin,
 
 	"POST /runtime/v1/work/{work}/callbacks":                    needRuntime,
 	"GET /runtime/v1/work/{work}/decisions":                     needRuntime,

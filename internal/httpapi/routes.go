@@ -138,6 +138,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/ingress-publications/{id}", surface: surfaceOperator, gate: s.member(s.inspectQueue(work.IngressPublications))},
 		{method: post, pattern: t + "/ingress-publications/{id}/redrive", surface: surfaceOperator,
 			gate: s.admin(s.redriveQueue(work.IngressPublications))},
+		{method: get, pattern: t + "/doctor", surface: surfaceOperator, gate: s.admin(s.tenantDoctor)},
 
 		{method: post, pattern: "/runtime/v1/work/{work}/callbacks", surface: surfaceRuntime, gate: s.runtime(work.ScopeCallbacks, s.postCallback)},
 		{method: get, pattern: "/runtime/v1/work/{work}/decisions", surface: surfaceRuntime, gate: s.runtime(work.ScopeDecisions, s.listDecisions)},

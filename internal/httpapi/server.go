@@ -21,6 +21,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
@@ -85,6 +86,7 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	work     *workAPI // agent work (runtime.go); nil without Services.Work
+	doctor   *doctor.Service
 }
 
 // Services are what the HTTP surfaces call. Work and Ingress are optional:
@@ -95,15 +97,17 @@ type Services struct {
 	Approval *approval.Service
 	Work     *work.Service
 	Ingress  *ingress.Service
-	Store    store.Store
-	Clock    agentowl.Clock
-	Log      *slog.Logger
+	// Doctor serves the tenant health report with the agent-work routes.
+	Doctor *doctor.Service
+	Store  store.Store
+	Clock  agentowl.Clock
+	Log    *slog.Logger
 }
 
 // New returns a Server.
 func New(svc Services, cfg Config) *Server {
 	s := &Server{access: svc.Access, approval: svc.Approval, store: svc.Store, clock: svc.Clock, log: svc.Log,
-		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry()}
+		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry(), doctor: svc.Doctor}
 	if svc.Work != nil && svc.Ingress != nil {
 		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock)}
 	}

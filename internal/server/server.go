@@ -23,6 +23,7 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
@@ -209,8 +210,13 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
 	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
 
+	// The scheduler's leadership and overdue work come from
+	// internal/maintenance once it is assembled here; until then the report
+	// says it did not check them.
+	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
+		CallbackRate: s.work.CallbackRate()})
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, cfg.HTTP)
+		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, cfg.HTTP)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.http = s.api.HTTPServer()
 
