@@ -82,9 +82,9 @@ func (r *Report) Status() string {
 // SchedulerStatus reports the maintenance scheduler's leadership
 // (internal/maintenance implements it).
 type SchedulerStatus interface {
-	// Leader returns the replica that leads now and when it last renewed
-	// its leadership; ok is false when no replica leads.
-	Leader(ctx context.Context) (id string, renewedAt time.Time, ok bool, err error)
+	// Leader returns the replica that holds the leader lease and when the
+	// lease lapses unless renewed; ok is false when no replica holds it.
+	Leader(ctx context.Context) (id string, until time.Time, ok bool, err error)
 }
 
 // OverdueWork counts a tenant's overdue work (internal/maintenance
@@ -121,9 +121,6 @@ type Config struct {
 	// MaxCallbacksPerWork is the per-work callback cap
 	// (work.Config.MaxCallbacksPerWork). Defaults to 10,000.
 	MaxCallbacksPerWork int
-	// LeaderStale: a leader that has not renewed for this long counts as
-	// none. Defaults to 1m.
-	LeaderStale time.Duration
 	// Limit bounds the items one check lists. Defaults to 20.
 	Limit int
 
@@ -141,7 +138,6 @@ func (c Config) withDefaults() Config {
 	def(&c.CredentialWarning, 7*24*time.Hour)
 	def(&c.StuckAfter, 5*time.Minute)
 	def(&c.ReceiptGrace, 10*time.Minute)
-	def(&c.LeaderStale, time.Minute)
 	if c.QuotaShare <= 0 || c.QuotaShare > 1 {
 		c.QuotaShare = 0.8
 	}
@@ -414,7 +410,7 @@ func (s *Service) scheduler(ctx context.Context, r *Report, _ []*store.Endpoint)
 			"The scheduler's leadership was not checked: this server reports no scheduler status.")
 		return nil
 	}
-	id, renewed, ok, err := s.cfg.Scheduler.Leader(ctx)
+	id, until, ok, err := s.cfg.Scheduler.Leader(ctx)
 	if err != nil {
 		return err
 	}
@@ -422,10 +418,10 @@ func (s *Service) scheduler(ctx context.Context, r *Report, _ []*store.Endpoint)
 	case !ok:
 		r.add(CheckScheduler, Error, "scheduler", "agentowl maintenance status",
 			"No replica leads the maintenance scheduler: overdue work, request expiry, recovery and retention do not run.")
-	case r.CheckedAt.Sub(renewed) > s.cfg.LeaderStale:
+	case !r.CheckedAt.Before(until):
 		r.add(CheckScheduler, Error, "scheduler", "agentowl maintenance status",
-			"The scheduler's leader %s last renewed its leadership at %s, over %s ago: it may be stuck or gone.",
-			id, ts(renewed), s.cfg.LeaderStale)
+			"The scheduler's leader %s let its lease lapse at %s without renewing it: it may be stuck or gone, and no replica "+
+				"has taken over.", id, ts(until))
 	}
 	return nil
 }

@@ -23,25 +23,25 @@ import (
 // fakeScheduler and fakeOverdue stand in for internal/maintenance, which
 // the assembly wires in: a hand-written fake at the package's edge.
 type fakeScheduler struct {
-	mu      sync.Mutex
-	clock   *clocktest.Fake
-	leader  string
-	renewed time.Time // zero: renewed now
+	mu     sync.Mutex
+	clock  *clocktest.Fake
+	leader string
+	until  time.Time // zero: a lease renewed just now, for 30s
 }
 
 func (f *fakeScheduler) Leader(context.Context) (string, time.Time, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	at := f.renewed
-	if at.IsZero() {
-		at = f.clock.Now()
+	until := f.until
+	if until.IsZero() {
+		until = f.clock.Now().Add(30 * time.Second)
 	}
-	return f.leader, at, f.leader != "", nil
+	return f.leader, until, f.leader != "", nil
 }
 
-func (f *fakeScheduler) set(leader string, renewed time.Time) {
+func (f *fakeScheduler) set(leader string, until time.Time) {
 	f.mu.Lock()
-	f.leader, f.renewed = leader, renewed
+	f.leader, f.until = leader, until
 	f.mu.Unlock()
 }
 
@@ -431,8 +431,10 @@ func TestBindingSchedulerAndOverdueFindings(t *testing.T) {
 
 		e.sched.set("", time.Time{})
 		e.expect("no leader", "error", "scheduler_leader error scheduler")
-		e.sched.set("replica-2", e.clock.Now().Add(-2*time.Minute))
-		e.expect("a leader that stopped renewing", "error", "scheduler_leader error scheduler")
+		e.sched.set("replica-2", e.clock.Now())
+		e.expect("a leader whose lease lapsed", "error", "scheduler_leader error scheduler")
+		e.sched.set("replica-2", e.clock.Now().Add(time.Second))
+		e.expect("a leader whose lease holds a second more", "ok")
 		e.sched.set("replica-2", time.Time{})
 		e.expect("a live leader", "ok")
 
