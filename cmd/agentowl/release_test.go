@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"regexp"
 	"runtime"
@@ -9,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentowl/agentowl/internal/server"
+	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
 // `agentowl version` and `--version` print the build; --json prints it as
@@ -207,5 +210,87 @@ func TestDockerfile(t *testing.T) {
 		if !strings.Contains(text, v) {
 			t.Errorf("Dockerfile does not set %s: `agentowl version` would say devel/unknown", v)
 		}
+	}
+}
+
+// served returns the name of every metric the server serves: the families
+// /metrics prints, and those of the engine's collectors, which print only
+// once observed.
+func served(t *testing.T, r *running) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	send(t, http.MethodGet, r.url+"/healthz", "", nil) // counted in the requests metrics
+	scrape := send(t, http.MethodGet, r.url+"/metrics", "", nil)
+	expectStatus(t, "/metrics", scrape, http.StatusOK)
+	for _, line := range strings.Split(string(scrape.body), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "#" && f[1] == "TYPE" {
+			names[f[2]] = true
+			if f[3] == "histogram" {
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					names[f[2]+suffix] = true
+				}
+			}
+		}
+	}
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	descs := make(chan *prometheus.Desc, 100)
+	for _, c := range r.m.Engine().Metrics().Collectors(r.m.Store()) {
+		c.Describe(descs)
+	}
+	close(descs)
+	for d := range descs {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
+				names[m[1]+suffix] = true
+			}
+		}
+	}
+	return names
+}
+
+// The operating guide's example alerting rules parse, and every metric
+// their first block names is one the server serves.
+func TestOperatingGuideRules(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "```yaml\ngroups:")
+	block, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("docs/operating.md has no ```yaml block of alerting rules")
+	}
+	var doc struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal([]byte("groups:"+block), &doc); err != nil {
+		t.Fatalf("the rules do not parse: %v", err)
+	}
+	site := newSite(t, storetest.Backends(t)[0])
+	names := served(t, site.start(t, nil))
+	metric := regexp.MustCompile(`agentowl_[a-z_]+`)
+	rules := 0
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			rules++
+			if r.Alert == "" || r.Expr == "" {
+				t.Errorf("rule %+v lacks an alert name or an expression", r)
+			}
+			for _, m := range metric.FindAllString(r.Expr, -1) {
+				if !names[m] {
+					t.Errorf("rule %s names %s, which /metrics does not serve", r.Alert, m)
+				}
+			}
+		}
+	}
+	if rules < 5 {
+		t.Errorf("%d rules, want the guide's examples", rules)
 	}
 }
