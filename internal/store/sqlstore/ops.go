@@ -162,10 +162,10 @@ func (t *tx) AttentionDetachMessage(ctx context.Context, itemID string) error {
 }
 
 func (t *tx) CounterGet(ctx context.Context, key string, windowStart time.Time) (int64, error) {
-	var n int64
-	err := t.queryRow(ctx, `SELECT count FROM rate_counters WHERE key = ? AND window_start = ?`, key, ts(windowStart)).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+	n, err := one(t.queryRow(ctx, `SELECT count FROM rate_counters WHERE key = ? AND window_start = ?`, key, ts(windowStart)),
+		func(s scanner) (n int64, err error) { return n, s.Scan(&n) })
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil // nothing counted in that window
 	}
 	return n, err
 }
