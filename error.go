@@ -70,6 +70,10 @@ const (
 	ECodeAlreadyDecided     = "already_decided"
 	ECodeDecisionConflict   = "decision_conflict"
 	ECodeNotARequest        = "not_a_request"
+	// Redrive (docs/operating.md, 409): the message was delivered (or its
+	// decision's receipt is in), or it is still being delivered.
+	ECodeAlreadyDelivered = "already_delivered"
+	ECodeDeliveryPending  = "delivery_pending"
 	// 413 / 422 / 429 / 500 / 503.
 	ECodeTooLarge                  = "request_too_large"
 	ECodeWebhookVerificationFailed = "webhook_verification_failed"

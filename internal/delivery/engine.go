@@ -443,7 +443,8 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target 
 	} else {
 		a.Error = "HTTP " + strconv.Itoa(status)
 	}
-	next := e.nextAttempt(m, a.EndedAt, max(e.backoff(m.Attempts), retryAfter))
+	// A redriven message's backoff starts over with its new series.
+	next := e.nextAttempt(m, a.EndedAt, max(e.backoff(m.Attempts-m.AttemptBase), retryAfter))
 	if !next.Before(m.DeadlineAt) {
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return

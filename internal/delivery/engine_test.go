@@ -293,6 +293,35 @@ func TestEngineRetriesWithSameBodyAndFreshSignature(t *testing.T) {
 	})
 }
 
+// A redriven message's new series backs off as a new message does: its
+// first failure is retried within the first delay bound (RetryMinDelay),
+// not after the long waits its earlier attempts had reached.
+func TestEngineRedrivenSeriesBacksOffAfresh(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, func(int) (int, http.Header) { return 500, nil })
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: time.Hour})
+		// As a redrive leaves it: 20 attempts made, the new series starting
+		// after them.
+		id, now := uuid.NewString(), f.clock.Now()
+		m := &store.Message{ID: id, TenantID: f.tenant, Kind: "test", Destination: "d", Subject: "s-" + id, Body: []byte(`{}`),
+			CreatedAt: now, DeadlineAt: now.Add(48 * time.Hour), State: store.MessagePending, NextAttempt: now, Attempts: 20,
+			AttemptBase: 20, Redrives: 1}
+		if err := f.store.Write(context.Background(), func(tx store.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
+			t.Fatal(err)
+		}
+		e.Wake()
+		waitFor(t, "the series' first attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
+		got := f.get(m.ID)
+		if as := f.attempts(m.ID); as[0].N != 21 || got.Attempts != 21 {
+			t.Fatalf("attempt %d, message attempts %d; want 21", as[0].N, got.Attempts)
+		}
+		if next := got.NextAttempt; next.After(f.clock.Now().Add(time.Second)) {
+			t.Fatalf("retry at %v, %v after the failure; a new series waits at most the first bound (1s)", next, next.Sub(f.clock.Now()))
+		}
+	})
+}
+
 func TestEngineRespectsRetryAfterWithinWindow(t *testing.T) {
 	forEach(t, func(t *testing.T, f *fixture) {
 		r := newReceiver(t, f.clock, func(n int) (int, http.Header) {

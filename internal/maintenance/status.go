@@ -180,3 +180,39 @@ func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// Leader reports the live holder of the leader lease and when it lapses
+// unless renewed; ok is false when no replica leads (work-doctor's
+// doctor.SchedulerStatus).
+func (s *Scheduler) Leader(ctx context.Context) (id string, until time.Time, ok bool, err error) {
+	st, err := s.Status(ctx)
+	if err != nil || st.Leader == nil {
+		return "", time.Time{}, false, err
+	}
+	return st.Leader.Owner, st.Leader.Until, true, nil
+}
+
+// overdueCountLimit bounds the incidents OverdueCount reads: past it the
+// count is a lower bound, which is all a health report needs.
+const overdueCountLimit = 1000
+
+// OverdueCount counts a tenant's unresolved work_overdue incidents, up to
+// overdueCountLimit per status (work-doctor's doctor.OverdueWork).
+func (s *Scheduler) OverdueCount(ctx context.Context, tenantID string) (int, error) {
+	n := 0
+	err := s.store.Read(ctx, func(tx store.Tx) error {
+		for _, status := range []store.AttentionStatus{store.AttentionOpen, store.AttentionAcknowledged} {
+			items, err := tx.AttentionList(ctx, store.AttentionListParams{TenantID: tenantID, Status: status, Limit: overdueCountLimit})
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				if it.OverdueRule != "" {
+					n++
+				}
+			}
+		}
+		return nil
+	})
+	return n, err
+}

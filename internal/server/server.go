@@ -23,6 +23,7 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
@@ -223,8 +224,10 @@ func (s *Server) start(ctx context.Context) (err error) {
 		return err
 	}
 
+	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
+		CallbackRate: s.work.CallbackRate(), Scheduler: s.sched, Overdue: s.sched})
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched}, cfg.HTTP)
+		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched}, cfg.HTTP)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.api.Register(s.sched.Collectors()...)
 	s.http = s.api.HTTPServer()

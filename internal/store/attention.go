@@ -27,7 +27,7 @@ type AttentionItem struct {
 	Kind     string // question, approval or incident
 	Status   AttentionStatus
 	// Resolution says why a resolved item was resolved: receipt, outcome,
-	// superseded, expired, work_ended or reviewed.
+	// superseded, expired, work_ended, reviewed or redriven.
 	Resolution string
 	WorkID     string
 	EndpointID string

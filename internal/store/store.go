@@ -132,6 +132,7 @@ type Tx interface {
 	Attention
 	EmailThreads
 	Maintenance
+	Operations
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
 	AAPAckSet(ctx context.Context, a *AAPAck) error
@@ -204,6 +205,11 @@ type Message struct {
 	LastError   string
 	EndedAt     *time.Time
 	RetainUntil *time.Time
+	// Redrives counts the attempt series an operator started by hand
+	// (work-outbox redrive); AttemptBase is how many attempts were made
+	// before the current series, whose backoff counts from there.
+	Redrives    int
+	AttemptBase int
 }
 
 // MessageState is where a message is in its life.

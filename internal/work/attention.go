@@ -45,6 +45,9 @@ const (
 	// ResolvedCallback: an overdue incident (internal/maintenance) that a
 	// later applied callback answered.
 	ResolvedCallback = "callback"
+	// ResolvedRedriven: an operator redrove the failed delivery the
+	// incident reported (work-outbox redrive).
+	ResolvedRedriven = "redriven"
 )
 
 // applyAttentionTx records what an applied (not stale) callback means for
