@@ -80,6 +80,10 @@ const (
 	ECodeAttachmentExpired = "attachment_expired"
 	ECodeAttachmentMissing = "attachment_missing"
 	ECodeRangeNotSatisfied = "range_not_satisfiable"
+	// Redrive (docs/operating.md, 409): the message was delivered (or its
+	// decision's receipt is in), or it is still being delivered.
+	ECodeAlreadyDelivered = "already_delivered"
+	ECodeDeliveryPending  = "delivery_pending"
 	// 413 / 422 / 429 / 500 / 503.
 	ECodeTooLarge                  = "request_too_large"
 	ECodeWebhookVerificationFailed = "webhook_verification_failed"

@@ -16,6 +16,7 @@ require (
 	github.com/spf13/cobra v1.10.2 // the CLI: commands, flags, help
 	github.com/spf13/pflag v1.0.9 // serve's flags from the settings table (cobra's flag package)
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // tests: an independent check of our Standard Webhooks signatures
+	go.yaml.in/yaml/v3 v3.0.6 // tests: compose.yaml's settings are checked against serve's settings table
 	gocloud.dev v0.47.0 // private object storage of retained attachments: a directory (fileblob) or S3-compatible (s3blob) behind one API
 	modernc.org/sqlite v1.62.0 // the default store: embedded SQLite without cgo
 )
@@ -77,7 +78,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.shabbyrobe.org/gocovmerge v0.0.0-20230507111327-fa4f82cfbf4d // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/exp v0.0.0-20261109185158-a52e3aef5920 // indirect
 	golang.org/x/net v0.62.0 // indirect

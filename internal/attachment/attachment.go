@@ -303,39 +303,61 @@ const sweepBatch = 100
 func (s *Service) SweepExpired(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	for {
-		var due []*store.Attachment
-		err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-			due, err = tx.AttachmentDue(ctx, now, sweepBatch)
-			return err
-		})
-		if err != nil {
+		k, full, err := s.sweepExpired(ctx, now, sweepBatch)
+		n += k
+		if err != nil || !full {
 			return n, err
 		}
-		for _, a := range due {
-			if a.ExpiresAt.After(now) {
-				return n, fmt.Errorf("attachment: %s is inside its retention until %s", a.ID, a.ExpiresAt) // a store defect
-			}
-			if err := s.blobs.Delete(ctx, a.BlobKey); err != nil {
-				return n, s.storeUnavailable("delete", err)
-			}
-			err := s.store.Write(ctx, func(tx store.Tx) error {
-				if err := tx.AttachmentSetDeleted(ctx, a.ID, now); err != nil {
-					return err
-				}
-				return tx.RetainedBytesRelease(ctx, a.TenantID, a.Size)
-			})
-			switch {
-			case errors.Is(err, store.ErrNotFound): // another replica recorded it first
-			case err != nil:
-				return n, err
-			default:
-				n++
-			}
+	}
+}
+
+// DeleteExpired is the maintenance scheduler's retained-bytes hook (its
+// retained_bytes job): one batch of up to limit orphaned uploads
+// (SweepOrphans) and of up to limit expired files (SweepExpired). It
+// returns how many of both it cleared; the scheduler calls again while
+// that reaches limit.
+func (s *Service) DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	orphans, _, err := s.sweepOrphans(ctx, now, limit)
+	if err != nil {
+		return orphans, err
+	}
+	expired, _, err := s.sweepExpired(ctx, now, limit)
+	return orphans + expired, err
+}
+
+// sweepExpired deletes one batch of up to limit expired files; full
+// reports that the batch was full (more may be due).
+func (s *Service) sweepExpired(ctx context.Context, now time.Time, limit int) (n int, full bool, err error) {
+	var due []*store.Attachment
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		due, err = tx.AttachmentDue(ctx, now, limit)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	for _, a := range due {
+		if a.ExpiresAt.After(now) {
+			return n, false, fmt.Errorf("attachment: %s is inside its retention until %s", a.ID, a.ExpiresAt) // a store defect
 		}
-		if len(due) < sweepBatch {
-			return n, nil
+		if err := s.blobs.Delete(ctx, a.BlobKey); err != nil {
+			return n, false, s.storeUnavailable("delete", err)
+		}
+		err := s.store.Write(ctx, func(tx store.Tx) error {
+			if err := tx.AttachmentSetDeleted(ctx, a.ID, now); err != nil {
+				return err
+			}
+			return tx.RetainedBytesRelease(ctx, a.TenantID, a.Size)
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound): // another replica recorded it first
+		case err != nil:
+			return n, false, err
+		default:
+			n++
 		}
 	}
+	return n, len(due) == limit, nil
 }
 
 // SweepOrphans deletes the bytes of uploads whose event never committed
@@ -346,27 +368,34 @@ func (s *Service) SweepExpired(ctx context.Context, now time.Time) (int, error) 
 func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	for {
-		var stale []*store.AttachmentUpload
-		err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-			stale, err = tx.AttachmentUploadStale(ctx, now.Add(-s.cfg.OrphanGrace), sweepBatch)
-			return err
-		})
-		if err != nil {
+		k, full, err := s.sweepOrphans(ctx, now, sweepBatch)
+		n += k
+		if err != nil || !full {
 			return n, err
 		}
-		for _, u := range stale {
-			switch err := s.discard(ctx, u, now); {
-			case errors.Is(err, store.ErrNotFound): // committed meanwhile
-			case err != nil:
-				return n, err
-			default:
-				n++
-			}
-		}
-		if len(stale) < sweepBatch {
-			return n, nil
+	}
+}
+
+// sweepOrphans clears one batch of up to limit stale uploads.
+func (s *Service) sweepOrphans(ctx context.Context, now time.Time, limit int) (n int, full bool, err error) {
+	var stale []*store.AttachmentUpload
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		stale, err = tx.AttachmentUploadStale(ctx, now.Add(-s.cfg.OrphanGrace), limit)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	for _, u := range stale {
+		switch err := s.discard(ctx, u, now); {
+		case errors.Is(err, store.ErrNotFound): // committed meanwhile
+		case err != nil:
+			return n, false, err
+		default:
+			n++
 		}
 	}
+	return n, len(stale) == limit, nil
 }
 
 // discard deletes an upload's bytes: it marks the upload abandoned first

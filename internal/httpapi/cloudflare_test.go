@@ -137,6 +137,20 @@ func TestCloudflareWorkerRequest(t *testing.T) {
 	})
 }
 
+// A message larger than the API's 1 MiB body limit is taken, up to the
+// email limit (25 MiB by default).
+func TestCloudflareLargeMessage(t *testing.T) {
+	t.Parallel()
+	script := workerScript(t)
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		ep := e.endpoint(t, newRuntime(t, e), true)["id"].(string)
+		u, secret := e.cloudflareBinding(t, ep)
+		raw := "Subject: large\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: application/octet-stream\r\n" +
+			"Content-Transfer-Encoding: base64\r\n\r\n" + strings.Repeat(strings.Repeat("A", 76)+"\r\n", 3<<20/57) + "--b--\r\n"
+		wantJSON(t, "a 4 MiB message", e.sendWorker(t, workerRequest(t, script, u, secret, workerMessage{raw: raw})), http.StatusAccepted)
+	})
+}
+
 // Every refusal of the route has its status and code, and stores nothing.
 func TestCloudflareRefusals(t *testing.T) {
 	t.Parallel()

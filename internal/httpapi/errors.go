@@ -58,6 +58,8 @@ var statusOf = map[string]int{
 	agentowl.ECodeAttachmentExpired:         http.StatusGone,
 	agentowl.ECodeAttachmentMissing:         http.StatusGone,
 	agentowl.ECodeRangeNotSatisfied:         http.StatusRequestedRangeNotSatisfiable,
+	agentowl.ECodeAlreadyDelivered:          http.StatusConflict,
+	agentowl.ECodeDeliveryPending:           http.StatusConflict,
 }
 
 // typeOf maps a status to the contract's ErrorType.

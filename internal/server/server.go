@@ -25,10 +25,12 @@ import (
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/blob"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ingress/smtp"
+	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -80,6 +82,9 @@ type Config struct {
 	// s3://bucket?endpoint=…&region=… (internal/blob.Open).
 	BlobURL     string
 	Attachments attachment.Config
+	// Maintenance configures the scheduler: its leadership, the jobs'
+	// intervals, the overdue defaults and the retention windows.
+	Maintenance maintenance.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -145,6 +150,7 @@ type Server struct {
 	ingress  *ingress.Service
 	blobs    *blob.Store
 	attach   *attachment.Service
+	sched    *maintenance.Scheduler
 	api      *httpapi.Server
 	http     *http.Server
 	smtp     *smtp.Server
@@ -238,10 +244,20 @@ func (s *Server) start(ctx context.Context) (err error) {
 		return err
 	}
 	s.ingress.SetPartSinks(ingress.RetainParts(s.attach))
+	if cfg.Maintenance.RetainedBytes == nil {
+		cfg.Maintenance.RetainedBytes = s.attach // the retained_bytes job: expired files and orphaned uploads
+	}
+	if s.sched, err = maintenance.New(s.store, cfg.Clock, cfg.Maintenance, maintenance.Services{Approval: s.approval, Work: s.work}, cfg.Logger); err != nil {
+		ln.Close()
+		return err
+	}
 
+	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
+		CallbackRate: s.work.CallbackRate(), Scheduler: s.sched, Overdue: s.sched})
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Attachments: s.attach}, cfg.HTTP)
+		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched, Attachments: s.attach}, cfg.HTTP)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
+	s.api.Register(s.sched.Collectors()...)
 	s.http = s.api.HTTPServer()
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -249,11 +265,10 @@ func (s *Server) start(ctx context.Context) (err error) {
 	go func() {
 		defer close(s.done)
 		var wg sync.WaitGroup
-		wg.Go(func() { s.approval.Run(bg) })
 		if !s.cfg.NoDelivery {
 			wg.Go(func() { s.engine.Run(bg) })
 		}
-		wg.Go(func() { s.work.Run(bg) })
+		wg.Go(func() { s.sched.Run(bg) })
 		wg.Wait()
 	}()
 	if cfg.SMTP.Listen != "" {
@@ -338,6 +353,9 @@ func (s *Server) Attachments() *attachment.Service { return s.attach }
 
 // Blobs returns the object store of retained bytes.
 func (s *Server) Blobs() *blob.Store { return s.blobs }
+
+// Scheduler returns the maintenance scheduler.
+func (s *Server) Scheduler() *maintenance.Scheduler { return s.sched }
 
 // Box returns the sealing of stored secrets.
 func (s *Server) Box() *secret.Box { return s.box }

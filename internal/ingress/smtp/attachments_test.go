@@ -148,7 +148,16 @@ func (e *env) get(path, token string) (int, http.Header, []byte) {
 // workOf returns the work of the event with subject.
 func (e *env) workOf(subject string) string {
 	e.t.Helper()
-	ev := bySubject(e.t, e.events(), subject)
+	var ev *store.Event
+	for _, v := range e.events() {
+		var p map[string]any
+		if json.Unmarshal(v.Payload, &p) == nil && p["subject"] == subject {
+			ev = v
+		}
+	}
+	if ev == nil {
+		e.t.Fatalf("no event with subject %q", subject)
+	}
 	var id string
 	err := e.srv.Store().Read(context.Background(), func(tx store.Tx) error {
 		ws, err := tx.WorkByEvent(context.Background(), ev.ID)

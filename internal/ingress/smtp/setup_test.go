@@ -25,7 +25,7 @@ import (
 // env is a running server with an SMTP listener, an agent-work endpoint
 // and the operator token of tenant default.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	srv *server.Server
 	// database is the SQLite file or the PostgreSQL URL.
 	database string
@@ -45,7 +45,7 @@ func forEachBackend(t *testing.T, adjust func(c *server.Config), fn func(t *test
 	}
 }
 
-func start(t *testing.T, b storetest.Backend, adjust func(c *server.Config)) *env {
+func start(t testing.TB, b storetest.Backend, adjust func(c *server.Config)) *env {
 	t.Helper()
 	sc := servertest.Config(t, b)
 	clock := clocktest.New(time.Date(2026, 10, 6, 12, 0, 0, 0, time.UTC))
@@ -58,7 +58,9 @@ func start(t *testing.T, b storetest.Backend, adjust func(c *server.Config)) *en
 	srv := servertest.Start(t, sc)
 	e := &env{t: t, srv: srv, clock: clock, token: srv.BootstrapToken(), database: sc.DatabaseURL}
 	if e.database == "" {
-		e.database = filepath.Join(sc.DataDir, "agentowl.db")
+		// The server's own writers (the scheduler's jobs) may hold the
+		// write lock for a moment: wait for it, as the store does.
+		e.database = "file:" + filepath.Join(sc.DataDir, "agentowl.db") + "?_pragma=busy_timeout(10000)"
 	}
 	e.endpoint = e.api(http.MethodPost, "/endpoints", map[string]any{"name": "runtime", "url": "https://runtime.example.com/events",
 		"config": map[string]any{"agent_work": true}}, http.StatusCreated)["id"].(string)
