@@ -89,6 +89,13 @@ var settings = []setting{
 		help: "time a kept-alive connection may idle", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.IdleTimeout })},
 	{section: "HTTP", env: "AGENTOWL_MAX_CONNECTIONS", def: "1024", bound: "≥ 1",
 		help: "HTTP connections served at once", set: count(func(c *server.Config) *int { return &c.HTTP.MaxConnections }, 0)},
+
+	{section: "Web console", env: "AGENTOWL_CONSOLE_SESSION_IDLE", def: "30m", bound: "a positive duration",
+		help: "a console session ends after this long without a request", set: duration(func(c *server.Config) *time.Duration { return &c.Access.SessionIdle })},
+	{section: "Web console", env: "AGENTOWL_CONSOLE_SESSION_MAX", def: "12h", bound: "a positive duration",
+		help: "a console session ends this long after sign-in, however active", set: duration(func(c *server.Config) *time.Duration { return &c.Access.SessionMax })},
+	{section: "Web console", env: "AGENTOWL_CONSOLE_LOGIN_LINK_TTL", def: "15m", bound: "a positive duration",
+		help: "how long a one-time login link (`agentowl console login-link`) may be used", set: duration(func(c *server.Config) *time.Duration { return &c.Access.LoginLinkTTL })},
 }
 
 // serveFlags registers the flags of the settings that have one.

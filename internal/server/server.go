@@ -26,6 +26,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -56,7 +57,9 @@ type Config struct {
 	// start. Replicas sharing PostgreSQL must share it.
 	SecretKey []byte
 	HTTP      httpapi.Config
-	Approval  approval.Config
+	// Access bounds token lifetimes and console sessions.
+	Access   access.Config
+	Approval approval.Config
 	// RegisterPerDestination bounds receiver verifications per destination
 	// host:port and resolved address, across tenants. Defaults to
 	// delivery.DefaultRegisterLimit.
@@ -133,6 +136,7 @@ type Server struct {
 	egress   *egress.Client
 	work     *work.Service
 	ingress  *ingress.Service
+	notify   *notify.Service
 	api      *httpapi.Server
 	http     *http.Server
 	cancel   context.CancelFunc
@@ -170,7 +174,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	if s.store, s.box, err = OpenStore(ctx, cfg.DataDir, cfg.DatabaseURL, key, cfg.SQLiteBusyTimeout); err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	s.access = access.New(s.store, cfg.Clock, access.Config{})
+	s.access = access.New(s.store, cfg.Clock, cfg.Access)
 	if err := s.bootstrap(ctx); err != nil {
 		return err
 	}
@@ -209,8 +213,11 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
 	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
 
+	s.notify = notify.New(s.store, cfg.Clock)
+	hc := cfg.HTTP
+	hc.PublicURL = s.work.Config().PublicURL
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, cfg.HTTP)
+		Notify: s.notify, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, hc)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.http = s.api.HTTPServer()
 
@@ -269,6 +276,9 @@ func (s *Server) Egress() *egress.Client { return s.egress }
 
 // Work returns the agent-work use-cases.
 func (s *Server) Work() *work.Service { return s.work }
+
+// Notify returns the in-app notification use-cases.
+func (s *Server) Notify() *notify.Service { return s.notify }
 
 // Ingress returns the channel ingress use-cases.
 func (s *Server) Ingress() *ingress.Service { return s.ingress }

@@ -130,6 +130,8 @@ type Tx interface {
 	Slots
 	AgentWork
 	Attention
+	Notifications
+	ConsoleSessions
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
 	AAPAckSet(ctx context.Context, a *AAPAck) error
