@@ -45,6 +45,24 @@ type wireNotificationList struct {
 	Next string `json:"next,omitempty"`
 }
 
+// page is a list with the page token of the next page, if any.
+type page[T any] struct {
+	Items []T `json:"items"`
+	// Next is the page token of the following page (?after=), absent when
+	// this page was not full.
+	Next string `json:"next,omitempty"`
+}
+
+// pageOf is l with its next page token when full (last gives the cursor of
+// its last item).
+func pageOf[T any](l list[T], full bool, last func() store.Cursor) page[T] {
+	out := page[T]{Items: l.Items}
+	if full && len(l.Items) > 0 {
+		out.Next = last().String()
+	}
+	return out
+}
+
 // cursorParam reads the ?after= page token.
 func cursorParam(r *http.Request) (*store.Cursor, error) {
 	v := r.URL.Query().Get("after")

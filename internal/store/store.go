@@ -167,6 +167,7 @@ type RequestListParams struct {
 	// Now makes the pending and expired filters follow effective status:
 	// a pending request at or past its deadline counts as expired.
 	Now   time.Time
+	After *Cursor // optional: the next page
 	Limit int
 }
 

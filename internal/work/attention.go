@@ -174,14 +174,15 @@ type AttentionView struct {
 	Push *store.Message
 }
 
-// ParseAttentionStatus validates a status filter.
+// ParseAttentionStatus validates a status filter: a status, or unresolved
+// (open and acknowledged).
 func ParseAttentionStatus(v string) (store.AttentionStatus, error) {
 	st := store.AttentionStatus(v)
 	switch st {
-	case "", store.AttentionOpen, store.AttentionAcknowledged, store.AttentionResolved:
+	case "", store.AttentionOpen, store.AttentionAcknowledged, store.AttentionResolved, store.AttentionUnresolved:
 		return st, nil
 	}
-	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open, acknowledged or resolved.")
+	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open, acknowledged, resolved or unresolved.")
 }
 
 func (s *Service) view(ctx context.Context, tx store.Tx, it *store.AttentionItem) (*AttentionView, error) {

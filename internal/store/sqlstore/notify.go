@@ -52,10 +52,7 @@ func (t *tx) NotificationList(ctx context.Context, p store.NotificationListParam
 	if p.UnreadOnly {
 		where = append(where, "read_at IS NULL")
 	}
-	if p.After != nil {
-		where = append(where, "(created_at < ? OR (created_at = ? AND id > ?))")
-		args = append(args, ts(p.After.At), ts(p.After.At), p.After.ID)
-	}
+	where, args = after(where, args, p.After)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -137,6 +134,15 @@ func (t *tx) ConsoleSessionCreate(ctx context.Context, v *store.ConsoleSessionRe
 		v.ID, string(v.Kind), v.Hash, v.TenantID, v.OperatorID, v.TokenID, ts(v.CreatedAt), ts(v.LastSeenAt), ts(v.ExpiresAt),
 		nullTS(v.UsedAt), nullTS(v.RevokedAt))
 	return err
+}
+
+// after adds the keyset condition of a newest-first list ordered by
+// created_at DESC, id: the rows after cursor c, if any.
+func after(where []string, args []any, c *store.Cursor) ([]string, []any) {
+	if c == nil {
+		return where, args
+	}
+	return append(where, "(created_at < ? OR (created_at = ? AND id > ?))"), append(args, ts(c.At), ts(c.At), c.ID)
 }
 
 // prefixed qualifies each column of a column list with a table alias.

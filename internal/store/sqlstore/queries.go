@@ -404,6 +404,7 @@ func (t *tx) RequestList(ctx context.Context, p store.RequestListParams) ([]*age
 	case p.Status != "":
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
 	}
+	where, args = after(where, args, p.After)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
