@@ -208,14 +208,15 @@ func (s *Service) SignInWithLink(ctx context.Context, secret string) (*Session, 
 	return s.newSession(ctx, p, rec)
 }
 
-// AuthenticateSession resolves a session secret to its session, recording
-// the activity that keeps it from idling out.
-func (s *Service) AuthenticateSession(ctx context.Context, secret string) (*Session, error) {
+// AuthenticateSession resolves a session secret to its session. With
+// touch it records the activity that keeps the session from idling out (a
+// person's request, not a page refreshing itself).
+func (s *Service) AuthenticateSession(ctx context.Context, secret string, touch bool) (*Session, error) {
 	rec, p, err := s.lookup(ctx, secret, sessionPrefix, store.ConsoleSession)
 	if err != nil {
 		return nil, err
 	}
-	if now := s.clock.Now(); now.Sub(rec.LastSeenAt) >= touchEvery {
+	if now := s.clock.Now(); touch && now.Sub(rec.LastSeenAt) >= touchEvery {
 		if err := s.store.Write(ctx, func(tx store.Tx) error { return tx.ConsoleSessionTouch(ctx, rec.ID, now) }); err != nil {
 			return nil, err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/console"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
@@ -73,6 +74,8 @@ type Config struct {
 	Egress     egress.Config
 	Work       work.Config
 	Ingress    ingress.Config
+	// Console configures the web console at /console/.
+	Console console.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -216,8 +219,16 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.notify = notify.New(s.store, cfg.Clock)
 	hc := cfg.HTTP
 	hc.PublicURL = s.work.Config().PublicURL
+	cc := cfg.Console
+	cc.PublicURL = hc.PublicURL
+	web, err := console.New(console.Services{Access: s.access, Approval: s.approval, Work: s.work, Notify: s.notify,
+		Clock: cfg.Clock, Log: cfg.Logger, StatusOf: httpapi.StatusOf}, cc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Notify: s.notify, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, hc)
+		Notify: s.notify, Console: web, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, hc)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.http = s.api.HTTPServer()
 
