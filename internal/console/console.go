@@ -165,13 +165,17 @@ func (c *Console) secure(r *http.Request) bool {
 	return r.TLS != nil || strings.HasPrefix(c.cfg.PublicURL, "https://")
 }
 
+// setCookie sets (value "": deletes) a console cookie that lives until
+// expires (zero: the browser session). Its lifetime is sent as Max-Age,
+// relative, so a browser whose clock differs from the server's keeps it
+// as long as the server does.
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {
 	ck := &http.Cookie{Name: name, Value: value, Path: cookiePath, HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: c.secure(r)}
 	if value == "" {
 		ck.MaxAge = -1
 	} else if !expires.IsZero() {
-		ck.Expires = expires
+		ck.MaxAge = max(int(expires.Sub(c.svc.Clock.Now()).Seconds()), 1)
 	}
 	http.SetCookie(w, ck)
 }
