@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	code.dny.dev/ssrf v0.3.0 // egress: the deny-list of non-public addresses, checked at dial time
+	github.com/chromedp/cdproto v0.159.0 // tests: the typed DevTools protocol chromedp speaks (cookies of the console's browser tests)
+	github.com/chromedp/chromedp v0.23.0 // tests: drives Chromium for the web console's browser tests
 	github.com/getkin/kin-openapi v0.153.0 // tests: every HTTP response is validated against api/openapi.yaml (OpenAPI 3.1)
 	github.com/google/cel-go v0.31.0 // policy conditions: a sandboxed, cost-limited expression language
 	github.com/google/uuid v1.6.0 // AAP identifiers are UUIDs
@@ -20,8 +22,6 @@ require (
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/chromedp/chromedp v0.23.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect

@@ -11,12 +11,17 @@
   }
   var timer = null;
   var busy = false;
+  // pressed: a pointer is down; replacing the region under it now would
+  // lose the click it is making.
+  var pressed = false;
 
   function touched(region) {
     return region.querySelector("[data-touched]") !== null || region.contains(document.activeElement) &&
       document.activeElement !== document.body && /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
   }
 
+  document.addEventListener("pointerdown", function () { pressed = true; }, true);
+  document.addEventListener("pointerup", function () { setTimeout(function () { pressed = false; }, 0); }, true);
   document.addEventListener("input", function (e) {
     if (e.target && e.target.setAttribute) {
       e.target.setAttribute("data-touched", "1");
@@ -45,7 +50,7 @@
         var doc = new DOMParser().parseFromString(html, "text/html");
         document.querySelectorAll("[data-live]").forEach(function (region) {
           var fresh = doc.querySelector('[data-live="' + region.getAttribute("data-live") + '"]');
-          if (fresh && !touched(region)) {
+          if (fresh && !pressed && !touched(region)) {
             region.replaceWith(document.importNode(fresh, true));
           }
         });
