@@ -22,7 +22,7 @@ import (
 
 // site is one test's running server and its admin operator token.
 type site struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *server.Server
 	url   string
 	admin string
@@ -30,7 +30,7 @@ type site struct {
 
 // start starts a server on backend b; adjust changes its configuration
 // first (clock, egress, public URL).
-func start(t *testing.T, b storetest.Backend, adjust func(*server.Config)) *site {
+func start(t testing.TB, b storetest.Backend, adjust func(*server.Config)) *site {
 	t.Helper()
 	cfg := servertest.Config(t, b)
 	cfg.Console.RefreshInterval = 300 * time.Millisecond
@@ -129,7 +129,7 @@ func refund(reasoning string) map[string]any {
 // browserless is an HTTP client of the console that keeps cookies and does
 // not follow redirects.
 type browserless struct {
-	t    *testing.T
+	t    testing.TB
 	s    *site
 	http *http.Client
 }
