@@ -226,13 +226,16 @@ type wireBinding struct {
 	Name       string `json:"name"`
 	EndpointID string `json:"endpoint_id"`
 	Signed     bool   `json:"signed"`
+	Address    string `json:"address,omitempty"`
 	CreatedAt  string `json:"created_at"`
+	// Shown once, on creation.
 	IngressURL string `json:"ingress_url,omitempty"`
+	Secret     string `json:"secret,omitempty"`
 }
 
 func toWireBinding(b *store.Binding) wireBinding {
 	return wireBinding{ID: b.ID, Channel: b.Channel, Name: b.Name, EndpointID: b.EndpointID, Signed: b.SigningSecret != nil,
-		CreatedAt: timestamp(b.CreatedAt)}
+		Address: b.Address, CreatedAt: timestamp(b.CreatedAt)}
 }
 
 func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, error) {
@@ -241,7 +244,7 @@ func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, e
 }
 
 func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, error) {
-	fields, err := readObject(r, "channel", "name", "endpoint_id", "signing_secret")
+	fields, err := readObject(r, "channel", "name", "endpoint_id", "signing_secret", "address", "auth_token")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -252,7 +255,8 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 	if err := requiredField(fields, "endpoint_id", &in.EndpointID); err != nil {
 		return 0, nil, err
 	}
-	for name, dst := range map[string]any{"name": &in.Name, "signing_secret": &in.SigningSecret} {
+	for name, dst := range map[string]any{"name": &in.Name, "signing_secret": &in.SigningSecret, "address": &in.Address,
+		"auth_token": &in.AuthToken} {
 		if _, err := field(fields, name, dst); err != nil {
 			return 0, nil, err
 		}
@@ -262,7 +266,7 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 		return 0, nil, err
 	}
 	w := toWireBinding(ib.Binding)
-	w.IngressURL = ib.URL
+	w.IngressURL, w.Secret = ib.URL, ib.Secret
 	return http.StatusCreated, w, nil
 }
 

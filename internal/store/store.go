@@ -130,6 +130,7 @@ type Tx interface {
 	Slots
 	AgentWork
 	Attention
+	EmailThreads
 	Notifications
 	ConsoleSessions
 

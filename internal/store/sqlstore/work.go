@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -133,24 +134,26 @@ func (t *tx) RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID s
 
 // ---- bindings
 
-const bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, created_at, deleted_at`
+const bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, address, provider_secret,
+	created_at, deleted_at`
 
 func scanBinding(s scanner) (*store.Binding, error) {
 	var v store.Binding
+	var address sql.NullString
 	var created int64
 	var deleted sql.NullInt64
-	if err := s.Scan(&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &v.SigningSecret,
-		&created, &deleted); err != nil {
+	if err := s.Scan(&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &v.SigningSecret, &address,
+		&v.ProviderSecret, &created, &deleted); err != nil {
 		return nil, err
 	}
-	v.CreatedAt, v.DeletedAt = fromTS(created), fromNullTS(deleted)
+	v.Address, v.CreatedAt, v.DeletedAt = address.String, fromTS(created), fromNullTS(deleted)
 	return &v, nil
 }
 
 func (t *tx) BindingCreate(ctx context.Context, v *store.Binding) error {
-	_, err := t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, v.TokenHash, nullBytes(v.SigningSecret), ts(v.CreatedAt),
-		nullTS(v.DeletedAt))
+	_, err := t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, nullBytes(v.TokenHash), nullBytes(v.SigningSecret),
+		nullStr(v.Address), nullBytes(v.ProviderSecret), ts(v.CreatedAt), nullTS(v.DeletedAt))
 	return err
 }
 
@@ -160,6 +163,11 @@ func (t *tx) BindingGet(ctx context.Context, id string) (*store.Binding, error) 
 
 func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*store.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE token_hash = ? AND deleted_at IS NULL`, tokenHash),
+		scanBinding)
+}
+
+func (t *tx) BindingGetByAddress(ctx context.Context, address string) (*store.Binding, error) {
+	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE address = ? AND deleted_at IS NULL`, address),
 		scanBinding)
 }
 
@@ -185,23 +193,27 @@ func (t *tx) BindingCountByEndpoint(ctx context.Context, endpointID string) (int
 
 // ---- conversations
 
-const conversationCols = `id, tenant_id, binding_id, key, status, runtime_session_id, created_at, last_event_at`
+const conversationCols = `id, tenant_id, binding_id, channel, key, status, runtime_session_id, created_at, last_event_at,
+	ended_at`
 
 func scanConversation(s scanner) (*store.Conversation, error) {
 	var v store.Conversation
 	var key, session sql.NullString
 	var created, last int64
-	if err := s.Scan(&v.ID, &v.TenantID, &v.BindingID, &key, &v.Status, &session, &created, &last); err != nil {
+	var ended sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.BindingID, &v.Channel, &key, &v.Status, &session, &created, &last,
+		&ended); err != nil {
 		return nil, err
 	}
 	v.Key, v.RuntimeSessionID = key.String, session.String
-	v.CreatedAt, v.LastEventAt = fromTS(created), fromTS(last)
+	v.CreatedAt, v.LastEventAt, v.EndedAt = fromTS(created), fromTS(last), fromNullTS(ended)
 	return &v, nil
 }
 
 func (t *tx) ConversationCreate(ctx context.Context, v *store.Conversation) error {
-	_, err := t.exec(ctx, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.TenantID, v.BindingID, nullStr(v.Key), v.Status, nullStr(v.RuntimeSessionID), ts(v.CreatedAt), ts(v.LastEventAt))
+	_, err := t.exec(ctx, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.BindingID, v.Channel, nullStr(v.Key), v.Status, nullStr(v.RuntimeSessionID), ts(v.CreatedAt),
+		ts(v.LastEventAt), nullTS(v.EndedAt))
 	return err
 }
 
@@ -216,6 +228,17 @@ func (t *tx) ConversationGetOpenByKey(ctx context.Context, bindingID, key string
 
 func (t *tx) ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error {
 	return t.execOne(ctx, `UPDATE conversations SET last_event_at = ? WHERE id = ?`, ts(lastEventAt), id)
+}
+
+func (t *tx) ConversationEnd(ctx context.Context, id string, at time.Time) error {
+	err := t.execOne(ctx, `UPDATE conversations SET status = 'ended', ended_at = ? WHERE id = ? AND status = 'open'`, ts(at), id)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if _, err := t.ConversationGet(ctx, id); err != nil {
+		return err
+	}
+	return store.ErrConflict
 }
 
 func (t *tx) ConversationSetSession(ctx context.Context, id, sessionID string) error {
