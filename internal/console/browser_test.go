@@ -51,7 +51,8 @@ func findBrowser() string {
 }
 
 // tab returns a fresh tab in a browser context of its own, closed when the
-// test ends; every action on it gives up after a minute.
+// test ends; every action on it gives up after three minutes (a loaded
+// CI machine is slow, never stuck).
 func tab(t *testing.T) context.Context {
 	t.Helper()
 	browserOnce.Do(func() {
@@ -85,7 +86,7 @@ func tab(t *testing.T) context.Context {
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("open a tab: %v", err)
 	}
-	tctx, tcancel := context.WithTimeout(ctx, time.Minute)
+	tctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(tcancel)
 	return tctx
 }
