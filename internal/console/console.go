@@ -139,7 +139,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.sameOrigin(r) {
 		c.fail(w, r, nil, http.StatusForbidden, "This form was sent from another site.")
 		return
 	}
@@ -147,15 +147,21 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameOrigin reports whether a state-changing request comes from the
-// console's own pages, as far as the browser says (Sec-Fetch-Site, Origin).
-// It backs the CSRF token up; it does not replace it.
-func sameOrigin(r *http.Request) bool {
+// console's own pages, as far as the browser says (Sec-Fetch-Site, Origin):
+// the origin must be the request's host or the public URL's (behind a
+// proxy that rewrites Host). It backs the CSRF token up; it does not
+// replace it.
+func (c *Console) sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		return false
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
-		return err == nil && u.Host == r.Host
+		if err != nil {
+			return false
+		}
+		pub, _ := url.Parse(c.cfg.PublicURL)
+		return u.Host == r.Host || (pub != nil && pub.Host != "" && u.Host == pub.Host)
 	}
 	return true
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -162,13 +161,13 @@ func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if !c.checkPreCSRF(r) {
 		c.renderPublic(w, r, http.StatusForbidden, "signin", "Sign in", signInView{},
-			errors.New("The form's security token is missing or stale; try again."))
+			notice("The form's security token is missing or stale; try again."))
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	s, err := c.svc.Access.SignIn(r.Context(), strings.TrimSpace(r.PostForm.Get("token")))
 	if err != nil {
-		c.renderPublic(w, r, c.svc.StatusOf(err), "signin", "Sign in", signInView{Next: next}, err)
+		c.renderPublic(w, r, c.status(r, err), "signin", "Sign in", signInView{Next: next}, errorView(err))
 		return
 	}
 	c.startSession(w, r, s, next)
@@ -195,8 +194,8 @@ func (c *Console) linkForm(w http.ResponseWriter, r *http.Request) {
 	code := r.URL.Query().Get("code")
 	p, err := c.svc.Access.InspectLoginLink(r.Context(), code)
 	if err != nil {
-		c.renderPublic(w, r, c.svc.StatusOf(err), "link", "Sign in with a link", signInView{},
-			errors.New("This login link is unknown, used or expired. Ask for a new one."))
+		c.renderPublic(w, r, c.status(r, err), "link", "Sign in with a link", signInView{},
+			notice("This login link is unknown, used or expired. Ask for a new one."))
 		return
 	}
 	c.renderPublic(w, r, http.StatusOK, "link", "Sign in with a link",
@@ -206,13 +205,13 @@ func (c *Console) linkForm(w http.ResponseWriter, r *http.Request) {
 func (c *Console) link(w http.ResponseWriter, r *http.Request) {
 	if !c.checkPreCSRF(r) {
 		c.renderPublic(w, r, http.StatusForbidden, "link", "Sign in with a link", signInView{},
-			errors.New("The form's security token is missing or stale; open the link again."))
+			notice("The form's security token is missing or stale; open the link again."))
 		return
 	}
 	s, err := c.svc.Access.SignInWithLink(r.Context(), r.PostForm.Get("code"))
 	if err != nil {
-		c.renderPublic(w, r, c.svc.StatusOf(err), "link", "Sign in with a link", signInView{},
-			errors.New("This login link is unknown, used or expired. Ask for a new one."))
+		c.renderPublic(w, r, c.status(r, err), "link", "Sign in with a link", signInView{},
+			notice("This login link is unknown, used or expired. Ask for a new one."))
 		return
 	}
 	c.startSession(w, r, s, "")

@@ -39,9 +39,14 @@ type errorViewData struct {
 	Code, Message string
 }
 
+// errorView is err as a page shows it: its code and the message meant for
+// the caller (a generic one for anything else).
 func errorView(err error) *errorViewData {
 	return &errorViewData{Code: agentowl.ErrorCode(err), Message: agentowl.ErrorMessage(err)}
 }
+
+// notice is a message of the console's own to show on a page.
+func notice(message string) *errorViewData { return &errorViewData{Message: message} }
 
 // doneMessages are the confirmations of ?done=: a fixed set, so nothing
 // from the URL is shown.
@@ -70,15 +75,10 @@ func (c *Console) render(q *req, status int, name, title, nav string, data any) 
 	return c.write(q.w, status, name, p)
 }
 
-// renderPublic shows a page outside any tenant (sign-in).
-func (c *Console) renderPublic(w http.ResponseWriter, r *http.Request, status int, name, title string, data any, err error) {
-	p := page{Title: title, CSRF: c.preCSRF(w, r), Data: data}
-	if err != nil {
-		p.Error = &errorViewData{Code: agentowl.ErrorCode(err), Message: err.Error()}
-		if agentowl.ErrorCode(err) != agentowl.ECodeInternal {
-			p.Error.Message = agentowl.ErrorMessage(err)
-		}
-	}
+// renderPublic shows a page outside any tenant (sign-in) with message,
+// if any.
+func (c *Console) renderPublic(w http.ResponseWriter, r *http.Request, status int, name, title string, data any, message *errorViewData) {
+	p := page{Title: title, CSRF: c.preCSRF(w, r), Data: data, Error: message}
 	if werr := c.write(w, status, name, p); werr != nil {
 		c.svc.Log.Error("console render", "page", name, "err", werr)
 	}
@@ -118,11 +118,17 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, status in
 // use-cases meant for the caller, its message; anything else is logged and
 // shown as a generic failure.
 func (c *Console) failErr(w http.ResponseWriter, r *http.Request, q *req, err error) {
+	c.fail(w, r, q, c.status(r, err), agentowl.ErrorMessage(err))
+}
+
+// status is err's HTTP status; a server-side failure is logged once here
+// (the page shows only a generic message).
+func (c *Console) status(r *http.Request, err error) int {
 	status := c.svc.StatusOf(err)
 	if status >= 500 {
 		c.svc.Log.Error("console", "path", r.URL.Path, "err", err)
 	}
-	c.fail(w, r, q, status, agentowl.ErrorMessage(err))
+	return status
 }
 
 var funcs = template.FuncMap{
