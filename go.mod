@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	code.dny.dev/ssrf v0.3.0 // egress: the deny-list of non-public addresses, checked at dial time
+	github.com/chromedp/cdproto v0.159.0 // tests: the typed DevTools protocol chromedp speaks (cookies of the console's browser tests)
+	github.com/chromedp/chromedp v0.23.0 // tests: drives Chromium for the web console's browser tests
 	github.com/emersion/go-message v0.18.2 // email channels: streaming MIME parsing, transfer encodings, charsets, address and Message-ID headers
 	github.com/emersion/go-smtp v0.25.1 // the inbound SMTP listener (ESMTP, STARTTLS, SIZE, line and recipient limits)
 	github.com/getkin/kin-openapi v0.153.0 // tests: every HTTP response is validated against api/openapi.yaml (OpenAPI 3.1)
@@ -47,6 +49,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect

@@ -107,6 +107,7 @@ func (c *cli) addOperatorCommands(root *cobra.Command) {
 		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand(), c.maintenanceCommand())
 	c.addWorkCommands(root)
 	c.addOpsCommands(root)
+	root.AddCommand(c.notificationsCommand(), c.consoleCommand())
 }
 
 func (c *cli) deliveriesCommand() *cobra.Command {

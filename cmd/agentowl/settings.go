@@ -170,6 +170,13 @@ var settings = []setting{
 		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Delivery.Retention }, agentowl.RetentionAfterDecision, 0)},
 	{section: "Maintenance", env: "AGENTOWL_PURGE_BATCH", def: "1000", bound: "1–100000",
 		help: "rows one retention transaction deletes per table", set: count(func(c *server.Config) *int { return &c.Maintenance.PurgeBatch }, 100_000)},
+
+	{section: "Web console", env: "AGENTOWL_CONSOLE_SESSION_IDLE", def: "30m", bound: "a positive duration",
+		help: "a console session ends after this long without a request", set: duration(func(c *server.Config) *time.Duration { return &c.Access.SessionIdle })},
+	{section: "Web console", env: "AGENTOWL_CONSOLE_SESSION_MAX", def: "12h", bound: "a positive duration",
+		help: "a console session ends this long after sign-in, however active", set: duration(func(c *server.Config) *time.Duration { return &c.Access.SessionMax })},
+	{section: "Web console", env: "AGENTOWL_CONSOLE_LOGIN_LINK_TTL", def: "15m", bound: "a positive duration",
+		help: "how long a one-time login link (`agentowl console login-link`) may be used", set: duration(func(c *server.Config) *time.Duration { return &c.Access.LoginLinkTTL })},
 }
 
 // serveFlags registers the flags of the settings that have one.

@@ -18,13 +18,22 @@ type Config struct {
 	// MaxTokenDays caps --days for operator and provisioner tokens.
 	// Defaults to 365.
 	MaxTokenDays int
+	// SessionIdle ends a console session after this long without a
+	// request. Defaults to 30m.
+	SessionIdle time.Duration
+	// SessionMax ends a console session this long after sign-in, however
+	// active. Defaults to 12h.
+	SessionMax time.Duration
+	// LoginLinkTTL is how long a one-time console login link may be used.
+	// Defaults to 15m.
+	LoginLinkTTL time.Duration
 }
 
 func (c Config) withDefaults() Config {
 	if c.MaxTokenDays <= 0 {
 		c.MaxTokenDays = 365
 	}
-	return c
+	return c.sessionDefaults()
 }
 
 // Service implements the access use-cases.

@@ -269,15 +269,9 @@ func (s *Service) CreateOperatorToken(ctx context.Context, p *Principal, tenant,
 	}
 	var out IssuedToken
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		op := p.Operator
-		if operator != "" && operator != p.Operator.Name {
-			op, err = tx.OperatorGetByName(ctx, m.TenantID, operator)
-			if errors.Is(err, store.ErrNotFound) {
-				return agentowl.Errorf(agentowl.ECodeNotFound, "No operator %q in tenant %q.", operator, tenant)
-			}
-			if err != nil {
-				return err
-			}
+		op, err := namedOrCaller(ctx, tx, p, m, operator)
+		if err != nil {
+			return err
 		}
 		secret, tok := s.newToken(agentowl.TokenOperator, m.TenantID, label, exp)
 		tok.OperatorID = op.ID
@@ -399,4 +393,18 @@ func (s *Service) SystemAdmin(ctx context.Context, p *Principal) error {
 		}
 		return nil
 	})
+}
+
+// namedOrCaller returns the operator of tenant scope m named name, or the
+// caller's own when name is "" or theirs; not_found when the tenant has no
+// such operator.
+func namedOrCaller(ctx context.Context, tx store.Tx, p *Principal, m *agentowl.TenantScope, name string) (*agentowl.Operator, error) {
+	if name == "" || name == p.Operator.Name {
+		return p.Operator, nil
+	}
+	op, err := tx.OperatorGetByName(ctx, m.TenantID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No operator %q in tenant %q.", name, m.TenantName)
+	}
+	return op, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -170,7 +171,9 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 				return err
 			}
 			if r.Decision == nil {
-				return nil
+				return notify.RecordTx(ctx, tx, notify.Cause{TenantID: r.TenantID, Cause: notify.CauseApprovalPending,
+					SubjectKind: notify.SubjectAttention, SubjectID: AttentionID(r.ID), Title: "Approval requested: " + AttentionPrompt(r),
+					At: now})
 			}
 			_, err = s.recordNotification(ctx, tx, inst, r)
 			return err

@@ -154,12 +154,18 @@ func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	items, err := s.work.inbox.List(r.Context(), p, r.PathValue("tenant"),
-		inbox.ListParams{Status: st, WorkID: r.URL.Query().Get("work"), Limit: limit})
+	after, err := cursorParam(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, listOf(items, toWireItem), nil
+	items, err := s.work.inbox.List(r.Context(), p, r.PathValue("tenant"),
+		inbox.ListParams{Status: st, WorkID: r.URL.Query().Get("work"), After: after, Limit: limit})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, pageOf(listOf(items, toWireItem), len(items) == limit, func() store.Cursor {
+		return items[len(items)-1].Cursor()
+	}), nil
 }
 
 func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, any, error) {

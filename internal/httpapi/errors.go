@@ -62,6 +62,20 @@ var statusOf = map[string]int{
 	agentowl.ECodeDeliveryPending:           http.StatusConflict,
 }
 
+// StatusOf is the HTTP status of err, as the API answers it: its code's
+// status, 503 when the database cannot answer now, else 500. The web
+// console shows errors with the same statuses.
+func StatusOf(err error) int {
+	var ae *agentowl.Error
+	if errors.As(err, &ae) && statusOf[ae.Code] != 0 {
+		return statusOf[ae.Code]
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
 // typeOf maps a status to the contract's ErrorType.
 func typeOf(status int) string {
 	switch status {

@@ -28,6 +28,7 @@ const (
 	surfaceRuntime  = "runtime"  // /runtime/v1
 	surfaceIngress  = "ingress"  // /in
 	surfaceHealth   = "health"   // /healthz, /readyz, /metrics
+	surfaceConsole  = "console"  // the web console, /console/
 	surfaceOther    = "other"    // no route: unknown paths, malformed URLs
 )
 
@@ -70,7 +71,7 @@ type route struct {
 
 // routes is the route table.
 func (s *Server) routes() []route {
-	get, post, del, patch := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch
+	get, post, del, patch, put := http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch, http.MethodPut
 	const t = "/api/v1/tenants/{tenant}"
 	rs := []route{
 		{method: get, pattern: "/healthz", surface: surfaceHealth, gate: public(http.HandlerFunc(s.healthz))},
@@ -109,6 +110,13 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/deliveries", surface: surfaceOperator, gate: s.member(s.listDeliveries)},
 		{method: get, pattern: t + "/deliveries/{id}", surface: surfaceOperator, gate: s.member(s.inspectDelivery)},
 		{method: get, pattern: "/api/v1/maintenance", surface: surfaceOperator, gate: s.admin(s.maintenanceStatus)},
+		{method: get, pattern: t + "/notifications", surface: surfaceOperator, gate: s.member(s.listNotifications)},
+		{method: post, pattern: t + "/notifications/read-all", surface: surfaceOperator, gate: s.member(s.readAllNotifications)},
+		{method: get, pattern: t + "/notifications/preferences", surface: surfaceOperator, gate: s.member(s.getNotificationPrefs)},
+		{method: put, pattern: t + "/notifications/preferences", surface: surfaceOperator, gate: s.member(s.setNotificationPrefs)},
+		{method: get, pattern: t + "/notifications/{id}", surface: surfaceOperator, gate: s.member(s.getNotification)},
+		{method: post, pattern: t + "/notifications/{id}/read", surface: surfaceOperator, gate: s.member(s.readNotification)},
+		{method: post, pattern: t + "/console-login-links", surface: surfaceOperator, gate: s.member(s.createLoginLink)},
 	}
 	for _, r := range []route{
 		{method: get, pattern: t + "/endpoints", surface: surfaceOperator, gate: s.member(s.listEndpoints)},

@@ -26,6 +26,7 @@ import (
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/maintenance"
+	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -52,6 +53,10 @@ type Config struct {
 	// MaxConnections bounds the connections served at once (LimitListener).
 	// Defaults to 1024.
 	MaxConnections int
+	// PublicURL is the server's externally reachable base URL, without a
+	// trailing slash: console login links are built from it. The assembly
+	// sets it.
+	PublicURL string
 }
 
 func (c Config) withDefaults() Config {
@@ -92,6 +97,8 @@ type Server struct {
 	// reports; nil when none runs.
 	maintenance *maintenance.Scheduler
 	doctor      *doctor.Service
+	notify      *notify.Service
+	console     http.Handler // nil without Services.Console
 }
 
 // Services are what the HTTP surfaces call. Work and Ingress are optional:
@@ -113,12 +120,19 @@ type Services struct {
 	Maintenance *maintenance.Scheduler
 	// Doctor serves the tenant health report with the agent-work routes.
 	Doctor *doctor.Service
+	Notify *notify.Service
+	// Console, when set, serves the web console under /console/.
+	Console http.Handler
 }
 
 // New returns a Server.
 func New(svc Services, cfg Config) *Server {
 	s := &Server{access: svc.Access, approval: svc.Approval, store: svc.Store, clock: svc.Clock, log: svc.Log,
-		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry(), maintenance: svc.Maintenance, doctor: svc.Doctor}
+		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry(), maintenance: svc.Maintenance, doctor: svc.Doctor,
+		notify: svc.Notify, console: svc.Console}
+	if s.notify == nil {
+		s.notify = notify.New(svc.Store, svc.Clock)
+	}
 	if svc.Work != nil && svc.Ingress != nil {
 		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock),
 			attachments: svc.Attachments}
@@ -142,6 +156,15 @@ func (s *Server) Register(cs ...prometheus.Collector) { s.registry.MustRegister(
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.register(mux)
+	if s.console != nil {
+		mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+			if rec, ok := w.(*statusRecorder); ok {
+				rec.surface = surfaceConsole
+			}
+			s.console.ServeHTTP(w, r)
+		})
+		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusSeeOther))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, agentowl.Errorf(agentowl.ECodeNotFound, "No such endpoint: %s %s.", r.Method, r.URL.Path))
 	})

@@ -423,9 +423,20 @@ func (s *Server) listWork(r *http.Request, p *access.Principal) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	params := store.WorkListParams{Status: st, EndpointID: q.Get("endpoint"), ConversationID: q.Get("conversation"), Limit: limit}
+	after, err := cursorParam(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	params := store.WorkListParams{Status: st, EndpointID: q.Get("endpoint"), ConversationID: q.Get("conversation"), After: after, Limit: limit}
 	ws, err := s.work.work.ListWork(r.Context(), p, r.PathValue("tenant"), params)
-	return http.StatusOK, listOf(ws, toWireWork), err
+	if err != nil {
+		return 0, nil, err
+	}
+	out := pageOf(listOf(ws, toWireWork), len(ws) == limit, func() store.Cursor {
+		w := ws[len(ws)-1].Work
+		return store.Cursor{At: w.CreatedAt, ID: w.ID}
+	})
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) inspectWork(r *http.Request, p *access.Principal) (int, any, error) {

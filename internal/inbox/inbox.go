@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentowl/agentowl"
@@ -36,6 +37,14 @@ type Item struct {
 	Work *work.AttentionView
 	// Approval is an AAP approval request.
 	Approval *ApprovalItem
+}
+
+// Cursor is the item's position in a list: its creation and attention ID.
+func (it *Item) Cursor() store.Cursor {
+	if it.Approval != nil {
+		return store.Cursor{At: it.Approval.CreatedAt, ID: it.Approval.ID}
+	}
+	return store.Cursor{At: it.Work.Item.CreatedAt, ID: it.Work.Item.ID}
 }
 
 // ApprovalItem is the item of an AAP approval request, derived at read time
@@ -104,33 +113,38 @@ func approvalItem(r *agentowl.ApprovalRequest, ack *store.AAPAck, now time.Time)
 
 // ListParams filters a listing.
 type ListParams struct {
-	Status store.AttentionStatus // "" for every status
+	Status store.AttentionStatus // "" for every status; store.AttentionUnresolved for open and acknowledged
 	WorkID string                // only the items of this work (no approval requests then)
-	Limit  int
+	// After is the cursor of the next page: the items after it in the
+	// list's order (newest first, then by attention ID).
+	After *store.Cursor
+	Limit int
 }
 
-// List lists a tenant's items, newest first, at most params.Limit: the work
-// items, and the pending AAP requests when the filter admits them (status
-// open and not acknowledged, acknowledged, or none; no work filter).
-// Members may.
+// List lists a tenant's items, newest first (then by attention ID), at
+// most params.Limit: the work items, and the pending AAP requests when the
+// filter admits them (status open and not acknowledged, acknowledged,
+// unresolved or none; no work filter). Members may.
 func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, params ListParams) ([]*Item, error) {
 	views, err := s.work.ListAttention(ctx, p, tenant,
-		store.AttentionListParams{Status: params.Status, WorkID: params.WorkID, Limit: params.Limit})
+		store.AttentionListParams{Status: params.Status, WorkID: params.WorkID, After: params.After, Limit: params.Limit})
 	if err != nil {
 		return nil, err
 	}
 	type row struct {
 		at time.Time
+		id string
 		it *Item
 	}
 	rows := make([]row, 0, len(views))
 	for _, v := range views {
-		rows = append(rows, row{v.Item.CreatedAt, &Item{Work: v}})
+		rows = append(rows, row{v.Item.CreatedAt, v.Item.ID, &Item{Work: v}})
 	}
 	st := params.Status
-	if (st == "" || st == store.AttentionOpen || st == store.AttentionAcknowledged) && params.WorkID == "" {
+	if (st == "" || st == store.AttentionOpen || st == store.AttentionAcknowledged || st == store.AttentionUnresolved) && params.WorkID == "" {
 		now := s.clock.Now()
-		reqs, err := s.approval.ListRequests(ctx, p, tenant, store.RequestListParams{Status: agentowl.StatusPending, Limit: params.Limit})
+		reqs, err := s.approval.ListRequests(ctx, p, tenant, store.RequestListParams{Status: agentowl.StatusPending,
+			After: requestCursor(params.After), Limit: params.Limit})
 		if err != nil {
 			return nil, err
 		}
@@ -148,9 +162,14 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 				(st == store.AttentionAcknowledged && ack == nil) {
 				continue
 			}
-			rows = append(rows, row{q.CreatedAt, &Item{Approval: approvalItem(q, ack, now)}})
+			rows = append(rows, row{q.CreatedAt, approval.AttentionID(q.ID), &Item{Approval: approvalItem(q, ack, now)}})
 		}
-		slices.SortStableFunc(rows, func(a, b row) int { return b.at.Compare(a.at) })
+		slices.SortStableFunc(rows, func(a, b row) int {
+			if c := b.at.Compare(a.at); c != 0 {
+				return c
+			}
+			return strings.Compare(a.id, b.id)
+		})
 	}
 	if params.Limit > 0 && len(rows) > params.Limit {
 		rows = rows[:params.Limit]
@@ -160,6 +179,26 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 		out[i] = x.it
 	}
 	return out, nil
+}
+
+// requestCursor is the cursor of the AAP requests after attention cursor c.
+// The list orders items by attention ID among equal times, and a request's
+// is approval.AttentionPrefix and its ID: after c at c.At come the requests
+// whose IDs, prefixed, sort after c.ID. That is every request at c.At when
+// c.ID sorts before the prefix, none when it sorts after without starting
+// with it, and otherwise those whose ID sorts after the rest of c.ID.
+func requestCursor(c *store.Cursor) *store.Cursor {
+	switch {
+	case c == nil:
+		return nil
+	case strings.HasPrefix(c.ID, approval.AttentionPrefix):
+		return &store.Cursor{At: c.At, ID: strings.TrimPrefix(c.ID, approval.AttentionPrefix)}
+	case c.ID < approval.AttentionPrefix:
+		return &store.Cursor{At: c.At, ID: ""}
+	}
+	// Stored times are whole microseconds: a microsecond earlier with any
+	// ID leaves out every request at c.At.
+	return &store.Cursor{At: c.At.Add(-time.Microsecond), ID: ""}
 }
 
 // Inspect returns one item. Members may.

@@ -57,3 +57,31 @@ func TestApprovalItemStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestCursor: the AAP requests after an attention cursor are exactly
+// those whose attention items sort after it (newest first, then by
+// attention ID), whatever the cursor's ID.
+func TestRequestCursor(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	reqIDs := []string{"0b6a52c4-8f4e-4c1e-9a57-2f0d4b0a8e11", "ffffffff-0000-4000-8000-000000000000", "00000000-0000-4000-8000-000000000000"}
+	cursorIDs := []string{"att_aap_0b6a52c4-8f4e-4c1e-9a57-2f0d4b0a8e11", "att_aap_", "att_2abc", "att_aaa", "att_zzz", "att_aap", "att_ab",
+		"", "a", "zzz", "att_aap_ffffffff", "att_aap_0"}
+	after := func(c *store.Cursor, created time.Time, id string) bool {
+		return created.Before(c.At) || (created.Equal(c.At) && id > c.ID)
+	}
+	for _, cid := range cursorIDs {
+		c := &store.Cursor{At: at, ID: cid}
+		rc := requestCursor(c)
+		for _, created := range []time.Time{at.Add(-time.Microsecond), at, at.Add(time.Microsecond)} {
+			for _, rid := range reqIDs {
+				if want, got := after(c, created, "att_aap_"+rid), after(rc, created, rid); want != got {
+					t.Errorf("cursor %q, request %s at %v: after = %v, want %v", cid, rid, created.Sub(at), got, want)
+				}
+			}
+		}
+	}
+	if requestCursor(nil) != nil {
+		t.Error("no cursor became one")
+	}
+}

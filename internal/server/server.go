@@ -24,6 +24,7 @@ import (
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/blob"
+	"github.com/agentowl/agentowl/internal/console"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/egress"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ingress/smtp"
 	"github.com/agentowl/agentowl/internal/maintenance"
+	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -61,7 +63,9 @@ type Config struct {
 	// start. Replicas sharing PostgreSQL must share it.
 	SecretKey []byte
 	HTTP      httpapi.Config
-	Approval  approval.Config
+	// Access bounds token lifetimes and console sessions.
+	Access   access.Config
+	Approval approval.Config
 	// RegisterPerDestination bounds receiver verifications per destination
 	// host:port and resolved address, across tenants. Defaults to
 	// delivery.DefaultRegisterLimit.
@@ -85,6 +89,8 @@ type Config struct {
 	// Maintenance configures the scheduler: its leadership, the jobs'
 	// intervals, the overdue defaults and the retention windows.
 	Maintenance maintenance.Config
+	// Console configures the web console at /console/.
+	Console console.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -151,6 +157,7 @@ type Server struct {
 	blobs    *blob.Store
 	attach   *attachment.Service
 	sched    *maintenance.Scheduler
+	notify   *notify.Service
 	api      *httpapi.Server
 	http     *http.Server
 	smtp     *smtp.Server
@@ -190,7 +197,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	if s.store, s.box, err = OpenStore(ctx, cfg.DataDir, cfg.DatabaseURL, key, cfg.SQLiteBusyTimeout); err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	s.access = access.New(s.store, cfg.Clock, access.Config{})
+	s.access = access.New(s.store, cfg.Clock, cfg.Access)
 	if err := s.bootstrap(ctx); err != nil {
 		return err
 	}
@@ -254,8 +261,20 @@ func (s *Server) start(ctx context.Context) (err error) {
 
 	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
 		CallbackRate: s.work.CallbackRate(), Scheduler: s.sched, Overdue: s.sched})
+	s.notify = notify.New(s.store, cfg.Clock)
+	hc := cfg.HTTP
+	hc.PublicURL = s.work.Config().PublicURL
+	cc := cfg.Console
+	cc.PublicURL = hc.PublicURL
+	web, err := console.New(console.Services{Access: s.access, Approval: s.approval, Work: s.work, Notify: s.notify,
+		Clock: cfg.Clock, Log: cfg.Logger, StatusOf: httpapi.StatusOf}, cc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched, Attachments: s.attach}, cfg.HTTP)
+		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched, Attachments: s.attach,
+		Notify: s.notify, Console: web}, hc)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.api.Register(s.sched.Collectors()...)
 	s.http = s.api.HTTPServer()
@@ -343,6 +362,9 @@ func (s *Server) Egress() *egress.Client { return s.egress }
 
 // Work returns the agent-work use-cases.
 func (s *Server) Work() *work.Service { return s.work }
+
+// Notify returns the in-app notification use-cases.
+func (s *Server) Notify() *notify.Service { return s.notify }
 
 // Ingress returns the channel ingress use-cases.
 func (s *Server) Ingress() *ingress.Service { return s.ingress }

@@ -17,6 +17,9 @@ const (
 	AttentionOpen         AttentionStatus = "open"
 	AttentionAcknowledged AttentionStatus = "acknowledged"
 	AttentionResolved     AttentionStatus = "resolved"
+	// AttentionUnresolved is a list filter, never an item's status: open
+	// and acknowledged items.
+	AttentionUnresolved AttentionStatus = "unresolved"
 )
 
 // AttentionItem is one thing a person needs to look at: a request (a
@@ -86,8 +89,9 @@ type WorkDecision struct {
 // AttentionListParams filters AttentionList; results are newest first.
 type AttentionListParams struct {
 	TenantID string
-	Status   AttentionStatus // optional
+	Status   AttentionStatus // optional; AttentionUnresolved for open and acknowledged
 	WorkID   string          // optional
+	After    *Cursor         // optional: the next page
 	Limit    int
 }
 

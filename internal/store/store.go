@@ -134,6 +134,8 @@ type Tx interface {
 	EmailThreads
 	Maintenance
 	Operations
+	Notifications
+	ConsoleSessions
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
 	AAPAckSet(ctx context.Context, a *AAPAck) error
@@ -165,6 +167,7 @@ type RequestListParams struct {
 	// Now makes the pending and expired filters follow effective status:
 	// a pending request at or past its deadline counts as expired.
 	Now   time.Time
+	After *Cursor // optional: the next page
 	Limit int
 }
 

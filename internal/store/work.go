@@ -210,6 +210,7 @@ type WorkListParams struct {
 	Status         WorkStatus // optional
 	EndpointID     string     // optional
 	ConversationID string     // optional
+	After          *Cursor    // optional: the next page
 	Limit          int
 }
 

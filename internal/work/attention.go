@@ -18,6 +18,7 @@ import (
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -112,6 +113,9 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, w *store.Wo
 		if err := tx.AttentionCreate(ctx, it); err != nil {
 			return err
 		}
+		if err := notifyItemTx(ctx, tx, it); err != nil {
+			return err
+		}
 	}
 	if in.Status == store.WorkFailed {
 		summary := "The runtime reported the work failed."
@@ -121,10 +125,30 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, w *store.Wo
 		if json.Unmarshal(in.Error, &e) == nil && e.Message != "" {
 			summary = "The runtime reported the work failed: " + truncate(e.Message, 1024)
 		}
-		return tx.AttentionCreate(ctx, &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
-			Status: store.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary, CreatedAt: now, UpdatedAt: now})
+		it := &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
+			Status: store.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary, CreatedAt: now, UpdatedAt: now}
+		if err := tx.AttentionCreate(ctx, it); err != nil {
+			return err
+		}
+		return notifyItemTx(ctx, tx, it)
 	}
 	return nil
+}
+
+// notifyItemTx records the notice of a new attention item: an input
+// request for a question or approval, a failure for an incident.
+func notifyItemTx(ctx context.Context, tx store.Tx, it *store.AttentionItem) error {
+	c := notify.Cause{TenantID: it.TenantID, Cause: notify.CauseNeedsInput, SubjectKind: notify.SubjectAttention,
+		SubjectID: it.ID, EndpointID: it.EndpointID, At: it.CreatedAt}
+	switch it.Kind {
+	case KindIncident:
+		c.Cause, c.Title = notify.CauseIncident, it.Summary
+	case KindApproval:
+		c.Title = "Approval requested: " + it.Prompt
+	default:
+		c.Title = "Question: " + it.Prompt
+	}
+	return notify.RecordTx(ctx, tx, c)
 }
 
 func truncate(s string, n int) string {
@@ -156,14 +180,15 @@ type AttentionView struct {
 	Push *store.Message
 }
 
-// ParseAttentionStatus validates a status filter.
+// ParseAttentionStatus validates a status filter: a status, or unresolved
+// (open and acknowledged).
 func ParseAttentionStatus(v string) (store.AttentionStatus, error) {
 	st := store.AttentionStatus(v)
 	switch st {
-	case "", store.AttentionOpen, store.AttentionAcknowledged, store.AttentionResolved:
+	case "", store.AttentionOpen, store.AttentionAcknowledged, store.AttentionResolved, store.AttentionUnresolved:
 		return st, nil
 	}
-	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open, acknowledged or resolved.")
+	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open, acknowledged, resolved or unresolved.")
 }
 
 func (s *Service) view(ctx context.Context, tx store.Tx, it *store.AttentionItem) (*AttentionView, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
+	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -391,6 +392,9 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 			if _, err := tx.AttentionResolveOverdue(ctx, w.ID, ResolvedCallback, now); err != nil {
 				return err
 			}
+			if err := notifyCompletedTx(ctx, tx, w, now); err != nil {
+				return err
+			}
 			if in.RuntimeSessionID != "" && in.RuntimeSessionID != w.RuntimeSessionID {
 				w.RuntimeSessionID, sessionChanged = in.RuntimeSessionID, true
 			}
@@ -433,4 +437,18 @@ func applyCallback(w *store.Work, in *CallbackInput, now time.Time) {
 	if in.Status.Terminal() {
 		w.EndedAt = &now
 	}
+}
+
+// notifyCompletedTx records the result notice of work that just completed
+// (routine progress, running included, notifies nobody).
+func notifyCompletedTx(ctx context.Context, tx store.Tx, w *store.Work, now time.Time) error {
+	if w.Status != store.WorkCompleted {
+		return nil
+	}
+	title := "Work " + w.ID + " completed"
+	if w.ResultSummary != "" {
+		title += ": " + w.ResultSummary
+	}
+	return notify.RecordTx(ctx, tx, notify.Cause{TenantID: w.TenantID, Cause: notify.CauseWorkCompleted,
+		SubjectKind: notify.SubjectWork, SubjectID: w.ID, EndpointID: w.EndpointID, Title: title, At: now})
 }

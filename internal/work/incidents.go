@@ -44,11 +44,14 @@ func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
 				return err
 			}
 			now := s.clock.Now()
-			err = tx.AttentionCreate(ctx, &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
+			it := &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
 				Status: store.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: deliveryIncidentSummary(m, w, attempts),
-				MessageID: m.ID, CreatedAt: now, UpdatedAt: now})
-			created = err == nil
-			return err
+				MessageID: m.ID, CreatedAt: now, UpdatedAt: now}
+			if err := tx.AttentionCreate(ctx, it); err != nil {
+				return err
+			}
+			created = true
+			return notifyItemTx(ctx, tx, it)
 		})
 		switch {
 		case errors.Is(err, store.ErrConflict): // another sweep opened it first

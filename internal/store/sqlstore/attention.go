@@ -75,12 +75,17 @@ func (t *tx) AttentionUpdate(ctx context.Context, v *store.AttentionItem) error 
 
 func (t *tx) AttentionList(ctx context.Context, p store.AttentionListParams) ([]*store.AttentionItem, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
-	if p.Status != "" {
+	switch p.Status {
+	case "":
+	case store.AttentionUnresolved:
+		where = append(where, "status <> 'resolved'")
+	default:
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
 	}
 	if p.WorkID != "" {
 		where, args = append(where, "work_id = ?"), append(args, p.WorkID)
 	}
+	where, args = after(where, args, p.After)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100

@@ -126,16 +126,26 @@ const tokenCols = `id, kind, hash, tenant_id, operator_id, instance_id, label, c
 
 func scanToken(s scanner) (*agentowl.Token, error) {
 	var v agentowl.Token
+	dest, finish := tokenFields(&v)
+	if err := s.Scan(dest...); err != nil {
+		return nil, err
+	}
+	finish()
+	return &v, nil
+}
+
+// tokenFields returns the scan destinations of tokenCols for v, and the
+// function that fills v from them once scanned: queries that join tokens
+// scan them after their own columns.
+func tokenFields(v *agentowl.Token) ([]any, func()) {
 	var kind string
 	var op, inst sql.NullString
 	var created int64
 	var expires, revoked sql.NullInt64
-	if err := s.Scan(&v.ID, &kind, &v.Hash, &v.TenantID, &op, &inst, &v.Label, &created, &expires, &revoked); err != nil {
-		return nil, err
+	return []any{&v.ID, &kind, &v.Hash, &v.TenantID, &op, &inst, &v.Label, &created, &expires, &revoked}, func() {
+		v.Kind, v.OperatorID, v.InstanceID = agentowl.TokenKind(kind), op.String, inst.String
+		v.CreatedAt, v.ExpiresAt, v.RevokedAt = fromTS(created), fromNullTS(expires), fromNullTS(revoked)
 	}
-	v.Kind, v.OperatorID, v.InstanceID = agentowl.TokenKind(kind), op.String, inst.String
-	v.CreatedAt, v.ExpiresAt, v.RevokedAt = fromTS(created), fromNullTS(expires), fromNullTS(revoked)
-	return &v, nil
 }
 
 func (t *tx) TokenCreate(ctx context.Context, v *agentowl.Token) error {
@@ -394,6 +404,7 @@ func (t *tx) RequestList(ctx context.Context, p store.RequestListParams) ([]*age
 	case p.Status != "":
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
 	}
+	where, args = after(where, args, p.After)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -559,6 +570,9 @@ func (t *tx) Purge(ctx context.Context, now time.Time) (int64, error) {
 		// Destination slots unused for a day are made again on next use.
 		`DELETE FROM delivery_slots WHERE lease_until <= ? - 86400000000`,
 		`DELETE FROM idempotency_keys WHERE retain_until <= ?`,
+		// Console sessions and login links are useless once expired; a day
+		// later they go.
+		`DELETE FROM console_sessions WHERE expires_at <= ? - 86400000000`,
 		// A deleted instance's row goes once its deletion record has been kept
 		// for the retention period and no request or token refers to it.
 		`DELETE FROM tokens WHERE kind = 'instance' AND revoked_at IS NOT NULL AND revoked_at <= ? - ` + retentionMicros + `

@@ -358,6 +358,7 @@ func (t *tx) WorkList(ctx context.Context, p store.WorkListParams) ([]*store.Wor
 	if p.ConversationID != "" {
 		where, args = append(where, "conversation_id = ?"), append(args, p.ConversationID)
 	}
+	where, args = after(where, args, p.After)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100

@@ -1,0 +1,145 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/store/storetest"
+)
+
+// BenchmarkConsolePages: the server's time to render Needs attention and
+// Agent work (first page, and a page deep in the list through its keyset
+// cursor) for a tenant with 10,000 work items and 10,000 attention items,
+// measured as the HTTP exchange on loopback with a signed-in session.
+// It reports p50 and p99 in milliseconds (BENCHMARKS.md).
+//
+//	go test ./internal/console -run '^$' -bench ConsolePages -benchtime 200x
+func BenchmarkConsolePages(b *testing.B) {
+	for _, be := range storetest.Backends(b) {
+		b.Run(be.Name, func(b *testing.B) {
+			s := start(b, be, nil)
+			seed(b, s, 10_000)
+			c := s.client()
+			c.signIn(s.admin)
+			for _, pg := range []struct{ name, path string }{
+				{"attention", "/console/t/default/attention?status=all"},
+				{"attention-deep", "/console/t/default/attention?status=all&after=" + deepCursor(b, c, "/console/t/default/attention?status=all")},
+				{"work", "/console/t/default/work"},
+				{"work-deep", "/console/t/default/work?after=" + deepCursor(b, c, "/console/t/default/work")},
+			} {
+				b.Run(pg.name, func(b *testing.B) {
+					if p := c.get(pg.path); p.Status != http.StatusOK || !strings.Contains(p.Body, "Older") {
+						b.Fatalf("%s: %d", pg.path, p.Status)
+					}
+					lat := make([]time.Duration, 0, b.N)
+					b.ResetTimer()
+					for b.Loop() {
+						start := time.Now()
+						c.get(pg.path)
+						lat = append(lat, time.Since(start))
+					}
+					slices.Sort(lat)
+					b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+					b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+				})
+			}
+		})
+	}
+}
+
+// seed writes n work items of one endpoint and one attention item per
+// work (a question for every tenth, else an incident) straight into the
+// store, 500 per transaction, a second apart.
+func seed(b *testing.B, s *site, n int) {
+	b.Helper()
+	ctx := context.Background()
+	st := s.srv.Store()
+	now := time.Now().UTC().Add(-time.Duration(n) * time.Second).Truncate(time.Microsecond)
+	var tenantID string
+	ep := &store.Endpoint{ID: "ep_bench", Name: "bench", URL: "https://runtime.example/hook", AgentWork: true,
+		SigningSecret: []byte("x"), CreatedAt: now, UpdatedAt: now}
+	bnd := &store.Binding{ID: "bnd_bench", Channel: "webhook", Name: "bench", EndpointID: ep.ID, TokenHash: []byte(uuid.NewString()),
+		CreatedAt: now}
+	conv := &store.Conversation{ID: "conv_bench", BindingID: bnd.ID, Status: "open", CreatedAt: now, LastEventAt: now}
+	ev := &store.Event{ID: "evt_bench", BindingID: bnd.ID, ConversationID: conv.ID, Channel: "webhook", Sender: "bench",
+		ReceivedAt: now, Headers: map[string][]string{}, Payload: []byte(`{}`), Attachments: []byte(`[]`)}
+	err := st.Write(ctx, func(tx store.Tx) error {
+		t, err := tx.TenantGetByName(ctx, "default")
+		if err != nil {
+			return err
+		}
+		tenantID = t.ID
+		ep.TenantID, bnd.TenantID, conv.TenantID, ev.TenantID = t.ID, t.ID, t.ID, t.ID
+		for _, f := range []func() error{
+			func() error { return tx.EndpointCreate(ctx, ep) }, func() error { return tx.BindingCreate(ctx, bnd) },
+			func() error { return tx.ConversationCreate(ctx, conv) }, func() error { return tx.EventCreate(ctx, ev) },
+		} {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for from := 0; from < n; from += 500 {
+		err := st.Write(ctx, func(tx store.Tx) error {
+			for i := from; i < min(from+500, n); i++ {
+				at := now.Add(time.Duration(i) * time.Second)
+				w := &store.Work{ID: fmt.Sprintf("work_bench%06d", i), TenantID: tenantID, EndpointID: ep.ID, ConversationID: conv.ID,
+					EventID: ev.ID, Generation: i + 1, DeliveryID: uuid.NewString(), Status: store.WorkRunning, Sequence: 1, Callbacks: 1,
+					CreatedAt: at, UpdatedAt: at}
+				if err := tx.WorkCreate(ctx, w); err != nil {
+					return err
+				}
+				it := &store.AttentionItem{ID: fmt.Sprintf("att_bench%06d", i), TenantID: tenantID, Kind: "incident",
+					Status: store.AttentionOpen, WorkID: w.ID, EndpointID: ep.ID, Summary: "The runtime reported the work failed.",
+					CreatedAt: at, UpdatedAt: at}
+				if i%10 == 0 {
+					exp := at.Add(24 * time.Hour)
+					it.Kind, it.Summary, it.RequestID, it.Revision, it.Prompt = "question", "", "q", 1, "Which account?"
+					it.AllowedDecisions, it.ExpiresAt, it.ContentHash, it.Request = []string{"answer"}, &exp, []byte("h"), []byte(`{}`)
+				}
+				if err := tx.AttentionCreate(ctx, it); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// deepCursor follows a list's "older" links 100 pages deep (5,000 items
+// in) and returns that page's cursor.
+func deepCursor(b *testing.B, c *browserless, path string) string {
+	b.Helper()
+	next := ""
+	for range 100 {
+		p := path
+		if next != "" {
+			p += "&after=" + next
+			if !strings.Contains(path, "?") {
+				p = path + "?after=" + next
+			}
+		}
+		page := c.get(p)
+		i := strings.Index(page.Body, "after=")
+		if i < 0 {
+			b.Fatalf("no older page after %s", p)
+		}
+		next = page.Body[i+len("after=") : i+strings.IndexByte(page.Body[i:], '"')]
+	}
+	return next
+}

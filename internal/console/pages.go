@@ -1,0 +1,635 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/inbox"
+	"github.com/agentowl/agentowl/internal/notify"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// routes registers every console page. Pages under /console/t/{tenant}/
+// need a session in that tenant; state-changing ones are POST forms with
+// the session's CSRF token.
+func (c *Console) routes() {
+	m := http.NewServeMux()
+	assets, _ := fs.Sub(assetFS, "assets")
+	files := http.StripPrefix("/console/assets/", http.FileServer(http.FS(assets)))
+	m.Handle("GET /console/assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	}))
+	m.HandleFunc("GET /console/{$}", c.start)
+	m.HandleFunc("GET /console/sign-in", c.signInForm)
+	m.HandleFunc("POST /console/sign-in", c.signIn)
+	m.HandleFunc("GET /console/link", c.linkForm)
+	m.HandleFunc("POST /console/link", c.link)
+
+	const t = "/console/t/{tenant}"
+	for _, rt := range []struct {
+		pattern string
+		h       func(q *req) error
+	}{
+		{"GET " + t + "/{$}", func(q *req) error { return q.redirect("/attention") }},
+		{"GET " + t + "/attention", c.attentionList},
+		{"GET " + t + "/attention/{id}", c.attentionItem},
+		{"POST " + t + "/attention/{id}/ack", c.attentionAck},
+		{"POST " + t + "/attention/{id}/resolve", c.attentionResolve},
+		{"POST " + t + "/attention/{id}/decide", c.attentionDecide},
+		{"GET " + t + "/approvals", c.approvalList},
+		{"GET " + t + "/approvals/{id}", c.approvalItem},
+		{"POST " + t + "/approvals/{id}/decide", c.approvalDecide},
+		{"GET " + t + "/work", c.workList},
+		{"GET " + t + "/work/{id}", c.workItem},
+		{"GET " + t + "/notifications", c.notificationList},
+		{"POST " + t + "/notifications/read-all", c.notificationsReadAll},
+		{"POST " + t + "/notifications/preferences", c.notificationPrefs},
+		{"POST " + t + "/notifications/{id}/read", c.notificationRead},
+		{"POST " + t + "/sign-out", c.signOut},
+	} {
+		m.HandleFunc(rt.pattern, c.tenantPage(rt.h))
+	}
+	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, nil, http.StatusNotFound, "There is no such page.")
+	})
+	c.mux = m
+}
+
+// req is one request to a tenant page.
+type req struct {
+	c      *Console
+	w      http.ResponseWriter
+	r      *http.Request
+	tenant string
+	me     *signedIn
+	all    []*signedIn
+}
+
+func (q *req) p() *access.Principal { return q.me.Session.Principal }
+
+// path is the console path of this tenant's page rel ("/work/…").
+func (q *req) path(rel string) string { return "/console/t/" + url.PathEscape(q.tenant) + rel }
+
+func (q *req) redirect(rel string) error {
+	http.Redirect(q.w, q.r, q.path(rel), http.StatusSeeOther)
+	return nil
+}
+
+// tenantPage serves h for a browser signed in to the path's tenant. Without
+// such a session the page is 404, as for a tenant that does not exist: a
+// deep link shows nothing of a tenant to someone who is not in it. A POST
+// without its session's CSRF token is refused before h runs.
+func (c *Console) tenantPage(h func(q *req) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tenant := r.PathValue("tenant")
+		all := c.sessions(r, tenant)
+		var me *signedIn
+		for _, s := range all {
+			if s.Tenant == tenant {
+				me = s
+			}
+		}
+		if me == nil {
+			c.fail(w, r, &req{c: c, w: w, r: r, all: all}, http.StatusNotFound,
+				"There is no such page, or you are not signed in to this tenant.")
+			return
+		}
+		q := &req{c: c, w: w, r: r, tenant: tenant, me: me, all: all}
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil {
+				c.fail(w, r, q, http.StatusBadRequest, "The form could not be read.")
+				return
+			}
+			if !validToken(r.PostForm.Get("csrf"), csrfToken(me.secret)) {
+				c.fail(w, r, q, http.StatusForbidden, "The form's security token is missing or stale; reload the page and try again. Nothing was changed.")
+				return
+			}
+		}
+		if err := h(q); err != nil {
+			c.failErr(w, r, q, err)
+		}
+	}
+}
+
+// ---- sign-in
+
+func (c *Console) start(w http.ResponseWriter, r *http.Request) {
+	if all := c.sessions(r, ""); len(all) > 0 {
+		http.Redirect(w, r, "/console/t/"+all[0].Tenant+"/attention", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
+}
+
+// preCSRF returns the CSRF token of the forms shown before sign-in, setting
+// its cookie when the browser has none.
+func (c *Console) preCSRF(w http.ResponseWriter, r *http.Request) string {
+	if ck, err := r.Cookie(preCSRFCookie); err == nil && len(ck.Value) == 43 {
+		return ck.Value
+	}
+	v := randomToken()
+	c.setCookie(w, r, preCSRFCookie, v, time.Time{})
+	return v
+}
+
+func (c *Console) checkPreCSRF(r *http.Request) bool {
+	ck, err := r.Cookie(preCSRFCookie)
+	return err == nil && r.ParseForm() == nil && validToken(r.PostForm.Get("csrf"), ck.Value)
+}
+
+type signInView struct {
+	Next string
+	Code string
+	// Operator and LinkTenant name who a valid login link signs in as.
+	Operator, LinkTenant string
+}
+
+func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
+	c.renderPublic(w, r, http.StatusOK, "signin", "Sign in", signInView{Next: safeNext(r.URL.Query().Get("next"))}, nil)
+}
+
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	if !c.checkPreCSRF(r) {
+		c.renderPublic(w, r, http.StatusForbidden, "signin", "Sign in", signInView{},
+			notice("The form's security token is missing or stale; try again."))
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	s, err := c.svc.Access.SignIn(r.Context(), strings.TrimSpace(r.PostForm.Get("token")))
+	if err != nil {
+		c.renderPublic(w, r, c.status(r, err), "signin", "Sign in", signInView{Next: next}, errorView(err))
+		return
+	}
+	c.startSession(w, r, s, next)
+}
+
+// startSession sets the new session's cookie, signing out the session the
+// browser had in that tenant, and goes to next (in that tenant) or its
+// Needs attention.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, s *access.Session, next string) {
+	tenant := s.Principal.Scope.TenantName
+	for _, old := range c.sessions(r, "") {
+		if old.Tenant == tenant {
+			_ = c.svc.Access.SignOut(r.Context(), old.Session)
+		}
+	}
+	c.setCookie(w, r, sessionCookiePrefix+tenant, s.Secret, s.Record.ExpiresAt)
+	if !strings.HasPrefix(next, "/console/t/"+tenant+"/") {
+		next = "/console/t/" + tenant + "/attention"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) linkForm(w http.ResponseWriter, r *http.Request) {
+	code := r.URL.Query().Get("code")
+	p, err := c.svc.Access.InspectLoginLink(r.Context(), code)
+	if err != nil {
+		c.renderPublic(w, r, c.status(r, err), "link", "Sign in with a link", signInView{},
+			notice("This login link is unknown, used or expired. Ask for a new one."))
+		return
+	}
+	c.renderPublic(w, r, http.StatusOK, "link", "Sign in with a link",
+		signInView{Code: code, Operator: p.Operator.Name, LinkTenant: p.Scope.TenantName}, nil)
+}
+
+func (c *Console) link(w http.ResponseWriter, r *http.Request) {
+	if !c.checkPreCSRF(r) {
+		c.renderPublic(w, r, http.StatusForbidden, "link", "Sign in with a link", signInView{},
+			notice("The form's security token is missing or stale; open the link again."))
+		return
+	}
+	s, err := c.svc.Access.SignInWithLink(r.Context(), r.PostForm.Get("code"))
+	if err != nil {
+		c.renderPublic(w, r, c.status(r, err), "link", "Sign in with a link", signInView{},
+			notice("This login link is unknown, used or expired. Ask for a new one."))
+		return
+	}
+	c.startSession(w, r, s, "")
+}
+
+func (c *Console) signOut(q *req) error {
+	if err := c.svc.Access.SignOut(q.r.Context(), q.me.Session); err != nil {
+		return err
+	}
+	c.setCookie(q.w, q.r, sessionCookiePrefix+q.tenant, "", time.Time{})
+	http.Redirect(q.w, q.r, "/console/", http.StatusSeeOther)
+	return nil
+}
+
+// ---- Needs attention
+
+// attentionFilters are the status filter's choices; "" is the default,
+// unresolved.
+var attentionFilters = []struct{ Value, Label string }{
+	{"", "Open and acknowledged"}, {"open", "Open"}, {"acknowledged", "Acknowledged"}, {"resolved", "Resolved"}, {"all", "All"},
+}
+
+type attentionListView struct {
+	Status, Work string
+	Filters      []struct{ Value, Label string }
+	Items        []itemView
+	Next         string
+}
+
+func (q *req) after() (*store.Cursor, error) {
+	v := q.r.URL.Query().Get("after")
+	if v == "" {
+		return nil, nil
+	}
+	c, ok := store.ParseCursor(v)
+	if !ok {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "after", "The page link is not valid.")
+	}
+	return c, nil
+}
+
+func (c *Console) attentionList(q *req) error {
+	qs := q.r.URL.Query()
+	filter := qs.Get("status")
+	st := store.AttentionUnresolved
+	switch filter {
+	case "":
+	case "all":
+		st = ""
+	default:
+		var err error
+		if st, err = work.ParseAttentionStatus(filter); err != nil {
+			return err
+		}
+	}
+	after, err := q.after()
+	if err != nil {
+		return err
+	}
+	items, err := c.inbox.List(q.r.Context(), q.p(), q.tenant, inbox.ListParams{Status: st, WorkID: qs.Get("work"), After: after,
+		Limit: c.cfg.PageSize})
+	if err != nil {
+		return err
+	}
+	v := attentionListView{Status: filter, Work: qs.Get("work"), Filters: attentionFilters}
+	for _, it := range items {
+		v.Items = append(v.Items, c.itemView(it))
+	}
+	if len(items) == c.cfg.PageSize {
+		v.Next = items[len(items)-1].Cursor().String()
+	}
+	return c.render(q, http.StatusOK, "attention", "Needs attention", "attention", v)
+}
+
+func (c *Console) attentionItem(q *req) error {
+	it, err := c.inbox.Inspect(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return c.render(q, http.StatusOK, "item", "Attention item", "attention", c.itemView(it))
+}
+
+// renderItemError shows the item page again with err (a refused decision
+// or acknowledgement), or fails the request when the item is gone.
+func (c *Console) renderItemError(q *req, err error) error {
+	it, ierr := c.inbox.Inspect(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+	if ierr != nil {
+		return err
+	}
+	v := c.itemView(it)
+	v.Error = errorView(err)
+	return c.render(q, c.svc.StatusOf(err), "item", "Attention item", "attention", v)
+}
+
+func (c *Console) attentionAck(q *req) error {
+	_, err := c.inbox.Ack(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"), strings.TrimSpace(q.r.PostForm.Get("assignee")))
+	if err != nil {
+		return c.renderItemError(q, err)
+	}
+	return q.redirect("/attention/" + url.PathEscape(q.r.PathValue("id")) + "?done=acknowledged")
+}
+
+func (c *Console) attentionResolve(q *req) error {
+	if _, err := c.inbox.Resolve(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id")); err != nil {
+		return c.renderItemError(q, err)
+	}
+	return q.redirect("/attention/" + url.PathEscape(q.r.PathValue("id")) + "?done=resolved")
+}
+
+// confirmView is the review step of a decision: what will be submitted.
+type confirmView struct {
+	Item       itemView
+	DecisionID string
+	Decision   string
+	Revision   int64
+	Digest     string
+	Answer     string
+	// Body is the decision document the runtime will receive (work items).
+	Body string
+}
+
+// attentionDecide is the CLI's `attention decide` as a form: step preview
+// checks the decision and shows what will be submitted (nothing changes);
+// step submit submits it. The form carries the revision and action digest
+// the person reviewed, so a request that changed in between is refused
+// (stale_revision, digest_mismatch) rather than decided unseen. The
+// decision ID is made at the preview, so submitting twice replays.
+func (c *Console) attentionDecide(q *req) error {
+	f := q.r.PostForm
+	doc := map[string]any{"decision": f.Get("decision")}
+	id := f.Get("decision_id")
+	if id == "" {
+		id = "console-" + randomToken()[:22]
+	}
+	doc["decision_id"] = id
+	if rev, err := json.Number(f.Get("revision")).Int64(); err == nil {
+		doc["request_revision"] = rev
+	} else {
+		doc["request_revision"] = f.Get("revision")
+	}
+	if f.Get("decision") == "answer" {
+		doc["answer"] = f.Get("answer")
+	} else {
+		doc["expected_action_digest"] = f.Get("digest")
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	in, err := work.ParseDecision(body)
+	if err != nil {
+		return c.renderItemError(q, err)
+	}
+	submit := f.Get("step") == "submit"
+	res, err := c.inbox.Decide(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"), in, submit)
+	if err != nil {
+		return c.renderItemError(q, err)
+	}
+	if submit {
+		return q.redirect("/attention/" + url.PathEscape(q.r.PathValue("id")) + "?done=decided")
+	}
+	v := confirmView{Item: c.itemView(res.Item), DecisionID: in.DecisionID, Decision: in.Decision, Revision: in.RequestRevision,
+		Digest: in.ExpectedActionDigest, Answer: in.Answer, Body: indentJSON(res.Body)}
+	return c.render(q, http.StatusOK, "confirm", "Confirm decision", "attention", v)
+}
+
+func indentJSON(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// ---- approvals (AAP)
+
+type approvalListView struct {
+	Items []approvalView
+	Next  string
+}
+
+func (c *Console) approvalList(q *req) error {
+	after, err := q.after()
+	if err != nil {
+		return err
+	}
+	reqs, err := c.svc.Approval.ListRequests(q.r.Context(), q.p(), q.tenant,
+		store.RequestListParams{Status: agentowl.StatusPending, After: after, Limit: c.cfg.PageSize})
+	if err != nil {
+		return err
+	}
+	var v approvalListView
+	for _, r := range reqs {
+		v.Items = append(v.Items, approvalViewOf(r))
+	}
+	if len(reqs) == c.cfg.PageSize {
+		last := reqs[len(reqs)-1]
+		v.Next = store.Cursor{At: last.CreatedAt, ID: last.ID}.String()
+	}
+	return c.render(q, http.StatusOK, "approvals", "Approvals", "approvals", v)
+}
+
+func (c *Console) approvalItem(q *req) error {
+	r, err := c.svc.Approval.TenantRequest(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return c.render(q, http.StatusOK, "approval", "Approval request", "approvals", approvalViewOf(r))
+}
+
+// approvalDecide is `agentowl approvals decide`: approve with a note and a
+// validity, or deny with a note.
+func (c *Console) approvalDecide(q *req) error {
+	f := q.r.PostForm
+	var dp approval.DecideParams
+	var err error
+	switch f.Get("decision") {
+	case "approve":
+		dp.Approve = true
+	case "deny":
+	default:
+		err = agentowl.FieldError(agentowl.ECodeInvalidField, "decision", "decision must be approve or deny.")
+	}
+	dp.Note = strings.TrimSpace(f.Get("note"))
+	if v := strings.TrimSpace(f.Get("valid_for")); v != "" && err == nil {
+		d, ok := agentowl.ParseDuration(v)
+		if !ok || !dp.Approve {
+			err = agentowl.FieldError(agentowl.ECodeInvalidField, "valid_for", "valid_for is a duration such as 5m, for approvals only.")
+		}
+		dp.ValidFor = d
+	}
+	if err == nil {
+		_, err = c.svc.Approval.Decide(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"), dp)
+	}
+	if err != nil {
+		r, rerr := c.svc.Approval.TenantRequest(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+		if rerr != nil {
+			return err
+		}
+		v := approvalViewOf(r)
+		v.Error = errorView(err)
+		return c.render(q, c.svc.StatusOf(err), "approval", "Approval request", "approvals", v)
+	}
+	return q.redirect("/approvals/" + url.PathEscape(q.r.PathValue("id")) + "?done=decided")
+}
+
+// ---- agent work
+
+var workStatuses = []string{"", "pending", "accepted", "running", "needs_input", "completed", "failed", "cancelled"}
+
+type workListView struct {
+	Status, Endpoint string
+	Statuses         []string
+	Items            []workView
+	Next             string
+}
+
+func (c *Console) workList(q *req) error {
+	qs := q.r.URL.Query()
+	st, err := work.ParseStatus(qs.Get("status"))
+	if err != nil {
+		return err
+	}
+	after, err := q.after()
+	if err != nil {
+		return err
+	}
+	ws, err := c.svc.Work.ListWork(q.r.Context(), q.p(), q.tenant, store.WorkListParams{Status: st, EndpointID: qs.Get("endpoint"),
+		After: after, Limit: c.cfg.PageSize})
+	if err != nil {
+		return err
+	}
+	v := workListView{Status: string(st), Endpoint: qs.Get("endpoint"), Statuses: workStatuses}
+	for _, s := range ws {
+		v.Items = append(v.Items, workViewOf(s))
+	}
+	if len(ws) == c.cfg.PageSize {
+		last := ws[len(ws)-1].Work
+		v.Next = store.Cursor{At: last.CreatedAt, ID: last.ID}.String()
+	}
+	return c.render(q, http.StatusOK, "work", "Agent work", "work", v)
+}
+
+func (c *Console) workItem(q *req) error {
+	d, err := c.svc.Work.InspectWork(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	items, err := c.inbox.List(q.r.Context(), q.p(), q.tenant, inbox.ListParams{WorkID: d.Work.ID, Limit: 100})
+	if err != nil {
+		return err
+	}
+	v := workDetailView{workView: workViewOf(&d.Summary), Omitted: d.CallbacksOmitted}
+	for _, e := range d.Timeline {
+		v.Timeline = append(v.Timeline, timelineViewOf(e))
+	}
+	for _, it := range items {
+		v.Items = append(v.Items, c.itemView(it))
+	}
+	return c.render(q, http.StatusOK, "work_item", "Work "+d.Work.ID, "work", v)
+}
+
+// ---- notifications
+
+type notificationsView struct {
+	Unread     bool
+	Items      []noticeView
+	Next       string
+	Kinds      []prefView
+	Endpoints  []prefView
+	PrefsError *errorViewData
+}
+
+type prefView struct {
+	Value, Label string
+	Muted        bool
+}
+
+var kindLabels = map[string]string{notify.KindResult: "Results (work completed)",
+	notify.KindFailure: "Failures (failed work, deliveries and pushes that gave up, incidents)",
+	notify.KindInput:   "Input requests (questions, approvals)"}
+
+func (c *Console) notificationList(q *req) error {
+	return c.renderNotifications(q, http.StatusOK, nil)
+}
+
+func (c *Console) renderNotifications(q *req, status int, prefsErr error) error {
+	after, err := q.after()
+	if err != nil {
+		return err
+	}
+	unread := q.r.URL.Query().Get("unread") == "true"
+	ctx := q.r.Context()
+	ns, _, err := c.svc.Notify.List(ctx, q.p(), q.tenant, notify.ListParams{UnreadOnly: unread, After: after, Limit: c.cfg.PageSize})
+	if err != nil {
+		return err
+	}
+	prefs, err := c.svc.Notify.GetPrefs(ctx, q.p(), q.tenant)
+	if err != nil {
+		return err
+	}
+	eps, err := c.svc.Work.ListEndpoints(ctx, q.p(), q.tenant)
+	if err != nil {
+		return err
+	}
+	v := notificationsView{Unread: unread}
+	for _, n := range ns {
+		v.Items = append(v.Items, noticeView{N: n, Link: notify.Link(q.tenant, n)})
+	}
+	if len(ns) == c.cfg.PageSize {
+		v.Next = store.Cursor{At: ns[len(ns)-1].CreatedAt, ID: ns[len(ns)-1].ID}.String()
+	}
+	muted := map[string]bool{}
+	for _, k := range prefs.MutedKinds {
+		muted["kind:"+k] = true
+	}
+	for _, e := range prefs.MutedEndpoints {
+		muted["endpoint:"+e] = true
+	}
+	for _, k := range notify.Kinds {
+		v.Kinds = append(v.Kinds, prefView{Value: k, Label: kindLabels[k], Muted: muted["kind:"+k]})
+	}
+	for _, e := range eps {
+		v.Endpoints = append(v.Endpoints, prefView{Value: e.ID, Label: e.Name, Muted: muted["endpoint:"+e.ID]})
+	}
+	if prefsErr != nil {
+		v.PrefsError = errorView(prefsErr)
+	}
+	return c.render(q, status, "notifications", "Notifications", "notifications", v)
+}
+
+// notificationRead marks a notice read; with open=1 it then follows the
+// notice's deep link.
+func (c *Console) notificationRead(q *req) error {
+	n, err := c.svc.Notify.MarkRead(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if q.r.PostForm.Get("open") == "1" {
+		http.Redirect(q.w, q.r, notify.Link(q.tenant, n), http.StatusSeeOther)
+		return nil
+	}
+	return q.redirect("/notifications")
+}
+
+func (c *Console) notificationsReadAll(q *req) error {
+	if _, err := c.svc.Notify.MarkAllRead(q.r.Context(), q.p(), q.tenant); err != nil {
+		return err
+	}
+	return q.redirect("/notifications")
+}
+
+func (c *Console) notificationPrefs(q *req) error {
+	f := q.r.PostForm
+	in := notify.Prefs{MutedKinds: []string{}, MutedEndpoints: []string{}}
+	for _, k := range notify.Kinds {
+		if f.Get("notify_kind_"+k) == "" {
+			in.MutedKinds = append(in.MutedKinds, k)
+		}
+	}
+	eps, err := c.svc.Work.ListEndpoints(q.r.Context(), q.p(), q.tenant)
+	if err != nil {
+		return err
+	}
+	notified := map[string]bool{}
+	for _, id := range f["notify_endpoint"] {
+		notified[id] = true
+	}
+	for _, e := range eps {
+		if !notified[e.ID] {
+			in.MutedEndpoints = append(in.MutedEndpoints, e.ID)
+		}
+	}
+	if _, err := c.svc.Notify.SetPrefs(q.r.Context(), q.p(), q.tenant, in); err != nil {
+		return c.renderNotifications(q, c.svc.StatusOf(err), err)
+	}
+	return q.redirect("/notifications?done=saved")
+}
