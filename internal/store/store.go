@@ -130,6 +130,7 @@ type Tx interface {
 	Slots
 	AgentWork
 	Attention
+	Conversations
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
 	AAPAckSet(ctx context.Context, a *AAPAck) error

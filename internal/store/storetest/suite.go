@@ -46,6 +46,7 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 	}
 	tests = append(tests, outboxTests...)
 	tests = append(tests, workTests...)
+	tests = append(tests, conversationTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
