@@ -53,6 +53,11 @@ var statusOf = map[string]int{
 	agentowl.ECodeAlreadyDecided:            http.StatusConflict,
 	agentowl.ECodeDecisionConflict:          http.StatusConflict,
 	agentowl.ECodeNotARequest:               http.StatusConflict,
+	agentowl.ECodeInvalidProviderSignature:  http.StatusForbidden,
+	agentowl.ECodeEventHandedOff:            http.StatusConflict,
+	agentowl.ECodeConversationEnded:         http.StatusConflict,
+	agentowl.ECodeBindingMismatch:           http.StatusConflict,
+	agentowl.ECodeOpenWork:                  http.StatusConflict,
 }
 
 // typeOf maps a status to the contract's ErrorType.
