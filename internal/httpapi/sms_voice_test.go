@@ -236,7 +236,16 @@ func TestSMSChannel(t *testing.T) {
 		if n := len(e.conversations(t, "")); n != 3 || len(e.listWork(t, "")) != 5 {
 			t.Fatalf("after a status callback: %d conversations, %d work", n, len(e.listWork(t, "")))
 		}
-		rt.wait(t, 5)
+		// A reset ends the sender's conversation within its window: the next
+		// message starts a new one.
+		wantJSON(t, "reset", e.do(http.MethodPost, tenantPath+"/conversations/"+conv2+"/reset", e.operatorToken,
+			map[string]any{"force": true}), http.StatusOK)
+		p.send(t, sms("SM7", alice, "after the reset"))
+		if convs := e.conversations(t, "status=open&binding="+p.bindingID); len(convs) != 2 || convs[0]["id"] == conv2 ||
+			(convs[0]["key"] != alice && convs[1]["key"] != alice) {
+			t.Fatalf("open conversations after the reset = %v", convs)
+		}
+		rt.wait(t, 6)
 		if n := fetched.Load(); n != 0 {
 			t.Errorf("the media links were fetched %d times", n)
 		}
