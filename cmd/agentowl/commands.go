@@ -106,6 +106,7 @@ func (c *cli) addOperatorCommands(root *cobra.Command) {
 		c.tokensCommand("provisioner-tokens", "provisioner"), c.auditCommand(), c.instancesCommand(),
 		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand())
 	c.addWorkCommands(root)
+	root.AddCommand(c.conversationsCommand())
 }
 
 func (c *cli) deliveriesCommand() *cobra.Command {
