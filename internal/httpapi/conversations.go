@@ -52,17 +52,16 @@ func cursorParam(r *http.Request) (*store.Cursor, error) {
 	return &store.Cursor{At: time.UnixMicro(us).UTC(), ID: id}, nil
 }
 
-// pageSize reads the limit parameter; absent is 0 (the use-case's default).
-func pageSize(r *http.Request) (int, error) {
-	v := r.URL.Query().Get("limit")
-	if v == "" {
-		return 0, nil
+// pageParams reads the limit and after parameters of a keyset page; an
+// absent limit is 0 (the use-case's default).
+func pageParams(r *http.Request) (limit int, after *store.Cursor, err error) {
+	if v := r.URL.Query().Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
+			return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "limit", "limit must be a positive whole number.")
+		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, agentowl.FieldError(agentowl.ECodeInvalidField, "limit", "limit must be a positive whole number.")
-	}
-	return n, nil
+	after, err = cursorParam(r)
+	return limit, after, err
 }
 
 type wireConversation struct {
@@ -132,11 +131,7 @@ func toWireConversationEvent(v *ingress.EventView) wireConversationEvent {
 
 func (s *Server) listConversations(r *http.Request, p *access.Principal) (int, any, error) {
 	q := r.URL.Query()
-	limit, err := pageSize(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	after, err := cursorParam(r)
+	limit, after, err := pageParams(r)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -157,11 +152,7 @@ func (s *Server) inspectConversation(r *http.Request, p *access.Principal) (int,
 }
 
 func (s *Server) conversationEvents(r *http.Request, p *access.Principal) (int, any, error) {
-	limit, err := pageSize(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	after, err := cursorParam(r)
+	limit, after, err := pageParams(r)
 	if err != nil {
 		return 0, nil, err
 	}

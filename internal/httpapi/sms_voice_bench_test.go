@@ -2,13 +2,10 @@ package httpapi_test
 
 import (
 	"bytes"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,20 +24,8 @@ import (
 func BenchmarkSMSIngress(b *testing.B) {
 	for _, be := range storetest.Backends(b) {
 		b.Run(be.Name, func(b *testing.B) {
-			var got atomic.Int64
-			rt := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				got.Add(1)
-				w.WriteHeader(http.StatusAccepted)
-			}))
-			rt.EnableHTTP2 = true
-			rt.StartTLS()
-			b.Cleanup(rt.Close)
-			s := startBenchServer(b, be, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.Certificate().Raw}))
-			ep := s.mustPost(b, tenantPath+"/endpoints", map[string]any{"name": "bench", "url": rt.URL + "/handoff", "config": map[string]any{"agent_work": true}},
-				http.StatusCreated)
-			s.mustPost(b, tenantPath+"/endpoints/"+ep["id"].(string)+"/runtime-credentials", map[string]any{}, http.StatusCreated)
-			in := s.mustPost(b, tenantPath+"/bindings", map[string]any{"channel": "sms", "endpoint_id": ep["id"], "auth_token": authToken},
+			s, epID, got := startBenchRuntime(b, be)
+			in := s.mustPost(b, tenantPath+"/bindings", map[string]any{"channel": "sms", "endpoint_id": epID, "auth_token": authToken},
 				http.StatusCreated)
 			ingressURL := in["ingress_url"].(string)
 			b.ResetTimer()
@@ -63,12 +48,7 @@ func BenchmarkSMSIngress(b *testing.B) {
 				}
 				return nil
 			})
-			accepted := time.Since(start)
-			for got.Load() < int64(b.N) {
-				time.Sleep(time.Millisecond)
-			}
-			b.ReportMetric(float64(b.N)/accepted.Seconds(), "accepted/s")
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "handed-off/s")
+			reportHandedOff(b, start, got)
 		})
 	}
 }

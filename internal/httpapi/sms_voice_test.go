@@ -126,6 +126,15 @@ func deliveryOf(t *testing.T, ds []*delivered, eventID string) *delivered {
 	return nil
 }
 
+// linkTarget is a server that media or recording links point at; it
+// counts the requests it gets (none: links are never fetched).
+func linkTarget(t *testing.T) (base string, fetched *atomic.Int32) {
+	fetched = &atomic.Int32{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched.Add(1) }))
+	t.Cleanup(srv.Close)
+	return srv.URL, fetched
+}
+
 // TestSMSChannel: signed messages become events and work; a sender's
 // messages thread while each follows the last by less than 24 hours (a
 // sliding window); the provider's retries are one event; media are links,
@@ -133,9 +142,7 @@ func deliveryOf(t *testing.T, ds []*delivered, eventID string) *delivered {
 func TestSMSChannel(t *testing.T) {
 	t.Parallel()
 	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
-		var fetched atomic.Int32
-		media := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched.Add(1) }))
-		t.Cleanup(media.Close)
+		media, fetched := linkTarget(t)
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)["id"].(string)
 		cred := e.credential(t, ep, nil)["token"].(string)
@@ -179,8 +186,8 @@ func TestSMSChannel(t *testing.T) {
 		// another still joins: the window slides with every message.
 		e.settle(t)
 		e.clock.Advance(23*time.Hour + 59*time.Minute)
-		p.send(t, sms("SM2", alice, "photos", "NumMedia", "2", "MediaUrl0", media.URL+"/m/0", "MediaContentType0", "image/jpeg",
-			"MediaUrl1", media.URL+"/m/1"))
+		p.send(t, sms("SM2", alice, "photos", "NumMedia", "2", "MediaUrl0", media+"/m/0", "MediaContentType0", "image/jpeg",
+			"MediaUrl1", media+"/m/1"))
 		e.settle(t)
 		e.clock.Advance(23*time.Hour + 59*time.Minute)
 		p.send(t, sms("SM3", alice, "still there?"))
@@ -191,7 +198,7 @@ func TestSMSChannel(t *testing.T) {
 		ds := rt.wait(t, 3)
 		mms := deliveryOf(t, ds, evs[1]["id"].(string))
 		atts := jsonAt(mms.Doc, "event", "attachments").([]any)
-		if len(atts) != 2 || jsonAt(atts[0].(map[string]any), "url") != media.URL+"/m/0" ||
+		if len(atts) != 2 || jsonAt(atts[0].(map[string]any), "url") != media+"/m/0" ||
 			jsonAt(atts[0].(map[string]any), "content_type") != "image/jpeg" || jsonAt(atts[0].(map[string]any), "kind") != "link" ||
 			jsonAt(mms.Doc, "event", "payload", "num_media") != float64(2) {
 			t.Fatalf("MMS handoff = %s", mms.Body)
@@ -363,9 +370,7 @@ func call(sid, status string, more ...string) url.Values {
 func TestVoiceCallSession(t *testing.T) {
 	t.Parallel()
 	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
-		var fetched atomic.Int32
-		recordings := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched.Add(1) }))
-		t.Cleanup(recordings.Close)
+		recordings, fetched := linkTarget(t)
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)["id"].(string)
 		p := e.provider(t, "voice", ep)
@@ -406,7 +411,7 @@ func TestVoiceCallSession(t *testing.T) {
 		// The end of the call, the recording and the transcription: work.
 		p.send(t, call("CA1", "completed", "CallDuration", "42"))
 		p.send(t, call("CA1", "completed", "CallDuration", "42")) // the provider's retry
-		recURL := recordings.URL + "/Recordings/RE1"
+		recURL := recordings + "/Recordings/RE1"
 		p.send(t, url.Values{"CallSid": {"CA1"}, "AccountSid": {"AC0001"}, "RecordingSid": {"RE1"}, "RecordingUrl": {recURL},
 			"RecordingStatus": {"in-progress"}})
 		p.send(t, url.Values{"CallSid": {"CA1"}, "AccountSid": {"AC0001"}, "RecordingSid": {"RE1"}, "RecordingUrl": {recURL},
