@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/server"
 )
@@ -93,6 +94,29 @@ var settings = []setting{
 	{section: "Channels", env: "AGENTOWL_SMTP_DOMAIN", def: "none", bound: "a host name",
 		help: "mail domain of generated smtp binding addresses (its MX points at the SMTP listener)",
 		set:  text(func(c *server.Config) *string { return &c.Ingress.SMTPDomain })},
+	{section: "Channels", flag: "smtp-listen", env: "AGENTOWL_SMTP_LISTEN", def: "empty (no SMTP listener)", bound: "host:port",
+		help: "inbound SMTP listen address (the MX of smtp bindings' domains)", set: text(func(c *server.Config) *string { return &c.SMTP.Listen })},
+	{section: "Channels", env: "AGENTOWL_SMTP_HOSTNAME", def: "localhost", bound: "a host name",
+		help: "name the SMTP listener greets with", set: text(func(c *server.Config) *string { return &c.SMTP.Hostname })},
+	{section: "Channels", env: "AGENTOWL_SMTP_TLS_CERT_FILE", def: "none (no STARTTLS)", bound: "a PEM file",
+		help: "certificate chain offered with STARTTLS (with AGENTOWL_SMTP_TLS_KEY_FILE)", set: text(func(c *server.Config) *string { return &c.SMTP.CertFile })},
+	{section: "Channels", env: "AGENTOWL_SMTP_TLS_KEY_FILE", def: "none", bound: "a PEM file",
+		help: "private key of the STARTTLS certificate", set: text(func(c *server.Config) *string { return &c.SMTP.KeyFile })},
+	{section: "Channels", env: "AGENTOWL_SMTP_MAX_RECIPIENTS", def: "50", bound: "≥ 1",
+		help: "recipients accepted per message (more: 452 4.5.3)", set: count(func(c *server.Config) *int { return &c.SMTP.MaxRecipients }, 0)},
+	{section: "Channels", env: "AGENTOWL_SMTP_MAX_LINE_LENGTH", def: "2000", bound: "≥ 1 bytes",
+		help: "longest SMTP command or message line", set: count(func(c *server.Config) *int { return &c.SMTP.MaxLineLength }, 0)},
+	{section: "Channels", env: "AGENTOWL_SMTP_COMMAND_TIMEOUT", def: "5m", bound: "a positive duration",
+		help: "time an SMTP client has for its next command or data", set: duration(func(c *server.Config) *time.Duration { return &c.SMTP.CommandTimeout })},
+	{section: "Channels", env: "AGENTOWL_SMTP_SESSION_TIMEOUT", def: "10m", bound: "a positive duration",
+		help: "longest SMTP connection; the server then closes it", set: duration(func(c *server.Config) *time.Duration { return &c.SMTP.SessionTimeout })},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_MESSAGE_BYTES", def: "26214400 (25 MiB)", bound: fmt.Sprintf("1–%d", ingress.MaxMailBytes),
+		help: "largest email as received, MIME encoding included (smtp: 552 5.3.4; cloudflare-email: 413)",
+		set:  byteCount(func(c *server.Config) *int64 { return &c.Ingress.Mail.MaxMessageBytes }, ingress.MaxMailBytes)},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_PARTS", def: "20", bound: "≥ 1",
+		help: "MIME leaf parts per email, body text included", set: count(func(c *server.Config) *int { return &c.Ingress.Mail.MaxParts }, 0)},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_PART_BYTES", def: "10485760 (10 MiB)", bound: "≥ 1",
+		help: "decoded bytes per MIME part", set: byteCount(func(c *server.Config) *int64 { return &c.Ingress.Mail.MaxPartBytes }, 0)},
 }
 
 // serveFlags registers the flags of the settings that have one.
@@ -200,6 +224,16 @@ func count(field func(*server.Config) *int, most int) func(*server.Config, strin
 	return func(c *server.Config, v string) error {
 		n, err := positive(v, most)
 		*field(c) = n
+		return err
+	}
+}
+
+// byteCount parses a positive number of bytes of at most most (0:
+// unbounded).
+func byteCount(field func(*server.Config) *int64, most int) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		n, err := positive(v, most)
+		*field(c) = int64(n)
 		return err
 	}
 }

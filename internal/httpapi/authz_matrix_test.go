@@ -37,9 +37,10 @@ var authzRoutes = map[string]need{
 	"GET /readyz":  needPublic,
 	"GET /metrics": needPublic,
 
-	"POST /in/webhook/{token}": needIngress,
-	"POST /in/sms/{token}":     needIngress,
-	"POST /in/voice/{token}":   needIngress,
+	"POST /in/webhook/{token}":          needIngress,
+	"POST /in/cloudflare-email/{token}": needIngress,
+	"POST /in/sms/{token}":              needIngress,
+	"POST /in/voice/{token}":            needIngress,
 
 	"POST /v1/instances":        needProvisioner,
 	"GET /v1/instances/{id}":    needProvisioner,

@@ -389,3 +389,36 @@ func TestConversationReset(t *testing.T) {
 		expectRefused(t, "reset an unknown conversation", e.reset(e.operatorToken, "conv_nope", nil), http.StatusNotFound, "not_found")
 	})
 }
+
+// TestConversationLinkEmail: an email linked into another conversation
+// takes its thread along: a reply to it continues that conversation, from
+// one of its senders, who became a participant there.
+func TestConversationLinkEmail(t *testing.T) {
+	t.Parallel()
+	forEachConversationsBackend(t, func(t *testing.T, e *convEnv) {
+		b := wantJSON(t, "create binding", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
+			map[string]any{"channel": "cloudflare-email", "endpoint_id": e.endpoint}), http.StatusCreated)
+		path, secret := strings.TrimPrefix(b["ingress_url"].(string), e.srv.URL), b["secret"].(string)
+		mail := func(from, messageID, inReplyTo string) map[string]any {
+			t.Helper()
+			raw := "From: " + from + "\r\nTo: support@mail.example.com\r\nSubject: order 7\r\nMessage-ID: <" + messageID + ">\r\n"
+			if inReplyTo != "" {
+				raw += "In-Reply-To: <" + inReplyTo + ">\r\nReferences: <" + inReplyTo + ">\r\n"
+			}
+			raw += "Content-Type: text/plain\r\n\r\nWhere is order 7?\r\n"
+			return wantJSON(t, "email "+messageID, e.do(http.MethodPost, path, "", raw, "Content-Type", "message/rfc822",
+				"Authorization", "Bearer "+secret, "AgentOwl-Envelope-From", from, "AgentOwl-Envelope-To", "support@mail.example.com"),
+				http.StatusAccepted)
+		}
+		first := mail("alice@example.org", "m1@example.org", "")
+		second := mail("carol@example.org", "m2@example.org", "")
+		if first["conversation_id"] == second["conversation_id"] {
+			t.Fatal("two unrelated emails share a conversation")
+		}
+		wantJSON(t, "link", e.link(e.operatorToken, first["conversation_id"].(string), second["event_id"].(string)), http.StatusOK)
+		reply := mail("carol@example.org", "m3@example.org", "m2@example.org")
+		if reply["conversation_id"] != first["conversation_id"] || reply["follow_up"] != true {
+			t.Fatalf("carol's reply to her linked email = %v, want conversation %v", reply, first["conversation_id"])
+		}
+	})
+}

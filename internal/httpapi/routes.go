@@ -142,6 +142,7 @@ func (s *Server) routes() []route {
 			gate: s.runtime(work.ScopeDecisions, s.postReceipt)},
 
 		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelWebhook, s.receiveWebhook)},
+		{method: post, pattern: "/in/cloudflare-email/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelCloudflareEmail, s.receiveCloudflareEmail)},
 		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelSMS, s.receiveProvider)},
 		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelVoice, s.receiveProvider)},
 	} {

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -247,6 +248,9 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 			return err
 		}
 		ev.ConversationID, ev.FollowUp = target.ID, true
+		if err := s.joinMailThread(ctx, tx, ev, target); err != nil {
+			return err
+		}
 		if ev.ReceivedAt.After(target.LastEventAt) {
 			if err := tx.ConversationTouch(ctx, target.ID, ev.ReceivedAt); err != nil {
 				return err
@@ -271,6 +275,22 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 		return nil, err
 	}
 	return &out, nil
+}
+
+// joinMailThread makes an email event linked into c part of c's thread:
+// its addresses become c's participants (its Message-ID moved with the
+// event, EventMove), so that replies to it continue c.
+func (s *Service) joinMailThread(ctx context.Context, tx store.Tx, ev *store.Event, c *store.Conversation) error {
+	if ev.Channel != ChannelSMTP && ev.Channel != ChannelCloudflareEmail {
+		return nil
+	}
+	var p mailPayload
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		return err
+	}
+	// No MessageID: Joined would record it anew; the record moved instead.
+	m := &Mail{From: p.From, To: p.To, Cc: p.Cc, ReplyTo: p.ReplyTo}
+	return s.mailThread(m, ev.Sender, p.Envelope.To).Joined(ctx, tx, ev, c)
 }
 
 // ResetConversation ends a conversation of the tenant: its session is

@@ -36,12 +36,17 @@ type Config struct {
 	// (the MX of the SMTP listener). Defaults to none: an smtp binding then
 	// needs an explicit address.
 	SMTPDomain string
+	// Mail bounds the email channels' messages.
+	Mail MailLimits
 }
 
 // Validate reports a setting out of its bounds.
 func (c Config) Validate() error {
 	if c.SMTPDomain != "" && !hostName(c.SMTPDomain) {
 		return fmt.Errorf("ingress: SMTP domain %q is not a host name", c.SMTPDomain)
+	}
+	if c.Mail.MaxMessageBytes > MaxMailBytes {
+		return fmt.Errorf("ingress: email message limit %d is over %d bytes", c.Mail.MaxMessageBytes, MaxMailBytes)
 	}
 	return nil
 }
@@ -56,6 +61,7 @@ func (c Config) withDefaults() Config {
 	if c.SignatureTolerance <= 0 {
 		c.SignatureTolerance = webhook.DefaultTolerance
 	}
+	c.Mail = c.Mail.withDefaults()
 	return c
 }
 
@@ -94,6 +100,8 @@ type Service struct {
 	box     *secret.Box
 	cfg     Config
 	limiter *ratelimit.Limiter
+	// partSinks receives email parts' bytes (SetPartSinks); nil: none.
+	partSinks PartSinks
 }
 
 // New returns a Service that hands events over through w. box seals

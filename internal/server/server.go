@@ -26,6 +26,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/ingress/smtp"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -70,6 +71,8 @@ type Config struct {
 	Egress     egress.Config
 	Work       work.Config
 	Ingress    ingress.Config
+	// SMTP is the inbound SMTP listener; off unless SMTP.Listen is set.
+	SMTP smtp.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -135,6 +138,8 @@ type Server struct {
 	ingress  *ingress.Service
 	api      *httpapi.Server
 	http     *http.Server
+	smtp     *smtp.Server
+	smtpAddr string
 	cancel   context.CancelFunc
 	done     chan struct{}
 
@@ -226,6 +231,12 @@ func (s *Server) start(ctx context.Context) (err error) {
 		wg.Go(func() { s.work.Run(bg) })
 		wg.Wait()
 	}()
+	if cfg.SMTP.Listen != "" {
+		if err := s.startSMTP(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	limited := s.api.LimitListener(ln)
 	go func() {
 		if err := s.http.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -235,6 +246,29 @@ func (s *Server) start(ctx context.Context) (err error) {
 	cfg.Logger.Info("agentowl serving", "addr", s.addr, "database", s.store.Dialect())
 	return nil
 }
+
+// startSMTP starts the inbound SMTP listener.
+func (s *Server) startSMTP() error {
+	srv, err := smtp.New(s.cfg.SMTP, s.ingress, s.cfg.Clock, s.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.SMTP.Listen)
+	if err != nil {
+		return fmt.Errorf("smtp: %w", err)
+	}
+	s.smtp, s.smtpAddr = srv, ln.Addr().String()
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			s.cfg.Logger.Error("smtp server stopped", "err", err)
+		}
+	}()
+	s.cfg.Logger.Info("agentowl receiving mail", "addr", s.smtpAddr)
+	return nil
+}
+
+// SMTPAddr is the bound SMTP listen address ("" without a listener).
+func (s *Server) SMTPAddr() string { return s.smtpAddr }
 
 // Addr is the bound listen address.
 func (s *Server) Addr() string { return s.addr }
@@ -316,6 +350,11 @@ func (s *Server) close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err = s.http.Shutdown(ctx)
+	}
+	if s.smtp != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = errors.Join(err, s.smtp.Close(ctx))
 	}
 	if s.cancel != nil {
 		s.cancel()

@@ -48,7 +48,9 @@ type Conversations interface {
 	// EventCountByConversation counts a conversation's events.
 	EventCountByConversation(ctx context.Context, conversationID string) (int, error)
 	// EventMove puts an event in another conversation, with its follow-up
-	// flag; ErrNotFound if there is no such event.
+	// flag and, for an email, its Message-ID record (EmailThreads), so that
+	// replies to it continue that conversation; ErrNotFound if there is no
+	// such event.
 	EventMove(ctx context.Context, id, conversationID string, followUp bool) error
 	// WorkMoveByEvent puts every work of an event in another conversation.
 	WorkMoveByEvent(ctx context.Context, eventID, conversationID string) error

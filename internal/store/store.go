@@ -130,6 +130,7 @@ type Tx interface {
 	Slots
 	AgentWork
 	Attention
+	EmailThreads
 	Conversations
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.

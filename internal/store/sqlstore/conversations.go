@@ -55,7 +55,12 @@ func (t *tx) EventCountByConversation(ctx context.Context, conversationID string
 }
 
 func (t *tx) EventMove(ctx context.Context, id, conversationID string, followUp bool) error {
-	return t.execOne(ctx, `UPDATE events SET conversation_id = ?, follow_up = ? WHERE id = ?`, conversationID, boolInt(followUp), id)
+	if err := t.execOne(ctx, `UPDATE events SET conversation_id = ?, follow_up = ? WHERE id = ?`, conversationID, boolInt(followUp), id); err != nil {
+		return err
+	}
+	// An email's Message-ID names the conversation replies continue.
+	_, err := t.exec(ctx, `UPDATE email_messages SET conversation_id = ? WHERE event_id = ?`, conversationID, id)
+	return err
 }
 
 func (t *tx) WorkMoveByEvent(ctx context.Context, eventID, conversationID string) error {

@@ -182,6 +182,10 @@ func testEventMove(t *testing.T, e *env) {
 	bw := e.work(t, newWork(ep, bystander, 1, e.now))
 	to := newConversation(read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, ev.BindingID) }), "", e.now)
 	e.write(t, func(tx store.Tx) error {
+		if err := tx.EmailMessageCreate(e.ctx, &store.EmailMessage{TenantID: tn.ID, BindingID: ev.BindingID, MessageID: "m1@example.org",
+			ConversationID: from.ID, EventID: ev.ID}); err != nil {
+			return err
+		}
 		if err := tx.ConversationCreate(e.ctx, to); err != nil {
 			return err
 		}
@@ -197,6 +201,10 @@ func testEventMove(t *testing.T, e *env) {
 		equal(t, "moved work", e.getWork(t, w.ID), w)
 	}
 	equal(t, "another event's work", e.getWork(t, bw.ID), bw)
+	convs := read(t, e, func(tx store.Tx) ([]string, error) {
+		return tx.EmailConversations(e.ctx, tn.ID, ev.BindingID, []string{"m1@example.org"})
+	})
+	equal(t, "the moved email's Message-ID", convs, []string{to.ID})
 	n := read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, from.ID) })
 	equal(t, "events left in the first conversation", n, 0)
 	wantErr(t, "moving an unknown event", e.writeErr(func(tx store.Tx) error {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ var workTests = []struct {
 	{"RuntimeCredentials", testRuntimeCredentials},
 	{"Bindings", testBindings},
 	{"BindingChannels", testBindingChannels},
+	{"EmailThreads", testEmailThreads},
 	{"Conversations", testConversations},
 	{"Events", testEvents},
 	{"WorkRoundTrip", testWorkRoundTrip},
@@ -601,4 +603,69 @@ func testCallbacks(t *testing.T, e *env) {
 	equal(t, "callbacks in the order recorded", list, []*store.Callback{c5, c2, c9})
 	list = read(t, e, func(tx store.Tx) ([]*store.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 2) })
 	equal(t, "the latest callbacks, in the order recorded", list, []*store.Callback{c2, c9})
+}
+
+// testEmailThreads checks the Message-IDs of email conversations, found
+// only at their binding and tenant, and conversation participants.
+func testEmailThreads(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	b1, b2 := e.binding(t, ep), e.binding(t, ep)
+	c1, c2 := newConversation(b1, "", e.now), newConversation(b1, "", e.now)
+	ev1, ev2, ev3 := newEvent(c1, e.now), newEvent(c2, e.now), newEvent(c1, e.now)
+	e.write(t, func(tx store.Tx) error {
+		for _, c := range []*store.Conversation{c1, c2} {
+			if err := tx.ConversationCreate(e.ctx, c); err != nil {
+				return err
+			}
+		}
+		for _, ev := range []*store.Event{ev1, ev2, ev3} {
+			if err := tx.EventCreate(e.ctx, ev); err != nil {
+				return err
+			}
+		}
+		for _, m := range []*store.EmailMessage{
+			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org", ConversationID: c1.ID, EventID: ev1.ID},
+			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "b@example.org", ConversationID: c2.ID, EventID: ev2.ID},
+			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "c@example.org", ConversationID: c1.ID, EventID: ev3.ID},
+		} {
+			if err := tx.EmailMessageCreate(e.ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	convs := func(tenantID, bindingID string, ids ...string) []string {
+		t.Helper()
+		got := read(t, e, func(tx store.Tx) ([]string, error) { return tx.EmailConversations(e.ctx, tenantID, bindingID, ids) })
+		slices.Sort(got)
+		return got
+	}
+	both := []string{c1.ID, c2.ID}
+	slices.Sort(both)
+	equal(t, "one message", convs(tn.ID, b1.ID, "a@example.org"), []string{c1.ID})
+	equal(t, "two messages of one conversation", convs(tn.ID, b1.ID, "a@example.org", "c@example.org", "x@example.org"), []string{c1.ID})
+	equal(t, "messages of two conversations", convs(tn.ID, b1.ID, "a@example.org", "b@example.org"), both)
+	equal(t, "another binding", len(convs(tn.ID, b2.ID, "a@example.org")), 0)
+	equal(t, "another tenant", len(convs("t-other", b1.ID, "a@example.org")), 0)
+	equal(t, "no IDs", len(convs(tn.ID, b1.ID)), 0)
+	wantErr(t, "a binding's Message-ID twice", e.writeErr(func(tx store.Tx) error {
+		return tx.EmailMessageCreate(e.ctx, &store.EmailMessage{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org",
+			ConversationID: c2.ID, EventID: ev2.ID})
+	}), store.ErrConflict)
+
+	e.write(t, func(tx store.Tx) error {
+		for range 2 { // adding an address twice is no error
+			if err := tx.ConversationParticipantAdd(e.ctx, c1.ID, "alice@example.org"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	has := func(c, addr string) bool {
+		return read(t, e, func(tx store.Tx) (bool, error) { return tx.ConversationHasParticipant(e.ctx, c, addr) })
+	}
+	if !has(c1.ID, "alice@example.org") || has(c2.ID, "alice@example.org") || has(c1.ID, "bob@example.org") {
+		t.Fatal("participants are not kept per conversation")
+	}
 }
