@@ -73,6 +73,10 @@ const (
 	ECodeAlreadyDecided     = "already_decided"
 	ECodeDecisionConflict   = "decision_conflict"
 	ECodeNotARequest        = "not_a_request"
+	// Redrive (docs/operating.md, 409): the message was delivered (or its
+	// decision's receipt is in), or it is still being delivered.
+	ECodeAlreadyDelivered = "already_delivered"
+	ECodeDeliveryPending  = "delivery_pending"
 	// Conversations (docs/channels.md, 409): event_handed_off (linking an
 	// event whose handoff may have reached the runtime), conversation_ended
 	// (linking into or resetting an ended conversation), binding_mismatch

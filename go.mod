@@ -15,6 +15,7 @@ require (
 	github.com/spf13/cobra v1.10.2 // the CLI: commands, flags, help
 	github.com/spf13/pflag v1.0.9 // serve's flags from the settings table (cobra's flag package)
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // tests: an independent check of our Standard Webhooks signatures
+	go.yaml.in/yaml/v3 v3.0.6 // tests: compose.yaml's settings are checked against serve's settings table
 	modernc.org/sqlite v1.62.0 // the default store: embedded SQLite without cgo
 )
 
@@ -43,7 +44,6 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/exp v0.0.0-20261109185158-a52e3aef5920 // indirect
 	golang.org/x/sync v0.25.0 // indirect

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/server"
 )
 
@@ -42,8 +43,11 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.BoolVar(&c.json, "json", false, "print one JSON document on stdout")
 	pf.StringVar(&c.url, "url", "", "server URL (env AGENTOWL_URL, default http://127.0.0.1:8470)")
 	pf.StringVar(&c.token, "token", "", "operator token (env AGENTOWL_TOKEN)")
-	root.AddCommand(c.serveCommand(), c.adminCommand())
+	root.AddCommand(c.serveCommand(), c.adminCommand(), c.versionCommand())
 	root.AddCommand(c.receiverCommand())
+	// --version prints what `agentowl version` prints.
+	root.Version = buildinfo.Get().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	c.addOperatorCommands(root)
 	// Cobra prints every error once, to stderr, as "error: …" (usage errors
 	// included); the exit code is then non-zero.
@@ -190,6 +194,19 @@ func table(w io.Writer, header string, rows [][]string) {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	tw.Flush()
+}
+
+// versionCommand prints the build: version, commit and Go version (--json:
+// one object). It needs no server.
+func (c *cli) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and Go version of this binary",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b := buildinfo.Get()
+			return c.emit(b, func(w io.Writer) { fmt.Fprintln(w, b.String()) })
+		},
+	}
 }
 
 func (c *cli) serveCommand() *cobra.Command {

@@ -104,8 +104,9 @@ func showItem(w io.Writer, it item, keys ...string) {
 func (c *cli) addOperatorCommands(root *cobra.Command) {
 	root.AddCommand(c.tenantsCommand(), c.operatorsCommand(), c.tokensCommand("operator-tokens", "operator"),
 		c.tokensCommand("provisioner-tokens", "provisioner"), c.auditCommand(), c.instancesCommand(),
-		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand())
+		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand(), c.maintenanceCommand())
 	c.addWorkCommands(root)
+	c.addOpsCommands(root)
 	root.AddCommand(c.conversationsCommand())
 }
 
@@ -137,23 +138,28 @@ func (c *cli) deliveriesCommand() *cobra.Command {
 			return c.emit(out, func(w io.Writer) {
 				showItem(w, out, "id", "kind", "destination", "subject", "state", "attempts", "created_at", "deadline_at",
 					"next_attempt_at", "ended_at", "last_status", "last_error")
-				hist, _ := out["attempt_history"].([]any)
-				list := make([]item, 0, len(hist))
-				for _, h := range hist {
-					if m, ok := h.(map[string]any); ok {
-						list = append(list, m)
-					}
-				}
-				if len(list) > 0 {
-					fmt.Fprintln(w)
-					table(w, "#\tSTARTED\tENDED\tSTATUS\tERROR\tURL", rows(list, col("n"), col("started_at"), col("ended_at"),
-						col("status_code"), col("error"), col("url")))
-				}
+				printAttempts(w, out)
 			})
 		}}
 	c.tenantFlag(inspect)
 	cmd.AddCommand(list, inspect)
 	return cmd
+}
+
+// printAttempts prints a delivery's attempt_history, if any, as a table.
+func printAttempts(w io.Writer, delivery item) {
+	hist, _ := delivery["attempt_history"].([]any)
+	list := make([]item, 0, len(hist))
+	for _, h := range hist {
+		if m, ok := h.(map[string]any); ok {
+			list = append(list, m)
+		}
+	}
+	if len(list) > 0 {
+		fmt.Fprintln(w)
+		table(w, "#\tSTARTED\tENDED\tSTATUS\tERROR\tURL", rows(list, col("n"), col("started_at"), col("ended_at"),
+			col("status_code"), col("error"), col("url")))
+	}
 }
 
 func (c *cli) tenantsCommand() *cobra.Command {

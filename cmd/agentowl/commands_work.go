@@ -69,7 +69,7 @@ func (c *cli) apiURLFlag(cmd *cobra.Command) {
 func (c *cli) endpointPath(id string) string { return c.tenantPath("/endpoints/" + url.PathEscape(id)) }
 
 func printEndpoint(w io.Writer, ep item) {
-	showItem(w, ep, "id", "name", "url", "config.agent_work", "decision_url", "decision_secret_set", "bindings", "created_at", "updated_at")
+	showItem(w, ep, "id", "name", "url", "config.agent_work", "decision_url", "decision_secret_set", "overdue", "bindings", "created_at", "updated_at")
 	if creds := itemList(ep["runtime_credentials"]); len(creds) > 0 {
 		fmt.Fprintln(w)
 		r := rows(creds, col("id"), col("status"), col("scopes"), col("expires_at"), col("label"))
@@ -204,7 +204,7 @@ func (c *cli) endpointsCommand() *cobra.Command {
 			})
 		}}
 	c.tenantFlag(rotate)
-	cmd.AddCommand(list, create, inspect, update, del, rotate)
+	cmd.AddCommand(list, create, inspect, update, del, rotate, c.endpointOverdueCommand())
 	return cmd
 }
 

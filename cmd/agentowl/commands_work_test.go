@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/workclient"
 )
@@ -23,11 +24,18 @@ import (
 // runtimes (egress allowed to loopback, trusting httptest's certificate).
 func (s site) startWork(t *testing.T, caPEM []byte) *running {
 	t.Helper()
+	return s.startWorkWith(t, caPEM, func(*server.Config) {})
+}
+
+// startWorkWith is startWork with the configuration adjusted by adjust.
+func (s site) startWorkWith(t *testing.T, caPEM []byte, adjust func(*server.Config)) *running {
+	t.Helper()
 	var out bytes.Buffer
 	cfg := s.config(nil, &out)
 	cfg.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	cfg.Egress.ExtraRootsPEM = caPEM
 	cfg.Delivery.RetryMinDelay, cfg.Delivery.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
+	adjust(&cfg)
 	m := servertest.Start(t, cfg)
 	return &running{m: m, url: m.URL(), stdout: out.String()}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
@@ -265,6 +266,9 @@ func TestMainBootstrapAndHealth(t *testing.T) {
 		expectStatus(t, "/healthz", r, http.StatusOK)
 		if got := r.object(t)["status"]; got != "ok" {
 			t.Errorf("/healthz status = %v, want ok", got)
+		}
+		if b := buildinfo.Get(); r.object(t)["version"] != b.Version || r.object(t)["commit"] != b.Commit {
+			t.Errorf("/healthz = %s, want version %q and commit %q", r.body, b.Version, b.Commit)
 		}
 		r = send(t, http.MethodGet, first.url+"/readyz", "", nil)
 		expectStatus(t, "/readyz", r, http.StatusOK)

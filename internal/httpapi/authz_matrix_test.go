@@ -54,6 +54,8 @@ var authzRoutes = map[string]need{
 	"GET /api/v1/tenants":  needMember,
 	"POST /api/v1/tenants": needSystemAdmin,
 
+	"GET /api/v1/maintenance": needSystemAdmin,
+
 	"GET /api/v1/tenants/{tenant}/operators":                           needMember,
 	"POST /api/v1/tenants/{tenant}/operators":                          needAdmin,
 	"GET /api/v1/tenants/{tenant}/operator-tokens":                     needMember,
@@ -95,6 +97,13 @@ var authzRoutes = map[string]need{
 	"POST /api/v1/tenants/{tenant}/attention/{id}/ack":                 needMember,
 	"POST /api/v1/tenants/{tenant}/attention/{id}/resolve":             needMember,
 	"POST /api/v1/tenants/{tenant}/attention/{id}/decision":            needMember,
+	"GET /api/v1/tenants/{tenant}/work-outbox":                         needMember,
+	"GET /api/v1/tenants/{tenant}/work-outbox/{id}":                    needMember,
+	"POST /api/v1/tenants/{tenant}/work-outbox/{id}/redrive":           needAdmin,
+	"GET /api/v1/tenants/{tenant}/ingress-publications":                needMember,
+	"GET /api/v1/tenants/{tenant}/ingress-publications/{id}":           needMember,
+	"POST /api/v1/tenants/{tenant}/ingress-publications/{id}/redrive":  needAdmin,
+	"GET /api/v1/tenants/{tenant}/doctor":                              needAdmin,
 	"GET /api/v1/tenants/{tenant}/conversations":                       needMember,
 	"GET /api/v1/tenants/{tenant}/conversations/{id}":                  needMember,
 	"GET /api/v1/tenants/{tenant}/conversations/{id}/events":           needMember,

@@ -54,6 +54,8 @@ var statusOf = map[string]int{
 	agentowl.ECodeAlreadyDecided:            http.StatusConflict,
 	agentowl.ECodeDecisionConflict:          http.StatusConflict,
 	agentowl.ECodeNotARequest:               http.StatusConflict,
+	agentowl.ECodeAlreadyDelivered:          http.StatusConflict,
+	agentowl.ECodeDeliveryPending:           http.StatusConflict,
 	agentowl.ECodeInvalidProviderSignature:  http.StatusForbidden,
 	agentowl.ECodeEventHandedOff:            http.StatusConflict,
 	agentowl.ECodeConversationEnded:         http.StatusConflict,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
@@ -1114,7 +1115,9 @@ func TestOperatorBadInput(t *testing.T) {
 func TestOperatorHealthAndMetrics(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		h := newOpHarness(t, e)
-		if got := h.ok(h.call("GET", "/healthz", "", nil), 200); !reflect.DeepEqual(got, map[string]any{"status": "ok"}) {
+		b := buildinfo.Get()
+		if got := h.ok(h.call("GET", "/healthz", "", nil), 200); !reflect.DeepEqual(got,
+			map[string]any{"status": "ok", "version": b.Version, "commit": b.Commit}) {
 			t.Fatalf("healthz = %v", got)
 		}
 		want := map[string]any{"status": "ready", "database": e.store.Dialect()}

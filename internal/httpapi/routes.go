@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
@@ -107,6 +108,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/audit", surface: surfaceOperator, gate: s.admin(s.listAudit)},
 		{method: get, pattern: t + "/deliveries", surface: surfaceOperator, gate: s.member(s.listDeliveries)},
 		{method: get, pattern: t + "/deliveries/{id}", surface: surfaceOperator, gate: s.member(s.inspectDelivery)},
+		{method: get, pattern: "/api/v1/maintenance", surface: surfaceOperator, gate: s.admin(s.maintenanceStatus)},
 	}
 	for _, r := range []route{
 		{method: get, pattern: t + "/endpoints", surface: surfaceOperator, gate: s.member(s.listEndpoints)},
@@ -130,6 +132,15 @@ func (s *Server) routes() []route {
 		{method: post, pattern: t + "/attention/{id}/ack", surface: surfaceOperator, gate: s.member(s.ackAttention)},
 		{method: post, pattern: t + "/attention/{id}/resolve", surface: surfaceOperator, gate: s.member(s.resolveAttention)},
 		{method: post, pattern: t + "/attention/{id}/decision", surface: surfaceOperator, gate: s.member(s.decideAttention)},
+		{method: get, pattern: t + "/work-outbox", surface: surfaceOperator, gate: s.member(s.listQueue(work.WorkOutbox, "endpoint", "work"))},
+		{method: get, pattern: t + "/work-outbox/{id}", surface: surfaceOperator, gate: s.member(s.inspectQueue(work.WorkOutbox))},
+		{method: post, pattern: t + "/work-outbox/{id}/redrive", surface: surfaceOperator, gate: s.admin(s.redriveQueue(work.WorkOutbox))},
+		{method: get, pattern: t + "/ingress-publications", surface: surfaceOperator,
+			gate: s.member(s.listQueue(work.IngressPublications, "endpoint", "binding", "event"))},
+		{method: get, pattern: t + "/ingress-publications/{id}", surface: surfaceOperator, gate: s.member(s.inspectQueue(work.IngressPublications))},
+		{method: post, pattern: t + "/ingress-publications/{id}/redrive", surface: surfaceOperator,
+			gate: s.admin(s.redriveQueue(work.IngressPublications))},
+		{method: get, pattern: t + "/doctor", surface: surfaceOperator, gate: s.admin(s.tenantDoctor)},
 		{method: get, pattern: t + "/conversations", surface: surfaceOperator, gate: s.member(s.listConversations)},
 		{method: get, pattern: t + "/conversations/{id}", surface: surfaceOperator, gate: s.member(s.inspectConversation)},
 		{method: get, pattern: t + "/conversations/{id}/events", surface: surfaceOperator, gate: s.member(s.conversationEvents)},
@@ -349,8 +360,12 @@ func (s *Server) authenticateRuntime(r *http.Request) (*store.RuntimeCredential,
 	return c, nil
 }
 
+// healthz answers while the process serves HTTP, naming the running build
+// so that an operator (or a rollout script) sees which version each replica
+// runs.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	b := buildinfo.Get()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": b.Version, "commit": b.Commit})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

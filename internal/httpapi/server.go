@@ -21,8 +21,10 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -85,6 +87,10 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	work     *workAPI // agent work (runtime.go); nil without Services.Work
+	// maintenance is the scheduler whose status GET /api/v1/maintenance
+	// reports; nil when none runs.
+	maintenance *maintenance.Scheduler
+	doctor      *doctor.Service
 }
 
 // Services are what the HTTP surfaces call. Work and Ingress are optional:
@@ -98,12 +104,17 @@ type Services struct {
 	Store    store.Store
 	Clock    agentowl.Clock
 	Log      *slog.Logger
+	// Maintenance is the scheduler, optional: without it GET
+	// /api/v1/maintenance answers 503.
+	Maintenance *maintenance.Scheduler
+	// Doctor serves the tenant health report with the agent-work routes.
+	Doctor *doctor.Service
 }
 
 // New returns a Server.
 func New(svc Services, cfg Config) *Server {
 	s := &Server{access: svc.Access, approval: svc.Approval, store: svc.Store, clock: svc.Clock, log: svc.Log,
-		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry()}
+		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry(), maintenance: svc.Maintenance, doctor: svc.Doctor}
 	if svc.Work != nil && svc.Ingress != nil {
 		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock)}
 	}

@@ -96,10 +96,7 @@ func (e *env) conversationEvents(t *testing.T, id string) []map[string]any {
 }
 
 // settle waits until every handoff is acknowledged, so that a day of the
-// fake clock cannot expire an attempt in flight, and then for the engine
-// to hand back the destination's idle slots, which it does after a moment
-// of real time (200ms): retention purges slot rows a day old, and a day
-// of the fake clock passes in no real time at all.
+// fake clock cannot overtake an attempt in flight (its lease would lapse).
 func (e *workEnv) settle(t *testing.T) {
 	t.Helper()
 	eventually(t, syncLimit, "every handoff acknowledged", func() bool {
@@ -110,7 +107,6 @@ func (e *workEnv) settle(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(time.Second)
 }
 
 // deliveryOf returns the runtime's delivery of event id, failing the test

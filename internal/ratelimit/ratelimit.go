@@ -127,6 +127,29 @@ func (t Token) Return(ctx context.Context) {
 	}
 }
 
+// Limit returns the limiter's limit.
+func (l *Limiter) Limit() Limit { return l.limit }
+
+// Used reports how many events of key the shared counter holds for the
+// current window and for the one before it, as every process sharing the
+// database recorded them: each adds its tally once it reaches a twentieth
+// of the limit, so the counts may lag by that share per process. For
+// health reports (work-doctor); it writes nothing.
+func (l *Limiter) Used(ctx context.Context, key string) (current, previous int64, err error) {
+	if l.limit.Per <= 0 {
+		return 0, 0, nil
+	}
+	start := l.clock.Now().Truncate(l.limit.Per)
+	err = l.store.Read(ctx, func(tx store.Tx) error {
+		if current, err = tx.CounterGet(ctx, l.name+":"+key, start); err != nil {
+			return err
+		}
+		previous, err = tx.CounterGet(ctx, l.name+":"+key, start.Add(-l.limit.Per))
+		return err
+	})
+	return current, previous, err
+}
+
 func (l *Limiter) window(key string) *window {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -141,3 +141,46 @@ func TestZeroLimitIsUnlimited(t *testing.T) {
 		t.Fatal("nil limiter refused")
 	}
 }
+
+// Used reads what every process recorded in the current and the previous
+// window, without counting anything itself.
+func TestUsed(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			st := b.Open(t)
+			clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 30, 0, time.UTC))
+			// A limit under 20 adds every event to the shared count at once.
+			a := ratelimit.New("test", ratelimit.Limit{Events: 10, Per: time.Minute}, st, clock)
+			ctx := context.Background()
+			used := func() (int64, int64) {
+				t.Helper()
+				cur, prev, err := a.Used(ctx, "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cur, prev
+			}
+			if cur, prev := used(); cur != 0 || prev != 0 {
+				t.Fatalf("before any event: %d, %d", cur, prev)
+			}
+			for range 4 {
+				a.Allow(ctx, "k")
+			}
+			if cur, prev := used(); cur != 4 || prev != 0 {
+				t.Fatalf("after 4 events: current %d, previous %d", cur, prev)
+			}
+			clock.Advance(time.Minute)
+			a.Allow(ctx, "k")
+			if cur, prev := used(); cur != 1 || prev != 4 {
+				t.Fatalf("in the next window: current %d, previous %d; want 1 and 4", cur, prev)
+			}
+			if cur, prev := used(); cur != 1 || prev != 4 {
+				t.Fatalf("Used counted itself: current %d, previous %d", cur, prev)
+			}
+			if got := a.Limit(); got.Events != 10 || got.Per != time.Minute {
+				t.Fatalf("Limit() = %+v", got)
+			}
+		})
+	}
+}

@@ -23,10 +23,12 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ingress/smtp"
+	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -73,6 +75,9 @@ type Config struct {
 	Ingress    ingress.Config
 	// SMTP is the inbound SMTP listener; off unless SMTP.Listen is set.
 	SMTP smtp.Config
+	// Maintenance configures the scheduler: its leadership, the jobs'
+	// intervals, the overdue defaults and the retention windows.
+	Maintenance maintenance.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -136,6 +141,7 @@ type Server struct {
 	egress   *egress.Client
 	work     *work.Service
 	ingress  *ingress.Service
+	sched    *maintenance.Scheduler
 	api      *httpapi.Server
 	http     *http.Server
 	smtp     *smtp.Server
@@ -213,10 +219,17 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.engine.Handle("endpoint", s.work.ResolveDestination)
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
 	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
+	if s.sched, err = maintenance.New(s.store, cfg.Clock, cfg.Maintenance, maintenance.Services{Approval: s.approval, Work: s.work}, cfg.Logger); err != nil {
+		ln.Close()
+		return err
+	}
 
+	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
+		CallbackRate: s.work.CallbackRate(), Scheduler: s.sched, Overdue: s.sched})
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, cfg.HTTP)
+		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched}, cfg.HTTP)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
+	s.api.Register(s.sched.Collectors()...)
 	s.http = s.api.HTTPServer()
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -224,11 +237,10 @@ func (s *Server) start(ctx context.Context) (err error) {
 	go func() {
 		defer close(s.done)
 		var wg sync.WaitGroup
-		wg.Go(func() { s.approval.Run(bg) })
 		if !s.cfg.NoDelivery {
 			wg.Go(func() { s.engine.Run(bg) })
 		}
-		wg.Go(func() { s.work.Run(bg) })
+		wg.Go(func() { s.sched.Run(bg) })
 		wg.Wait()
 	}()
 	if cfg.SMTP.Listen != "" {
@@ -306,6 +318,9 @@ func (s *Server) Work() *work.Service { return s.work }
 
 // Ingress returns the channel ingress use-cases.
 func (s *Server) Ingress() *ingress.Service { return s.ingress }
+
+// Scheduler returns the maintenance scheduler.
+func (s *Server) Scheduler() *maintenance.Scheduler { return s.sched }
 
 // Box returns the sealing of stored secrets.
 func (s *Server) Box() *secret.Box { return s.box }

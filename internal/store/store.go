@@ -131,6 +131,8 @@ type Tx interface {
 	AgentWork
 	Attention
 	EmailThreads
+	Maintenance
+	Operations
 	Conversations
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
@@ -145,10 +147,6 @@ type Tx interface {
 	// CounterAdd adds delta to the counter of key in the window starting at
 	// windowStart and returns the new total.
 	CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error)
-
-	// Purge deletes what retention no longer requires at now and reports how
-	// many rows went.
-	Purge(ctx context.Context, now time.Time) (int64, error)
 }
 
 // TokenListParams filters TokenList.
@@ -208,6 +206,11 @@ type Message struct {
 	LastError   string
 	EndedAt     *time.Time
 	RetainUntil *time.Time
+	// Redrives counts the attempt series an operator started by hand
+	// (work-outbox redrive); AttemptBase is how many attempts were made
+	// before the current series, whose backoff counts from there.
+	Redrives    int
+	AttemptBase int
 }
 
 // MessageState is where a message is in its life.

@@ -31,6 +31,9 @@ type Endpoint struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	DeletedAt      *time.Time
+
+	// Overdue is when its work counts as overdue (internal/maintenance).
+	Overdue EndpointOverdue
 }
 
 // RuntimeCredential is an endpoint-bound bearer credential of an agent

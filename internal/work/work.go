@@ -119,6 +119,10 @@ func New(st store.Store, clock agentowl.Clock, box *secret.Box, checkURL func(st
 // Config returns the effective configuration (defaults applied).
 func (s *Service) Config() Config { return s.cfg }
 
+// CallbackRate returns the limiter of callback requests per endpoint (keyed
+// by endpoint ID), for health reports.
+func (s *Service) CallbackRate() *ratelimit.Limiter { return s.callbackLimit }
+
 // Wake prompts the delivery engine; ingress calls it after committing
 // handoffs.
 func (s *Service) Wake() { s.wake() }

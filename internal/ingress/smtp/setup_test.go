@@ -58,7 +58,9 @@ func start(t testing.TB, b storetest.Backend, adjust func(c *server.Config)) *en
 	srv := servertest.Start(t, sc)
 	e := &env{t: t, srv: srv, clock: clock, token: srv.BootstrapToken(), database: sc.DatabaseURL}
 	if e.database == "" {
-		e.database = filepath.Join(sc.DataDir, "agentowl.db")
+		// The server's own writers (the scheduler's jobs) may hold the
+		// write lock for a moment: wait for it, as the store does.
+		e.database = "file:" + filepath.Join(sc.DataDir, "agentowl.db") + "?_pragma=busy_timeout(10000)"
 	}
 	e.endpoint = e.api(http.MethodPost, "/endpoints", map[string]any{"name": "runtime", "url": "https://runtime.example.com/events",
 		"config": map[string]any{"agent_work": true}}, http.StatusCreated)["id"].(string)

@@ -12,7 +12,7 @@ import (
 )
 
 const messageCols = `id, tenant_id, kind, destination, subject, body, created_at, deadline_at, state, attempts,
-	next_attempt_at, lease_owner, lease_until, last_status, last_error, ended_at, retain_until`
+	next_attempt_at, lease_owner, lease_until, last_status, last_error, ended_at, retain_until, redrives, attempt_base`
 
 func scanMessage(s scanner) (*store.Message, error) {
 	var m store.Message
@@ -21,7 +21,7 @@ func scanMessage(s scanner) (*store.Message, error) {
 	var owner, lastErr sql.NullString
 	var lease, ended, retain, status sql.NullInt64
 	if err := s.Scan(&m.ID, &m.TenantID, &m.Kind, &m.Destination, &m.Subject, &m.Body, &created, &deadline, &state,
-		&m.Attempts, &next, &owner, &lease, &status, &lastErr, &ended, &retain); err != nil {
+		&m.Attempts, &next, &owner, &lease, &status, &lastErr, &ended, &retain, &m.Redrives, &m.AttemptBase); err != nil {
 		return nil, err
 	}
 	m.State, m.LeaseOwner, m.LastError, m.LastStatus = store.MessageState(state), owner.String, lastErr.String, int(status.Int64)
@@ -31,10 +31,10 @@ func scanMessage(s scanner) (*store.Message, error) {
 }
 
 func (t *tx) MessageCreate(ctx context.Context, m *store.Message) error {
-	_, err := t.exec(ctx, `INSERT INTO outbox (`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.exec(ctx, `INSERT INTO outbox (`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.TenantID, m.Kind, m.Destination, m.Subject, m.Body, ts(m.CreatedAt), ts(m.DeadlineAt), string(m.State),
 		m.Attempts, ts(m.NextAttempt), nullStr(m.LeaseOwner), nullTS(m.LeaseUntil), nullInt(m.LastStatus),
-		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil))
+		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil), m.Redrives, m.AttemptBase)
 	return err
 }
 

@@ -39,27 +39,29 @@ func nullJSON(raw json.RawMessage) any {
 // ---- endpoints
 
 const endpointCols = `id, tenant_id, name, url, agent_work, signing_secret, decision_url, decision_secret,
-	created_at, updated_at, deleted_at`
+	created_at, updated_at, deleted_at, overdue_accept_within, overdue_report_interval, overdue_input_expiry`
 
 func scanEndpoint(s scanner) (*store.Endpoint, error) {
 	var v store.Endpoint
 	var agentWork int
 	var decisionURL sql.NullString
 	var created, updated int64
-	var deleted sql.NullInt64
+	var deleted, acceptWithin, reportInterval, inputExpiry sql.NullInt64
 	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &v.URL, &agentWork, &v.SigningSecret, &decisionURL, &v.DecisionSecret,
-		&created, &updated, &deleted); err != nil {
+		&created, &updated, &deleted, &acceptWithin, &reportInterval, &inputExpiry); err != nil {
 		return nil, err
 	}
 	v.AgentWork, v.DecisionURL = agentWork != 0, decisionURL.String
 	v.CreatedAt, v.UpdatedAt, v.DeletedAt = fromTS(created), fromTS(updated), fromNullTS(deleted)
+	v.Overdue = scanOverdue(acceptWithin, reportInterval, inputExpiry)
 	return &v, nil
 }
 
 func (t *tx) EndpointCreate(ctx context.Context, v *store.Endpoint) error {
-	_, err := t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	accept, report, input := overdueArgs(v.Overdue)
+	_, err := t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
-		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt))
+		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input)
 	return err
 }
 
@@ -68,10 +70,12 @@ func (t *tx) EndpointGet(ctx context.Context, id string) (*store.Endpoint, error
 }
 
 func (t *tx) EndpointUpdate(ctx context.Context, v *store.Endpoint) error {
+	accept, report, input := overdueArgs(v.Overdue)
 	return t.execOne(ctx, `UPDATE endpoints SET name = ?, url = ?, agent_work = ?, signing_secret = ?, decision_url = ?,
-		decision_secret = ?, updated_at = ?, deleted_at = ? WHERE id = ?`,
+		decision_secret = ?, updated_at = ?, deleted_at = ?, overdue_accept_within = ?, overdue_report_interval = ?,
+		overdue_input_expiry = ? WHERE id = ?`,
 		v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
-		ts(v.UpdatedAt), nullTS(v.DeletedAt), v.ID)
+		ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input, v.ID)
 }
 
 func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*store.Endpoint, error) {
