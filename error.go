@@ -37,6 +37,9 @@ const (
 	// ECodeInsufficientScope (403): a runtime credential without the scope
 	// the operation needs.
 	ECodeInsufficientScope = "insufficient_scope"
+	// ECodeInvalidProviderSignature (403): an SMS or voice webhook without
+	// a valid X-Twilio-Signature for its binding's auth token.
+	ECodeInvalidProviderSignature = "invalid_provider_signature"
 	// 409: conflicts with existing state.
 	ECodeIdempotencyConflict = "idempotency_conflict"
 	ECodeAlreadyTerminal     = "already_terminal"
@@ -84,6 +87,15 @@ const (
 	// decision's receipt is in), or it is still being delivered.
 	ECodeAlreadyDelivered = "already_delivered"
 	ECodeDeliveryPending  = "delivery_pending"
+	// Conversations (docs/channels.md, 409): event_handed_off (linking an
+	// event whose handoff may have reached the runtime), conversation_ended
+	// (linking into or resetting an ended conversation), binding_mismatch
+	// (linking an event into a conversation of another binding), open_work
+	// (resetting a conversation with work not ended, without force).
+	ECodeEventHandedOff    = "event_handed_off"
+	ECodeConversationEnded = "conversation_ended"
+	ECodeBindingMismatch   = "binding_mismatch"
+	ECodeOpenWork          = "open_work"
 	// 413 / 422 / 429 / 500 / 503.
 	ECodeTooLarge                  = "request_too_large"
 	ECodeWebhookVerificationFailed = "webhook_verification_failed"

@@ -108,6 +108,7 @@ func (c *cli) addOperatorCommands(root *cobra.Command) {
 	c.addWorkCommands(root)
 	c.addOpsCommands(root)
 	root.AddCommand(c.notificationsCommand(), c.consoleCommand())
+	root.AddCommand(c.conversationsCommand())
 }
 
 func (c *cli) deliveriesCommand() *cobra.Command {

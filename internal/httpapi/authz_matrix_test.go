@@ -39,6 +39,8 @@ var authzRoutes = map[string]need{
 
 	"POST /in/webhook/{token}":          needIngress,
 	"POST /in/cloudflare-email/{token}": needIngress,
+	"POST /in/sms/{token}":              needIngress,
+	"POST /in/voice/{token}":            needIngress,
 
 	"POST /v1/instances":        needProvisioner,
 	"GET /v1/instances/{id}":    needProvisioner,
@@ -109,6 +111,11 @@ var authzRoutes = map[string]need{
 	"GET /api/v1/tenants/{tenant}/ingress-publications/{id}":           needMember,
 	"POST /api/v1/tenants/{tenant}/ingress-publications/{id}/redrive":  needAdmin,
 	"GET /api/v1/tenants/{tenant}/doctor":                              needAdmin,
+	"GET /api/v1/tenants/{tenant}/conversations":                       needMember,
+	"GET /api/v1/tenants/{tenant}/conversations/{id}":                  needMember,
+	"GET /api/v1/tenants/{tenant}/conversations/{id}/events":           needMember,
+	"POST /api/v1/tenants/{tenant}/conversations/{id}/link":            needAdmin,
+	"POST /api/v1/tenants/{tenant}/conversations/{id}/reset":           needAdmin,
 
 	"POST /runtime/v1/work/{work}/callbacks":                    needRuntime,
 	"GET /runtime/v1/work/{work}/decisions":                     needRuntime,
@@ -132,7 +139,7 @@ type caller struct {
 
 // tenantObjects are one tenant's objects whose IDs the matrix puts in paths.
 type tenantObjects struct {
-	instance, request, endpoint, work string
+	instance, request, endpoint, work, conversation string
 }
 
 // TestAuthorizationMatrix calls every documented route with every kind and
@@ -285,6 +292,8 @@ func fillPath(method, path, tenant string, o *tenantObjects) string {
 		id = pick(o.endpoint)
 	case strings.Contains(path, "/work/{id}"):
 		id = pick(o.work)
+	case strings.Contains(path, "/conversations/{id}"):
+		id = pick(o.conversation)
 	}
 	if strings.HasSuffix(path, "/approvals/{id}/decision") {
 		id = o.request // refused calls change nothing; allowed ones may decide it
@@ -360,5 +369,7 @@ func matrixTenant(t *testing.T, e *workEnv, tenant, admin string) (*tenantObject
 		{name: tenant + "'s expired runtime", token: rtExpired["token"].(string), kind: needRuntime, tenant: tenant},
 		{name: tenant + "'s revoked runtime", token: rtRevoked["token"].(string), kind: needRuntime, tenant: tenant},
 	}
-	return &tenantObjects{instance: inst, request: req, endpoint: epID, work: works[0].(map[string]any)["id"].(string)}, callers
+	wk := works[0].(map[string]any)
+	return &tenantObjects{instance: inst, request: req, endpoint: epID, work: wk["id"].(string),
+		conversation: wk["conversation_id"].(string)}, callers
 }

@@ -60,6 +60,11 @@ var statusOf = map[string]int{
 	agentowl.ECodeRangeNotSatisfied:         http.StatusRequestedRangeNotSatisfiable,
 	agentowl.ECodeAlreadyDelivered:          http.StatusConflict,
 	agentowl.ECodeDeliveryPending:           http.StatusConflict,
+	agentowl.ECodeInvalidProviderSignature:  http.StatusForbidden,
+	agentowl.ECodeEventHandedOff:            http.StatusConflict,
+	agentowl.ECodeConversationEnded:         http.StatusConflict,
+	agentowl.ECodeBindingMismatch:           http.StatusConflict,
+	agentowl.ECodeOpenWork:                  http.StatusConflict,
 }
 
 // StatusOf is the HTTP status of err, as the API answers it: its code's

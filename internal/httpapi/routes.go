@@ -149,6 +149,11 @@ func (s *Server) routes() []route {
 		{method: post, pattern: t + "/ingress-publications/{id}/redrive", surface: surfaceOperator,
 			gate: s.admin(s.redriveQueue(work.IngressPublications))},
 		{method: get, pattern: t + "/doctor", surface: surfaceOperator, gate: s.admin(s.tenantDoctor)},
+		{method: get, pattern: t + "/conversations", surface: surfaceOperator, gate: s.member(s.listConversations)},
+		{method: get, pattern: t + "/conversations/{id}", surface: surfaceOperator, gate: s.member(s.inspectConversation)},
+		{method: get, pattern: t + "/conversations/{id}/events", surface: surfaceOperator, gate: s.member(s.conversationEvents)},
+		{method: post, pattern: t + "/conversations/{id}/link", surface: surfaceOperator, gate: s.admin(s.linkConversationEvent)},
+		{method: post, pattern: t + "/conversations/{id}/reset", surface: surfaceOperator, gate: s.admin(s.resetConversation)},
 
 		{method: post, pattern: "/runtime/v1/work/{work}/callbacks", surface: surfaceRuntime, gate: s.runtime(work.ScopeCallbacks, s.postCallback)},
 		{method: get, pattern: "/runtime/v1/work/{work}/decisions", surface: surfaceRuntime, gate: s.runtime(work.ScopeDecisions, s.listDecisions)},
@@ -165,6 +170,8 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/events/{id}/attachments", surface: surfaceOperator, gate: s.member(s.listEventAttachments)},
 		{method: get, pattern: t + "/events/{id}/attachments/{attachment}", surface: surfaceOperator,
 			gate: s.member(s.downloadEventAttachment)},
+		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelSMS, s.receiveProvider)},
+		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelVoice, s.receiveProvider)},
 	} {
 		r.work = true
 		rs = append(rs, r)
@@ -224,8 +231,20 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, bod
 	case body == nil:
 		w.WriteHeader(status)
 	default:
+		if raw, ok := body.(rawBody); ok {
+			w.Header().Set("Content-Type", raw.contentType)
+			w.WriteHeader(status)
+			_, _ = w.Write(raw.data)
+			return
+		}
 		writeJSON(w, status, body)
 	}
+}
+
+// rawBody is a handler's answer in another format than JSON.
+type rawBody struct {
+	contentType string
+	data        []byte
 }
 
 // serveAs builds a gate whose check, authenticate, establishes the caller

@@ -185,20 +185,8 @@ func BenchmarkAgentWorkCallbacks(b *testing.B) {
 func BenchmarkAgentWorkIngress(b *testing.B) {
 	for _, be := range storetest.Backends(b) {
 		b.Run(be.Name, func(b *testing.B) {
-			var got atomic.Int64
-			rt := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				got.Add(1)
-				w.WriteHeader(http.StatusAccepted)
-			}))
-			rt.EnableHTTP2 = true
-			rt.StartTLS()
-			b.Cleanup(rt.Close)
-			s := startBenchServer(b, be, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.Certificate().Raw}))
-			ep := s.mustPost(b, tenantPath+"/endpoints", map[string]any{"name": "bench", "url": rt.URL + "/handoff", "config": map[string]any{"agent_work": true}},
-				http.StatusCreated)
-			s.mustPost(b, tenantPath+"/endpoints/"+ep["id"].(string)+"/runtime-credentials", map[string]any{}, http.StatusCreated)
-			in := s.mustPost(b, tenantPath+"/bindings", map[string]any{"channel": "webhook", "endpoint_id": ep["id"]}, http.StatusCreated)
+			s, epID, got := startBenchRuntime(b, be)
+			in := s.mustPost(b, tenantPath+"/bindings", map[string]any{"channel": "webhook", "endpoint_id": epID}, http.StatusCreated)
 			path := in["ingress_url"].(string)[len(s.url):]
 			body := []byte(`{"text":"Summarise ticket 7","customer":{"id":"c_123","tier":"gold"}}`)
 			b.ResetTimer()
@@ -210,14 +198,43 @@ func BenchmarkAgentWorkIngress(b *testing.B) {
 				}
 				return nil
 			})
-			accepted := time.Since(start)
-			for got.Load() < int64(b.N) {
-				time.Sleep(time.Millisecond)
-			}
-			b.ReportMetric(float64(b.N)/accepted.Seconds(), "accepted/s")
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "handed-off/s")
+			reportHandedOff(b, start, got)
 		})
 	}
+}
+
+// startBenchRuntime starts a bench server on be with a local HTTPS runtime
+// (HTTP/2) that acknowledges every handoff, an agent-work endpoint to it
+// and a runtime credential; it returns the server, the endpoint's ID and
+// the count of handoffs the runtime received.
+func startBenchRuntime(b *testing.B, be storetest.Backend) (*benchServer, string, *atomic.Int64) {
+	b.Helper()
+	got := &atomic.Int64{}
+	rt := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	rt.EnableHTTP2 = true
+	rt.StartTLS()
+	b.Cleanup(rt.Close)
+	s := startBenchServer(b, be, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.Certificate().Raw}))
+	ep := s.mustPost(b, tenantPath+"/endpoints", map[string]any{"name": "bench", "url": rt.URL + "/handoff", "config": map[string]any{"agent_work": true}},
+		http.StatusCreated)
+	s.mustPost(b, tenantPath+"/endpoints/"+ep["id"].(string)+"/runtime-credentials", map[string]any{}, http.StatusCreated)
+	return s, ep["id"].(string), got
+}
+
+// reportHandedOff waits until the runtime has b.N handoffs and reports
+// events accepted per second (until the last answer) and handed off per
+// second (until the runtime had them all), both from start.
+func reportHandedOff(b *testing.B, start time.Time, got *atomic.Int64) {
+	accepted := time.Since(start)
+	for got.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportMetric(float64(b.N)/accepted.Seconds(), "accepted/s")
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "handed-off/s")
 }
 
 // BenchmarkAgentWorkDecisions submits b.N decisions (b.N ≤ 1000) on

@@ -21,9 +21,14 @@ import (
 // is authenticated, so the rule holds on every surface before any
 // use-case runs.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
+	return readBodyOf(r, "application/json", limit)
+}
+
+// readBodyOf is readBody of a body of media type mediaType.
+func readBodyOf(r *http.Request, mediaType string, limit int64) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be application/json.")
+	if err != nil || mt != mediaType {
+		return nil, agentowl.Errorf(agentowl.ECodeInvalidContentType, "The request body must be %s.", mediaType)
 	}
 	var rd io.Reader = r.Body
 	if limit > 0 {

@@ -265,7 +265,7 @@ func jsonAt(m map[string]any, path ...string) any {
 }
 
 // auditActions returns the tenant's audit actions, oldest first.
-func (e *workEnv) auditActions(t *testing.T) []string {
+func (e *env) auditActions(t *testing.T) []string {
 	t.Helper()
 	doc := wantJSON(t, "audit", e.do(http.MethodGet, tenantPath+"/audit?limit=1000", e.operatorToken, nil), http.StatusOK)
 	var out []string

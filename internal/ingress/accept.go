@@ -48,6 +48,10 @@ type Inbound struct {
 	// event: committed with it (its records replace Attachments), finished
 	// after.
 	Retention Retention
+	// QuietFollowUp is RecordOnly for a follow-up only: an event that joins
+	// an open conversation is stored without a handoff, one that starts its
+	// conversation is handed off (a call's first lifecycle event).
+	QuietFollowUp bool
 }
 
 // Thread is a channel's threading rule. Accept calls it inside the
@@ -78,6 +82,9 @@ type Accepted struct {
 	Duplicate bool
 	// WorkID is the work handed to an agent-work endpoint, if any.
 	WorkID string
+	// Recorded is true when the event was stored without a handoff
+	// (RecordOnly, QuietFollowUp).
+	Recorded bool
 }
 
 // noSuchAddress is the answer to an unknown, deleted or other channel's
@@ -159,7 +166,7 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	if err != nil {
 		return nil, err
 	}
-	if !out.Duplicate && !in.RecordOnly {
+	if !out.Duplicate && !out.Recorded {
 		s.work.Wake()
 	}
 	return out, nil
@@ -231,7 +238,8 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 			}
 		}
 		out = &Accepted{EventID: ev.ID, ConversationID: conv.ID, FollowUp: ev.FollowUp}
-		if in.RecordOnly {
+		if in.RecordOnly || (in.QuietFollowUp && ev.FollowUp) {
+			out.Recorded = true
 			return nil
 		}
 		ep, err := tx.EndpointGet(ctx, b.EndpointID)

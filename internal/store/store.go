@@ -136,6 +136,7 @@ type Tx interface {
 	Operations
 	Notifications
 	ConsoleSessions
+	Conversations
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
 	AAPAckSet(ctx context.Context, a *AAPAck) error

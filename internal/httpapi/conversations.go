@@ -1,0 +1,205 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// Conversations for operators: list (keyset pages), inspect, events, link
+// and reset (docs/channels.md).
+
+// page is a list with the cursor of the page after it.
+type page[T any] struct {
+	Items []T `json:"items"`
+	// Next is the after parameter of the following page; absent on the
+	// last page.
+	Next string `json:"next,omitempty"`
+}
+
+// encodeCursor renders a keyset position as an opaque after parameter.
+func encodeCursor(c *store.Cursor) string {
+	if c == nil {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixMicro(), 10) + "." + c.ID))
+}
+
+// cursorParam reads the after parameter; absent is the first page.
+func cursorParam(r *http.Request) (*store.Cursor, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		return nil, nil
+	}
+	bad := agentowl.FieldError(agentowl.ECodeInvalidField, "after", "after must be the next value of a previous page.")
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(raw) > 512 {
+		return nil, bad
+	}
+	at, id, ok := strings.Cut(string(raw), ".")
+	us, perr := strconv.ParseInt(at, 10, 64)
+	if !ok || perr != nil || id == "" || !isText(id) {
+		return nil, bad
+	}
+	return &store.Cursor{At: time.UnixMicro(us).UTC(), ID: id}, nil
+}
+
+// pageParams reads the limit and after parameters of a keyset page; an
+// absent limit is 0 (the use-case's default).
+func pageParams(r *http.Request) (limit int, after *store.Cursor, err error) {
+	if v := r.URL.Query().Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
+			return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "limit", "limit must be a positive whole number.")
+		}
+	}
+	after, err = cursorParam(r)
+	return limit, after, err
+}
+
+type wireConversation struct {
+	ID               string  `json:"id"`
+	BindingID        string  `json:"binding_id"`
+	Channel          string  `json:"channel"`
+	Key              string  `json:"key,omitempty"`
+	Status           string  `json:"status"`
+	RuntimeSessionID string  `json:"runtime_session_id,omitempty"`
+	CreatedAt        string  `json:"created_at"`
+	LastEventAt      string  `json:"last_event_at"`
+	EndedAt          *string `json:"ended_at,omitempty"`
+	// Inspection and reset only.
+	Events   *int `json:"events,omitempty"`
+	OpenWork *int `json:"open_work,omitempty"`
+}
+
+func toWireConversation(c *store.Conversation) wireConversation {
+	return wireConversation{ID: c.ID, BindingID: c.BindingID, Channel: c.Channel, Key: c.Key, Status: c.Status,
+		RuntimeSessionID: c.RuntimeSessionID, CreatedAt: timestamp(c.CreatedAt), LastEventAt: timestamp(c.LastEventAt),
+		EndedAt: timestampPtr(c.EndedAt)}
+}
+
+func toWireConversationDetail(d *ingress.ConversationDetail) wireConversation {
+	w := toWireConversation(d.Conversation)
+	w.Events, w.OpenWork = &d.Events, &d.OpenWork
+	return w
+}
+
+type wireEventWork struct {
+	ID         string `json:"id"`
+	Generation int    `json:"generation"`
+	Status     string `json:"status"`
+}
+
+type wireConversationEvent struct {
+	ID             string              `json:"id"`
+	BindingID      string              `json:"binding_id"`
+	ConversationID string              `json:"conversation_id"`
+	Channel        string              `json:"channel"`
+	Sender         string              `json:"sender"`
+	ReceivedAt     string              `json:"received_at"`
+	FollowUp       bool                `json:"follow_up"`
+	Handoff        string              `json:"handoff"`
+	Work           []wireEventWork     `json:"work"`
+	Headers        map[string][]string `json:"headers"`
+	Payload        json.RawMessage     `json:"payload"`
+	Attachments    json.RawMessage     `json:"attachments"`
+}
+
+func toWireConversationEvent(v *ingress.EventView) wireConversationEvent {
+	ws := make([]wireEventWork, 0, len(v.Work))
+	for _, w := range v.Work {
+		ws = append(ws, wireEventWork{ID: w.ID, Generation: w.Generation, Status: string(w.Status)})
+	}
+	headers, attachments := v.Headers, v.Attachments
+	if headers == nil {
+		headers = map[string][]string{}
+	}
+	if len(attachments) == 0 {
+		attachments = json.RawMessage(`[]`)
+	}
+	return wireConversationEvent{ID: v.ID, BindingID: v.BindingID, ConversationID: v.ConversationID, Channel: v.Channel,
+		Sender: v.Sender, ReceivedAt: timestamp(v.ReceivedAt), FollowUp: v.FollowUp, Handoff: v.Handoff, Work: ws,
+		Headers: headers, Payload: v.Payload, Attachments: attachments}
+}
+
+func (s *Server) listConversations(r *http.Request, p *access.Principal) (int, any, error) {
+	q := r.URL.Query()
+	limit, after, err := pageParams(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	pg, err := s.work.ingress.ListConversations(r.Context(), p, r.PathValue("tenant"), ingress.ConversationFilter{
+		Channel: q.Get("channel"), BindingID: q.Get("binding"), Status: q.Get("status"), After: after, Limit: limit})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, page[wireConversation]{Items: listOf(pg.Items, toWireConversation).Items, Next: encodeCursor(pg.Next)}, nil
+}
+
+func (s *Server) inspectConversation(r *http.Request, p *access.Principal) (int, any, error) {
+	d, err := s.work.ingress.InspectConversation(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireConversationDetail(d), nil
+}
+
+func (s *Server) conversationEvents(r *http.Request, p *access.Principal) (int, any, error) {
+	limit, after, err := pageParams(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	pg, err := s.work.ingress.ConversationEvents(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), after, limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, page[wireConversationEvent]{Items: listOf(pg.Items, toWireConversationEvent).Items,
+		Next: encodeCursor(pg.Next)}, nil
+}
+
+type wireLinked struct {
+	EventID string           `json:"event_id"`
+	From    wireConversation `json:"from"`
+	To      wireConversation `json:"to"`
+}
+
+func (s *Server) linkConversationEvent(r *http.Request, p *access.Principal) (int, any, error) {
+	fields, err := readObject(r, "event_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	var eventID string
+	if err := requiredField(fields, "event_id", &eventID); err != nil {
+		return 0, nil, err
+	}
+	l, err := s.work.ingress.LinkEvent(r.Context(), p, r.PathValue("tenant"), eventID, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wireLinked{EventID: l.Event.ID, From: toWireConversation(l.From), To: toWireConversation(l.To)}, nil
+}
+
+func (s *Server) resetConversation(r *http.Request, p *access.Principal) (int, any, error) {
+	var force bool
+	if r.ContentLength != 0 { // the body is optional: no body is force false
+		fields, err := readObject(r, "force")
+		if err != nil {
+			return 0, nil, err
+		}
+		if _, err := field(fields, "force", &force); err != nil {
+			return 0, nil, err
+		}
+	}
+	d, err := s.work.ingress.ResetConversation(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), force)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWireConversationDetail(d), nil
+}

@@ -1,0 +1,274 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// conversationTests are the conformance subtests of the operator views of
+// conversations (store.Conversations).
+var conversationTests = []struct {
+	name string
+	run  func(t *testing.T, e *env)
+}{
+	{"ConversationList", testConversationList},
+	{"EventList", testEventList},
+	{"EventMove", testEventMove},
+	{"WorkCountOpen", testWorkCountOpen},
+	{"MessageRewrite", testMessageRewrite},
+}
+
+func convIDs(cs []*store.Conversation) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+func eventIDs(evs []*store.Event) []string {
+	out := []string{}
+	for _, ev := range evs {
+		out = append(out, ev.ID)
+	}
+	return out
+}
+
+// testConversationList checks the filters and the order (latest activity
+// first, ties by ID descending), and that paging by keyset visits every
+// conversation once whatever the page size.
+func testConversationList(t *testing.T, e *env) {
+	tn, other := e.tenant(t), e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	hook := e.binding(t, ep)
+	sms := newBinding(ep, e.now)
+	sms.Channel, sms.ProviderSecret = "sms", []byte("sealed")
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, sms) })
+	var all []*store.Conversation
+	for i, b := range []*store.Binding{hook, sms, hook, sms, hook, hook, sms} {
+		// Three pairs share a last event time: ties are ordered by ID.
+		c := newConversation(b, "", e.now.Add(time.Duration(i/2)*time.Minute))
+		if i == 3 {
+			c.Status, c.EndedAt = store.ConversationEnded, ptr(c.LastEventAt.Add(time.Hour))
+		}
+		all = append(all, c)
+	}
+	foreign := newConversation(e.binding(t, e.endpoint(t, other.ID)), "", e.now.Add(time.Hour))
+	e.write(t, func(tx store.Tx) error {
+		for _, c := range append(slices.Clone(all), foreign) {
+			if err := tx.ConversationCreate(e.ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	want := slices.Clone(all)
+	slices.SortFunc(want, func(a, b *store.Conversation) int {
+		if c := b.LastEventAt.Compare(a.LastEventAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	list := func(p store.ConversationListParams) []*store.Conversation {
+		t.Helper()
+		p.TenantID = tn.ID
+		return read(t, e, func(tx store.Tx) ([]*store.Conversation, error) { return tx.ConversationList(e.ctx, p) })
+	}
+	got := list(store.ConversationListParams{})
+	equal(t, "all of the tenant's conversations, latest first", convIDs(got), convIDs(want))
+	equal(t, "a listed conversation", got[slices.IndexFunc(got, func(c *store.Conversation) bool { return c.ID == all[3].ID })], all[3])
+
+	keep := func(f func(c *store.Conversation) bool) []string {
+		var out []*store.Conversation
+		for _, c := range want {
+			if f(c) {
+				out = append(out, c)
+			}
+		}
+		return convIDs(out)
+	}
+	equal(t, "by channel", convIDs(list(store.ConversationListParams{Channel: "sms"})),
+		keep(func(c *store.Conversation) bool { return c.Channel == "sms" }))
+	equal(t, "by binding", convIDs(list(store.ConversationListParams{BindingID: hook.ID})),
+		keep(func(c *store.Conversation) bool { return c.BindingID == hook.ID }))
+	equal(t, "by status", convIDs(list(store.ConversationListParams{Status: store.ConversationEnded})), []string{all[3].ID})
+	equal(t, "by channel and binding that disagree", convIDs(list(store.ConversationListParams{Channel: "sms", BindingID: hook.ID})),
+		[]string{})
+
+	for _, size := range []int{1, 2, 3, 7} {
+		var seen []string
+		var after *store.Cursor
+		for range 10 {
+			page := list(store.ConversationListParams{After: after, Limit: size})
+			seen = append(seen, convIDs(page)...)
+			if len(page) < size {
+				break
+			}
+			last := page[len(page)-1]
+			after = &store.Cursor{At: last.LastEventAt, ID: last.ID}
+		}
+		equal(t, fmt.Sprintf("pages of %d", size), seen, convIDs(want))
+	}
+}
+
+// testEventList checks a conversation's events in order (oldest first, ties
+// by ID), paging and counting, and that other conversations' events stay
+// out.
+func testEventList(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	b := e.binding(t, ep)
+	c, other := newConversation(b, "", e.now), newConversation(b, "", e.now)
+	var evs []*store.Event
+	for i := range 5 {
+		evs = append(evs, newEvent(c, e.now.Add(time.Duration(i/2)*time.Second)))
+	}
+	e.write(t, func(tx store.Tx) error {
+		for _, v := range []*store.Conversation{c, other} {
+			if err := tx.ConversationCreate(e.ctx, v); err != nil {
+				return err
+			}
+		}
+		for _, ev := range append(slices.Clone(evs), newEvent(other, e.now)) {
+			if err := tx.EventCreate(e.ctx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	slices.SortFunc(evs, func(a, b *store.Event) int {
+		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	list := func(after *store.Cursor, limit int) []*store.Event {
+		t.Helper()
+		return read(t, e, func(tx store.Tx) ([]*store.Event, error) {
+			return tx.EventList(e.ctx, store.EventListParams{ConversationID: c.ID, After: after, Limit: limit})
+		})
+	}
+	got := list(nil, 0)
+	equal(t, "events, oldest first", eventIDs(got), eventIDs(evs))
+	equal(t, "a listed event", got[0], evs[0])
+	var seen []string
+	var after *store.Cursor
+	for range 10 {
+		page := list(after, 2)
+		seen = append(seen, eventIDs(page)...)
+		if len(page) < 2 {
+			break
+		}
+		after = &store.Cursor{At: page[1].ReceivedAt, ID: page[1].ID}
+	}
+	equal(t, "events by pages of 2", seen, eventIDs(evs))
+	n := read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, c.ID) })
+	equal(t, "event count", n, 5)
+	n = read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, "conv_missing") })
+	equal(t, "event count of no conversation", n, 0)
+}
+
+// testEventMove moves an event and its work to another conversation.
+func testEventMove(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, from, ev := e.thread(t, tn.ID)
+	w1, w2 := e.work(t, newWork(ep, ev, 1, e.now)), e.work(t, newWork(ep, ev, 2, e.now))
+	_, _, bystander := e.thread(t, tn.ID)
+	bw := e.work(t, newWork(ep, bystander, 1, e.now))
+	to := newConversation(read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, ev.BindingID) }), "", e.now)
+	e.write(t, func(tx store.Tx) error {
+		if err := tx.EmailMessageCreate(e.ctx, &store.EmailMessage{TenantID: tn.ID, BindingID: ev.BindingID, MessageID: "m1@example.org",
+			ConversationID: from.ID, EventID: ev.ID}); err != nil {
+			return err
+		}
+		if err := tx.ConversationCreate(e.ctx, to); err != nil {
+			return err
+		}
+		if err := tx.EventMove(e.ctx, ev.ID, to.ID, true); err != nil {
+			return err
+		}
+		return tx.WorkMoveByEvent(e.ctx, ev.ID, to.ID)
+	})
+	ev.ConversationID, ev.FollowUp = to.ID, true
+	equal(t, "moved event", read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGet(e.ctx, ev.ID) }), ev)
+	for _, w := range []*store.Work{w1, w2} {
+		w.ConversationID = to.ID
+		equal(t, "moved work", e.getWork(t, w.ID), w)
+	}
+	equal(t, "another event's work", e.getWork(t, bw.ID), bw)
+	convs := read(t, e, func(tx store.Tx) ([]string, error) {
+		return tx.EmailConversations(e.ctx, tn.ID, ev.BindingID, []string{"m1@example.org"})
+	})
+	equal(t, "the moved email's Message-ID", convs, []string{to.ID})
+	n := read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, from.ID) })
+	equal(t, "events left in the first conversation", n, 0)
+	wantErr(t, "moving an unknown event", e.writeErr(func(tx store.Tx) error {
+		return tx.EventMove(e.ctx, "evt_missing", to.ID, false)
+	}), store.ErrNotFound)
+	if err := e.writeErr(func(tx store.Tx) error { return tx.EventMove(e.ctx, ev.ID, "conv_missing", false) }); err == nil {
+		t.Fatal("an event was moved to a conversation that does not exist")
+	}
+}
+
+// testWorkCountOpen counts the work of a conversation that has not ended.
+func testWorkCountOpen(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, c, ev := e.thread(t, tn.ID)
+	count := func() int {
+		t.Helper()
+		return read(t, e, func(tx store.Tx) (int, error) { return tx.WorkCountOpen(e.ctx, c.ID) })
+	}
+	equal(t, "no work", count(), 0)
+	statuses := []store.WorkStatus{store.WorkPending, store.WorkAccepted, store.WorkRunning, store.WorkNeedsInput,
+		store.WorkCompleted, store.WorkFailed, store.WorkCancelled}
+	for i, st := range statuses {
+		w := e.work(t, newWork(ep, ev, i+1, e.now))
+		w.Status, w.UpdatedAt = st, e.now
+		if st != store.WorkPending {
+			w.Sequence = 1
+		}
+		if st.Terminal() {
+			w.EndedAt = ptr(e.now)
+		}
+		e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+	}
+	_, _, elsewhere := e.thread(t, tn.ID)
+	e.work(t, newWork(ep, elsewhere, 1, e.now))
+	equal(t, "open work", count(), 4)
+}
+
+// testMessageRewrite replaces a body only while no attempt has started.
+func testMessageRewrite(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	m, sent, done := newMessage(tn.ID, e.now), newMessage(tn.ID, e.now.Add(time.Second)), msgEnded(tn.ID, store.MessageDelivered, e.now, e.now.Add(time.Hour))
+	e.messages(t, m, sent, done)
+	rewrite := func(id string, body string) error {
+		return e.writeErr(func(tx store.Tx) error { return tx.MessageRewrite(e.ctx, id, []byte(body)) })
+	}
+	if err := rewrite(m.ID, "{\"v\":2}\x00\xff"); err != nil {
+		t.Fatal(err)
+	}
+	m.Body = []byte("{\"v\":2}\x00\xff")
+	equal(t, "rewritten message", e.getMessage(t, m.ID), m)
+
+	// A claimed message may be on the wire: its body is fixed.
+	claimed := e.claim(t, "w1", e.now.Add(time.Second), e.now.Add(time.Minute), 2)
+	equal(t, "claimed", len(claimed), 2)
+	wantErr(t, "rewriting a claimed message", rewrite(sent.ID, "{}"), store.ErrConflict)
+	// Deferred without an attempt, it may be rewritten again.
+	e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, m.ID, "w1", 1, e.now.Add(time.Hour)) })
+	if err := rewrite(m.ID, "{\"v\":3}"); err != nil {
+		t.Fatalf("rewriting a deferred message: %v", err)
+	}
+	// An attempt that ended keeps the body fixed, retried or not.
+	e.finish(t, store.FinishParams{ID: sent.ID, Owner: "w1", Attempt: newAttempt(sent, 1, e.now, 503, ""),
+		State: store.MessagePending, NextAttempt: e.now.Add(time.Minute)})
+	wantErr(t, "rewriting a message after an attempt", rewrite(sent.ID, "{}"), store.ErrConflict)
+	wantErr(t, "rewriting a delivered message", rewrite(done.ID, "{}"), store.ErrConflict)
+	wantErr(t, "rewriting an unknown message", rewrite("00000000-0000-0000-0000-000000000000", "{}"), store.ErrNotFound)
+}
