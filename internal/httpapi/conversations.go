@@ -1,12 +1,9 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
@@ -17,39 +14,12 @@ import (
 // Conversations for operators: list (keyset pages), inspect, events, link
 // and reset (docs/channels.md).
 
-// page is a list with the cursor of the page after it.
-type page[T any] struct {
-	Items []T `json:"items"`
-	// Next is the after parameter of the following page; absent on the
-	// last page.
-	Next string `json:"next,omitempty"`
-}
-
 // encodeCursor renders a keyset position as an opaque after parameter.
 func encodeCursor(c *store.Cursor) string {
 	if c == nil {
 		return ""
 	}
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixMicro(), 10) + "." + c.ID))
-}
-
-// cursorParam reads the after parameter; absent is the first page.
-func cursorParam(r *http.Request) (*store.Cursor, error) {
-	v := r.URL.Query().Get("after")
-	if v == "" {
-		return nil, nil
-	}
-	bad := agentowl.FieldError(agentowl.ECodeInvalidField, "after", "after must be the next value of a previous page.")
-	raw, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || len(raw) > 512 {
-		return nil, bad
-	}
-	at, id, ok := strings.Cut(string(raw), ".")
-	us, perr := strconv.ParseInt(at, 10, 64)
-	if !ok || perr != nil || id == "" || !isText(id) {
-		return nil, bad
-	}
-	return &store.Cursor{At: time.UnixMicro(us).UTC(), ID: id}, nil
+	return c.String()
 }
 
 // pageParams reads the limit and after parameters of a keyset page; an

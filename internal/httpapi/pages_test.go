@@ -49,8 +49,8 @@ func TestListPages(t *testing.T) {
 				}
 				next = n
 			}
-			if fmt.Sprint(ids(got)) != fmt.Sprint(ids(want)) {
-				t.Fatalf("%s: pages give %v, want %v", list, ids(got), ids(want))
+			if fmt.Sprint(pageIDs(got)) != fmt.Sprint(pageIDs(want)) {
+				t.Fatalf("%s: pages give %v, want %v", list, pageIDs(got), pageIDs(want))
 			}
 			expectRefused(t, "bad page token", e.do(http.MethodGet, tenantPath+list+"after=x", e.operatorToken, nil),
 				http.StatusBadRequest, "invalid_field")
@@ -58,7 +58,7 @@ func TestListPages(t *testing.T) {
 	})
 }
 
-func ids(items []any) []any {
+func pageIDs(items []any) []any {
 	var out []any
 	for _, it := range items {
 		out = append(out, it.(map[string]any)["id"])
