@@ -394,4 +394,3 @@ func (p *Principal) forOperator(tenant, operator string) (*agentowl.TenantScope,
 	}
 	return p.Tenant(tenant, agentowl.RoleMember)
 }
-
