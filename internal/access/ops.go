@@ -255,11 +255,7 @@ func (s *Service) expiry(days int) (*time.Time, error) {
 // CreateOperatorToken issues a token for operator (default: the caller).
 // Tokens for someone else need the admin role.
 func (s *Service) CreateOperatorToken(ctx context.Context, p *Principal, tenant, operator, label string, days int) (*IssuedToken, error) {
-	role := agentowl.RoleMember
-	if operator != "" && operator != p.Operator.Name {
-		role = agentowl.RoleAdmin
-	}
-	m, err := p.Tenant(tenant, role)
+	m, err := p.forOperator(tenant, operator)
 	if err != nil {
 		return nil, err
 	}
@@ -407,4 +403,14 @@ func namedOrCaller(ctx context.Context, tx store.Tx, p *Principal, m *agentowl.T
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No operator %q in tenant %q.", name, m.TenantName)
 	}
 	return op, err
+}
+
+// forOperator is p's scope in tenant for acting on operator's behalf (""
+// or their own name: themself): themself needs a member, anyone else the
+// admin role.
+func (p *Principal) forOperator(tenant, operator string) (*agentowl.TenantScope, error) {
+	if operator != "" && operator != p.Operator.Name {
+		return p.Tenant(tenant, agentowl.RoleAdmin)
+	}
+	return p.Tenant(tenant, agentowl.RoleMember)
 }

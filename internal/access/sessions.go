@@ -122,11 +122,7 @@ type LoginLink struct {
 // caller) of tenant, valid for LoginLinkTTL. The caller's token vouches for
 // the session it opens. Links for someone else need the admin role.
 func (s *Service) CreateLoginLink(ctx context.Context, p *Principal, tenant, operator string) (*LoginLink, error) {
-	role := agentowl.RoleMember
-	if operator != "" && operator != p.Operator.Name {
-		role = agentowl.RoleAdmin
-	}
-	m, err := p.Tenant(tenant, role)
+	m, err := p.forOperator(tenant, operator)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func ActionDescription(r *agentowl.ApprovalRequest) string {
 	if err != nil || len(r.Arguments) == 0 {
 		args = []byte("{}")
 	}
-	return clip(r.Tool+" "+string(args), 4096)
+	return agentowl.Clip(r.Tool+" "+string(args), 4096)
 }
 
 // AttentionPrompt is the prompt of an AAP request's item: the tool, and
@@ -78,18 +78,7 @@ func AttentionPrompt(r *agentowl.ApprovalRequest) string {
 	if r.AgentReasoning != nil && *r.AgentReasoning != "" {
 		p += fmt.Sprintf(" The agent claims (unverified): %q", *r.AgentReasoning)
 	}
-	return clip(p, 4096)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	n -= len("…")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return agentowl.Clip(p, 4096)
 }
 
 // DecisionFile is an operator's decision file on an AAP approval item of

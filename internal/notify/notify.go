@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
@@ -90,7 +89,7 @@ func RecordTx(ctx context.Context, tx store.Tx, c Cause) error {
 	}
 	_, err := tx.NotificationFanOut(ctx, &store.NotificationFanOut{TenantID: c.TenantID, CauseKey: c.Cause + ":" + c.SubjectID,
 		Kind: kind, Cause: c.Cause, Subject: c.SubjectKind + ":" + c.SubjectID, EndpointID: c.EndpointID,
-		Title: clip(oneLine(c.Title), maxTitleBytes), CreatedAt: c.At, IDPrefix: newIDPrefix()})
+		Title: agentowl.Clip(oneLine(c.Title), maxTitleBytes), CreatedAt: c.At, IDPrefix: newIDPrefix()})
 	return err
 }
 
@@ -111,17 +110,6 @@ func oneLine(s string) string {
 		}
 		return r
 	}, s)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	n -= len("…")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // Link is the console deep link of notice n of tenant: the work or
