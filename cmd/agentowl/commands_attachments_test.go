@@ -24,7 +24,7 @@ func TestCLIAttachments(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s site) {
 		var out bytes.Buffer
 		cfg := s.config(nil, &out)
-		cfg.Attachments.MaxFileBytes = 1000
+		cfg.Ingress.Mail.MaxPartBytes = 1000 // the file ceiling of retained attachments
 		r := &running{m: servertest.Start(t, cfg)}
 		r.url = r.m.URL()
 		token := s.adminToken(t)

@@ -32,7 +32,7 @@ func TestCLIMaintenance(t *testing.T) {
 			t.Fatalf("maintenance status --json = %v", st)
 		}
 		out := op("maintenance", "status").ok(t)
-		for _, want := range []string{"(the replica that answered)", "JOB", maintenance.JobRetention, "skipped", "accept_within 5m0s",
+		for _, want := range []string{"(the replica that answered)", "JOB", maintenance.JobRetention, maintenance.JobRetainedBytes, "accept_within 5m0s",
 			"input_expiry on", "audit 8760h0m0s"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("maintenance status lacks %q:\n%s", want, out)
@@ -41,6 +41,10 @@ func TestCLIMaintenance(t *testing.T) {
 		_, rows := parseTable(t, out[strings.Index(out, "JOB"):strings.Index(out, "\nOverdue")])
 		if row := rowWith(t, "maintenance status", rows, maintenance.JobExpiry); row[1] != "1s" || row[4] != "ok" {
 			t.Errorf("request_expiry row = %q", row)
+		}
+		// The server wires retained attachments into the retained_bytes job.
+		if row := rowWith(t, "maintenance status", rows, maintenance.JobRetainedBytes); row[4] != "ok" {
+			t.Errorf("retained_bytes row = %q", row)
 		}
 
 		created := cliJSON(t, op("tenants", "create", "globex", "--json"))

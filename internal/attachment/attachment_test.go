@@ -701,3 +701,42 @@ func TestQuotaHoldsUnderConcurrency(t *testing.T) {
 		}
 	})
 }
+
+// The maintenance hook clears orphaned uploads and expired files in
+// batches of its limit, never a file inside its retention.
+func TestDeleteExpiredHook(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, attachment.Config{}, func(t *testing.T, e *env) {
+		for range 3 {
+			e.mustAccept(attachmenttest.Message{Files: []attachmenttest.File{{Name: "old", Size: 100}}})
+		}
+		u := e.svc.NewUpload(e.tenant) // a crashed message
+		pw, err := u.Begin(e.ctx, attachment.Part{Filename: "lost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pw.Write([]byte("lost")); err != nil {
+			t.Fatal(err)
+		}
+		if err := pw.End(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(7 * 24 * time.Hour)
+		_, fresh := e.mustAccept(attachmenttest.Message{Files: []attachmenttest.File{{Name: "new", Size: 100}}})
+		if n, err := e.svc.DeleteExpired(e.ctx, e.clock.Now(), 2); err != nil || n != 3 {
+			t.Fatalf("first batch: %d, %v; want the orphan and 2 files", n, err)
+		}
+		if n, err := e.svc.DeleteExpired(e.ctx, e.clock.Now(), 2); err != nil || n != 1 {
+			t.Fatalf("second batch: %d, %v", n, err)
+		}
+		if n, err := e.svc.DeleteExpired(e.ctx, e.clock.Now(), 2); err != nil || n != 0 {
+			t.Fatalf("third batch: %d, %v", n, err)
+		}
+		if keys := e.keys(); len(keys) != 1 || e.manifest(fresh)[0].Availability != "available" {
+			t.Fatalf("objects left %v", keys)
+		}
+		if r := e.retained(); r != 100 {
+			t.Fatalf("retained %d", r)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ var attachmentTests = []struct {
 	{"AttachmentUploads", testAttachmentUploads},
 	{"RetainedBytes", testRetainedBytes},
 	{"RetainedBytesConcurrent", testRetainedBytesConcurrent},
+	{"PurgeEventsWithAttachments", testPurgeEventsWithAttachments},
 }
 
 func newAttachment(ev *store.Event, pos int, at time.Time) *store.Attachment {
@@ -267,4 +269,35 @@ func testRetainedBytesConcurrent(t *testing.T, e *env) {
 	}
 	equal(t, "reservations granted", n, limit/each)
 	equal(t, "usage", read(t, e, func(tx store.Tx) (int64, error) { return tx.RetainedBytes(e.ctx, tn.ID) }), int64(n*each))
+}
+
+// Event retention takes an event with its attachment records only once
+// none of them keeps bytes in the object store.
+func testPurgeEventsWithAttachments(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	_, _, ev := e.thread(t, tn.ID)
+	stored, blocked := newAttachment(ev, 0, e.now), blockedAttachment(ev, 1, e.now, "quota")
+	e.attachments(t, stored, blocked)
+	purge := func() int64 {
+		var n int64
+		e.write(t, func(tx store.Tx) (err error) {
+			n, err = tx.PurgeBatch(e.ctx, store.PurgeParams{Class: store.PurgeEvents, Before: e.now.Add(time.Hour), Limit: 100})
+			return err
+		})
+		return n
+	}
+	gone := func() bool {
+		return errors.Is(e.readErr(func(tx store.Tx) error { _, err := tx.EventGet(e.ctx, ev.ID); return err }), store.ErrNotFound)
+	}
+	purge()
+	if gone() {
+		t.Fatal("an event whose attachment keeps bytes was purged")
+	}
+	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetDeleted(e.ctx, stored.ID, e.now) })
+	purge()
+	if !gone() {
+		t.Fatal("an event whose attachments keep no bytes was not purged")
+	}
+	left := read(t, e, func(tx store.Tx) ([]*store.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
+	equal(t, "attachment records of a purged event", len(left), 0)
 }
