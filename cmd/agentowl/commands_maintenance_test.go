@@ -50,7 +50,9 @@ func TestCLIMaintenance(t *testing.T) {
 		member := str(cliJSON(t, op("--json", "operator-tokens", "create", "--operator", "mo"))["token"])
 		srv.cli(t, member, "maintenance", "status").failed(t, "forbidden")
 
-		epCmd := func(args ...string) cliResult { return runCLI(t, append(args, "--api-url", srv.url, "--token", admin)...) }
+		epCmd := func(args ...string) cliResult {
+			return runCLI(t, append(args, "--api-url", srv.url, "--token", admin)...)
+		}
 		ep := cliJSON(t, epCmd("--json", "endpoints", "create", "--name", "rt", "--url", "https://127.0.0.1:9/rt", "--agent-work"))
 		id := str(ep["id"])
 		if ep["overdue"] != nil {
