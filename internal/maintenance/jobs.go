@@ -107,21 +107,22 @@ func (s *Scheduler) purgeSteps() []purgeStep {
 func (s *Scheduler) retain(ctx context.Context) (int64, string, error) {
 	var total int64
 	for _, step := range s.purgeSteps() {
-		before := step.before(s.clock.Now())
+		p := store.PurgeParams{Class: step.class, Before: step.before(s.clock.Now()), Limit: s.cfg.PurgeBatch}
 		for {
-			var n int64
+			var r store.PurgeResult
 			err := s.store.Write(ctx, func(tx store.Tx) (err error) {
-				n, err = tx.PurgeBatch(ctx, store.PurgeParams{Class: step.class, Before: before, Limit: s.cfg.PurgeBatch})
+				r, err = tx.PurgeBatch(ctx, p)
 				return err
 			})
-			total += n
-			s.m.purged.WithLabelValues(string(step.class)).Add(float64(n))
+			total += r.Deleted
+			s.m.purged.WithLabelValues(string(step.class)).Add(float64(r.Deleted))
 			if err != nil {
 				return total, "", err
 			}
-			if n == 0 || ctx.Err() != nil {
+			if r.Deleted == 0 || ctx.Err() != nil {
 				break
 			}
+			p.After = r.After
 		}
 	}
 	return total, outcomeOK, ctx.Err()

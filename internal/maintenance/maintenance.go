@@ -263,9 +263,6 @@ func New(st store.Store, clock agentowl.Clock, cfg Config, svc Services, log *sl
 // Retention returns the retention windows in force.
 func (s *Scheduler) Retention() Retention { return s.cfg.Retention }
 
-// Owner is this process's identity in the leader lease and job records.
-func (s *Scheduler) Owner() string { return s.owner }
-
 // Leading reports whether this process holds the leader lease now.
 func (s *Scheduler) Leading() bool {
 	s.mu.Lock()
@@ -337,7 +334,7 @@ func (s *Scheduler) lead(ctx context.Context) bool {
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.lost(ctx, err)
+		s.leaseFailed(ctx, err)
 		return false
 	}
 	if l != nil && l.Owner != s.owner && now.Before(l.Until) {
@@ -349,7 +346,7 @@ func (s *Scheduler) lead(ctx context.Context) bool {
 		return err
 	})
 	if err != nil {
-		s.lost(ctx, err)
+		s.leaseFailed(ctx, err)
 		return false
 	}
 	mine := l.Owner == s.owner
@@ -361,12 +358,13 @@ func (s *Scheduler) lead(ctx context.Context) bool {
 	return mine
 }
 
-func (s *Scheduler) lost(ctx context.Context, err error) {
+// leaseFailed logs a failed read or write of the lease. This process may
+// still lead until its lease ends (Leading checks that end); it starts no
+// job on this tick.
+func (s *Scheduler) leaseFailed(ctx context.Context, err error) {
 	if ctx.Err() == nil {
 		s.log.Error("maintenance: leader lease", "err", err)
 	}
-	// Without a renewal this process may still lead until its lease ends;
-	// Leading and the job start check that end.
 }
 
 func (s *Scheduler) setLeading(leading bool, renewed, until time.Time) {

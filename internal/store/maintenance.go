@@ -113,6 +113,19 @@ type PurgeParams struct {
 	Class  PurgeClass
 	Before time.Time
 	Limit  int
+	// After, for PurgeCallbacks, is PurgeResult.After of the run's previous
+	// batch ("" for the first): the batch starts past the rows that one
+	// deleted, so a long purge never walks their index entries again
+	// (PostgreSQL keeps them until vacuum).
+	After string
+}
+
+// PurgeResult is what one bounded purge did.
+type PurgeResult struct {
+	Deleted int64
+	// After is where the batch ended, for the next one's PurgeParams.After
+	// ("" for classes without a cursor).
+	After string
 }
 
 // Maintenance is the persistence of the maintenance scheduler and its
@@ -151,8 +164,8 @@ type Maintenance interface {
 	SlotRecoverLapsed(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// PurgeBatch deletes up to Limit records of a class (see PurgeClass)
-	// and returns how many rows went.
-	PurgeBatch(ctx context.Context, p PurgeParams) (int64, error)
+	// and reports how many rows went.
+	PurgeBatch(ctx context.Context, p PurgeParams) (PurgeResult, error)
 }
 
 // EndpointOverdue is an endpoint's overdue expectations

@@ -218,13 +218,6 @@ var purgeStatements = map[store.PurgeClass][]string{
 			AND NOT EXISTS (SELECT 1 FROM tokens k WHERE k.instance_id = i.id)
 			AND NOT EXISTS (SELECT 1 FROM policies p WHERE p.instance_id = i.id) LIMIT ?)`,
 	},
-	// In key order: the batch is read off the primary key's index, never by
-	// a scan of the table's heap, which on PostgreSQL holds the dead rows
-	// of every batch before until vacuum.
-	store.PurgeCallbacks: {`DELETE FROM work_callbacks WHERE (work_id, callback_id) IN (
-		SELECT c.work_id, c.callback_id FROM work_callbacks c
-		WHERE c.work_id IN (SELECT w.id FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at <= ?)
-		ORDER BY c.work_id, c.callback_id LIMIT ?)`},
 	store.PurgeWork: {`DELETE FROM work WHERE id IN (SELECT w.id FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM work_callbacks c WHERE c.work_id = w.id)
 		AND NOT EXISTS (SELECT 1 FROM attention_items a WHERE a.work_id = w.id)
@@ -247,17 +240,26 @@ var purgeStatements = map[store.PurgeClass][]string{
 	store.PurgeAudit: {`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at <= ? LIMIT ?)`},
 }
 
-func (t *tx) PurgeBatch(ctx context.Context, p store.PurgeParams) (int64, error) {
+func (t *tx) PurgeBatch(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
 	if p.Limit <= 0 {
-		return 0, fmt.Errorf("purge %s: a positive limit is required", p.Class)
+		return store.PurgeResult{}, fmt.Errorf("purge %s: a positive limit is required", p.Class)
 	}
-	if p.Class == store.PurgeAttention {
-		return t.purgeAttention(ctx, p)
+	switch p.Class {
+	case store.PurgeAttention:
+		n, err := t.purgeAttention(ctx, p)
+		return store.PurgeResult{Deleted: n}, err
+	case store.PurgeCallbacks:
+		return t.purgeCallbacks(ctx, p)
 	}
 	stmts, ok := purgeStatements[p.Class]
 	if !ok {
-		return 0, fmt.Errorf("purge: unknown class %q", p.Class)
+		return store.PurgeResult{}, fmt.Errorf("purge: unknown class %q", p.Class)
 	}
+	n, err := t.purgeStatements(ctx, stmts, p)
+	return store.PurgeResult{Deleted: n}, err
+}
+
+func (t *tx) purgeStatements(ctx context.Context, stmts []string, p store.PurgeParams) (int64, error) {
 	var total int64
 	for _, q := range stmts {
 		q = strings.Replace(q, "LIMIT ?", "LIMIT "+itoa(int64(p.Limit)), 1)
@@ -273,6 +275,39 @@ func (t *tx) PurgeBatch(ctx context.Context, p store.PurgeParams) (int64, error)
 		total += n
 	}
 	return total, nil
+}
+
+// purgeCallbacks deletes callbacks of ended work in key order from
+// p.After: each batch is read off the primary key's index where the last
+// one stopped, never past the entries of rows already deleted.
+func (t *tx) purgeCallbacks(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
+	afterWork, afterCallback, _ := strings.Cut(p.After, "\n")
+	rows, err := t.query(ctx, `DELETE FROM work_callbacks WHERE (work_id, callback_id) IN (
+		SELECT c.work_id, c.callback_id FROM work_callbacks c
+		WHERE (c.work_id, c.callback_id) > (?, ?)
+			AND c.work_id IN (SELECT w.id FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at <= ?)
+		ORDER BY c.work_id, c.callback_id LIMIT `+itoa(int64(p.Limit))+`)
+		RETURNING work_id, callback_id`, afterWork, afterCallback, ts(p.Before))
+	if err != nil {
+		return store.PurgeResult{}, err
+	}
+	defer rows.Close()
+	out := store.PurgeResult{After: p.After}
+	for rows.Next() {
+		var w, c string
+		if err := rows.Scan(&w, &c); err != nil {
+			return out, err
+		}
+		out.Deleted++
+		// Callback IDs are text without control characters: a newline
+		// cannot occur in either part. The greatest key bytewise is never
+		// past the greatest in the database's collation, so the next batch
+		// skips no row; at worst it passes over a few deleted ones.
+		if key := w + "\n" + c; w > afterWork || (w == afterWork && c > afterCallback) {
+			afterWork, afterCallback, out.After = w, c, key
+		}
+	}
+	return out, rows.Err()
 }
 
 // purgeAttention deletes resolved items of ended work with their

@@ -136,7 +136,7 @@ func (e *env) purge(t *testing.T, now time.Time) int64 {
 	} {
 		e.write(t, func(tx store.Tx) error {
 			got, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: c.class, Before: c.before, Limit: 10_000})
-			n += got
+			n += got.Deleted
 			return err
 		})
 	}
