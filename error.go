@@ -23,6 +23,9 @@ const (
 	ECodeInvalidWebhookURL     = "invalid_webhook_url"
 	ECodeUnsupportedDelivery   = "unsupported_delivery_type"
 	ECodeInvalidPolicy         = "invalid_policy"
+	// ECodeMalformedMessage (400): an email that is not a MIME message
+	// (SMTP 554 5.6.0).
+	ECodeMalformedMessage = "malformed_message"
 	// 401 / 403 / 404.
 	ECodeUnauthenticated = "unauthenticated"
 	ECodeForbidden       = "forbidden"

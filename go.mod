@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	code.dny.dev/ssrf v0.3.0 // egress: the deny-list of non-public addresses, checked at dial time
+	github.com/emersion/go-message v0.18.2 // email channels: streaming MIME parsing, transfer encodings, charsets, address and Message-ID headers
+	github.com/emersion/go-smtp v0.25.1 // the inbound SMTP listener (ESMTP, STARTTLS, SIZE, line and recipient limits)
 	github.com/getkin/kin-openapi v0.153.0 // tests: every HTTP response is validated against api/openapi.yaml (OpenAPI 3.1)
 	github.com/google/cel-go v0.31.0 // policy conditions: a sandboxed, cost-limited expression language
 	github.com/google/uuid v1.6.0 // AAP identifiers are UUIDs
@@ -11,6 +13,7 @@ require (
 	github.com/pressly/goose/v3 v3.30.0 // embedded migrations per dialect, with a lock for replicas
 	github.com/prometheus/client_golang v1.25.0 // /metrics
 	github.com/spf13/cobra v1.10.2 // the CLI: commands, flags, help
+	github.com/spf13/pflag v1.0.9 // serve's flags from the settings table (cobra's flag package)
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // tests: an independent check of our Standard Webhooks signatures
 	go.yaml.in/yaml/v3 v3.0.6 // tests: compose.yaml's settings are checked against serve's settings table
 	modernc.org/sqlite v1.62.0 // the default store: embedded SQLite without cgo
@@ -22,6 +25,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
@@ -39,7 +43,6 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/exp v0.0.0-20261109185158-a52e3aef5920 // indirect

@@ -104,7 +104,7 @@ func showItem(w io.Writer, it item, keys ...string) {
 func (c *cli) addOperatorCommands(root *cobra.Command) {
 	root.AddCommand(c.tenantsCommand(), c.operatorsCommand(), c.tokensCommand("operator-tokens", "operator"),
 		c.tokensCommand("provisioner-tokens", "provisioner"), c.auditCommand(), c.instancesCommand(),
-		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand())
+		c.approvalsCommand(), c.policiesCommand(), c.deliveriesCommand(), c.maintenanceCommand())
 	c.addWorkCommands(root)
 	c.addOpsCommands(root)
 }

@@ -69,7 +69,7 @@ func (c *cli) apiURLFlag(cmd *cobra.Command) {
 func (c *cli) endpointPath(id string) string { return c.tenantPath("/endpoints/" + url.PathEscape(id)) }
 
 func printEndpoint(w io.Writer, ep item) {
-	showItem(w, ep, "id", "name", "url", "config.agent_work", "decision_url", "decision_secret_set", "bindings", "created_at", "updated_at")
+	showItem(w, ep, "id", "name", "url", "config.agent_work", "decision_url", "decision_secret_set", "overdue", "bindings", "created_at", "updated_at")
 	if creds := itemList(ep["runtime_credentials"]); len(creds) > 0 {
 		fmt.Fprintln(w)
 		r := rows(creds, col("id"), col("status"), col("scopes"), col("expires_at"), col("label"))
@@ -204,7 +204,7 @@ func (c *cli) endpointsCommand() *cobra.Command {
 			})
 		}}
 	c.tenantFlag(rotate)
-	cmd.AddCommand(list, create, inspect, update, del, rotate)
+	cmd.AddCommand(list, create, inspect, update, del, rotate, c.endpointOverdueCommand())
 	return cmd
 }
 
@@ -270,34 +270,50 @@ func (c *cli) runtimeCredentialsCommand() *cobra.Command {
 func (c *cli) bindingsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "bindings", Short: "Receiving addresses that route a channel's events to an endpoint"}
 	list := c.listCmd("list", "List live bindings", func([]string) string { return c.tenantPath("/bindings") },
-		"ID\tCHANNEL\tENDPOINT\tSIGNED\tNAME", "id", "channel", "endpoint_id", "signed", "name")
+		"ID\tCHANNEL\tENDPOINT\tSIGNED\tADDRESS\tNAME", "id", "channel", "endpoint_id", "signed", "address", "name")
 	c.tenantFlag(list)
-	var channel, endpoint, name, secretFile string
-	create := &cobra.Command{Use: "create", Short: "Add a binding; its ingress URL is printed once",
+	var channel, endpoint, name, secretFile, address, authTokenFile string
+	create := &cobra.Command{Use: "create", Short: "Add a binding; its ingress URL (or email address) and secret are printed once",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := item{"channel": channel, "endpoint_id": endpoint, "name": name}
-			if secretFile != "" {
-				secret, err := readSecretFile(secretFile)
+			if address != "" {
+				body["address"] = address
+			}
+			for field, file := range map[string]string{"signing_secret": secretFile, "auth_token": authTokenFile} {
+				if file == "" {
+					continue
+				}
+				secret, err := readSecretFile(file)
 				if err != nil {
 					return err
 				}
-				body["signing_secret"] = secret
+				body[field] = secret
 			}
 			var out item
 			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/bindings"), body, &out); err != nil {
 				return err
 			}
 			return c.emit(out, func(w io.Writer) {
-				fmt.Fprintf(w, "Created %s binding %s routing to endpoint %s. Ingress URL (shown once; it is the credential):\n%s\n",
-					str(out["channel"]), str(out["id"]), str(out["endpoint_id"]), str(out["ingress_url"]))
+				fmt.Fprintf(w, "Created %s binding %s routing to endpoint %s.\n", str(out["channel"]), str(out["id"]), str(out["endpoint_id"]))
+				if a, _ := out["address"].(string); a != "" {
+					fmt.Fprintf(w, "Receiving address: %s\n", a)
+				}
+				if sec, _ := out["secret"].(string); sec != "" {
+					fmt.Fprintf(w, "Worker secret (shown once; the Worker sends it as its bearer secret):\n%s\n", sec)
+				}
+				if u, _ := out["ingress_url"].(string); u != "" {
+					fmt.Fprintf(w, "Ingress URL (shown once; it is the credential):\n%s\n", u)
+				}
 			})
 		}}
 	c.tenantFlag(create)
 	f := create.Flags()
-	f.StringVar(&channel, "channel", "", "the channel: webhook")
+	f.StringVar(&channel, "channel", "", "the channel: webhook, smtp, cloudflare-email, sms or voice")
 	f.StringVar(&endpoint, "endpoint", "", "endpoint the events are routed to")
 	f.StringVar(&name, "name", "", "a readable name")
-	f.StringVar(&secretFile, "signing-secret-file", "", "file holding a whsec_ secret: events must then carry a valid Standard Webhooks signature")
+	f.StringVar(&secretFile, "signing-secret-file", "", "webhook: file holding a whsec_ secret: events must then carry a valid Standard Webhooks signature")
+	f.StringVar(&address, "address", "", "smtp: the receiving email address (default: a generated one at the server's AGENTOWL_SMTP_DOMAIN)")
+	f.StringVar(&authTokenFile, "auth-token-file", "", "sms, voice: file holding the provider account's auth token that signs its webhooks (stored encrypted, never shown)")
 	create.MarkFlagRequired("channel")
 	create.MarkFlagRequired("endpoint")
 	inspect := &cobra.Command{Use: "inspect BINDING", Short: "Show a binding", Args: cobra.ExactArgs(1),
@@ -306,7 +322,9 @@ func (c *cli) bindingsCommand() *cobra.Command {
 			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/bindings/"+url.PathEscape(args[0])), nil, &out); err != nil {
 				return err
 			}
-			return c.emit(out, func(w io.Writer) { showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "created_at") })
+			return c.emit(out, func(w io.Writer) {
+				showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "address", "created_at")
+			})
 		}}
 	c.tenantFlag(inspect)
 	del := &cobra.Command{Use: "delete BINDING", Short: "Delete a binding: its ingress URL stops accepting events", Args: cobra.ExactArgs(1),

@@ -11,8 +11,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/server"
 )
@@ -70,6 +73,9 @@ var settings = []setting{
 	{section: "Limits", env: "AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY", def: "32", bound: fmt.Sprintf("1–%d", delivery.MaxPerHostConcurrency),
 		help: "delivery attempts in flight per destination, all replicas together",
 		set:  count(func(c *server.Config) *int { return &c.Delivery.PerHostConcurrency }, delivery.MaxPerHostConcurrency)},
+	{section: "Limits", env: "AGENTOWL_DELIVERY_ACCOUNT_CONCURRENCY", def: "64", bound: fmt.Sprintf("1–%d", delivery.MaxPerHostConcurrency),
+		help: "delivery attempts in flight per tenant (provisioning account), all replicas together",
+		set:  count(func(c *server.Config) *int { return &c.Delivery.PerAccountConcurrency }, delivery.MaxPerHostConcurrency)},
 	{section: "Limits", env: "AGENTOWL_DELIVERY_CONCURRENCY", def: "256", bound: "≥ 1",
 		help: "delivery attempts in flight per process", set: count(func(c *server.Config) *int { return &c.Delivery.Concurrency }, 0)},
 	{section: "Limits", env: "AGENTOWL_CALLBACK_RATE", def: "60", bound: "≥ 1 per minute",
@@ -89,6 +95,61 @@ var settings = []setting{
 		help: "time a kept-alive connection may idle", set: duration(func(c *server.Config) *time.Duration { return &c.HTTP.IdleTimeout })},
 	{section: "HTTP", env: "AGENTOWL_MAX_CONNECTIONS", def: "1024", bound: "≥ 1",
 		help: "HTTP connections served at once", set: count(func(c *server.Config) *int { return &c.HTTP.MaxConnections }, 0)},
+
+	{section: "Channels", env: "AGENTOWL_SMTP_DOMAIN", def: "none", bound: "a host name",
+		help: "mail domain of generated smtp binding addresses (its MX points at the SMTP listener)",
+		set:  text(func(c *server.Config) *string { return &c.Ingress.SMTPDomain })},
+	{section: "Channels", flag: "smtp-listen", env: "AGENTOWL_SMTP_LISTEN", def: "empty (no SMTP listener)", bound: "host:port",
+		help: "inbound SMTP listen address (the MX of smtp bindings' domains)", set: text(func(c *server.Config) *string { return &c.SMTP.Listen })},
+	{section: "Channels", env: "AGENTOWL_SMTP_HOSTNAME", def: "localhost", bound: "a host name",
+		help: "name the SMTP listener greets with", set: text(func(c *server.Config) *string { return &c.SMTP.Hostname })},
+	{section: "Channels", env: "AGENTOWL_SMTP_TLS_CERT_FILE", def: "none (no STARTTLS)", bound: "a PEM file",
+		help: "certificate chain offered with STARTTLS (with AGENTOWL_SMTP_TLS_KEY_FILE)", set: text(func(c *server.Config) *string { return &c.SMTP.CertFile })},
+	{section: "Channels", env: "AGENTOWL_SMTP_TLS_KEY_FILE", def: "none", bound: "a PEM file",
+		help: "private key of the STARTTLS certificate", set: text(func(c *server.Config) *string { return &c.SMTP.KeyFile })},
+	{section: "Channels", env: "AGENTOWL_SMTP_MAX_RECIPIENTS", def: "50", bound: "≥ 1",
+		help: "recipients accepted per message (more: 452 4.5.3)", set: count(func(c *server.Config) *int { return &c.SMTP.MaxRecipients }, 0)},
+	{section: "Channels", env: "AGENTOWL_SMTP_MAX_LINE_LENGTH", def: "2000", bound: "≥ 1 bytes",
+		help: "longest SMTP command or message line", set: count(func(c *server.Config) *int { return &c.SMTP.MaxLineLength }, 0)},
+	{section: "Channels", env: "AGENTOWL_SMTP_COMMAND_TIMEOUT", def: "5m", bound: "a positive duration",
+		help: "time an SMTP client has for its next command or data", set: duration(func(c *server.Config) *time.Duration { return &c.SMTP.CommandTimeout })},
+	{section: "Channels", env: "AGENTOWL_SMTP_SESSION_TIMEOUT", def: "10m", bound: "a positive duration",
+		help: "longest SMTP connection; the server then closes it", set: duration(func(c *server.Config) *time.Duration { return &c.SMTP.SessionTimeout })},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_MESSAGE_BYTES", def: "26214400 (25 MiB)", bound: fmt.Sprintf("1–%d", ingress.MaxMailBytes),
+		help: "largest email as received, MIME encoding included (smtp: 552 5.3.4; cloudflare-email: 413)",
+		set:  byteCount(func(c *server.Config) *int64 { return &c.Ingress.Mail.MaxMessageBytes }, ingress.MaxMailBytes)},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_PARTS", def: "20", bound: "≥ 1",
+		help: "MIME leaf parts per email, body text included", set: count(func(c *server.Config) *int { return &c.Ingress.Mail.MaxParts }, 0)},
+	{section: "Channels", env: "AGENTOWL_EMAIL_MAX_PART_BYTES", def: "10485760 (10 MiB)", bound: "≥ 1",
+		help: "decoded bytes per MIME part", set: byteCount(func(c *server.Config) *int64 { return &c.Ingress.Mail.MaxPartBytes }, 0)},
+	{section: "Maintenance", env: "AGENTOWL_SCHEDULER", def: "on", bound: "on or off",
+		help: "off keeps this process out of the maintenance scheduler's leadership (it runs no job; another replica must)", set: schedulerOnOff},
+	{section: "Maintenance", env: "AGENTOWL_SCHEDULER_LEASE", def: "15s", bound: "3s–10m",
+		help: "the scheduler leader's lease: a dead leader's jobs move to another replica within about this",
+		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Maintenance.Lease }, 3*time.Second, 10*time.Minute)},
+	{section: "Maintenance", env: "AGENTOWL_OVERDUE_ACCEPT_WITHIN", def: "5m", bound: "a duration, or off",
+		help: "default: work is overdue without a first callback this long after its handoff was delivered", set: overdueDuration(acceptWithin)},
+	{section: "Maintenance", env: "AGENTOWL_OVERDUE_REPORT_INTERVAL", def: "30m", bound: "a duration, or off",
+		help: "default: accepted or running work is overdue without a callback this often", set: overdueDuration(reportInterval)},
+	{section: "Maintenance", env: "AGENTOWL_OVERDUE_INPUT_EXPIRY", def: "on", bound: "on or off",
+		help: "default: needs_input work is overdue once a request expires unanswered", set: inputExpiryOnOff},
+	{section: "Maintenance", env: "AGENTOWL_RETAIN_EVENTS", def: "30d", bound: "≥ 1h (30d or 720h)",
+		help: "inbound events kept from receipt, once no work refers to them", set: retention(func(r *maintenance.Retention) *time.Duration { return &r.Events }, time.Hour)},
+	{section: "Maintenance", env: "AGENTOWL_RETAIN_CONVERSATIONS", def: "30d", bound: "≥ 1h",
+		help: "conversations kept from their last event, once no event or work refers to them", set: retention(func(r *maintenance.Retention) *time.Duration { return &r.Conversations }, time.Hour)},
+	{section: "Maintenance", env: "AGENTOWL_RETAIN_WORK", def: "30d", bound: "≥ 1h",
+		help: "ended work kept from its end, once its callbacks and attention items are gone", set: retention(func(r *maintenance.Retention) *time.Duration { return &r.Work }, time.Hour)},
+	{section: "Maintenance", env: "AGENTOWL_RETAIN_CALLBACKS", def: "30d", bound: "≥ 1h",
+		help: "runtime callbacks kept from the end of their work", set: retention(func(r *maintenance.Retention) *time.Duration { return &r.Callbacks }, time.Hour)},
+	{section: "Maintenance", env: "AGENTOWL_RETAIN_ATTENTION", def: "30d", bound: "≥ 1h",
+		help: "resolved attention items (and their decisions) of ended work kept from their resolution", set: retention(func(r *maintenance.Retention) *time.Duration { return &r.Attention }, time.Hour)},
+	{section: "Maintenance", env: "AGENTOWL_RETAIN_AUDIT", def: "365d", bound: "≥ 30d",
+		help: "audit log entries kept from when they were recorded", set: retention(func(r *maintenance.Retention) *time.Duration { return &r.Audit }, maintenance.MinAuditRetention)},
+	{section: "Maintenance", env: "AGENTOWL_RETAIN_DELIVERIES", def: "7d", bound: "≥ 7d (AAP's least)",
+		help: "outbound messages kept from creation (and at least 24h after they end)",
+		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Delivery.Retention }, agentowl.RetentionAfterDecision, 0)},
+	{section: "Maintenance", env: "AGENTOWL_PURGE_BATCH", def: "1000", bound: "1–100000",
+		help: "rows one retention transaction deletes per table", set: count(func(c *server.Config) *int { return &c.Maintenance.PurgeBatch }, 100_000)},
 }
 
 // serveFlags registers the flags of the settings that have one.
@@ -200,6 +261,16 @@ func count(field func(*server.Config) *int, most int) func(*server.Config, strin
 	}
 }
 
+// byteCount parses a positive number of bytes of at most most (0:
+// unbounded).
+func byteCount(field func(*server.Config) *int64, most int) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		n, err := positive(v, most)
+		*field(c) = int64(n)
+		return err
+	}
+}
+
 func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config, string) error {
 	return func(c *server.Config, v string) error {
 		n, err := positive(v, 0)
@@ -209,15 +280,9 @@ func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config,
 }
 
 func deliveryOnOff(c *server.Config, v string) error {
-	switch v {
-	case "on":
-		c.NoDelivery = false
-	case "off":
-		c.NoDelivery = true
-	default:
-		return fmt.Errorf("%q is not on or off", v)
-	}
-	return nil
+	on, err := onOff(v)
+	c.NoDelivery = !on
+	return err
 }
 
 func databaseURL(c *server.Config, v string) error {
@@ -247,4 +312,75 @@ func caFile(c *server.Config, v string) error {
 	pem, err := os.ReadFile(v)
 	c.Egress.ExtraRootsPEM = pem
 	return err
+}
+
+// ---- maintenance values
+
+func schedulerOnOff(c *server.Config, v string) error {
+	on, err := onOff(v)
+	c.Maintenance.Disabled = !on
+	return err
+}
+
+func inputExpiryOnOff(c *server.Config, v string) error {
+	on, err := onOff(v)
+	c.Maintenance.Overdue.InputExpiryOff = !on
+	return err
+}
+
+func onOff(v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not on or off", v)
+}
+
+// parseDays is a positive Go duration, or a whole number of days ("30d").
+func parseDays(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		if days, err := strconv.Atoi(n); err == nil && days > 0 {
+			return time.Duration(days) * 24 * time.Hour, nil
+		}
+	} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%q is not a positive duration such as 720h or 30d", v)
+}
+
+// durationWithin parses a duration of least to most (0: unbounded).
+func durationWithin(field func(*server.Config) *time.Duration, least, most time.Duration) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		d, err := parseDays(v)
+		switch {
+		case err != nil:
+			return err
+		case d < least:
+			return fmt.Errorf("%s is less than the least, %s", d, least)
+		case most > 0 && d > most:
+			return fmt.Errorf("%s is more than the most, %s", d, most)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func retention(field func(*maintenance.Retention) *time.Duration, least time.Duration) func(*server.Config, string) error {
+	return durationWithin(func(c *server.Config) *time.Duration { return field(&c.Maintenance.Retention) }, least, 0)
+}
+
+func acceptWithin(c *server.Config) *time.Duration   { return &c.Maintenance.Overdue.AcceptWithin }
+func reportInterval(c *server.Config) *time.Duration { return &c.Maintenance.Overdue.ReportInterval }
+
+// overdueDuration parses an expectation: a positive duration, or off.
+func overdueDuration(field func(*server.Config) *time.Duration) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		if v == "off" {
+			*field(c) = maintenance.Off
+			return nil
+		}
+		return durationWithin(field, time.Second, 0)(c, v)
+	}
 }

@@ -380,3 +380,23 @@ func (s *Service) ListAudit(ctx context.Context, p *Principal, tenant string, li
 	})
 	return out, err
 }
+
+// SystemAdmin checks that p is an admin of the system tenant, as the
+// server-wide operations need (the maintenance scheduler's status): forbidden
+// otherwise.
+func (s *Service) SystemAdmin(ctx context.Context, p *Principal) error {
+	deny := agentowl.Errorf(agentowl.ECodeForbidden, "This needs the admin role in the system tenant.")
+	if p.Scope == nil || p.Scope.Role != agentowl.RoleAdmin {
+		return deny
+	}
+	return s.store.Read(ctx, func(tx store.Tx) error {
+		home, err := tx.TenantGetByID(ctx, p.Scope.TenantID)
+		if err != nil {
+			return err
+		}
+		if !home.System {
+			return deny
+		}
+		return nil
+	})
+}

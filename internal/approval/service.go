@@ -35,12 +35,6 @@ type Config struct {
 	// InstanceCredentialTTL sets expires_at on issued instance credentials.
 	// Defaults to 0: no scheduled expiry (revoked by instance deletion).
 	InstanceCredentialTTL time.Duration
-	// SweepInterval is how often pending requests past their deadline are
-	// recorded as expired. Defaults to 1s.
-	SweepInterval time.Duration
-	// PurgeInterval is how often retained records past retention are
-	// deleted. Defaults to 1m.
-	PurgeInterval time.Duration
 	// CreateLimit bounds approval request creation per tenant. Defaults to
 	// 100,000 per minute.
 	CreateLimit ratelimit.Limit
@@ -61,8 +55,6 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxApprovalValidity, 24*time.Hour)
 	def(&c.MaxWait, 30*time.Second)
 	def(&c.RecheckInterval, time.Second)
-	def(&c.SweepInterval, time.Second)
-	def(&c.PurgeInterval, time.Minute)
 	if c.CreateLimit.Per == 0 {
 		c.CreateLimit = ratelimit.Limit{Events: 100_000, Per: time.Minute}
 	}
@@ -476,29 +468,6 @@ func (s *Service) TenantRequest(ctx context.Context, p *access.Principal, tenant
 
 // ---- maintenance
 
-// Run expires due requests and purges past-retention records until ctx ends.
-// Every replica may run it: each change is a guarded, idempotent write.
-func (s *Service) Run(ctx context.Context) {
-	purge := s.clock.After(0)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.clock.After(s.cfg.SweepInterval):
-			if _, err := s.ExpireDue(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error("expiry sweep failed", "err", err)
-			}
-		case <-purge:
-			if n, err := s.Purge(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error("retention purge failed", "err", err)
-			} else if n > 0 {
-				s.log.Info("retention purge", "rows", n)
-			}
-			purge = s.clock.After(s.cfg.PurgeInterval)
-		}
-	}
-}
-
 // ExpireDue records expiry for every pending request past its deadline and
 // returns how many it expired.
 func (s *Service) ExpireDue(ctx context.Context) (int, error) {
@@ -541,14 +510,4 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
-}
-
-// Purge deletes what retention no longer requires.
-func (s *Service) Purge(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
-		n, err = tx.Purge(ctx, s.clock.Now())
-		return err
-	})
-	return n, err
 }

@@ -80,6 +80,11 @@ type Config struct {
 	// host:port, and to one resolved address, across every process sharing
 	// the database. Defaults to 360,000 per minute.
 	PerHostRate ratelimit.Limit
+	// PerAccountConcurrency bounds attempts in flight of one provisioning
+	// account (tenant), to all its destinations together, across every
+	// process sharing the database (AAP's per-account limit). Defaults to
+	// 64; at most MaxPerHostConcurrency.
+	PerAccountConcurrency int
 }
 
 func (c Config) withDefaults() Config {
@@ -117,8 +122,16 @@ func (c Config) withDefaults() Config {
 	if c.PerHostRate.Per <= 0 {
 		c.PerHostRate = ratelimit.Limit{Events: 360_000, Per: time.Minute}
 	}
+	if c.PerAccountConcurrency <= 0 {
+		c.PerAccountConcurrency = 64
+	}
+	c.PerAccountConcurrency = min(c.PerAccountConcurrency, MaxPerHostConcurrency)
 	return c
 }
+
+// accountKey is the in-flight slot key of a provisioning account's
+// attempts; destination keys start with "host:" or "addr:".
+func accountKey(tenantID string) string { return "account:" + tenantID }
 
 // validate refuses timings under which one process could have two attempts
 // of a message in flight: an attempt that could outlast its lease.
@@ -141,8 +154,8 @@ const MaxAttemptTimeout = 10 * time.Second
 // that compare the lease.
 const LeaseMargin = 5 * time.Second
 
-// MaxPerHostConcurrency caps Config.PerHostConcurrency: each slot is a row
-// in the store.
+// MaxPerHostConcurrency caps Config.PerHostConcurrency and
+// PerAccountConcurrency: each slot is a row in the store.
 const MaxPerHostConcurrency = 1024
 
 // Target is where one attempt goes.
@@ -209,7 +222,13 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 	}
 	// A slot must outlast any attempt started on it (its wait for a slot
 	// included), with room to spare.
-	e.destSlots = newSharedSlots(st, clock, log, e.owner, cfg.PerHostConcurrency, cfg.Lease, cfg.AttemptTimeout+LeaseMargin)
+	limit := func(key string) int {
+		if strings.HasPrefix(key, accountKey("")) {
+			return cfg.PerAccountConcurrency
+		}
+		return cfg.PerHostConcurrency
+	}
+	e.destSlots = newSharedSlots(st, clock, log, e.owner, limit, cfg.Lease, cfg.AttemptTimeout+LeaseMargin)
 	return e, nil
 }
 
@@ -369,12 +388,13 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target 
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return
 	}
-	// Destination limits (host:port and each resolved address) and the
-	// tenant's rate delay an attempt; they never drop it. The slots come
-	// first: rates are taken only by an attempt that has its slots and will
-	// be sent, so they count what receivers see.
+	// Destination limits (host:port and each resolved address), the
+	// account's in-flight limit and the tenant's rate delay an attempt;
+	// they never drop it. The slots come first: rates are taken only by an
+	// attempt that has its slots and will be sent, so they count what
+	// receivers see.
 	keys := e.dests.keys(ctx, target.URL, start)
-	held, ok := e.acquireDestinations(ctx, keys)
+	held, ok := e.acquireDestinations(ctx, append(slices.Clip(keys), accountKey(m.TenantID)))
 	if !ok {
 		e.deferMessage(ctx, m, e.clock.Now().Add(250*time.Millisecond))
 		return

@@ -143,9 +143,14 @@ func (f *fixture) engine(client *http.Client, cfg delivery.Config) *delivery.Eng
 }
 
 func (f *fixture) message(dest string, window time.Duration) *store.Message {
+	return f.messageFor(f.tenant, dest, window)
+}
+
+// messageFor is message of another tenant (provisioning account).
+func (f *fixture) messageFor(tenant, dest string, window time.Duration) *store.Message {
 	id := uuid.NewString()
 	now := f.clock.Now()
-	m := &store.Message{ID: id, TenantID: f.tenant, Kind: "test", Destination: dest, Subject: "s-" + id,
+	m := &store.Message{ID: id, TenantID: tenant, Kind: "test", Destination: dest, Subject: "s-" + id,
 		Body: []byte(fmt.Sprintf(`{"id":%q,"type":"test"}`, id)), CreatedAt: now, DeadlineAt: now.Add(window),
 		State: store.MessagePending, NextAttempt: now}
 	if err := f.store.Write(context.Background(), func(tx store.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
@@ -694,6 +699,100 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 		}
 		if got := most.Load(); got > 2 {
 			t.Fatalf("%d attempts in flight at once to one destination, limit 2", got)
+		}
+	})
+}
+
+// TestEnginesShareAccountConcurrency: two engines on one database keep at
+// most PerAccountConcurrency attempts of one provisioning account (tenant)
+// in flight, to all its destinations together; another account's attempts
+// go out meanwhile, up to its own limit.
+func TestEnginesShareAccountConcurrency(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		other := uuid.NewString()
+		if err := f.store.Write(context.Background(), func(tx store.Tx) error {
+			return tx.TenantCreate(context.Background(), &agentowl.Tenant{ID: other, Name: "t-" + other[:8], CreatedAt: f.clock.Now()})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		tenantOf := map[string]string{} // event ID -> tenant
+		inflight, most := map[string]int{}, map[string]int{}
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			tenant := tenantOf[r.Header.Get(webhook.HeaderID)]
+			inflight[tenant]++
+			most[tenant] = max(most[tenant], inflight[tenant])
+			mu.Unlock()
+			if tenant == f.tenant {
+				<-gate
+			}
+			mu.Lock()
+			inflight[tenant]--
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		})
+		srv1, srv2 := httptest.NewTLSServer(handler), httptest.NewTLSServer(handler)
+		t.Cleanup(srv1.Close)
+		t.Cleanup(srv2.Close)
+		t.Cleanup(func() {
+			select {
+			case <-gate:
+			default:
+				close(gate)
+			}
+		})
+		f.mu.Lock()
+		f.targets["one"] = &delivery.Target{URL: srv1.URL + "/hook", Secret: webhook.NewSecret()}
+		f.targets["two"] = &delivery.Target{URL: srv2.URL + "/hook", Secret: webhook.NewSecret()}
+		f.mu.Unlock()
+		client := srv1.Client()
+		client.Transport.(*http.Transport).TLSClientConfig.RootCAs.AddCert(srv2.Certificate())
+		cfg := delivery.Config{PerHostConcurrency: 8, PerAccountConcurrency: 3, Concurrency: 16}
+		a, b := f.engine(client, cfg), f.engine(client, cfg)
+		var mine, theirs []string
+		mu.Lock()
+		for i := range 12 {
+			m := f.messageFor(f.tenant, []string{"one", "two"}[i%2], time.Hour)
+			mine, tenantOf[m.ID] = append(mine, m.ID), f.tenant
+		}
+		mu.Unlock()
+		a.Wake()
+		b.Wake()
+		waitFor(t, "three attempts of the account at the receivers", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return inflight[f.tenant] == 3
+		}, a, b)
+		mu.Lock()
+		for i := range 6 {
+			m := f.messageFor(other, []string{"one", "two"}[i%2], time.Hour)
+			theirs, tenantOf[m.ID] = append(theirs, m.ID), other
+		}
+		mu.Unlock()
+		a.Wake()
+		b.Wake()
+		// The other account's messages are delivered while this one's
+		// three slots are held at the receivers.
+		waitFor(t, "the other account's messages delivered", func() bool { return f.allDelivered(theirs) }, a, b)
+		mu.Lock()
+		held, mostMine, mostTheirs := inflight[f.tenant], most[f.tenant], most[other]
+		mu.Unlock()
+		if held != 3 || mostMine != 3 || mostTheirs > 3 {
+			t.Fatalf("in flight: %d of the blocked account (most %d), most %d of the other; want 3, 3, at most 3", held, mostMine, mostTheirs)
+		}
+		close(gate)
+		for !f.allDelivered(mine) {
+			f.clock.Advance(time.Second)
+			a.Wake()
+			b.Wake()
+			time.Sleep(5 * time.Millisecond) // let the engines run; the loop condition is the assertion
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if most[f.tenant] > 3 || most[other] > 3 {
+			t.Fatalf("most in flight per account: %d and %d, limit 3", most[f.tenant], most[other])
 		}
 	})
 }

@@ -28,8 +28,8 @@ type sharedSlots struct {
 	clock agentowl.Clock
 	log   *slog.Logger
 	owner string
-	limit int
-	lease time.Duration // length of a lease
+	limit func(key string) int // how many slots key has
+	lease time.Duration        // length of a lease
 	// minLeft is the lease time a slot must have left to start an attempt,
 	// so an attempt always ends before its slot's lease could lapse.
 	minLeft time.Duration
@@ -67,10 +67,11 @@ const (
 	slotRetry = 20 * time.Millisecond
 )
 
-// newSharedSlots returns the slots of limit per key. A slot must have
-// minLeft of its lease left to start an attempt; leases are renewed when a
-// third of them has passed, so they are at least three times minLeft.
-func newSharedSlots(st store.Store, clock agentowl.Clock, log *slog.Logger, owner string, limit int, lease, minLeft time.Duration) *sharedSlots {
+// newSharedSlots returns the slots of keys, limit(key) of each. A slot must
+// have minLeft of its lease left to start an attempt; leases are renewed
+// when a third of them has passed, so they are at least three times
+// minLeft.
+func newSharedSlots(st store.Store, clock agentowl.Clock, log *slog.Logger, owner string, limit func(key string) int, lease, minLeft time.Duration) *sharedSlots {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &sharedSlots{store: st, clock: clock, log: log, owner: owner, limit: limit, lease: max(lease, 3*minLeft),
 		minLeft: minLeft, ctx: ctx, cancel: cancel, keys: map[string]*keySlots{}}
@@ -174,11 +175,11 @@ func (s *sharedSlots) leaseFor(key string, ks *keySlots) {
 		var got []int
 		err := s.store.Write(s.ctx, func(tx store.Tx) (err error) {
 			if !made {
-				if err := tx.SlotsMake(s.ctx, key, s.limit); err != nil {
+				if err := tx.SlotsMake(s.ctx, key, s.limit(key)); err != nil {
 					return err
 				}
 			}
-			got, err = tx.SlotLease(s.ctx, key, s.owner, s.limit, want, now, until)
+			got, err = tx.SlotLease(s.ctx, key, s.owner, s.limit(key), want, now, until)
 			return err
 		})
 		if err != nil && s.ctx.Err() == nil {

@@ -20,7 +20,7 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			st := b.Open(t)
 			clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
-			s := newSharedSlots(st, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), "p1", 1, 30*time.Second, 15*time.Second)
+			s := newSharedSlots(st, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), "p1", func(string) int { return 1 }, 30*time.Second, 15*time.Second)
 			t.Cleanup(func() { s.cancel(); s.lessor.Wait() })
 			ctx := context.Background()
 			never := make(chan time.Time)

@@ -7,6 +7,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/inbox"
+	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -72,6 +73,8 @@ type wireAttention struct {
 	Request        *wireAttentionRequest `json:"request,omitempty"`
 	Summary        string                `json:"summary,omitempty"`
 	MessageID      string                `json:"message_id,omitempty"`
+	Cause          string                `json:"cause,omitempty"`
+	Rule           string                `json:"rule,omitempty"`
 	Assignee       string                `json:"assignee,omitempty"`
 	AcknowledgedAt *string               `json:"acknowledged_at,omitempty"`
 	ResolvedAt     *string               `json:"resolved_at,omitempty"`
@@ -93,6 +96,9 @@ func toWireAttention(v *work.AttentionView) wireAttention {
 		EndpointID: it.EndpointID, Summary: it.Summary, MessageID: it.MessageID, Assignee: it.Assignee, AcknowledgedAt: timestampPtr(it.AcknowledgedAt),
 		ResolvedAt: timestampPtr(it.ResolvedAt), CreatedAt: timestamp(it.CreatedAt), UpdatedAt: timestamp(it.UpdatedAt),
 		WorkStatus: string(v.WorkStatus)}
+	if it.OverdueRule != "" {
+		out.Cause, out.Rule = maintenance.CauseOverdue, it.OverdueRule
+	}
 	if it.RequestID != "" {
 		rq := &wireAttentionRequest{ID: it.RequestID, Revision: it.Revision, Prompt: it.Prompt,
 			AllowedDecisions: it.AllowedDecisions, Expired: v.Expired}

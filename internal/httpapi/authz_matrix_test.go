@@ -37,7 +37,8 @@ var authzRoutes = map[string]need{
 	"GET /readyz":  needPublic,
 	"GET /metrics": needPublic,
 
-	"POST /in/webhook/{token}": needIngress,
+	"POST /in/webhook/{token}":          needIngress,
+	"POST /in/cloudflare-email/{token}": needIngress,
 
 	"POST /v1/instances":        needProvisioner,
 	"GET /v1/instances/{id}":    needProvisioner,
@@ -50,6 +51,8 @@ var authzRoutes = map[string]need{
 	"GET /api/v1/whoami":   needMember,
 	"GET /api/v1/tenants":  needMember,
 	"POST /api/v1/tenants": needSystemAdmin,
+
+	"GET /api/v1/maintenance": needSystemAdmin,
 
 	"GET /api/v1/tenants/{tenant}/operators":                           needMember,
 	"POST /api/v1/tenants/{tenant}/operators":                          needAdmin,

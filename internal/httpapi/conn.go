@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -103,8 +104,8 @@ func (b *bodyReader) abandon() {
 	}
 }
 
-// limitBody puts the body of r under ReadTimeout and MaxBodyBytes; it
-// returns the tracked body (nil for a request without one).
+// limitBody puts the body of r under ReadTimeout and its size limit (see
+// bodyLimit); it returns the tracked body (nil for a request without one).
 func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) *bodyReader {
 	var body *bodyReader
 	if r.ContentLength != 0 {
@@ -113,8 +114,18 @@ func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) *bodyReader {
 		body = &bodyReader{ReadCloser: r.Body, rc: rc}
 		r.Body = body
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	return body
+}
+
+// bodyLimit is the size limit of r's body: MaxBodyBytes, but for the route
+// of forwarded email, whose limit is the email channels' message limit
+// (the parser enforces it exactly, while streaming).
+func (s *Server) bodyLimit(r *http.Request) int64 {
+	if s.work != nil && strings.HasPrefix(r.URL.Path, "/in/cloudflare-email/") {
+		return max(s.cfg.MaxBodyBytes, s.work.ingress.MailLimits().MaxMessageBytes+1)
+	}
+	return s.cfg.MaxBodyBytes
 }
 
 // extendWriteDeadline gives the answer to r d more than WriteTimeout from

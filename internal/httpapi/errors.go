@@ -23,6 +23,7 @@ var statusOf = map[string]int{
 	agentowl.ECodeInvalidWebhookURL:         http.StatusBadRequest,
 	agentowl.ECodeUnsupportedDelivery:       http.StatusBadRequest,
 	agentowl.ECodeInvalidPolicy:             http.StatusBadRequest,
+	agentowl.ECodeMalformedMessage:          http.StatusBadRequest,
 	agentowl.ECodeUnauthenticated:           http.StatusUnauthorized,
 	agentowl.ECodeForbidden:                 http.StatusForbidden,
 	agentowl.ECodeNotFound:                  http.StatusNotFound,

@@ -1,8 +1,13 @@
 package httpapi
 
 import (
+	"errors"
+	"io"
 	"net/http"
+	"os"
 
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/ingress/cloudflare"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -33,4 +38,36 @@ func (s *Server) receiveWebhook(r *http.Request, b *store.Binding) (int, any, er
 	}
 	return status, wireAccepted{EventID: acc.EventID, ConversationID: acc.ConversationID, FollowUp: acc.FollowUp,
 		Duplicate: acc.Duplicate}, nil
+}
+
+// receiveCloudflareEmail is the cloudflare-email channel: POST
+// /in/cloudflare-email/{token} with the raw message a Worker forwards. The
+// body is streamed through the email parser, never read whole first.
+func (s *Server) receiveCloudflareEmail(r *http.Request, b *store.Binding) (int, any, error) {
+	acc, err := cloudflare.Receive(r.Context(), s.work.ingress, b, r.Header, r.ContentLength, requestBody{r.Body})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		panic(http.ErrAbortHandler) // the body did not arrive within ReadTimeout, as readBody does
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusAccepted
+	if acc.Duplicate {
+		status = http.StatusOK
+	}
+	return status, wireAccepted{EventID: acc.EventID, ConversationID: acc.ConversationID, FollowUp: acc.FollowUp,
+		Duplicate: acc.Duplicate}, nil
+}
+
+// requestBody is a request body streamed to a parser: a failure to read it
+// (the client went away, a malformed chunk) is the client's, invalid_request;
+// a read past the deadline stays as it is.
+type requestBody struct{ r io.Reader }
+
+func (b requestBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, os.ErrDeadlineExceeded) {
+		err = agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body could not be read.")
+	}
+	return n, err
 }

@@ -293,7 +293,7 @@ func TestIngressRefusalsAndDuplicates(t *testing.T) {
 		expectRefused(t, "binding to an unknown endpoint", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
 			map[string]any{"channel": "webhook", "endpoint_id": "ep_nope"}), http.StatusNotFound, "not_found")
 		expectRefused(t, "an unsupported channel", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
-			map[string]any{"channel": "sms", "endpoint_id": id}), http.StatusBadRequest, "invalid_field")
+			map[string]any{"channel": "fax", "endpoint_id": id}), http.StatusBadRequest, "invalid_field")
 	})
 }
 
@@ -377,7 +377,7 @@ func TestIngressBindingDeletedDuringUpload(t *testing.T) {
 		id := e.endpoint(t, rt, true)["id"].(string)
 		bid, in := e.binding(t, id, nil)
 		token := in[strings.LastIndex(in, "/")+1:]
-		b, err := e.server.Ingress().Admit(t.Context(), token)
+		b, err := e.server.Ingress().Admit(t.Context(), ingress.ChannelWebhook, token)
 		if err != nil {
 			t.Fatal(err)
 		}

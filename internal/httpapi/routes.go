@@ -11,6 +11,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/buildinfo"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -107,6 +108,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/audit", surface: surfaceOperator, gate: s.admin(s.listAudit)},
 		{method: get, pattern: t + "/deliveries", surface: surfaceOperator, gate: s.member(s.listDeliveries)},
 		{method: get, pattern: t + "/deliveries/{id}", surface: surfaceOperator, gate: s.member(s.inspectDelivery)},
+		{method: get, pattern: "/api/v1/maintenance", surface: surfaceOperator, gate: s.admin(s.maintenanceStatus)},
 	}
 	for _, r := range []route{
 		{method: get, pattern: t + "/endpoints", surface: surfaceOperator, gate: s.member(s.listEndpoints)},
@@ -145,7 +147,8 @@ func (s *Server) routes() []route {
 		{method: post, pattern: "/runtime/v1/work/{work}/decisions/{decision}/receipt", surface: surfaceRuntime,
 			gate: s.runtime(work.ScopeDecisions, s.postReceipt)},
 
-		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.ingress(s.receiveWebhook)},
+		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelWebhook, s.receiveWebhook)},
+		{method: post, pattern: "/in/cloudflare-email/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelCloudflareEmail, s.receiveCloudflareEmail)},
 	} {
 		r.work = true
 		rs = append(rs, r)
@@ -254,11 +257,11 @@ func (s *Server) runtime(scope string, h handler[*store.RuntimeCredential]) gate
 	}, h)
 }
 
-// ingress serves an ingress route: the path's token must name a binding,
-// checked before the body is read.
-func (s *Server) ingress(h handler[*store.Binding]) gate {
+// ingress serves an ingress route of channel: the path's token must name a
+// binding of that channel, checked before the body is read.
+func (s *Server) ingress(channel string, h handler[*store.Binding]) gate {
 	return serveAs(s, authIngress, "", func(r *http.Request) (*store.Binding, error) {
-		return s.work.ingress.Admit(r.Context(), r.PathValue("token"))
+		return s.work.ingress.Admit(r.Context(), channel, r.PathValue("token"))
 	}, h)
 }
 

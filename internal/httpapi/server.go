@@ -24,6 +24,7 @@ import (
 	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -86,7 +87,10 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	work     *workAPI // agent work (runtime.go); nil without Services.Work
-	doctor   *doctor.Service
+	// maintenance is the scheduler whose status GET /api/v1/maintenance
+	// reports; nil when none runs.
+	maintenance *maintenance.Scheduler
+	doctor      *doctor.Service
 }
 
 // Services are what the HTTP surfaces call. Work and Ingress are optional:
@@ -97,17 +101,20 @@ type Services struct {
 	Approval *approval.Service
 	Work     *work.Service
 	Ingress  *ingress.Service
+	Store    store.Store
+	Clock    agentowl.Clock
+	Log      *slog.Logger
+	// Maintenance is the scheduler, optional: without it GET
+	// /api/v1/maintenance answers 503.
+	Maintenance *maintenance.Scheduler
 	// Doctor serves the tenant health report with the agent-work routes.
 	Doctor *doctor.Service
-	Store  store.Store
-	Clock  agentowl.Clock
-	Log    *slog.Logger
 }
 
 // New returns a Server.
 func New(svc Services, cfg Config) *Server {
 	s := &Server{access: svc.Access, approval: svc.Approval, store: svc.Store, clock: svc.Clock, log: svc.Log,
-		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry(), doctor: svc.Doctor}
+		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry(), maintenance: svc.Maintenance, doctor: svc.Doctor}
 	if svc.Work != nil && svc.Ingress != nil {
 		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock)}
 	}

@@ -84,8 +84,18 @@ type testServer struct {
 func (s testServer) Client() *http.Client { return s.client }
 
 // start starts the one server assembly from sc on a fake clock (unless sc
-// has a clock) and returns the test's view of it.
+// has a clock), without its maintenance scheduler, and returns the test's
+// view of it. These tests run the maintenance jobs by hand (ExpireDue,
+// ExpireRequests, RecordDeliveryIncidents) where they check them: a
+// scheduler woken by every Advance would run them in between.
 func start(t *testing.T, sc server.Config) *env {
+	t.Helper()
+	sc.Maintenance.Disabled = true
+	return startScheduled(t, sc)
+}
+
+// startScheduled is start with the scheduler as sc configures it.
+func startScheduled(t *testing.T, sc server.Config) *env {
 	t.Helper()
 	clock, ok := sc.Clock.(*fakeClock)
 	if !ok {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
@@ -29,20 +30,22 @@ type wireEndpoint struct {
 	CreatedAt          string                   `json:"created_at"`
 	UpdatedAt          string                   `json:"updated_at"`
 	SigningSecret      string                   `json:"signing_secret,omitempty"`
+	Overdue            map[string]any           `json:"overdue,omitempty"`
 	Bindings           *int                     `json:"bindings,omitempty"`
 	RuntimeCredentials *[]wireRuntimeCredential `json:"runtime_credentials,omitempty"`
 }
 
 func toWireEndpoint(ep *store.Endpoint) wireEndpoint {
 	return wireEndpoint{ID: ep.ID, Name: ep.Name, URL: ep.URL, Config: wireEndpointConfig{AgentWork: ep.AgentWork}, DecisionURL: ep.DecisionURL,
-		DecisionSecretSet: ep.DecisionSecret != nil, CreatedAt: timestamp(ep.CreatedAt), UpdatedAt: timestamp(ep.UpdatedAt)}
+		DecisionSecretSet: ep.DecisionSecret != nil, CreatedAt: timestamp(ep.CreatedAt), UpdatedAt: timestamp(ep.UpdatedAt),
+		Overdue: work.OverdueDetails(ep.Overdue)}
 }
 
 // readEndpointInput reads an endpoint body; on update, decision_url null
 // removes the decision settings.
 func readEndpointInput(r *http.Request, update bool) (work.EndpointInput, error) {
 	var in work.EndpointInput
-	fields, err := readObject(r, "name", "url", "config", "decision_url", "decision_secret")
+	fields, err := readObject(r, "name", "url", "config", "decision_url", "decision_secret", "overdue")
 	if err != nil {
 		return in, err
 	}
@@ -75,6 +78,11 @@ func readEndpointInput(r *http.Request, update bool) (work.EndpointInput, error)
 	}
 	if in.DecisionSecret, err = str("decision_secret"); err != nil {
 		return in, err
+	}
+	if raw, ok := fields["overdue"]; ok {
+		if in.Overdue, err = readOverdue(raw, update); err != nil {
+			return in, err
+		}
 	}
 	if raw, ok := fields["config"]; ok {
 		var cfg map[string]json.RawMessage
@@ -226,13 +234,16 @@ type wireBinding struct {
 	Name       string `json:"name"`
 	EndpointID string `json:"endpoint_id"`
 	Signed     bool   `json:"signed"`
+	Address    string `json:"address,omitempty"`
 	CreatedAt  string `json:"created_at"`
+	// Shown once, on creation.
 	IngressURL string `json:"ingress_url,omitempty"`
+	Secret     string `json:"secret,omitempty"`
 }
 
 func toWireBinding(b *store.Binding) wireBinding {
 	return wireBinding{ID: b.ID, Channel: b.Channel, Name: b.Name, EndpointID: b.EndpointID, Signed: b.SigningSecret != nil,
-		CreatedAt: timestamp(b.CreatedAt)}
+		Address: b.Address, CreatedAt: timestamp(b.CreatedAt)}
 }
 
 func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, error) {
@@ -241,7 +252,7 @@ func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, e
 }
 
 func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, error) {
-	fields, err := readObject(r, "channel", "name", "endpoint_id", "signing_secret")
+	fields, err := readObject(r, "channel", "name", "endpoint_id", "signing_secret", "address", "auth_token")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -252,7 +263,8 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 	if err := requiredField(fields, "endpoint_id", &in.EndpointID); err != nil {
 		return 0, nil, err
 	}
-	for name, dst := range map[string]any{"name": &in.Name, "signing_secret": &in.SigningSecret} {
+	for name, dst := range map[string]any{"name": &in.Name, "signing_secret": &in.SigningSecret, "address": &in.Address,
+		"auth_token": &in.AuthToken} {
 		if _, err := field(fields, name, dst); err != nil {
 			return 0, nil, err
 		}
@@ -262,7 +274,7 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 		return 0, nil, err
 	}
 	w := toWireBinding(ib.Binding)
-	w.IngressURL = ib.URL
+	w.IngressURL, w.Secret = ib.URL, ib.Secret
 	return http.StatusCreated, w, nil
 }
 
@@ -442,4 +454,50 @@ func (s *Server) replayWork(r *http.Request, p *access.Principal) (int, any, err
 		return 0, nil, err
 	}
 	return http.StatusCreated, toWireWork(&work.Summary{Work: w}), nil
+}
+
+// readOverdue reads an endpoint's overdue expectations: an object of
+// accept_within and report_interval (durations such as "10m", or "off")
+// and input_expiry (true or false); fields left out keep the server's
+// defaults. null (on update) restores every default.
+func readOverdue(raw json.RawMessage, update bool) (*store.EndpointOverdue, error) {
+	out := &store.EndpointOverdue{}
+	if string(raw) == "null" && update {
+		return out, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "overdue", "overdue must be an object.")
+	}
+	for k, v := range obj {
+		param := "overdue." + k
+		switch k {
+		case "accept_within", "report_interval":
+			var text string
+			if err := json.Unmarshal(v, &text); err != nil {
+				return nil, agentowl.FieldError(agentowl.ECodeInvalidField, param, "%s must be a duration such as \"10m\", or \"off\".", param)
+			}
+			d := time.Duration(0)
+			if text != "off" {
+				var err error
+				if d, err = time.ParseDuration(text); err != nil || d <= 0 {
+					return nil, agentowl.FieldError(agentowl.ECodeInvalidField, param, "%s must be a duration such as \"10m\", or \"off\".", param)
+				}
+			}
+			if k == "accept_within" {
+				out.AcceptWithin = &d
+			} else {
+				out.ReportInterval = &d
+			}
+		case "input_expiry":
+			var on bool
+			if err := json.Unmarshal(v, &on); err != nil || string(v) == "null" {
+				return nil, agentowl.FieldError(agentowl.ECodeInvalidField, param, "%s must be true or false.", param)
+			}
+			out.InputExpiry = &on
+		default:
+			return nil, agentowl.FieldError(agentowl.ECodeUnknownField, param, "Unknown field %q in overdue.", k)
+		}
+	}
+	return out, nil
 }

@@ -27,6 +27,8 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/ingress/smtp"
+	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -71,6 +73,11 @@ type Config struct {
 	Egress     egress.Config
 	Work       work.Config
 	Ingress    ingress.Config
+	// SMTP is the inbound SMTP listener; off unless SMTP.Listen is set.
+	SMTP smtp.Config
+	// Maintenance configures the scheduler: its leadership, the jobs'
+	// intervals, the overdue defaults and the retention windows.
+	Maintenance maintenance.Config
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -110,7 +117,7 @@ func (c *Config) validate() error {
 	if c.DatabaseURL != "" && !IsPostgresURL(c.DatabaseURL) {
 		return errors.New("database URL must start with postgres:// or postgresql://")
 	}
-	return nil
+	return c.Ingress.Validate()
 }
 
 // IsPostgresURL reports whether u selects PostgreSQL.
@@ -134,8 +141,11 @@ type Server struct {
 	egress   *egress.Client
 	work     *work.Service
 	ingress  *ingress.Service
+	sched    *maintenance.Scheduler
 	api      *httpapi.Server
 	http     *http.Server
+	smtp     *smtp.Server
+	smtpAddr string
 	cancel   context.CancelFunc
 	done     chan struct{}
 
@@ -209,15 +219,17 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.engine.Handle("endpoint", s.work.ResolveDestination)
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)
 	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
+	if s.sched, err = maintenance.New(s.store, cfg.Clock, cfg.Maintenance, maintenance.Services{Approval: s.approval, Work: s.work}, cfg.Logger); err != nil {
+		ln.Close()
+		return err
+	}
 
-	// The scheduler's leadership and overdue work come from
-	// internal/maintenance once it is assembled here; until then the report
-	// says it did not check them.
 	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
-		CallbackRate: s.work.CallbackRate()})
+		CallbackRate: s.work.CallbackRate(), Scheduler: s.sched, Overdue: s.sched})
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger}, cfg.HTTP)
+		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched}, cfg.HTTP)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
+	s.api.Register(s.sched.Collectors()...)
 	s.http = s.api.HTTPServer()
 
 	bg, cancel := context.WithCancel(context.Background())
@@ -225,13 +237,18 @@ func (s *Server) start(ctx context.Context) (err error) {
 	go func() {
 		defer close(s.done)
 		var wg sync.WaitGroup
-		wg.Go(func() { s.approval.Run(bg) })
 		if !s.cfg.NoDelivery {
 			wg.Go(func() { s.engine.Run(bg) })
 		}
-		wg.Go(func() { s.work.Run(bg) })
+		wg.Go(func() { s.sched.Run(bg) })
 		wg.Wait()
 	}()
+	if cfg.SMTP.Listen != "" {
+		if err := s.startSMTP(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	limited := s.api.LimitListener(ln)
 	go func() {
 		if err := s.http.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -241,6 +258,29 @@ func (s *Server) start(ctx context.Context) (err error) {
 	cfg.Logger.Info("agentowl serving", "addr", s.addr, "database", s.store.Dialect())
 	return nil
 }
+
+// startSMTP starts the inbound SMTP listener.
+func (s *Server) startSMTP() error {
+	srv, err := smtp.New(s.cfg.SMTP, s.ingress, s.cfg.Clock, s.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.SMTP.Listen)
+	if err != nil {
+		return fmt.Errorf("smtp: %w", err)
+	}
+	s.smtp, s.smtpAddr = srv, ln.Addr().String()
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			s.cfg.Logger.Error("smtp server stopped", "err", err)
+		}
+	}()
+	s.cfg.Logger.Info("agentowl receiving mail", "addr", s.smtpAddr)
+	return nil
+}
+
+// SMTPAddr is the bound SMTP listen address ("" without a listener).
+func (s *Server) SMTPAddr() string { return s.smtpAddr }
 
 // Addr is the bound listen address.
 func (s *Server) Addr() string { return s.addr }
@@ -278,6 +318,9 @@ func (s *Server) Work() *work.Service { return s.work }
 
 // Ingress returns the channel ingress use-cases.
 func (s *Server) Ingress() *ingress.Service { return s.ingress }
+
+// Scheduler returns the maintenance scheduler.
+func (s *Server) Scheduler() *maintenance.Scheduler { return s.sched }
 
 // Box returns the sealing of stored secrets.
 func (s *Server) Box() *secret.Box { return s.box }
@@ -322,6 +365,11 @@ func (s *Server) close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err = s.http.Shutdown(ctx)
+	}
+	if s.smtp != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = errors.Join(err, s.smtp.Close(ctx))
 	}
 	if s.cancel != nil {
 		s.cancel()

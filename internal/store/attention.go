@@ -51,6 +51,12 @@ type AttentionItem struct {
 	ResolvedAt     *time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+
+	// OverdueRule and OverdueSequence name the rule an overdue incident
+	// reports and the work's sequence when it was broken (at most one
+	// incident per work, rule and sequence).
+	OverdueRule     string
+	OverdueSequence int64
 }
 
 // WorkDecision is the winning human decision on a runtime request item of

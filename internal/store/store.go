@@ -130,6 +130,8 @@ type Tx interface {
 	Slots
 	AgentWork
 	Attention
+	EmailThreads
+	Maintenance
 	Operations
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
@@ -144,10 +146,6 @@ type Tx interface {
 	// CounterAdd adds delta to the counter of key in the window starting at
 	// windowStart and returns the new total.
 	CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error)
-
-	// Purge deletes what retention no longer requires at now and reports how
-	// many rows went.
-	Purge(ctx context.Context, now time.Time) (int64, error)
 }
 
 // TokenListParams filters TokenList.

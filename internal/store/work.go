@@ -31,6 +31,9 @@ type Endpoint struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	DeletedAt      *time.Time
+
+	// Overdue is when its work counts as overdue (internal/maintenance).
+	Overdue EndpointOverdue
 }
 
 // RuntimeCredential is an endpoint-bound bearer credential of an agent
@@ -53,34 +56,55 @@ func (c *RuntimeCredential) Active(now time.Time) bool {
 }
 
 // Binding is a receiving address of a channel that routes its events to
-// one endpoint. The webhook channel's address is an unguessable URL token,
-// stored as its SHA-256.
+// one endpoint. Every channel but smtp is addressed by an unguessable URL
+// token, stored as its SHA-256; an smtp binding by its email address.
 type Binding struct {
 	ID         string // bnd_…
 	TenantID   string
-	Channel    string // "webhook"
+	Channel    string // webhook, smtp, cloudflare-email, sms or voice
 	Name       string
 	EndpointID string
-	TokenHash  []byte
+	// TokenHash is nil for smtp bindings, set for every other channel.
+	TokenHash []byte
 	// SigningSecret, when set, is the sealed whsec_ secret inbound events
-	// must be signed with (Standard Webhooks).
+	// must be signed with (Standard Webhooks). Webhook bindings only.
 	SigningSecret []byte
-	CreatedAt     time.Time
-	DeletedAt     *time.Time
+	// Address is an smtp binding's receiving address, lower-case; unique
+	// among live bindings. Empty for other channels.
+	Address string
+	// ProviderSecret is the sealed secret a provider authenticates with:
+	// the Worker's shared secret (cloudflare-email), the Twilio auth token
+	// (sms, voice). Set for those channels only.
+	ProviderSecret []byte
+	CreatedAt      time.Time
+	DeletedAt      *time.Time
 }
 
+// Conversation states. Events join only an open conversation; an ended one
+// (reset by an operator, or past its channel's inactivity window) never
+// takes another event.
+const (
+	ConversationOpen  = "open"
+	ConversationEnded = "ended"
+)
+
 // Conversation groups a binding's events: a new one per event unless the
-// event's conversation key matches an open conversation of the binding.
+// channel's threading rule (internal/ingress) continues an open one.
 type Conversation struct {
 	ID        string // conv_…
 	TenantID  string
 	BindingID string
-	Key       string // empty: no key, never matched
-	Status    string // "open" (conversations are not closed yet)
+	Channel   string // the binding's channel
+	// Key is the channel's thread identity: the webhook's conversation key,
+	// the SMS remote number, the voice CallSid. Empty: never matched by key.
+	// At most one open conversation of a binding has a given key.
+	Key    string
+	Status string // ConversationOpen or ConversationEnded
 	// RuntimeSessionID is the latest session the runtime reported.
 	RuntimeSessionID string
 	CreatedAt        time.Time
 	LastEventAt      time.Time
+	EndedAt          *time.Time // set when Status is ended
 }
 
 // Event is one inbound message, channel-neutral.
@@ -219,11 +243,16 @@ type AgentWork interface {
 	// endpoint.
 	RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID string, at time.Time) error
 
+	// BindingCreate inserts a binding; ErrConflict if its token hash is
+	// taken, or its address by a live binding.
 	BindingCreate(ctx context.Context, b *Binding) error
 	// BindingGet returns a binding, deleted or not.
 	BindingGet(ctx context.Context, id string) (*Binding, error)
 	// BindingGetByToken finds a live binding by its token hash.
 	BindingGetByToken(ctx context.Context, tokenHash []byte) (*Binding, error)
+	// BindingGetByAddress finds the live smtp binding with a (lower-case)
+	// receiving address.
+	BindingGetByAddress(ctx context.Context, address string) (*Binding, error)
 	// BindingList returns a tenant's live bindings, oldest first.
 	BindingList(ctx context.Context, tenantID string) ([]*Binding, error)
 	// BindingDelete sets deleted_at if unset.
@@ -240,6 +269,9 @@ type AgentWork interface {
 	ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*Conversation, error)
 	// ConversationTouch records a new event at lastEventAt.
 	ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error
+	// ConversationEnd ends an open conversation at at; ErrNotFound if there
+	// is no such conversation, ErrConflict if it has already ended.
+	ConversationEnd(ctx context.Context, id string, at time.Time) error
 	// ConversationSetSession records the runtime session ID.
 	ConversationSetSession(ctx context.Context, id, sessionID string) error
 

@@ -387,6 +387,10 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 			if err := s.applyAttentionTx(ctx, tx, w, in, now); err != nil {
 				return err
 			}
+			// The runtime reported: the work is not overdue any more.
+			if _, err := tx.AttentionResolveOverdue(ctx, w.ID, ResolvedCallback, now); err != nil {
+				return err
+			}
 			if in.RuntimeSessionID != "" && in.RuntimeSessionID != w.RuntimeSessionID {
 				w.RuntimeSessionID, sessionChanged = in.RuntimeSessionID, true
 			}

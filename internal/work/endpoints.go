@@ -47,6 +47,28 @@ type EndpointInput struct {
 	AgentWork      *bool
 	DecisionURL    *string
 	DecisionSecret *string
+	// Overdue, when set, replaces the endpoint's overdue expectations (its
+	// nil fields keep the server's defaults; a zero duration turns a rule
+	// off).
+	Overdue *store.EndpointOverdue
+}
+
+// MaxOverdueDuration bounds an endpoint's overdue expectation durations.
+const MaxOverdueDuration = 90 * 24 * time.Hour
+
+// checkOverdue accepts durations of whole seconds up to
+// MaxOverdueDuration, or zero (the rule off).
+func checkOverdue(o *store.EndpointOverdue) error {
+	for _, f := range []struct {
+		name string
+		d    *time.Duration
+	}{{"overdue.accept_within", o.AcceptWithin}, {"overdue.report_interval", o.ReportInterval}} {
+		if f.d != nil && (*f.d < 0 || *f.d > MaxOverdueDuration || *f.d%time.Second != 0) {
+			return agentowl.FieldError(agentowl.ECodeInvalidField, f.name,
+				"%s must be whole seconds up to %s, or off.", f.name, MaxOverdueDuration)
+		}
+	}
+	return nil
 }
 
 // EndpointResult is an endpoint and, on creation and rotation only, its
@@ -165,6 +187,12 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 	if err := s.applyDecision(ep, in); err != nil {
 		return nil, err
 	}
+	if in.Overdue != nil {
+		if err := checkOverdue(in.Overdue); err != nil {
+			return nil, err
+		}
+		ep.Overdue = *in.Overdue
+	}
 	secret := webhook.NewSecret()
 	if ep.SigningSecret, err = s.sealEndpointSecret(signingColumn, ep.ID, secret); err != nil {
 		return nil, err
@@ -187,7 +215,30 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 // endpointDetails is what the audit log records of an endpoint: never a
 // secret.
 func endpointDetails(ep *store.Endpoint) map[string]any {
-	return map[string]any{"name": ep.Name, "url": ep.URL, "agent_work": ep.AgentWork, "decision_url": ep.DecisionURL}
+	d := map[string]any{"name": ep.Name, "url": ep.URL, "agent_work": ep.AgentWork, "decision_url": ep.DecisionURL}
+	if o := OverdueDetails(ep.Overdue); len(o) > 0 {
+		d["overdue"] = o
+	}
+	return d
+}
+
+// OverdueDetails shows the expectations an endpoint sets itself: durations
+// as Go durations ("5m0s"), "off" for zero.
+func OverdueDetails(o store.EndpointOverdue) map[string]any {
+	out := map[string]any{}
+	for name, d := range map[string]*time.Duration{"accept_within": o.AcceptWithin, "report_interval": o.ReportInterval} {
+		switch {
+		case d == nil:
+		case *d == 0:
+			out[name] = "off"
+		default:
+			out[name] = d.String()
+		}
+	}
+	if o.InputExpiry != nil {
+		out["input_expiry"] = *o.InputExpiry
+	}
+	return out
 }
 
 // UpdateEndpoint changes an endpoint's name, URL, agent work or decision
@@ -204,6 +255,11 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 	}
 	if in.URL != nil {
 		if err := s.checkEndpointURL("url", *in.URL); err != nil {
+			return nil, err
+		}
+	}
+	if in.Overdue != nil {
+		if err := checkOverdue(in.Overdue); err != nil {
 			return nil, err
 		}
 	}
@@ -225,6 +281,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 		}
 		if err := s.applyDecision(ep, in); err != nil {
 			return err
+		}
+		if in.Overdue != nil {
+			ep.Overdue = *in.Overdue
 		}
 		ep.UpdatedAt = s.clock.Now()
 		if err := tx.EndpointUpdate(ctx, ep); err != nil {

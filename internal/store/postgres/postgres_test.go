@@ -24,8 +24,10 @@ func TestConformance(t *testing.T) {
 	storetest.Exercise(t, storetest.OpenPostgres)
 }
 
-func TestIdentityUpgrade(t *testing.T) {
-	t.Parallel()
+// upgradeDB is an upgrade test's empty schema, open without the store,
+// and the store opener that finishes the upgrade.
+func upgradeDB(t *testing.T) (db *sql.DB, open func() store.Store) {
+	t.Helper()
 	if storetest.PostgresURL(t) == "" {
 		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set")
 	}
@@ -34,14 +36,27 @@ func TestIdentityUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.IdentityUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), func() store.Store {
+	return db, func() store.Store {
 		s, err := postgres.Open(context.Background(), dsn, secrettest.NewBox(t))
 		if err != nil {
 			t.Fatalf("open after the upgrade: %v", err)
 		}
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}
+}
+
+func TestIdentityUpgrade(t *testing.T) {
+	t.Parallel()
+	db, open := upgradeDB(t)
+	storetest.IdentityUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), open)
+}
+
+// Migration 12 keeps every binding and conversation and what refers to them.
+func TestChannelsUpgrade(t *testing.T) {
+	t.Parallel()
+	db, open := upgradeDB(t)
+	storetest.ChannelsUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), open)
 }
 
 // When the server drops every backend of a store at once (a restart, a

@@ -20,21 +20,29 @@ func TestConformance(t *testing.T) {
 	storetest.Exercise(t, storetest.OpenSQLite)
 }
 
-func TestIdentityUpgrade(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "agentowl.db")
+// upgradeDB is an upgrade test's empty database file at path, open
+// without the store, and the store opener that finishes the upgrade.
+func upgradeDB(t *testing.T) (path string, db *sql.DB, open func() store.Store) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "agentowl.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.IdentityUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), func() store.Store {
+	return path, db, func() store.Store {
 		s, err := sqlite.Open(context.Background(), path, secrettest.NewBox(t))
 		if err != nil {
 			t.Fatalf("open after the upgrade: %v", err)
 		}
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}
+}
+
+func TestIdentityUpgrade(t *testing.T) {
+	t.Parallel()
+	_, db, open := upgradeDB(t)
+	storetest.IdentityUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), open)
 }
 
 // A database file an earlier version created with group and other bits is
@@ -57,5 +65,26 @@ func TestOpenTightensAnExistingFile(t *testing.T) {
 	defer s.Close()
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode after reopening: %v %v", fi.Mode(), err)
+	}
+}
+
+// Migration 12 keeps every binding and conversation and what refers to them.
+func TestChannelsUpgrade(t *testing.T) {
+	t.Parallel()
+	path, db, open := upgradeDB(t)
+	storetest.ChannelsUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), open)
+	// Nothing refers to a row the rebuild lost.
+	check, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	rows, err := check.Query("PRAGMA foreign_key_check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		t.Error("foreign key violations after the upgrade")
 	}
 }

@@ -13,17 +13,17 @@ import (
 
 const attentionCols = `id, tenant_id, kind, status, resolution, work_id, endpoint_id, request_id, revision, prompt,
 	allowed_decisions, action_description, action_digest, expires_at, content_hash, request, summary, assignee,
-	acknowledged_at, resolved_at, created_at, updated_at, message_id`
+	acknowledged_at, resolved_at, created_at, updated_at, message_id, overdue_rule, overdue_sequence`
 
 func scanAttention(s scanner) (*store.AttentionItem, error) {
 	var v store.AttentionItem
 	var status string
-	var resolution, requestID, prompt, allowed, actionDesc, actionDigest, request, summary, assignee, message sql.NullString
-	var revision, expires, acked, resolved sql.NullInt64
+	var resolution, requestID, prompt, allowed, actionDesc, actionDigest, request, summary, assignee, message, rule sql.NullString
+	var revision, expires, acked, resolved, overdueSeq sql.NullInt64
 	var created, updated int64
 	if err := s.Scan(&v.ID, &v.TenantID, &v.Kind, &status, &resolution, &v.WorkID, &v.EndpointID, &requestID, &revision,
 		&prompt, &allowed, &actionDesc, &actionDigest, &expires, &v.ContentHash, &request, &summary, &assignee,
-		&acked, &resolved, &created, &updated, &message); err != nil {
+		&acked, &resolved, &created, &updated, &message, &rule, &overdueSeq); err != nil {
 		return nil, err
 	}
 	v.Status, v.Resolution, v.RequestID, v.Revision = store.AttentionStatus(status), resolution.String, requestID.String, revision.Int64
@@ -33,6 +33,7 @@ func scanAttention(s scanner) (*store.AttentionItem, error) {
 		v.Request = []byte(request.String)
 	}
 	v.Summary, v.Assignee, v.MessageID = summary.String, assignee.String, message.String
+	v.OverdueRule, v.OverdueSequence = rule.String, overdueSeq.Int64
 	v.ExpiresAt, v.AcknowledgedAt, v.ResolvedAt = fromNullTS(expires), fromNullTS(acked), fromNullTS(resolved)
 	v.CreatedAt, v.UpdatedAt = fromTS(created), fromTS(updated)
 	return &v, nil
@@ -52,11 +53,12 @@ func (t *tx) AttentionCreate(ctx context.Context, v *store.AttentionItem) error 
 		request = string(v.Request)
 	}
 	_, err := t.exec(ctx, `INSERT INTO attention_items (`+attentionCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.Kind, string(v.Status), nullStr(v.Resolution), v.WorkID, v.EndpointID, nullStr(v.RequestID),
 		nullRevision(v.Revision, isRequest), nullStr(v.Prompt), nullStr(strings.Join(v.AllowedDecisions, " ")),
 		nullStr(v.ActionDescription), nullStr(v.ActionDigest), nullTS(v.ExpiresAt), nullBytes(v.ContentHash), request,
-		nullStr(v.Summary), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt), ts(v.CreatedAt), ts(v.UpdatedAt), nullStr(v.MessageID))
+		nullStr(v.Summary), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt), ts(v.CreatedAt), ts(v.UpdatedAt), nullStr(v.MessageID),
+		nullStr(v.OverdueRule), nullRevision(v.OverdueSequence, v.OverdueRule != ""))
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -38,27 +39,29 @@ func nullJSON(raw json.RawMessage) any {
 // ---- endpoints
 
 const endpointCols = `id, tenant_id, name, url, agent_work, signing_secret, decision_url, decision_secret,
-	created_at, updated_at, deleted_at`
+	created_at, updated_at, deleted_at, overdue_accept_within, overdue_report_interval, overdue_input_expiry`
 
 func scanEndpoint(s scanner) (*store.Endpoint, error) {
 	var v store.Endpoint
 	var agentWork int
 	var decisionURL sql.NullString
 	var created, updated int64
-	var deleted sql.NullInt64
+	var deleted, acceptWithin, reportInterval, inputExpiry sql.NullInt64
 	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &v.URL, &agentWork, &v.SigningSecret, &decisionURL, &v.DecisionSecret,
-		&created, &updated, &deleted); err != nil {
+		&created, &updated, &deleted, &acceptWithin, &reportInterval, &inputExpiry); err != nil {
 		return nil, err
 	}
 	v.AgentWork, v.DecisionURL = agentWork != 0, decisionURL.String
 	v.CreatedAt, v.UpdatedAt, v.DeletedAt = fromTS(created), fromTS(updated), fromNullTS(deleted)
+	v.Overdue = scanOverdue(acceptWithin, reportInterval, inputExpiry)
 	return &v, nil
 }
 
 func (t *tx) EndpointCreate(ctx context.Context, v *store.Endpoint) error {
-	_, err := t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	accept, report, input := overdueArgs(v.Overdue)
+	_, err := t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
-		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt))
+		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input)
 	return err
 }
 
@@ -67,10 +70,12 @@ func (t *tx) EndpointGet(ctx context.Context, id string) (*store.Endpoint, error
 }
 
 func (t *tx) EndpointUpdate(ctx context.Context, v *store.Endpoint) error {
+	accept, report, input := overdueArgs(v.Overdue)
 	return t.execOne(ctx, `UPDATE endpoints SET name = ?, url = ?, agent_work = ?, signing_secret = ?, decision_url = ?,
-		decision_secret = ?, updated_at = ?, deleted_at = ? WHERE id = ?`,
+		decision_secret = ?, updated_at = ?, deleted_at = ?, overdue_accept_within = ?, overdue_report_interval = ?,
+		overdue_input_expiry = ? WHERE id = ?`,
 		v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
-		ts(v.UpdatedAt), nullTS(v.DeletedAt), v.ID)
+		ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input, v.ID)
 }
 
 func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*store.Endpoint, error) {
@@ -133,24 +138,26 @@ func (t *tx) RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID s
 
 // ---- bindings
 
-const bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, created_at, deleted_at`
+const bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, address, provider_secret,
+	created_at, deleted_at`
 
 func scanBinding(s scanner) (*store.Binding, error) {
 	var v store.Binding
+	var address sql.NullString
 	var created int64
 	var deleted sql.NullInt64
-	if err := s.Scan(&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &v.SigningSecret,
-		&created, &deleted); err != nil {
+	if err := s.Scan(&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &v.SigningSecret, &address,
+		&v.ProviderSecret, &created, &deleted); err != nil {
 		return nil, err
 	}
-	v.CreatedAt, v.DeletedAt = fromTS(created), fromNullTS(deleted)
+	v.Address, v.CreatedAt, v.DeletedAt = address.String, fromTS(created), fromNullTS(deleted)
 	return &v, nil
 }
 
 func (t *tx) BindingCreate(ctx context.Context, v *store.Binding) error {
-	_, err := t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, v.TokenHash, nullBytes(v.SigningSecret), ts(v.CreatedAt),
-		nullTS(v.DeletedAt))
+	_, err := t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, nullBytes(v.TokenHash), nullBytes(v.SigningSecret),
+		nullStr(v.Address), nullBytes(v.ProviderSecret), ts(v.CreatedAt), nullTS(v.DeletedAt))
 	return err
 }
 
@@ -160,6 +167,11 @@ func (t *tx) BindingGet(ctx context.Context, id string) (*store.Binding, error) 
 
 func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*store.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE token_hash = ? AND deleted_at IS NULL`, tokenHash),
+		scanBinding)
+}
+
+func (t *tx) BindingGetByAddress(ctx context.Context, address string) (*store.Binding, error) {
+	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE address = ? AND deleted_at IS NULL`, address),
 		scanBinding)
 }
 
@@ -185,23 +197,27 @@ func (t *tx) BindingCountByEndpoint(ctx context.Context, endpointID string) (int
 
 // ---- conversations
 
-const conversationCols = `id, tenant_id, binding_id, key, status, runtime_session_id, created_at, last_event_at`
+const conversationCols = `id, tenant_id, binding_id, channel, key, status, runtime_session_id, created_at, last_event_at,
+	ended_at`
 
 func scanConversation(s scanner) (*store.Conversation, error) {
 	var v store.Conversation
 	var key, session sql.NullString
 	var created, last int64
-	if err := s.Scan(&v.ID, &v.TenantID, &v.BindingID, &key, &v.Status, &session, &created, &last); err != nil {
+	var ended sql.NullInt64
+	if err := s.Scan(&v.ID, &v.TenantID, &v.BindingID, &v.Channel, &key, &v.Status, &session, &created, &last,
+		&ended); err != nil {
 		return nil, err
 	}
 	v.Key, v.RuntimeSessionID = key.String, session.String
-	v.CreatedAt, v.LastEventAt = fromTS(created), fromTS(last)
+	v.CreatedAt, v.LastEventAt, v.EndedAt = fromTS(created), fromTS(last), fromNullTS(ended)
 	return &v, nil
 }
 
 func (t *tx) ConversationCreate(ctx context.Context, v *store.Conversation) error {
-	_, err := t.exec(ctx, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.TenantID, v.BindingID, nullStr(v.Key), v.Status, nullStr(v.RuntimeSessionID), ts(v.CreatedAt), ts(v.LastEventAt))
+	_, err := t.exec(ctx, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.TenantID, v.BindingID, v.Channel, nullStr(v.Key), v.Status, nullStr(v.RuntimeSessionID), ts(v.CreatedAt),
+		ts(v.LastEventAt), nullTS(v.EndedAt))
 	return err
 }
 
@@ -216,6 +232,17 @@ func (t *tx) ConversationGetOpenByKey(ctx context.Context, bindingID, key string
 
 func (t *tx) ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error {
 	return t.execOne(ctx, `UPDATE conversations SET last_event_at = ? WHERE id = ?`, ts(lastEventAt), id)
+}
+
+func (t *tx) ConversationEnd(ctx context.Context, id string, at time.Time) error {
+	err := t.execOne(ctx, `UPDATE conversations SET status = 'ended', ended_at = ? WHERE id = ? AND status = 'open'`, ts(at), id)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if _, err := t.ConversationGet(ctx, id); err != nil {
+		return err
+	}
+	return store.ErrConflict
 }
 
 func (t *tx) ConversationSetSession(ctx context.Context, id, sessionID string) error {

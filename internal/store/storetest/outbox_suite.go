@@ -120,14 +120,26 @@ func (e *env) attempts(t *testing.T, id string) []*store.Attempt {
 	return nonNil(read(t, e, func(tx store.Tx) ([]*store.Attempt, error) { return tx.AttemptList(e.ctx, id) }))
 }
 
+// purge runs the AAP's retention at now, every class in the order
+// internal/maintenance runs them (deliveries before the requests they are
+// about), and reports how many rows went.
 func (e *env) purge(t *testing.T, now time.Time) int64 {
 	t.Helper()
 	var n int64
-	e.write(t, func(tx store.Tx) error {
-		var err error
-		n, err = tx.Purge(e.ctx, now)
-		return err
-	})
+	for _, c := range []struct {
+		class  store.PurgeClass
+		before time.Time
+	}{
+		{store.PurgeDeliveries, now}, {store.PurgeApprovalRequests, now}, {store.PurgeIdempotencyKeys, now},
+		{store.PurgeRateCounters, now.Add(-24 * time.Hour)}, {store.PurgeDeliverySlots, now.Add(-24 * time.Hour)},
+		{store.PurgeInstances, now.Add(-agentowl.RetentionAfterDecision)},
+	} {
+		e.write(t, func(tx store.Tx) error {
+			got, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: c.class, Before: c.before, Limit: 10_000})
+			n += got
+			return err
+		})
+	}
 	return n
 }
 

@@ -969,12 +969,7 @@ func testPurge(t *testing.T, e *env) {
 			tx.TokenRevokeByInstance(e.ctx, live.ID, ago(20*day)), tx.TokenRevoke(e.ctx, provTok.ID, ago(20*day)))
 	})
 
-	var n int64
-	e.write(t, func(tx store.Tx) error {
-		var err error
-		n, err = tx.Purge(e.ctx, now)
-		return err
-	})
+	n := e.purge(t, now)
 	// 4 requests, 2 keys, 1 token, 1 policy, 3 instances.
 	if n != 11 {
 		t.Fatalf("Purge reported %d rows, want 11", n)
@@ -1037,12 +1032,7 @@ func testPurge(t *testing.T, e *env) {
 	tokenGone("revoked long ago, of a live instance", false, liveTok)
 	tokenGone("provisioner revoked long ago", false, provTok)
 
-	e.write(t, func(tx store.Tx) error {
-		var err error
-		n, err = tx.Purge(e.ctx, now)
-		return err
-	})
-	if n != 0 {
+	if n := e.purge(t, now); n != 0 {
 		t.Fatalf("second Purge at the same time reported %d rows, want 0", n)
 	}
 }

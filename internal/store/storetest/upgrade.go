@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 
@@ -118,3 +120,83 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 		}
 	}
 }
+
+// ChannelsUpgrade checks migration 00012 (channels) on data of version 11:
+// bindings and conversations, which SQLite rebuilds, keep every row and
+// every reference to them (events, work); a conversation of the unused
+// closed state becomes ended. db is an empty database of the dialect; open
+// opens the store on it, which applies the remaining migrations.
+func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := goose.NewProvider(dialect, db, migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 11); err != nil {
+		t.Fatalf("migrate to 11: %v", err)
+	}
+	for _, q := range []string{
+		`INSERT INTO tenants (id, name, created_at) VALUES ('t-1', 'acme', 1)`,
+		`INSERT INTO endpoints (id, tenant_id, name, url, agent_work, signing_secret, created_at, updated_at)
+			VALUES ('ep-1', 't-1', 'runtime', 'https://runtime.example.com/', 1, 'sealed', 1, 1)`,
+		`INSERT INTO bindings (id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, created_at)
+			VALUES ('bnd-1', 't-1', 'webhook', 'crm', 'ep-1', 'hash-1', 'sealed-whsec', 2)`,
+		`INSERT INTO bindings (id, tenant_id, channel, name, endpoint_id, token_hash, created_at, deleted_at)
+			VALUES ('bnd-2', 't-1', 'webhook', 'old', 'ep-1', 'hash-2', 3, 4)`,
+		`INSERT INTO conversations (id, tenant_id, binding_id, key, status, runtime_session_id, created_at, last_event_at)
+			VALUES ('conv-1', 't-1', 'bnd-1', 'ticket-7', 'open', 'session-1', 5, 6),
+			('conv-2', 't-1', 'bnd-2', NULL, 'closed', NULL, 7, 8)`,
+		`INSERT INTO events (id, tenant_id, binding_id, conversation_id, channel, sender, received_at, headers, payload,
+			attachments, dedupe_key, follow_up) VALUES ('evt-1', 't-1', 'bnd-1', 'conv-1', 'webhook', 'crm', 5, '{}', PAYLOAD, '[]', 'k-1', 0)`,
+		`INSERT INTO work (id, tenant_id, endpoint_id, conversation_id, event_id, generation, delivery_id, status, sequence,
+			callbacks, created_at, updated_at) VALUES ('work-1', 't-1', 'ep-1', 'conv-1', 'evt-1', 1, 'd-1', 'pending', 0, 0, 5, 5)`,
+	} {
+		var args []any
+		if strings.Contains(q, "PAYLOAD") { // bytes: a parameter of the dialect's form
+			q, args = strings.Replace(q, "PAYLOAD", map[bool]string{true: "$1", false: "?"}[dialect == goose.DialectPostgres], 1),
+				[]any{[]byte("{}")}
+		}
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("old data: %v\n%s", err, q)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open()
+	e := &env{s: s, ctx: ctx}
+	b := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(ctx, "bnd-1") })
+	equal(t, "webhook binding after the upgrade", b, &store.Binding{ID: "bnd-1", TenantID: "t-1", Channel: "webhook", Name: "crm",
+		EndpointID: "ep-1", TokenHash: []byte("hash-1"), SigningSecret: []byte("sealed-whsec"), CreatedAt: fromMicros(2)})
+	if d := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(ctx, "bnd-2") }); d.DeletedAt == nil {
+		t.Error("the deleted binding lost its deletion")
+	}
+	c := read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+		return tx.ConversationGetOpenByKey(ctx, "bnd-1", "ticket-7")
+	})
+	equal(t, "open conversation after the upgrade", c, &store.Conversation{ID: "conv-1", TenantID: "t-1", BindingID: "bnd-1",
+		Channel: "webhook", Key: "ticket-7", Status: store.ConversationOpen, RuntimeSessionID: "session-1",
+		CreatedAt: fromMicros(5), LastEventAt: fromMicros(6)})
+	ended := fromMicros(8)
+	c = read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(ctx, "conv-2") })
+	equal(t, "closed conversation after the upgrade", c, &store.Conversation{ID: "conv-2", TenantID: "t-1", BindingID: "bnd-2",
+		Channel: "webhook", Status: store.ConversationEnded, CreatedAt: fromMicros(7), LastEventAt: ended, EndedAt: &ended})
+	if ev := read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGet(ctx, "evt-1") }); ev.ConversationID != "conv-1" {
+		t.Errorf("event after the upgrade: %+v", ev)
+	}
+	if w := read(t, e, func(tx store.Tx) (*store.Work, error) { return tx.WorkGet(ctx, "work-1") }); w.ConversationID != "conv-1" {
+		t.Errorf("work after the upgrade: %+v", w)
+	}
+	// The rebuilt tables are still referenced: an event of a missing
+	// conversation is refused.
+	orphan := &store.Event{ID: "evt-2", TenantID: "t-1", BindingID: "bnd-1", ConversationID: "conv-missing", Channel: "webhook",
+		ReceivedAt: fromMicros(9), Payload: []byte("{}")}
+	if err := e.writeErr(func(tx store.Tx) error { return tx.EventCreate(ctx, orphan) }); err == nil {
+		t.Error("an event of a missing conversation was stored after the upgrade")
+	}
+}
+
+// fromMicros is a stored time: Unix microseconds, UTC.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,8 @@ var workTests = []struct {
 	{"EndpointNames", testEndpointNames},
 	{"RuntimeCredentials", testRuntimeCredentials},
 	{"Bindings", testBindings},
+	{"BindingChannels", testBindingChannels},
+	{"EmailThreads", testEmailThreads},
 	{"Conversations", testConversations},
 	{"Events", testEvents},
 	{"WorkRoundTrip", testWorkRoundTrip},
@@ -71,8 +74,8 @@ func (e *env) binding(t *testing.T, ep *store.Endpoint) *store.Binding {
 }
 
 func newConversation(b *store.Binding, key string, at time.Time) *store.Conversation {
-	return &store.Conversation{ID: wid("conv"), TenantID: b.TenantID, BindingID: b.ID, Key: key, Status: "open",
-		CreatedAt: at, LastEventAt: at}
+	return &store.Conversation{ID: wid("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Key: key,
+		Status: store.ConversationOpen, CreatedAt: at, LastEventAt: at}
 }
 
 func newEvent(c *store.Conversation, at time.Time) *store.Event {
@@ -319,6 +322,95 @@ func testConversations(t *testing.T, e *env) {
 	wantErr(t, "touching an unknown conversation", e.writeErr(func(tx store.Tx) error {
 		return tx.ConversationTouch(e.ctx, "conv_missing", later)
 	}), store.ErrNotFound)
+
+	// An ended conversation keeps its key but no longer holds it: a new
+	// open one may take it.
+	ended := later.Add(time.Minute)
+	e.write(t, func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) })
+	keyed.Status, keyed.EndedAt = store.ConversationEnded, &ended
+	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	equal(t, "ended conversation", got, keyed)
+	wantErr(t, "an ended conversation by key", e.readErr(func(tx store.Tx) error {
+		_, err := tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
+		return err
+	}), store.ErrNotFound)
+	wantErr(t, "ending it again", e.writeErr(func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) }),
+		store.ErrConflict)
+	wantErr(t, "ending an unknown conversation", e.writeErr(func(tx store.Tx) error {
+		return tx.ConversationEnd(e.ctx, "conv_missing", ended)
+	}), store.ErrNotFound)
+	next := newConversation(b1, "ticket-7", ended)
+	e.write(t, func(tx store.Tx) error { return tx.ConversationCreate(e.ctx, next) })
+	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+		return tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
+	})
+	equal(t, "the key's next open conversation", got, next)
+	// The schema refuses an ended conversation without its end time.
+	if err := e.writeErr(func(tx store.Tx) error {
+		c := newConversation(b2, "", e.now)
+		c.Status = store.ConversationEnded
+		return tx.ConversationCreate(e.ctx, c)
+	}); err == nil {
+		t.Fatal("an ended conversation without its end time was stored")
+	}
+}
+
+// testBindingChannels checks what each channel's binding holds: an smtp
+// binding an address (unique among live bindings) and no token; the
+// provider channels a sealed provider secret.
+func testBindingChannels(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	mail := newBinding(ep, e.now)
+	mail.Channel, mail.TokenHash, mail.Address = "smtp", nil, "support@mail.example.com"
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, mail) })
+	got := read(t, e, func(tx store.Tx) (*store.Binding, error) {
+		return tx.BindingGetByAddress(e.ctx, "support@mail.example.com")
+	})
+	equal(t, "binding by address", got, mail)
+	wantErr(t, "an unknown address", e.readErr(func(tx store.Tx) error {
+		_, err := tx.BindingGetByAddress(e.ctx, "sales@mail.example.com")
+		return err
+	}), store.ErrNotFound)
+	taken := newBinding(ep, e.now)
+	taken.Channel, taken.TokenHash, taken.Address = "smtp", nil, mail.Address
+	wantErr(t, "a second live binding with the address", e.writeErr(func(tx store.Tx) error {
+		return tx.BindingCreate(e.ctx, taken)
+	}), store.ErrConflict)
+	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, mail.ID, e.now) })
+	wantErr(t, "a deleted binding's address", e.readErr(func(tx store.Tx) error {
+		_, err := tx.BindingGetByAddress(e.ctx, mail.Address)
+		return err
+	}), store.ErrNotFound)
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, taken) }) // the address is free again
+	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByAddress(e.ctx, mail.Address) })
+	equal(t, "the address's new binding", got, taken)
+
+	for _, ch := range []string{"cloudflare-email", "sms", "voice"} {
+		b := newBinding(ep, e.now)
+		b.Channel, b.ProviderSecret = ch, []byte("sealed\x00provider-"+ch)
+		e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
+		got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
+		equal(t, ch+" binding", got, b)
+	}
+	for name, bad := range map[string]func(b *store.Binding){
+		"an unknown channel":                       func(b *store.Binding) { b.Channel = "fax" },
+		"an smtp binding without an address":       func(b *store.Binding) { b.Channel, b.TokenHash = "smtp", nil },
+		"an smtp binding with a token":             func(b *store.Binding) { b.Channel, b.Address = "smtp", "x@example.com" },
+		"a webhook binding with an address":        func(b *store.Binding) { b.Address = "y@example.com" },
+		"a webhook binding without a token":        func(b *store.Binding) { b.TokenHash = nil },
+		"an sms binding without its secret":        func(b *store.Binding) { b.Channel = "sms" },
+		"a webhook binding with a provider secret": func(b *store.Binding) { b.ProviderSecret = []byte("s") },
+		"a voice binding with a signing secret": func(b *store.Binding) {
+			b.Channel, b.ProviderSecret, b.SigningSecret = "voice", []byte("s"), []byte("w")
+		},
+	} {
+		b := newBinding(ep, e.now)
+		bad(b)
+		if err := e.writeErr(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) }); err == nil {
+			t.Errorf("the schema took %s", name)
+		}
+	}
 }
 
 func testEvents(t *testing.T, e *env) {
@@ -511,4 +603,69 @@ func testCallbacks(t *testing.T, e *env) {
 	equal(t, "callbacks in the order recorded", list, []*store.Callback{c5, c2, c9})
 	list = read(t, e, func(tx store.Tx) ([]*store.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 2) })
 	equal(t, "the latest callbacks, in the order recorded", list, []*store.Callback{c2, c9})
+}
+
+// testEmailThreads checks the Message-IDs of email conversations, found
+// only at their binding and tenant, and conversation participants.
+func testEmailThreads(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	b1, b2 := e.binding(t, ep), e.binding(t, ep)
+	c1, c2 := newConversation(b1, "", e.now), newConversation(b1, "", e.now)
+	ev1, ev2, ev3 := newEvent(c1, e.now), newEvent(c2, e.now), newEvent(c1, e.now)
+	e.write(t, func(tx store.Tx) error {
+		for _, c := range []*store.Conversation{c1, c2} {
+			if err := tx.ConversationCreate(e.ctx, c); err != nil {
+				return err
+			}
+		}
+		for _, ev := range []*store.Event{ev1, ev2, ev3} {
+			if err := tx.EventCreate(e.ctx, ev); err != nil {
+				return err
+			}
+		}
+		for _, m := range []*store.EmailMessage{
+			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org", ConversationID: c1.ID, EventID: ev1.ID},
+			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "b@example.org", ConversationID: c2.ID, EventID: ev2.ID},
+			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "c@example.org", ConversationID: c1.ID, EventID: ev3.ID},
+		} {
+			if err := tx.EmailMessageCreate(e.ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	convs := func(tenantID, bindingID string, ids ...string) []string {
+		t.Helper()
+		got := read(t, e, func(tx store.Tx) ([]string, error) { return tx.EmailConversations(e.ctx, tenantID, bindingID, ids) })
+		slices.Sort(got)
+		return got
+	}
+	both := []string{c1.ID, c2.ID}
+	slices.Sort(both)
+	equal(t, "one message", convs(tn.ID, b1.ID, "a@example.org"), []string{c1.ID})
+	equal(t, "two messages of one conversation", convs(tn.ID, b1.ID, "a@example.org", "c@example.org", "x@example.org"), []string{c1.ID})
+	equal(t, "messages of two conversations", convs(tn.ID, b1.ID, "a@example.org", "b@example.org"), both)
+	equal(t, "another binding", len(convs(tn.ID, b2.ID, "a@example.org")), 0)
+	equal(t, "another tenant", len(convs("t-other", b1.ID, "a@example.org")), 0)
+	equal(t, "no IDs", len(convs(tn.ID, b1.ID)), 0)
+	wantErr(t, "a binding's Message-ID twice", e.writeErr(func(tx store.Tx) error {
+		return tx.EmailMessageCreate(e.ctx, &store.EmailMessage{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org",
+			ConversationID: c2.ID, EventID: ev2.ID})
+	}), store.ErrConflict)
+
+	e.write(t, func(tx store.Tx) error {
+		for range 2 { // adding an address twice is no error
+			if err := tx.ConversationParticipantAdd(e.ctx, c1.ID, "alice@example.org"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	has := func(c, addr string) bool {
+		return read(t, e, func(tx store.Tx) (bool, error) { return tx.ConversationHasParticipant(e.ctx, c, addr) })
+	}
+	if !has(c1.ID, "alice@example.org") || has(c2.ID, "alice@example.org") || has(c1.ID, "bob@example.org") {
+		t.Fatal("participants are not kept per conversation")
+	}
 }

@@ -1,0 +1,111 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/maintenance"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// An endpoint's overdue expectations: set on creation, shown on the
+// endpoint, replaced as a whole on update (null restores the defaults);
+// bad values are invalid_field or unknown_field, and nothing is written.
+func TestEndpointOverdue(t *testing.T) {
+	t.Parallel()
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		rt := newRuntime(t, e)
+		create := func(overdue any) *response {
+			return e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, map[string]any{"name": "ep-" + work.NewID("x")[2:10],
+				"url": rt.URL(), "config": map[string]any{"agent_work": true}, "overdue": overdue})
+		}
+		ep := wantJSON(t, "create", create(map[string]any{"accept_within": "90s", "report_interval": "off"}), http.StatusCreated)
+		if o, _ := ep["overdue"].(map[string]any); o["accept_within"] != "1m30s" || o["report_interval"] != "off" || len(o) != 2 {
+			t.Fatalf("created endpoint's overdue = %v", ep["overdue"])
+		}
+		id := ep["id"].(string)
+		path := tenantPath + "/endpoints/" + id
+		up := wantJSON(t, "update", e.do(http.MethodPatch, path, e.operatorToken, map[string]any{"overdue": map[string]any{"input_expiry": false}}), http.StatusOK)
+		if o, _ := up["overdue"].(map[string]any); o["input_expiry"] != false || len(o) != 1 {
+			t.Fatalf("updated overdue = %v, want input_expiry alone (the object replaces the old one)", up["overdue"])
+		}
+		for name, c := range map[string]struct {
+			overdue any
+			code    string
+		}{
+			"not an object":        {"5m", "invalid_field"},
+			"null on creation":     {nil, "invalid_field"},
+			"a number":             {map[string]any{"accept_within": 300}, "invalid_field"},
+			"not a duration":       {map[string]any{"accept_within": "soon"}, "invalid_field"},
+			"negative":             {map[string]any{"report_interval": "-5m"}, "invalid_field"},
+			"a fraction of second": {map[string]any{"report_interval": "1500ms"}, "invalid_field"},
+			"past 90 days":         {map[string]any{"accept_within": "2161h"}, "invalid_field"},
+			"not a boolean":        {map[string]any{"input_expiry": "yes"}, "invalid_field"},
+			"null boolean":         {map[string]any{"input_expiry": nil}, "invalid_field"},
+			"unknown":              {map[string]any{"accept_whenever": "5m"}, "unknown_field"},
+		} {
+			r := create(c.overdue)
+			if name == "null on creation" {
+				r = e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, fmt.Sprintf(`{"name":"n-%s","url":%q,"overdue":null}`,
+					work.NewID("x")[2:10], rt.URL()))
+			}
+			expectRefused(t, name, r, http.StatusBadRequest, c.code)
+			if name != "null on creation" {
+				expectRefused(t, name+" (update)", e.do(http.MethodPatch, path, e.operatorToken, map[string]any{"overdue": c.overdue}),
+					http.StatusBadRequest, c.code)
+			}
+		}
+		got := wantJSON(t, "inspect", e.do(http.MethodGet, path, e.operatorToken, nil), http.StatusOK)
+		if o, _ := got["overdue"].(map[string]any); o["input_expiry"] != false || len(o) != 1 {
+			t.Fatalf("after refused updates overdue = %v", got["overdue"])
+		}
+		if got := wantJSON(t, "reset", e.do(http.MethodPatch, path, e.operatorToken, map[string]any{"overdue": nil}), http.StatusOK); got["overdue"] != nil {
+			t.Fatalf("after overdue null: %v", got["overdue"])
+		}
+	})
+}
+
+// An overdue incident in Needs attention names its cause and rule; the
+// first callback resolves it; GET /api/v1/maintenance shows the job's run.
+func TestOverdueIncidentAndMaintenanceStatus(t *testing.T) {
+	t.Parallel()
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		h := e.handOff(t)
+		eventually(t, syncLimit, "the handoff delivered", func() bool {
+			return jsonAt(e.getWork(t, h.workID), "delivery", "state") == "delivered"
+		})
+		e.clock.Advance(5 * time.Minute)
+		r, err := e.server.Scheduler().RunJob(context.Background(), maintenance.JobOverdue)
+		if err != nil || r.Outcome != "ok" || r.Affected != 1 {
+			t.Fatalf("overdue run = %+v, %v; want one incident", r, err)
+		}
+		items := e.attention(t, "?work="+h.workID)
+		if len(items) != 1 || items[0]["kind"] != "incident" || items[0]["cause"] != "work_overdue" || items[0]["rule"] != "accept_within" ||
+			items[0]["status"] != "open" || items[0]["work_status"] != "pending" {
+			t.Fatalf("attention of the overdue work = %v", items)
+		}
+		receipt(t, "accepted", e.post(h, h.token, callback(h.workID, h.workID+":1", 1, "accepted")))
+		items = e.attention(t, "?work="+h.workID)
+		if len(items) != 1 || items[0]["status"] != "resolved" || items[0]["resolution"] != "callback" {
+			t.Fatalf("after the callback: %v", items)
+		}
+
+		st := wantJSON(t, "maintenance status", e.do(http.MethodGet, "/api/v1/maintenance", e.operatorToken, nil), http.StatusOK)
+		if st["enabled"] != false || st["leader"] != nil {
+			t.Errorf("status of a server without a running scheduler: enabled %v, leader %v", st["enabled"], st["leader"])
+		}
+		var found bool
+		for _, j := range st["jobs"].([]any) {
+			j := j.(map[string]any)
+			if j["name"] == maintenance.JobOverdue {
+				found = jsonAt(j, "last_run", "outcome") == "ok" && jsonAt(j, "last_run", "affected") == float64(1)
+			}
+		}
+		if !found {
+			t.Errorf("the overdue job's run is not in the status: %v", st["jobs"])
+		}
+	})
+}

@@ -1,0 +1,263 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// The accept path every channel shares: a channel adapter finds the
+// binding (Admit, AdmitAddress), checks the provider's authentication,
+// parses what it received into an Inbound and calls Accept, which stores
+// the event in its conversation and hands it to the binding's endpoint in
+// one transaction. The channel answers its sender only after Accept
+// returns: an accepted event is durable, with its handoff.
+
+// Inbound is one message a channel received, channel-neutral, before it is
+// stored.
+type Inbound struct {
+	// Sender names who sent it: the webhook's AgentOwl-Sender, an email's
+	// envelope sender, a phone number.
+	Sender string
+	// Headers are what the event records and forwards of the transport's
+	// headers (credentials dropped by the adapter).
+	Headers map[string][]string
+	// Payload is the event's body: one JSON object.
+	Payload json.RawMessage
+	// Attachments is a JSON array describing the message's parts or media
+	// links; empty means [].
+	Attachments json.RawMessage
+	// DedupeKey identifies the provider's retries of one message: unique
+	// per binding; a second Accept with the same key stores nothing and
+	// answers the first event (Duplicate). Empty: no deduplication.
+	DedupeKey string
+	// Thread picks the event's conversation in the accepting transaction.
+	// Nil: every event starts a conversation of its own.
+	Thread Thread
+	// RecordOnly stores the event in its conversation without handing it
+	// to the endpoint: for lifecycle events that must not become work of
+	// their own (a call's ringing status).
+	RecordOnly bool
+}
+
+// Thread is a channel's threading rule. Accept calls it inside the
+// transaction that stores the event, so the conversation it picks and the
+// event's membership are committed together (or not at all). Its methods
+// may return store.ErrConflict when a concurrent event won a uniqueness
+// race: Accept then runs the whole transaction again.
+type Thread interface {
+	// Continue returns the open conversation of binding b that an event
+	// received at now continues, or nil to start a new one. It may end
+	// conversations it finds stale (tx.ConversationEnd).
+	Continue(ctx context.Context, tx store.Tx, b *store.Binding, now time.Time) (*store.Conversation, error)
+	// Start fills in the thread identity (Key) of a conversation about to
+	// be created for the event.
+	Start(c *store.Conversation)
+	// Joined runs once the event is stored in c, to record what later
+	// events thread on (an email's Message-ID, its participants).
+	Joined(ctx context.Context, tx store.Tx, ev *store.Event, c *store.Conversation) error
+}
+
+// Accepted is the outcome of one inbound event.
+type Accepted struct {
+	EventID        string
+	ConversationID string
+	FollowUp       bool
+	// Duplicate is true when the event's dedupe key matched an event
+	// already accepted; nothing new was stored or delivered.
+	Duplicate bool
+	// WorkID is the work handed to an agent-work endpoint, if any.
+	WorkID string
+}
+
+// noSuchAddress is the answer to an unknown, deleted or other channel's
+// address: nothing tells them apart.
+func noSuchAddress() error {
+	return agentowl.Errorf(agentowl.ECodeNotFound, "No such ingress address.")
+}
+
+// Admit returns the live binding of channel that token addresses, taking
+// one event from its rate limit. Call it before reading the event's body,
+// so that an unknown address or a sender over its limit is refused without
+// waiting for a body. An unknown or deleted binding, or one of another
+// channel, is not_found.
+func (s *Service) Admit(ctx context.Context, channel, token string) (*store.Binding, error) {
+	if token == "" || len(token) > 256 {
+		return nil, noSuchAddress()
+	}
+	return s.admit(ctx, channel, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(ctx, hashToken(token)) })
+}
+
+// AdmitAddress is Admit for an smtp binding's email address, in any case.
+func (s *Service) AdmitAddress(ctx context.Context, address string) (*store.Binding, error) {
+	norm, ok := NormalizeAddress(address)
+	if !ok {
+		return nil, noSuchAddress()
+	}
+	return s.admit(ctx, ChannelSMTP, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByAddress(ctx, norm) })
+}
+
+func (s *Service) admit(ctx context.Context, channel string, get func(tx store.Tx) (*store.Binding, error)) (*store.Binding, error) {
+	var b *store.Binding
+	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+		b, err = get(tx)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && b.Channel != channel) {
+		return nil, noSuchAddress()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ok, wait := s.limiter.Allow(ctx, b.ID); !ok {
+		return nil, ratelimit.Error("events for this ingress address", wait)
+	}
+	return b, nil
+}
+
+// Accept stores one event received at binding b (from Admit) in the
+// conversation in.Thread picks and hands it to the binding's endpoint,
+// committed together before it returns. Routing is authoritative: the
+// binding's endpoint, nothing the event or its conversation says, decides
+// where it goes. A binding deleted since it was admitted is not_found and
+// stores nothing.
+func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Accepted, error) {
+	attachments := in.Attachments
+	if len(attachments) == 0 {
+		attachments = json.RawMessage(`[]`)
+	}
+	headers := in.Headers
+	if headers == nil {
+		headers = map[string][]string{}
+	}
+	ev := &store.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: in.Sender,
+		ReceivedAt: s.clock.Now(), Headers: headers, Payload: in.Payload, Attachments: attachments, DedupeKey: in.DedupeKey}
+	var out *Accepted
+	var err error
+	// A concurrent first event with the same thread or dedupe key can win
+	// the insert; the retry then finds it.
+	for attempt := 0; ; attempt++ {
+		out, err = s.accept(ctx, b, ev, in)
+		if errors.Is(err, store.ErrConflict) && attempt < 2 {
+			continue
+		}
+		break
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !out.Duplicate && !in.RecordOnly {
+		s.work.Wake()
+	}
+	return out, nil
+}
+
+func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, in Inbound) (*Accepted, error) {
+	var out *Accepted
+	err := s.store.Write(ctx, func(tx store.Tx) error {
+		// The binding was admitted before the body was read: it may have been
+		// deleted while the body arrived.
+		if cur, err := tx.BindingGet(ctx, b.ID); err != nil || cur.DeletedAt != nil {
+			if err == nil || errors.Is(err, store.ErrNotFound) {
+				return noSuchAddress()
+			}
+			return err
+		}
+		if proto.DedupeKey != "" {
+			prev, err := tx.EventGetByDedupeKey(ctx, b.ID, proto.DedupeKey)
+			if err == nil {
+				out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		ev := *proto
+		ev.ID = work.NewID("evt")
+		var conv *store.Conversation
+		if in.Thread != nil {
+			c, err := in.Thread.Continue(ctx, tx, b, ev.ReceivedAt)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				conv, ev.FollowUp = c, true
+				if err := tx.ConversationTouch(ctx, c.ID, ev.ReceivedAt); err != nil {
+					return err
+				}
+			}
+		}
+		if conv == nil {
+			conv = &store.Conversation{ID: work.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel,
+				Status: store.ConversationOpen, CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
+			if in.Thread != nil {
+				in.Thread.Start(conv)
+			}
+			if err := tx.ConversationCreate(ctx, conv); err != nil {
+				return err
+			}
+		}
+		ev.ConversationID = conv.ID
+		if err := tx.EventCreate(ctx, &ev); err != nil {
+			return err
+		}
+		if in.Thread != nil {
+			if err := in.Thread.Joined(ctx, tx, &ev, conv); err != nil {
+				return err
+			}
+		}
+		out = &Accepted{EventID: ev.ID, ConversationID: conv.ID, FollowUp: ev.FollowUp}
+		if in.RecordOnly {
+			return nil
+		}
+		ep, err := tx.EndpointGet(ctx, b.EndpointID)
+		if err != nil {
+			return err
+		}
+		if ep.DeletedAt != nil {
+			return nil // cannot happen while the binding lives; kept, not delivered
+		}
+		w, err := s.work.HandoffTx(ctx, tx, ep, &ev, conv)
+		if err != nil {
+			return err
+		}
+		if w != nil {
+			out.WorkID = w.ID
+		}
+		return nil
+	})
+	return out, err
+}
+
+// KeyThread is the threading rule of an explicit key: the event continues
+// the open conversation of its binding with that key, or starts one that
+// later events with the key continue. An empty key starts a conversation
+// no key matches.
+type KeyThread string
+
+// Continue implements Thread.
+func (k KeyThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding, _ time.Time) (*store.Conversation, error) {
+	if k == "" {
+		return nil, nil
+	}
+	c, err := tx.ConversationGetOpenByKey(ctx, b.ID, string(k))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return c, err
+}
+
+// Start implements Thread.
+func (k KeyThread) Start(c *store.Conversation) { c.Key = string(k) }
+
+// Joined implements Thread.
+func (KeyThread) Joined(context.Context, store.Tx, *store.Event, *store.Conversation) error {
+	return nil
+}
