@@ -14,27 +14,36 @@ import (
 	"github.com/agentowl/agentowl/internal/work"
 )
 
-// failUntilEnded drives the clock in steps of a second until the message
-// of kind about subject (a work or event ID) has failed, and returns it. The
-// clock moves only while no message of subject is due or in flight, so it
-// never runs ahead of the engine: a decision push ends as early as its
-// window makes it end.
+// failUntilEnded drives the clock from one attempt of the message of kind
+// about subject (a work or event ID) to the next until it has failed, and
+// returns it. The clock moves only while no message of subject is due or
+// in flight, and then just to the next attempt, so it never runs ahead of
+// the engine: a decision push ends as early as its window makes it end.
 func (e *workEnv) failUntilEnded(t *testing.T, subject, kind string) *store.Message {
 	t.Helper()
 	var failed *store.Message
 	eventually(t, syncLimit, kind+" failed", func() bool {
 		now := e.clock.Now()
+		var next time.Time
 		for _, m := range e.messages(t, subject) {
 			if m.Kind == kind && m.State == store.MessageFailed {
 				failed = m
 				return true
 			}
-			if m.State == store.MessagePending && (m.LeaseOwner != "" || !m.NextAttempt.After(now)) {
+			if m.State != store.MessagePending {
+				continue
+			}
+			if m.LeaseOwner != "" || !m.NextAttempt.After(now) {
 				e.engine.Wake() // due or in flight: the engine's turn
 				return false
 			}
+			if next.IsZero() || m.NextAttempt.Before(next) {
+				next = m.NextAttempt
+			}
 		}
-		e.clock.Advance(time.Second)
+		if !next.IsZero() {
+			e.clock.Advance(next.Sub(now))
+		}
 		e.engine.Wake()
 		return false
 	})
@@ -127,12 +136,18 @@ func itemIDs(doc map[string]any) []string {
 	return out
 }
 
-func failing(n int) []int {
+// refuse makes rt answer 503 with a far Retry-After to its next n
+// deliveries: the engine then makes one last attempt as late as the window
+// allows, so a handoff fails in two attempts.
+func (rt *fakeRuntime) refuse(n int) {
+	rt.mu.Lock()
+	rt.retryAfter = "3600"
+	rt.mu.Unlock()
 	s := make([]int, n)
 	for i := range s {
-		s[i] = http.StatusInternalServerError
+		s[i] = http.StatusServiceUnavailable
 	}
-	return s
+	rt.answer(s...)
 }
 
 // A failed handoff is listed in the work outbox and in the event's
@@ -143,7 +158,7 @@ func TestRedriveHandoff(t *testing.T) {
 	t.Parallel()
 	forEachWorkBackend(t, work.Config{HandoffWindow: time.Minute}, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
-		rt.answer(failing(1000)...)
+		rt.refuse(1000)
 		epID := e.endpoint(t, rt, true)["id"].(string)
 		e.credential(t, epID, nil)
 		bindingID, in := e.binding(t, epID, nil)
@@ -220,7 +235,7 @@ func TestRedriveHandoff(t *testing.T) {
 		}
 
 		// A handoff still being retried is refused.
-		rt.answer(failing(1000)...)
+		rt.refuse(1000)
 		e.send(t, in, map[string]any{"text": "again"})
 		second := e.listWork(t, "?endpoint="+epID)[0]["id"].(string)
 		pending := e.messages(t, second)[0]
@@ -245,7 +260,7 @@ func TestRedrivePublication(t *testing.T) {
 	t.Parallel()
 	forEachWorkBackend(t, work.Config{HandoffWindow: time.Minute}, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
-		rt.answer(failing(1000)...)
+		rt.refuse(1000)
 		epID := e.endpoint(t, rt, false)["id"].(string)
 		_, in := e.binding(t, epID, nil)
 		eventID := e.send(t, in, map[string]any{"text": "plain"})["event_id"].(string)

@@ -127,6 +127,8 @@ type fakeRuntime struct {
 	secret string
 	script []int
 	got    []*delivered
+	// retryAfter, when set, is sent with every 429 and 503 answer.
+	retryAfter string
 }
 
 func newRuntime(t *testing.T, e *workEnv) *fakeRuntime {
@@ -150,6 +152,9 @@ func newRuntime(t *testing.T, e *workEnv) *fakeRuntime {
 		status := http.StatusNoContent
 		if len(rt.script) > 0 {
 			status, rt.script = rt.script[0], rt.script[1:]
+		}
+		if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && rt.retryAfter != "" {
+			w.Header().Set("Retry-After", rt.retryAfter)
 		}
 		rt.mu.Unlock()
 		w.WriteHeader(status)
