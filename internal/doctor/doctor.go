@@ -121,6 +121,9 @@ type Config struct {
 	// MaxCallbacksPerWork is the per-work callback cap
 	// (work.Config.MaxCallbacksPerWork). Defaults to 10,000.
 	MaxCallbacksPerWork int
+	// RetainedBytesLimit is a tenant's quota of retained attachment bytes
+	// (attachment.Config.TenantRetainedBytes); 0 leaves it unchecked.
+	RetainedBytesLimit int64
 	// Limit bounds the items one check lists. Defaults to 20.
 	Limit int
 
@@ -176,7 +179,7 @@ func (s *Service) Check(ctx context.Context, p *access.Principal, tenant string)
 			return err
 		}
 		for _, check := range []func(context.Context, store.Tx, *Report, []*store.Endpoint) error{
-			s.credentials, s.deliveries, s.receipts, s.callbackQuota, s.plainBindings,
+			s.credentials, s.deliveries, s.receipts, s.callbackQuota, s.retainedBytes, s.plainBindings,
 		} {
 			if err := check(ctx, tx, r, eps); err != nil {
 				return err
@@ -333,6 +336,31 @@ func (s *Service) callbackQuota(ctx context.Context, tx store.Tx, r *Report, _ [
 				"with 409 callback_limit_reached. Raise AGENTOWL_MAX_CALLBACKS_PER_WORK or make the runtime report less often.",
 			w.ID, w.EndpointID, w.Status, what, s.cfg.MaxCallbacksPerWork, w.Callbacks)
 	}
+	return nil
+}
+
+// retainedBytes: past its quota of retained attachment bytes, a tenant's
+// new files are recorded blocked instead of kept.
+func (s *Service) retainedBytes(ctx context.Context, tx store.Tx, r *Report, _ []*store.Endpoint) error {
+	limit := s.cfg.RetainedBytesLimit
+	if limit <= 0 {
+		return nil
+	}
+	used, err := tx.RetainedBytes(ctx, r.TenantID)
+	if err != nil {
+		return err
+	}
+	sev, what := Warning, "is near"
+	switch {
+	case used >= limit:
+		sev, what = Error, "has reached"
+	case float64(used) < float64(limit)*s.cfg.QuotaShare:
+		return nil
+	}
+	r.add(CheckQuota, sev, "tenant", "AGENTOWL_TENANT_RETAINED_BYTES=<bytes> agentowl serve",
+		"The tenant %s its quota of retained attachment bytes (%d of %d): files past it are recorded blocked (quota), "+
+			"without their bytes. Raise AGENTOWL_TENANT_RETAINED_BYTES or shorten AGENTOWL_ATTACHMENT_RETENTION.",
+		what, used, limit)
 	return nil
 }
 

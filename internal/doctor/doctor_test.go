@@ -77,7 +77,10 @@ type env struct {
 	rate     *ratelimit.Limiter
 }
 
-const callbackCap = 100
+const (
+	callbackCap = 100
+	retainedCap = 1000 // bytes of retained attachments
+)
 
 func setup(t *testing.T, b storetest.Backend) *env {
 	t.Helper()
@@ -97,7 +100,7 @@ func setup(t *testing.T, b storetest.Backend) *env {
 		sched: &fakeScheduler{clock: clock, leader: "replica-1"}, overdue: &fakeOverdue{n: map[string]int{}},
 		rate: ratelimit.New("runtime-callbacks", ratelimit.Limit{Events: 10, Per: time.Minute}, st, clock)}
 	e.doctor = doctor.New(st, clock, doctor.Config{Scheduler: e.sched, Overdue: e.overdue, CallbackRate: e.rate,
-		MaxCallbacksPerWork: callbackCap})
+		MaxCallbacksPerWork: callbackCap, RetainedBytesLimit: retainedCap})
 	return e
 }
 
@@ -410,6 +413,29 @@ func TestQuotaFindings(t *testing.T) {
 		e.expect("the minute after (its count is the last minute's)", "warning", "quota warning endpoint:"+ep.ID)
 		e.clock.Advance(time.Minute)
 		e.expect("two quiet minutes", "ok")
+
+		// Retained attachment bytes: 80% of the quota warns, the quota is an
+		// error (new files are blocked), released bytes clear it.
+		retain := func(n int64) {
+			e.write(func(tx store.Tx) error {
+				if n < 0 {
+					return tx.RetainedBytesRelease(e.ctx, e.tenantID, -n)
+				}
+				ok, err := tx.RetainedBytesReserve(e.ctx, e.tenantID, n, retainedCap)
+				if err == nil && !ok {
+					err = fmt.Errorf("reserving %d bytes was refused", n)
+				}
+				return err
+			})
+		}
+		retain(799)
+		e.expect("799 of 1000 bytes", "ok")
+		retain(1)
+		e.expect("800 of 1000 bytes", "warning", "quota warning tenant")
+		retain(200)
+		e.expect("the quota reached", "error", "quota error tenant")
+		retain(-500)
+		e.expect("expired files released", "ok")
 	})
 }
 

@@ -260,7 +260,8 @@ func (s *Server) start(ctx context.Context) (err error) {
 	}
 
 	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
-		CallbackRate: s.work.CallbackRate(), Scheduler: s.sched, Overdue: s.sched})
+		RetainedBytesLimit: s.attach.Config().TenantRetainedBytes, CallbackRate: s.work.CallbackRate(), Scheduler: s.sched,
+		Overdue: s.sched})
 	s.notify = notify.New(s.store, cfg.Clock)
 	hc := cfg.HTTP
 	hc.PublicURL = s.work.Config().PublicURL
