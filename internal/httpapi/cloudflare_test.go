@@ -117,7 +117,7 @@ func TestCloudflareWorkerRequest(t *testing.T) {
 			t.Fatalf("event = %v", ev)
 		}
 		parts := ev["attachments"].([]any)
-		if len(parts) != 1 || jsonAt(parts[0].(map[string]any), "filename") != "data.csv" || jsonAt(parts[0].(map[string]any), "size") != float64(3) {
+		if len(parts) != 1 || jsonAt(parts[0].(map[string]any), "name") != "data.csv" || jsonAt(parts[0].(map[string]any), "size") != float64(3) {
 			t.Fatalf("attachments = %v", parts)
 		}
 		if d.Doc["work"] == nil {

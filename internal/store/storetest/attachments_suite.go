@@ -280,7 +280,7 @@ func testPurgeEventsWithAttachments(t *testing.T, e *env) {
 	e.attachments(t, stored, blocked)
 	purge := func() int64 {
 		var n int64
-		e.write(t, func(tx store.Tx) (err error) {
+		e.write(t, func(tx store.Tx) error {
 			r, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: store.PurgeEvents, Before: e.now.Add(time.Hour), Limit: 100})
 			n = r.Deleted
 			return err
