@@ -35,7 +35,9 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/inbox"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -74,8 +76,12 @@ type Services struct {
 	Approval *approval.Service
 	Work     *work.Service
 	Notify   *notify.Service
-	Clock    agentowl.Clock
-	Log      *slog.Logger
+	// Ingress serves the Conversations pages; Attachments the retained
+	// files of a work page. Either may be nil: its pages then say so.
+	Ingress     *ingress.Service
+	Attachments *attachment.Service
+	Clock       agentowl.Clock
+	Log         *slog.Logger
 	// StatusOf is the HTTP status of an error (httpapi's one map of codes to
 	// statuses).
 	StatusOf func(error) int

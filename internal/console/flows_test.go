@@ -220,6 +220,14 @@ func TestBrowserAnswerQuestion(t *testing.T) {
 		waitTitle(t, ctx, "Agent work")
 		accessible(t, ctx)
 		screenshot(t, ctx, "agent-work")
+		do(t, ctx, "open Conversations", chromedp.Navigate(s.url+"/console/t/default/conversations"))
+		waitTitle(t, ctx, "Conversations")
+		accessible(t, ctx)
+		screenshot(t, ctx, "conversations")
+		do(t, ctx, "open the conversation", chromedp.Evaluate[chromedp.Void](`document.querySelector("#conversations tbody a").click()`))
+		waitFor(t, ctx, "the conversation page", `document.title.startsWith("Conversation conv_")`)
+		accessible(t, ctx)
+		screenshot(t, ctx, "conversation")
 	})
 }
 

@@ -51,6 +51,11 @@ func (c *Console) routes() {
 		{"POST " + t + "/approvals/{id}/decide", c.approvalDecide},
 		{"GET " + t + "/work", c.workList},
 		{"GET " + t + "/work/{id}", c.workItem},
+		{"GET " + t + "/conversations", c.conversationList},
+		{"GET " + t + "/conversations/{id}", c.conversationItem},
+		{"POST " + t + "/conversations/{id}/link", c.conversationLink},
+		{"POST " + t + "/conversations/{id}/reset", c.conversationReset},
+		{"GET " + t + "/events/{event}/attachments/{attachment}", c.attachmentDownload},
 		{"GET " + t + "/notifications", c.notificationList},
 		{"POST " + t + "/notifications/read-all", c.notificationsReadAll},
 		{"POST " + t + "/notifications/preferences", c.notificationPrefs},
@@ -507,7 +512,11 @@ func (c *Console) workItem(q *req) error {
 	if err != nil {
 		return err
 	}
-	v := workDetailView{workView: workViewOf(&d.Summary), Omitted: d.CallbacksOmitted}
+	files, err := c.eventFiles(q, d.Work.EventID)
+	if err != nil {
+		return err
+	}
+	v := workDetailView{workView: workViewOf(&d.Summary), Omitted: d.CallbacksOmitted, Files: files}
 	for _, e := range d.Timeline {
 		v.Timeline = append(v.Timeline, timelineViewOf(e))
 	}

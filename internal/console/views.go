@@ -55,6 +55,8 @@ var doneMessages = map[string]string{
 	"resolved":     "Resolved.",
 	"decided":      "Decision submitted.",
 	"saved":        "Preferences saved.",
+	"reset":        "Conversation reset: its next event starts a new conversation.",
+	"link":         "Event moved.",
 }
 
 // render shows a tenant page.
@@ -100,7 +102,7 @@ func (c *Console) write(w http.ResponseWriter, status int, name string, p page) 
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, status int, message string) {
 	p := page{Title: http.StatusText(status), Error: &errorViewData{Message: message}, Data: status}
 	if q != nil && q.me != nil {
-		p.Tenant, p.Operator, p.CSRF = q.tenant, q.p().Operator.Name, csrfToken(q.me.secret)
+		p.Tenant, p.Operator, p.Role, p.CSRF = q.tenant, q.p().Operator.Name, string(q.p().Scope.Role), csrfToken(q.me.secret)
 	}
 	if q != nil {
 		for _, s := range q.all {
@@ -274,6 +276,8 @@ type workDetailView struct {
 	Timeline []timelineView
 	Omitted  int
 	Items    []itemView
+	// Files are the retained attachments of the work's event.
+	Files []fileView
 }
 
 type timelineView struct {

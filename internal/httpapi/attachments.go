@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -123,8 +121,7 @@ const downloadChunk = 256 << 10
 
 func (d *download) stream(s *Server, w http.ResponseWriter, r *http.Request) {
 	a := d.a
-	etag := `"` + hex.EncodeToString(a.SHA256) + `"`
-	offset, length, partial, err := byteRange(r, a.Size, etag)
+	offset, length, partial, err := byteRange(r, a.Size, attachment.ETag(a))
 	if err != nil {
 		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(a.Size, 10))
 		s.writeError(w, r, err)
@@ -137,17 +134,11 @@ func (d *download) stream(s *Server, w http.ResponseWriter, r *http.Request) {
 	}
 	defer body.Close()
 	h := w.Header()
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "private, no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
-	h.Set("Content-Disposition", contentDisposition(attachment.SafeName(a.Name, a.Position)))
+	for _, kv := range attachment.InertHeaders(a) {
+		h.Set(kv.Name, kv.Value)
+	}
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	h.Set("Accept-Ranges", "bytes")
-	h.Set("ETag", etag)
-	// RFC 9530: the digest of the whole file, whatever range is sent, so a
-	// client can check what it assembled.
-	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(a.SHA256)+":")
 	status := http.StatusOK
 	if partial {
 		status = http.StatusPartialContent
@@ -224,31 +215,4 @@ func byteRange(r *http.Request, size int64, etag string) (offset, length int64, 
 		return 0, 0, false, unsatisfiable
 	}
 	return start, end - start + 1, true, nil
-}
-
-// contentDisposition offers a download as an attachment named name (already
-// safe: attachment.SafeName): an ASCII fallback filename for old clients,
-// and the exact name as an RFC 6266 / RFC 8187 filename*.
-func contentDisposition(name string) string {
-	var ascii, ext strings.Builder
-	for _, r := range name {
-		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' || r == '%' {
-			ascii.WriteByte('_')
-		} else {
-			ascii.WriteRune(r)
-		}
-	}
-	for _, b := range []byte(name) {
-		if isAttrChar(b) {
-			ext.WriteByte(b)
-		} else {
-			fmt.Fprintf(&ext, "%%%02X", b)
-		}
-	}
-	return `attachment; filename="` + ascii.String() + `"; filename*=UTF-8''` + ext.String()
-}
-
-// isAttrChar reports whether b may stand unencoded in an RFC 8187 value.
-func isAttrChar(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte("!#$&+-.^_`|~", b) >= 0
 }

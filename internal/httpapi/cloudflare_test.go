@@ -123,6 +123,18 @@ func TestCloudflareWorkerRequest(t *testing.T) {
 		if d.Doc["work"] == nil {
 			t.Fatal("no work block")
 		}
+		// The part was retained: the runtime downloads it byte-identical.
+		token := e.credential(t, ep, map[string]any{"scopes": []string{work.ScopeCallbacks, work.ScopeAttachments}})["token"].(string)
+		manifest := wantJSON(t, "manifest", e.do(http.MethodGet, "/runtime/v1/work/"+jsonAt(d.Doc, "work", "work_id").(string)+"/attachments",
+			token, nil), http.StatusOK)["items"].([]any)
+		file := manifest[0].(map[string]any)
+		if len(manifest) != 1 || file["availability"] != "available" || file["sha256"] != hexSum([]byte("a,b")) {
+			t.Fatalf("manifest = %v", manifest)
+		}
+		if got := e.do(http.MethodGet, strings.TrimPrefix(file["url"].(string), e.srv.URL), token, nil); got.Status != http.StatusOK ||
+			string(got.Body) != "a,b" || got.Header.Get("Content-Type") != "application/octet-stream" {
+			t.Fatalf("download: %d %q %v", got.Status, got.Body, got.Header)
+		}
 		dup := wantJSON(t, "the provider's retry", e.sendWorker(t, workerRequest(t, script, u, secret, msg)), http.StatusOK)
 		if dup["duplicate"] != true || dup["event_id"] != acc["event_id"] {
 			t.Fatalf("retry = %v", dup)

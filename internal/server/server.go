@@ -268,6 +268,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	cc := cfg.Console
 	cc.PublicURL = hc.PublicURL
 	web, err := console.New(console.Services{Access: s.access, Approval: s.approval, Work: s.work, Notify: s.notify,
+		Ingress: s.ingress, Attachments: s.attach,
 		Clock: cfg.Clock, Log: cfg.Logger, StatusOf: httpapi.StatusOf}, cc)
 	if err != nil {
 		ln.Close()

@@ -1,0 +1,229 @@
+package console
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/attachment"
+	"github.com/agentowl/agentowl/internal/ingress"
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
+)
+
+// Conversations (the API's /conversations and the CLI's `conversations
+// list|inspect|events|link|reset`) and the retained files of an event.
+// Link and reset are forms with a confirmation step: the first post shows
+// what will change, the second (step=submit) does it.
+
+func (c *Console) ingressService() (*ingress.Service, error) {
+	if c.svc.Ingress == nil {
+		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "Conversations are not served here.")
+	}
+	return c.svc.Ingress, nil
+}
+
+var conversationStatuses = []string{"", store.ConversationOpen, store.ConversationEnded}
+
+type conversationListView struct {
+	Channel, Status string
+	Channels        []string
+	Statuses        []string
+	Items           []*store.Conversation
+	Next            string
+}
+
+func (c *Console) conversationList(q *req) error {
+	in, err := c.ingressService()
+	if err != nil {
+		return err
+	}
+	after, err := q.after()
+	if err != nil {
+		return err
+	}
+	qs := q.r.URL.Query()
+	pg, err := in.ListConversations(q.r.Context(), q.p(), q.tenant, ingress.ConversationFilter{Channel: qs.Get("channel"),
+		Status: qs.Get("status"), After: after, Limit: c.cfg.PageSize})
+	if err != nil {
+		return err
+	}
+	v := conversationListView{Channel: qs.Get("channel"), Status: qs.Get("status"), Channels: append([]string{""}, ingress.Channels...),
+		Statuses: conversationStatuses, Items: pg.Items}
+	if pg.Next != nil {
+		v.Next = pg.Next.String()
+	}
+	return c.render(q, http.StatusOK, "conversations", "Conversations", "conversations", v)
+}
+
+type conversationView struct {
+	*ingress.ConversationDetail
+	// Page is a page of its events, oldest first.
+	Page []eventView
+	Next string
+	// Admin may link and reset.
+	Admin bool
+	Error *errorViewData
+}
+
+// eventView is an event of a conversation page.
+type eventView struct {
+	*ingress.EventView
+	Payload string
+	// Linkable: not handed off yet, so it can move to another conversation.
+	Linkable bool
+}
+
+func (c *Console) conversationItem(q *req) error { return c.renderConversation(q, http.StatusOK, nil) }
+
+// renderConversation shows conversation {id} with a page of its events
+// and, when a link or reset was refused, why.
+func (c *Console) renderConversation(q *req, status int, failed error) error {
+	in, err := c.ingressService()
+	if err != nil {
+		return err
+	}
+	after, err := q.after()
+	if err != nil {
+		return err
+	}
+	ctx, id := q.r.Context(), q.r.PathValue("id")
+	d, err := in.InspectConversation(ctx, q.p(), q.tenant, id)
+	if err != nil {
+		return err
+	}
+	evs, err := in.ConversationEvents(ctx, q.p(), q.tenant, id, after, ingress.MaxEventPage)
+	if err != nil {
+		return err
+	}
+	_, notAdmin := q.p().Tenant(q.tenant, agentowl.RoleAdmin)
+	v := conversationView{ConversationDetail: d, Admin: notAdmin == nil}
+	for _, e := range evs.Items {
+		v.Page = append(v.Page, eventView{EventView: e, Payload: indentJSON(e.Payload), Linkable: e.Handoff != work.HandoffSent})
+	}
+	if evs.Next != nil {
+		v.Next = evs.Next.String()
+	}
+	if failed != nil {
+		v.Error = errorView(failed)
+	}
+	return c.render(q, status, "conversation", "Conversation "+d.ID, "conversations", v)
+}
+
+// conversationConfirmView is the review step of a link or reset.
+type conversationConfirmView struct {
+	C      *ingress.ConversationDetail
+	Action string // "link" or "reset"
+	// Event and To are a link's; Force a reset's.
+	Event, To string
+	Force     bool
+}
+
+// confirmOrDo shows the confirmation of a link or reset (nothing changes)
+// unless the form is its submit step, where do runs and the page shows the
+// outcome. A refusal shows the conversation again with its reason.
+func (c *Console) confirmOrDo(q *req, v conversationConfirmView, do func(in *ingress.Service) error) error {
+	in, err := c.ingressService()
+	if err != nil {
+		return err
+	}
+	if q.r.PostForm.Get("step") == "submit" {
+		if err := do(in); err != nil {
+			return c.renderConversation(q, c.svc.StatusOf(err), err)
+		}
+		return q.redirect("/conversations/" + url.PathEscape(q.r.PathValue("id")) + "?done=" + v.Action)
+	}
+	if v.C, err = in.InspectConversation(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id")); err != nil {
+		return err
+	}
+	if _, err := q.p().Tenant(q.tenant, agentowl.RoleAdmin); err != nil {
+		return c.renderConversation(q, c.svc.StatusOf(err), err)
+	}
+	return c.render(q, http.StatusOK, "conversation_confirm", "Confirm "+v.Action, "conversations", v)
+}
+
+func (c *Console) conversationReset(q *req) error {
+	force := q.r.PostForm.Get("force") == "1"
+	return c.confirmOrDo(q, conversationConfirmView{Action: "reset", Force: force}, func(in *ingress.Service) error {
+		_, err := in.ResetConversation(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"), force)
+		return err
+	})
+}
+
+// conversationLink moves event (a form field) of conversation {id} into
+// conversation to, as `conversations link`.
+func (c *Console) conversationLink(q *req) error {
+	f := q.r.PostForm
+	ev, to := strings.TrimSpace(f.Get("event")), strings.TrimSpace(f.Get("to"))
+	if to == "" {
+		return c.renderConversation(q, http.StatusUnprocessableEntity,
+			agentowl.FieldError(agentowl.ECodeInvalidField, "to", "Name the conversation to move the event into."))
+	}
+	return c.confirmOrDo(q, conversationConfirmView{Action: "link", Event: ev, To: to}, func(in *ingress.Service) error {
+		_, err := in.LinkEvent(q.r.Context(), q.p(), q.tenant, ev, to)
+		return err
+	})
+}
+
+// fileView is a retained file of an event as a page lists it.
+type fileView struct {
+	attachment.Entry
+	// URL is its console download, when its bytes can be downloaded.
+	URL string
+}
+
+// eventFiles lists the retained files of event eventID; none when this
+// server keeps no attachments.
+func (c *Console) eventFiles(q *req, eventID string) ([]fileView, error) {
+	if c.svc.Attachments == nil {
+		return nil, nil
+	}
+	m, err := c.svc.Attachments.EventManifest(q.r.Context(), q.p(), q.tenant, eventID)
+	if err != nil {
+		return nil, err
+	}
+	var out []fileView
+	for _, e := range m.Entries() {
+		v := fileView{Entry: e}
+		if e.Availability == string(store.Available) {
+			v.URL = q.path("/events/" + url.PathEscape(eventID) + "/attachments/" + url.PathEscape(e.ID))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// attachmentDownload streams a retained file with the same inert headers
+// as the API's download (whole files only; ranges are the API's).
+func (c *Console) attachmentDownload(q *req) error {
+	svc := c.svc.Attachments
+	if svc == nil {
+		return agentowl.Errorf(agentowl.ECodeNotFound, "Retained attachments are not served here.")
+	}
+	a, err := svc.EventAttachment(q.r.Context(), q.p(), q.tenant, q.r.PathValue("event"), q.r.PathValue("attachment"))
+	if err != nil {
+		return err
+	}
+	body, err := svc.Open(q.r.Context(), a, 0, -1)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	h := q.w.Header()
+	for _, kv := range attachment.InertHeaders(a) {
+		h.Set(kv.Name, kv.Value)
+	}
+	h.Set("Content-Length", strconv.FormatInt(a.Size, 10))
+	q.w.WriteHeader(http.StatusOK)
+	if n, err := io.Copy(q.w, io.LimitReader(body, a.Size)); err != nil || n != a.Size {
+		c.svc.Log.Error("console attachment download cut short", "attachment", a.ID, "err", fmt.Sprint(err), "bytes", n)
+		// The status is sent: end the connection so the browser sees a
+		// body shorter than its Content-Length, never a complete-looking file.
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
