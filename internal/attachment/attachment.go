@@ -239,6 +239,31 @@ func (s *Service) EventManifest(ctx context.Context, p *access.Principal, tenant
 	return out, err
 }
 
+// WorkFiles lists the attachments of the event that work workID of the
+// tenant handles: the retained files a Needs-attention item about that
+// work links to. Members may.
+func (s *Service) WorkFiles(ctx context.Context, p *access.Principal, tenant, workID string) (*Manifest, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleMember)
+	if err != nil {
+		return nil, err
+	}
+	out := &Manifest{WorkID: workID}
+	err = s.store.Read(ctx, func(tx store.Tx) error {
+		w, err := tx.WorkGet(ctx, workID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
+			return notFound(m, "work", workID)
+		}
+		if err != nil {
+			return err
+		}
+		out.EventID = w.EventID
+		out.Items, err = tx.AttachmentListByEvent(ctx, w.EventID)
+		return err
+	})
+	out.At = s.clock.Now()
+	return out, err
+}
+
 // EventAttachment is WorkAttachment for an operator: attachment id of an
 // event of the tenant. Members may.
 func (s *Service) EventAttachment(ctx context.Context, p *access.Principal, tenant, eventID, id string) (*store.Attachment, error) {

@@ -176,13 +176,13 @@ type fileView struct {
 	URL string
 }
 
-// eventFiles lists the retained files of event eventID; none when this
-// server keeps no attachments.
-func (c *Console) eventFiles(q *req, eventID string) ([]fileView, error) {
-	if c.svc.Attachments == nil {
+// workFiles lists the retained files of the event that work workID
+// handles; none when there is no work or this server keeps no attachments.
+func (c *Console) workFiles(q *req, workID string) ([]fileView, error) {
+	if c.svc.Attachments == nil || workID == "" {
 		return nil, nil
 	}
-	m, err := c.svc.Attachments.EventManifest(q.r.Context(), q.p(), q.tenant, eventID)
+	m, err := c.svc.Attachments.WorkFiles(q.r.Context(), q.p(), q.tenant, workID)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (c *Console) eventFiles(q *req, eventID string) ([]fileView, error) {
 	for _, e := range m.Entries() {
 		v := fileView{Entry: e}
 		if e.Availability == string(store.Available) {
-			v.URL = q.path("/events/" + url.PathEscape(eventID) + "/attachments/" + url.PathEscape(e.ID))
+			v.URL = q.path("/events/" + url.PathEscape(m.EventID) + "/attachments/" + url.PathEscape(e.ID))
 		}
 		out = append(out, v)
 	}

@@ -181,6 +181,40 @@ func TestConsoleWorkFiles(t *testing.T) {
 			got.Header.Get("Content-Security-Policy") != "default-src 'none'; sandbox" {
 			t.Fatalf("download: %d %q %v", got.Status, got.Body, got.Header)
 		}
+		// A question about the work links the same files: in the API's
+		// inspect (with the operator download) and on the item's page.
+		tok := s.must(http.StatusCreated, http.MethodPost, "/api/v1/tenants/default/endpoints/"+s.endpoint+"/runtime-credentials", s.admin,
+			map[string]any{"scopes": []string{"callbacks:write"}})["token"].(string)
+		s.must(http.StatusOK, http.MethodPost, "/runtime/v1/work/"+workID+"/callbacks", tok, map[string]any{"version": "agent-work.v1",
+			"callback_id": workID + ":1", "work_id": workID, "sequence": 1, "status": "needs_input",
+			"occurred_at": time.Now().UTC().Format(time.RFC3339), "requests": []any{map[string]any{"id": "ok", "revision": 1,
+				"kind": "question", "prompt": "Is the report right?", "allowed_decisions": []any{"answer"},
+				"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}})
+		items := s.must(http.StatusOK, http.MethodGet, "/api/v1/tenants/default/attention?work="+workID, s.admin, nil)["items"].([]any)
+		itemID := items[0].(map[string]any)["id"].(string)
+		if _, listed := items[0].(map[string]any)["files"]; listed {
+			t.Error("the list carries files; only inspect does")
+		}
+		item := s.must(http.StatusOK, http.MethodGet, "/api/v1/tenants/default/attention/"+itemID, s.admin, nil)
+		files, _ := item["files"].([]any)
+		if item["event_id"] != ev.ID || len(files) != 2 {
+			t.Fatalf("inspect: %v", item)
+		}
+		apiURL := files[0].(map[string]any)["url"].(string)
+		if !strings.HasSuffix(apiURL, "/api/v1/tenants/default/events/"+ev.ID+"/attachments/"+files[0].(map[string]any)["id"].(string)) {
+			t.Fatalf("file url %s", apiURL)
+		}
+		req, _ := http.NewRequest(http.MethodGet, apiURL, nil)
+		req.Header.Set("Authorization", "Bearer "+s.admin)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the API download: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		if p := c.get("/console/t/default/attention/" + itemID); p.Status != http.StatusOK || !strings.Contains(p.Body, href) {
+			t.Fatalf("item page: %d %s", p.Status, p.Body)
+		}
+
 		if p := s.client().get(href); p.Status != http.StatusNotFound {
 			t.Fatalf("a download without a session: %d", p.Status)
 		}

@@ -296,7 +296,11 @@ func (c *Console) attentionItem(q *req) error {
 	if err != nil {
 		return err
 	}
-	return c.render(q, http.StatusOK, "item", "Attention item", "attention", c.itemView(it))
+	v := c.itemView(it)
+	if v.Files, err = c.workFiles(q, v.WorkID); err != nil {
+		return err
+	}
+	return c.render(q, http.StatusOK, "item", "Attention item", "attention", v)
 }
 
 // renderItemError shows the item page again with err (a refused decision
@@ -512,7 +516,7 @@ func (c *Console) workItem(q *req) error {
 	if err != nil {
 		return err
 	}
-	files, err := c.eventFiles(q, d.Work.EventID)
+	files, err := c.workFiles(q, d.Work.ID)
 	if err != nil {
 		return err
 	}

@@ -179,6 +179,8 @@ type itemView struct {
 	// push delivery and the runtime's receipt.
 	Decision *store.WorkDecision
 	Push     *store.Message
+	// Files are the retained files of the work's event (the item page's).
+	Files []fileView
 	// Approval is the AAP request of an approval item.
 	Approval *approvalView
 	Error    *errorViewData

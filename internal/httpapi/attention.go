@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
@@ -88,6 +89,10 @@ type wireAttention struct {
 	// ApprovalRequest is the AAP approval request of an att_aap_ item
 	// (internal/inbox); such items have no work.
 	ApprovalRequest *wireApproval `json:"approval_request,omitempty"`
+	// EventID and Files are the work's event and its retained files, on an
+	// item's own page (inspect), where this server keeps attachments.
+	EventID string           `json:"event_id,omitempty"`
+	Files   []wireAttachment `json:"files,omitempty"`
 }
 
 func toWireAttention(v *work.AttentionView) wireAttention {
@@ -169,11 +174,22 @@ func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, 
 }
 
 func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, any, error) {
-	it, err := s.work.inbox.Inspect(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	tenant := r.PathValue("tenant")
+	it, err := s.work.inbox.Inspect(r.Context(), p, tenant, r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWireItem(it), nil
+	out := toWireItem(it)
+	if svc := s.work.attachments; svc != nil && out.WorkID != "" {
+		m, err := svc.WorkFiles(r.Context(), p, tenant, out.WorkID)
+		if err != nil {
+			return 0, nil, err
+		}
+		out.EventID = m.EventID
+		out.Files = manifestOf(m, s.work.work.Config().PublicURL+"/api/v1/tenants/"+url.PathEscape(tenant)+"/events/"+
+			url.PathEscape(m.EventID)+"/attachments").Items
+	}
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, error) {
