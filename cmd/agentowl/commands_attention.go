@@ -154,6 +154,14 @@ func printAttention(w io.Writer, it item) {
 			"request.expires_at", "request.expired")
 		fmt.Fprintf(w, "request.allowed_decisions\t%s\n", joined(get(it, "request", "allowed_decisions")))
 	}
+	if files, _ := it["files"].([]any); len(files) > 0 {
+		fmt.Fprintf(w, "\nretained files of event %v (agentowl attachments download %v ATTACHMENT FILE):\n", it["event_id"], it["event_id"])
+		for _, f := range files {
+			if f, ok := f.(map[string]any); ok {
+				fmt.Fprintf(w, "%v\t%v\t%v bytes\t%v\n", f["id"], f["name"], f["size"], f["availability"])
+			}
+		}
+	}
 	fmt.Fprintln(w, "\nruntime (callbacks):")
 	showItem(w, it, "work_status")
 	if it["decision"] != nil {
