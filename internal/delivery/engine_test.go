@@ -188,10 +188,12 @@ func (f *fixture) attempts(id string) []*store.Attempt {
 // timing assertion) and fails the test if it never holds. Engines are woken
 // on every poll: one that parked on a fake-clock timer set after the test's
 // last Advance would otherwise sleep forever. Waking only makes an engine
-// look for due messages; what is due is still decided by the clock.
+// look for due messages; what is due is still decided by the clock. The
+// bound is generous: CI shares two cores with every package's tests, and
+// only a condition that never holds should fail here.
 func waitFor(t *testing.T, what string, cond func() bool, engines ...*delivery.Engine) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		if cond() {
 			return
 		}
