@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +32,36 @@ type overloadEnv struct {
 func startOverload(t *testing.T, b storetest.Backend) *overloadEnv {
 	t.Helper()
 	sc := servertest.Config(t, b)
+	overloadConfig(&sc)
+	return newOverloadEnv(t, start(t, sc), sc)
+}
+
+// overloadConfig sets up sc for the overload tests: no delivery engine
+// (its timers on the fake clock would blur the test's), queues that run
+// one write at a time with the default wait (250ms on the fake clock), and
+// an SQLite busy timeout longer than any hold (a held write waits on the
+// busy handler for as long as the test holds the lock; it must not give
+// up first).
+func overloadConfig(sc *server.Config) {
 	sc.NoDelivery = true
-	sc.HTTP.Admission = admission.Config{Concurrency: 1} // MaxWait: the default, 250ms on the fake clock
-	// SQLite: a held write waits on the busy handler for as long as the
-	// test holds the lock; it must not give up first.
+	sc.HTTP.Admission = admission.Config{Concurrency: 1}
 	sc.SQLiteBusyTimeout = time.Hour
-	e := start(t, sc)
+}
+
+// startWorkOverload is startOverload with agent work (endpoints, bindings,
+// runtime callbacks).
+func startWorkOverload(t *testing.T, b storetest.Backend) (*overloadEnv, *workEnv) {
+	t.Helper()
+	var sc server.Config
+	we := setupWorkServer(t, b, func(c *server.Config) {
+		overloadConfig(c)
+		sc = *c
+	})
+	return newOverloadEnv(t, we.env, sc), we
+}
+
+func newOverloadEnv(t *testing.T, e *env, sc server.Config) *overloadEnv {
+	t.Helper()
 	o := &overloadEnv{env: e, h: newOpHarness(t, e)}
 	ctx := context.Background()
 	if sc.DatabaseURL == "" {
@@ -170,6 +195,42 @@ func TestAdmissionOverload(t *testing.T) {
 			}
 			if n := len(o.h.list(o.operatorToken, "/api/v1/tenants/default/approvals")); n != 2 {
 				t.Fatalf("%d requests stored, want 2", n)
+			}
+		})
+		t.Run(b.Name+"/events", func(t *testing.T) {
+			t.Parallel()
+			o, we := startWorkOverload(t, b)
+			id := we.endpoint(t, newRuntime(t, we), true)["id"].(string)
+			_, in := we.binding(t, id, nil)
+			o.overload(t, admission.Events, func() func() { return o.hold("events") }, func(i int) *response {
+				return o.do(http.MethodPost, in, "", map[string]any{"text": "event " + strconv.Itoa(i)})
+			}, http.StatusAccepted)
+			// Both events stored once each: the refused one was not, until
+			// it was sent again.
+			if items := we.listWork(t, "?endpoint="+id); len(items) != 2 {
+				t.Fatalf("%d work items, want 2", len(items))
+			}
+		})
+		t.Run(b.Name+"/callbacks", func(t *testing.T) {
+			t.Parallel()
+			o, we := startWorkOverload(t, b)
+			id := we.endpoint(t, newRuntime(t, we), true)["id"].(string)
+			token := we.credential(t, id, nil)["token"].(string)
+			_, in := we.binding(t, id, nil)
+			we.send(t, in, map[string]any{"text": "one"})
+			we.send(t, in, map[string]any{"text": "two"})
+			items := we.listWork(t, "?endpoint="+id)
+			if len(items) != 2 {
+				t.Fatalf("%d work items, want 2", len(items))
+			}
+			works := []string{items[0]["id"].(string), items[1]["id"].(string)}
+			o.overload(t, admission.Callbacks, func() func() { return o.hold("work_callbacks") }, func(i int) *response {
+				return o.do(http.MethodPost, "/runtime/v1/work/"+works[i]+"/callbacks", token, callback(works[i], "cb-1", 1, "running"))
+			}, http.StatusOK)
+			for _, w := range works {
+				if st := jsonAt(we.getWork(t, w), "runtime", "status"); st != "running" {
+					t.Fatalf("work %s: %v, want running", w, st)
+				}
 			}
 		})
 		t.Run(b.Name+"/decisions", func(t *testing.T) {
