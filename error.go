@@ -102,6 +102,10 @@ const (
 	ECodeRateLimited               = "rate_limited"
 	ECodeInternal                  = "internal"
 	ECodeUnavailable               = "unavailable"
+	// ECodeOverloaded is 503: the write would have waited longer than the
+	// admission queue allows (internal/admission); nothing of it was
+	// stored, and a retry after Retry-After is safe.
+	ECodeOverloaded = "overloaded"
 )
 
 // Error is the one error type the domain and use-case layers return for

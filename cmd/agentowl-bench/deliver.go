@@ -118,12 +118,16 @@ func runDeliver(args []string) error {
 	}
 	ids := make([]string, *total)
 	healthyReq := make([]bool, *total)
+	var refusedCreate, refusedDecide atomic.Int64
 	create := phase(*clients, *total, func(_, i int) error {
 		var r struct{ ID string }
 		inst := i % len(creds)
 		healthyReq[i] = inst >= *down
-		_, err := c.do("POST", "/v1/requests", creds[inst], map[string]any{"tool": "issue_refund", "timeout": "30m",
-			"arguments": map[string]any{"n": i}}, map[string]string{"Idempotency-Key": uuid.NewString()}, &r)
+		key := uuid.NewString()
+		err := retryOverloaded(&refusedCreate, func() (int, error) {
+			return c.do("POST", "/v1/requests", creds[inst], map[string]any{"tool": "issue_refund", "timeout": "30m",
+				"arguments": map[string]any{"n": i}}, map[string]string{"Idempotency-Key": key}, &r)
+		})
 		ids[i] = r.ID
 		return err
 	})
@@ -140,9 +144,13 @@ func runDeliver(args []string) error {
 		if tick != nil {
 			<-tick
 		}
-		decidedAt[i] = time.Now()
-		_, err := c.do("POST", "/api/v1/tenants/default/approvals/"+ids[i]+"/decision", token, map[string]any{"decision": "approve"}, nil, nil)
-		return err
+		// The latency of a decision runs from the start of its accepted
+		// attempt: a refused one (503 overloaded) is sent again after
+		// Retry-After, as AAP clients and our SDKs do, and counted.
+		return retryOverloaded(&refusedDecide, func() (int, error) {
+			decidedAt[i] = time.Now()
+			return c.do("POST", "/api/v1/tenants/default/approvals/"+ids[i]+"/decision", token, map[string]any{"decision": "approve"}, nil, nil)
+		})
 	})
 	decide.print("decide")
 	healthy := 0
@@ -167,7 +175,23 @@ func runDeliver(args []string) error {
 	pct := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
 	fmt.Printf("deliver %6d acked (of %d to healthy receivers; %d/%d receivers down) in %6.2fs  %8.0f acks/s  decision→ack p50 %6.2fms  p99 %6.2fms\n",
 		len(lat), healthy, *down, *receivers, elapsed.Seconds(), float64(len(lat))/elapsed.Seconds(), ms(pct(0.5)), ms(pct(0.99)))
+	fmt.Printf("refused  %6d creations and %d decisions with 503 overloaded (each sent again after Retry-After)\n",
+		refusedCreate.Load(), refusedDecide.Load())
 	return nil
+}
+
+// retryOverloaded runs send until it is not refused with 503 (the server's
+// admission queue, or a database that cannot answer now), waiting the
+// Retry-After of one second in between, and counts the refusals.
+func retryOverloaded(refused *atomic.Int64, send func() (int, error)) error {
+	for {
+		status, err := send()
+		if status != http.StatusServiceUnavailable {
+			return err
+		}
+		refused.Add(1)
+		time.Sleep(time.Second)
+	}
 }
 
 // arrivalLog records when each request's notification first arrived.

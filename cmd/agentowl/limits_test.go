@@ -39,6 +39,7 @@ func TestSettings(t *testing.T) {
 		"AGENTOWL_CALLBACK_RATE": "18", "AGENTOWL_MAX_CALLBACKS_PER_WORK": "19", "AGENTOWL_INGRESS_RATE": "20",
 		"AGENTOWL_MAX_CONNECTIONS": "21", "AGENTOWL_HTTP_READ_HEADER_TIMEOUT": "1s", "AGENTOWL_HTTP_READ_TIMEOUT": "2s",
 		"AGENTOWL_HTTP_WRITE_TIMEOUT": "3s", "AGENTOWL_HTTP_IDLE_TIMEOUT": "4s", "AGENTOWL_DELIVERY": "off",
+		"AGENTOWL_ADMISSION_MAX_WAIT": "100ms", "AGENTOWL_ADMISSION_CONCURRENCY": "22",
 	}, "--listen", "127.0.0.1:9")
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +69,8 @@ func TestSettings(t *testing.T) {
 		"write timeout":         {cfg.HTTP.WriteTimeout, 3 * time.Second},
 		"idle timeout":          {cfg.HTTP.IdleTimeout, 4 * time.Second},
 		"delivery off":          {cfg.NoDelivery, true},
+		"admission wait":        {cfg.HTTP.Admission.MaxWait, 100 * time.Millisecond},
+		"admission concurrency": {cfg.HTTP.Admission.Concurrency, 22},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", name, c.got, c.want)
@@ -82,6 +85,8 @@ func TestSettings(t *testing.T) {
 		"AGENTOWL_EGRESS_ALLOW_CIDRS":               {"10.0.0.0/99"},
 		"AGENTOWL_EGRESS_CA_FILE":                   {"/no/such/file.pem"},
 		"AGENTOWL_DELIVERY":                         {"maybe", "true"},
+		"AGENTOWL_ADMISSION_MAX_WAIT":               {"soon", "0s"},
+		"AGENTOWL_ADMISSION_CONCURRENCY":            {"0", "many"},
 	} {
 		for _, bad := range bads {
 			if _, err := configureWith(t, map[string]string{env: bad}); err == nil || !strings.Contains(err.Error(), env) {

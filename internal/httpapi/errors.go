@@ -37,6 +37,7 @@ var statusOf = map[string]int{
 	agentowl.ECodeWebhookVerificationFailed: http.StatusUnprocessableEntity,
 	agentowl.ECodeRateLimited:               http.StatusTooManyRequests,
 	agentowl.ECodeUnavailable:               http.StatusServiceUnavailable,
+	agentowl.ECodeOverloaded:                http.StatusServiceUnavailable,
 	agentowl.ECodeInternal:                  http.StatusInternalServerError,
 	agentowl.ECodeInvalidSignature:          http.StatusUnauthorized,
 	agentowl.ECodeInsufficientScope:         http.StatusForbidden,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/admission"
 	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
@@ -82,7 +83,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: "/v1/instances/{id}", surface: surfaceProvider, gate: s.provisioner(s.getInstance)},
 		{method: patch, pattern: "/v1/instances/{id}", surface: surfaceProvider, gate: s.provisioner(s.updateInstance)},
 		{method: del, pattern: "/v1/instances/{id}", surface: surfaceProvider, gate: s.provisioner(s.deleteInstance)},
-		{method: post, pattern: "/v1/requests", surface: surfaceProvider, gate: s.instance(s.createRequest)},
+		{method: post, pattern: "/v1/requests", surface: surfaceProvider, gate: s.admitted(admission.Requests, s.instance(s.createRequest))},
 		{method: get, pattern: "/v1/requests/{id}", surface: surfaceProvider, gate: s.instance(s.getRequest)},
 		{method: del, pattern: "/v1/requests/{id}", surface: surfaceProvider, gate: s.instance(s.cancelRequest)},
 
@@ -102,7 +103,7 @@ func (s *Server) routes() []route {
 		{method: patch, pattern: t + "/instances/{id}", surface: surfaceOperator, gate: s.admin(s.patchInstance)},
 		{method: get, pattern: t + "/approvals", surface: surfaceOperator, gate: s.member(s.listApprovals)},
 		{method: get, pattern: t + "/approvals/{id}", surface: surfaceOperator, gate: s.member(s.inspectApproval)},
-		{method: post, pattern: t + "/approvals/{id}/decision", surface: surfaceOperator, gate: s.member(s.decideApproval)},
+		{method: post, pattern: t + "/approvals/{id}/decision", surface: surfaceOperator, gate: s.admitted(admission.Decisions, s.member(s.decideApproval))},
 		{method: get, pattern: t + "/policies", surface: surfaceOperator, gate: s.member(s.listPolicies)},
 		{method: post, pattern: t + "/policies", surface: surfaceOperator, gate: s.admin(s.createPolicy)},
 		{method: del, pattern: t + "/policies/{id}", surface: surfaceOperator, gate: s.admin(s.deletePolicy)},
@@ -139,7 +140,7 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/attention/{id}", surface: surfaceOperator, gate: s.member(s.inspectAttention)},
 		{method: post, pattern: t + "/attention/{id}/ack", surface: surfaceOperator, gate: s.member(s.ackAttention)},
 		{method: post, pattern: t + "/attention/{id}/resolve", surface: surfaceOperator, gate: s.member(s.resolveAttention)},
-		{method: post, pattern: t + "/attention/{id}/decision", surface: surfaceOperator, gate: s.member(s.decideAttention)},
+		{method: post, pattern: t + "/attention/{id}/decision", surface: surfaceOperator, gate: s.admitted(admission.Decisions, s.member(s.decideAttention))},
 		{method: get, pattern: t + "/work-outbox", surface: surfaceOperator, gate: s.member(s.listQueue(work.WorkOutbox, "endpoint", "work"))},
 		{method: get, pattern: t + "/work-outbox/{id}", surface: surfaceOperator, gate: s.member(s.inspectQueue(work.WorkOutbox))},
 		{method: post, pattern: t + "/work-outbox/{id}/redrive", surface: surfaceOperator, gate: s.admin(s.redriveQueue(work.WorkOutbox))},
@@ -155,13 +156,13 @@ func (s *Server) routes() []route {
 		{method: post, pattern: t + "/conversations/{id}/link", surface: surfaceOperator, gate: s.admin(s.linkConversationEvent)},
 		{method: post, pattern: t + "/conversations/{id}/reset", surface: surfaceOperator, gate: s.admin(s.resetConversation)},
 
-		{method: post, pattern: "/runtime/v1/work/{work}/callbacks", surface: surfaceRuntime, gate: s.runtime(work.ScopeCallbacks, s.postCallback)},
+		{method: post, pattern: "/runtime/v1/work/{work}/callbacks", surface: surfaceRuntime, gate: s.admitted(admission.Callbacks, s.runtime(work.ScopeCallbacks, s.postCallback))},
 		{method: get, pattern: "/runtime/v1/work/{work}/decisions", surface: surfaceRuntime, gate: s.runtime(work.ScopeDecisions, s.listDecisions)},
 		{method: post, pattern: "/runtime/v1/work/{work}/decisions/{decision}/receipt", surface: surfaceRuntime,
 			gate: s.runtime(work.ScopeDecisions, s.postReceipt)},
 
-		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelWebhook, s.receiveWebhook)},
-		{method: post, pattern: "/in/cloudflare-email/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelCloudflareEmail, s.receiveCloudflareEmail)},
+		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelWebhook, s.receiveWebhook))},
+		{method: post, pattern: "/in/cloudflare-email/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelCloudflareEmail, s.receiveCloudflareEmail))},
 
 		{method: get, pattern: "/runtime/v1/work/{work}/attachments", surface: surfaceRuntime,
 			gate: s.runtime(work.ScopeAttachments, s.listWorkAttachments)},
@@ -170,8 +171,8 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/events/{id}/attachments", surface: surfaceOperator, gate: s.member(s.listEventAttachments)},
 		{method: get, pattern: t + "/events/{id}/attachments/{attachment}", surface: surfaceOperator,
 			gate: s.member(s.downloadEventAttachment)},
-		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelSMS, s.receiveProvider)},
-		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.ingress(ingress.ChannelVoice, s.receiveProvider)},
+		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelSMS, s.receiveProvider))},
+		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelVoice, s.receiveProvider))},
 	} {
 		r.work = true
 		rs = append(rs, r)
@@ -259,6 +260,29 @@ func serveAs[C any](s *Server, kind authKind, scope string, authenticate func(r 
 		status, body, err := h(r, c)
 		s.respond(w, r, status, body, err)
 	}}
+}
+
+// admitted puts g's requests through surface's admission queue: a request
+// that would wait longer than the queue allows is answered 503 overloaded
+// with Retry-After before anything of it is read or stored
+// (internal/admission). The wait covers the caller's authentication too:
+// under overload that is store work like the write.
+func (s *Server) admitted(surface string, g gate) gate {
+	if s.admission == nil { // a Server not made by New: the route table's own tests
+		return g
+	}
+	q := s.admission.Queue(surface)
+	serve := g.serve
+	g.serve = func(w http.ResponseWriter, r *http.Request) {
+		done, err := q.Admit(r.Context())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer done()
+		serve(w, r)
+	}
+	return g
 }
 
 func public(h http.Handler) gate { return gate{auth: authPublic, serve: h.ServeHTTP} }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
@@ -38,6 +39,7 @@ const benchClients = 32
 type benchServer struct {
 	url, token string
 	client     *http.Client
+	cfg        server.Config
 }
 
 func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchServer {
@@ -49,7 +51,7 @@ func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchSe
 	sc.Work = work.Config{CallbackLimit: unlimited, MaxCallbacksPerWork: 1 << 30}
 	sc.Ingress = ingress.Config{Limit: unlimited}
 	srv := servertest.Start(b, sc)
-	return &benchServer{url: srv.URL(), token: srv.BootstrapToken(),
+	return &benchServer{url: srv.URL(), token: srv.BootstrapToken(), cfg: sc,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * benchClients}}}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/admission"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/doctor"
@@ -53,6 +54,10 @@ type Config struct {
 	// MaxConnections bounds the connections served at once (LimitListener).
 	// Defaults to 1024.
 	MaxConnections int
+	// Admission bounds how long a write of the hot surfaces (requests
+	// created, decisions, callbacks, inbound events) waits for its turn
+	// before it is refused with 503 overloaded.
+	Admission admission.Config
 	// PublicURL is the server's externally reachable base URL, without a
 	// trailing slash: console login links are built from it. The assembly
 	// sets it.
@@ -99,6 +104,7 @@ type Server struct {
 	doctor      *doctor.Service
 	notify      *notify.Service
 	console     http.Handler // nil without Services.Console
+	admission   *admission.Set
 }
 
 // Services are what the HTTP surfaces call. Work and Ingress are optional:
@@ -144,7 +150,9 @@ func New(svc Services, cfg Config) *Server {
 		Name: "agentowl_http_request_duration_seconds", Help: "HTTP request latency by surface.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30},
 	}, []string{"surface"})
+	s.admission = admission.New(s.cfg.Admission, s.clock)
 	s.registry.MustRegister(s.requests, s.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(s.admission.Collectors()...)
 	return s
 }
 

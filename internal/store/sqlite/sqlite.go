@@ -90,8 +90,14 @@ func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (st
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
 	}
-	writerDSN := "file:" + path + "?" + q.Encode() + "&_txlock=immediate"
 	readerDSN := "file:" + path + "?" + q.Encode()
+	// The one writer connection keeps a larger page cache than SQLite's
+	// 2 MiB default: every write walks the B-trees of its table's indexes,
+	// and once the tables hold a long history (a million delivered events)
+	// their inner pages no longer fit in 2 MiB, so each write re-reads and
+	// re-parses them from the OS cache (BENCHMARKS.md, "Cost with history").
+	q.Add("_pragma", "cache_size(-65536)") // KiB: 64 MiB
+	writerDSN := "file:" + path + "?" + q.Encode() + "&_txlock=immediate"
 	writer, err := sql.Open("sqlite", writerDSN)
 	if err != nil {
 		return nil, err
