@@ -98,7 +98,8 @@ func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (st
 	// third of its time per ingress event, BENCHMARKS.md). The journal lives
 	// for one batch, so it is bounded by the batch. Readers keep the
 	// default: their sorts may spill to files.
-	writerDSN := "file:" + path + "?" + q.Encode() + "&_pragma=temp_store(MEMORY)&_txlock=immediate"
+	writerDSN := "file:" + path + "?" + q.Encode() + "&_pragma=temp_store(MEMORY)" +
+		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", writerAutoCheckpoint) + "&_txlock=immediate"
 	readerDSN := "file:" + path + "?" + q.Encode()
 	writer, err := sql.Open("sqlite", writerDSN)
 	if err != nil {
@@ -124,7 +125,12 @@ func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (st
 		reader.Close()
 		return nil, err
 	}
-	return db, nil
+	ckpt, err := sql.Open("sqlite", readerDSN)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &checkpointed{DB: db, ckpt: newCheckpointer(ckpt, checkpointEvery)}, nil
 }
 
 // prepare migrates the database, checks its journal mode and prepares its
