@@ -111,7 +111,7 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 	}
 	w := &store.Work{
 		ID: NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
-		Generation: gen, ReplayOf: replayOf, DeliveryID: uuid.NewString(), CredentialID: cred, Status: store.WorkPending,
+		Generation: gen, ReplayOf: replayOf, DeliveryID: deliveryID(), CredentialID: cred, Status: store.WorkPending,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	block := &agentwork.Work{Version: agentwork.Version, WorkID: w.ID, ConversationID: w.ConversationID, Generation: gen,
@@ -134,7 +134,7 @@ type deliveryWork struct {
 // on every attempt.
 func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, dw *deliveryWork, enc *EncodedEvent) error {
 	now := s.clock.Now()
-	d := agentwork.Handoff{ID: uuid.NewString(), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
+	d := agentwork.Handoff{ID: deliveryID(), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
 	kind, subject := MessageKindEvent, ev.ID
 	if dw != nil {
 		d.ID, d.Work, kind, subject = dw.work.DeliveryID, dw.block, MessageKindHandoff, dw.work.ID
@@ -206,4 +206,14 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 	}
 	s.wake()
 	return out, nil
+}
+
+// deliveryID returns a new delivery (outbox message) ID: a version 7 UUID,
+// which sorts by creation like NewID's IDs, for the same reason.
+func deliveryID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return id.String()
 }
