@@ -26,8 +26,10 @@ const (
 	writerAutoCheckpoint = 8000
 	// checkpointEvery spaces the checkpointer's runs, so that a stream of
 	// small commits is checkpointed (and the database file synced) about
-	// this often, not after each.
-	checkpointEvery = 20 * time.Millisecond
+	// this often, not after each: pages that every batch changes (index
+	// pages, the newest table pages) are copied once per run. At 20 ms the
+	// checkpointer took twice the CPU per ingress event (BENCHMARKS.md).
+	checkpointEvery = 100 * time.Millisecond
 )
 
 // checkpointed is the store with its background checkpointer.
