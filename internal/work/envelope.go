@@ -15,8 +15,9 @@ import (
 // conversation, the work, the credential) is small. EncodeEvent encodes the
 // costly part once, outside; handoffBody assembles the envelope around it.
 // The bytes are exactly json.Marshal(agentwork.Handoff{…}): each value is
-// encoded by encoding/json itself, in the struct's field order
-// (TestHandoffBodyIsJSONMarshal).
+// encoded by encoding/json itself, in the struct's field order; a field
+// added to agentwork.Handoff or agentwork.Event must be added here too, and
+// FuzzHandoffBody (its seeds run with every go test) fails until it is.
 
 // EncodedEvent is the JSON of an event's headers and payload as its handoff
 // envelope carries them, encoded before the transaction that hands it off.
