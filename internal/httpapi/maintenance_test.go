@@ -19,7 +19,7 @@ func TestEndpointOverdue(t *testing.T) {
 	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		create := func(overdue any) *response {
-			return e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, map[string]any{"name": "ep-" + work.NewID("x")[2:10],
+			return e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, map[string]any{"name": "ep-" + work.NewID("x")[20:],
 				"url": rt.URL(), "config": map[string]any{"agent_work": true}, "overdue": overdue})
 		}
 		ep := wantJSON(t, "create", create(map[string]any{"accept_within": "90s", "report_interval": "off"}), http.StatusCreated)
@@ -50,7 +50,7 @@ func TestEndpointOverdue(t *testing.T) {
 			r := create(c.overdue)
 			if name == "null on creation" {
 				r = e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, fmt.Sprintf(`{"name":"n-%s","url":%q,"overdue":null}`,
-					work.NewID("x")[2:10], rt.URL()))
+					work.NewID("x")[20:], rt.URL()))
 			}
 			expectRefused(t, name, r, http.StatusBadRequest, c.code)
 			if name != "null on creation" {

@@ -70,7 +70,7 @@ func (e *workEnv) waitState(t *testing.T, subject, id string, state store.Messag
 // memberToken makes a member operator of the default tenant and returns its token.
 func (e *workEnv) memberToken(t *testing.T) string {
 	t.Helper()
-	name := "member-" + work.NewID("x")[2:10]
+	name := "member-" + work.NewID("x")[20:]
 	wantJSON(t, "create member", e.do(http.MethodPost, tenantPath+"/operators", e.operatorToken,
 		map[string]any{"name": name, "role": "member"}), http.StatusCreated)
 	return wantJSON(t, "member token", e.do(http.MethodPost, tenantPath+"/operator-tokens", e.operatorToken,

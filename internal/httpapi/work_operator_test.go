@@ -205,7 +205,7 @@ func (rt *fakeRuntime) wait(t *testing.T, n int) []*delivered {
 func (e *workEnv) endpoint(t *testing.T, rt *fakeRuntime, agentWork bool) map[string]any {
 	t.Helper()
 	ep := wantJSON(t, "create endpoint", e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken,
-		map[string]any{"name": "ep-" + work.NewID("x")[2:10], "url": rt.URL(), "config": map[string]any{"agent_work": agentWork}}), http.StatusCreated)
+		map[string]any{"name": "ep-" + work.NewID("x")[20:], "url": rt.URL(), "config": map[string]any{"agent_work": agentWork}}), http.StatusCreated)
 	rt.setSecret(ep["signing_secret"].(string))
 	return ep
 }

@@ -30,6 +30,10 @@ type Inbound struct {
 	Headers map[string][]string
 	// Payload is the event's body: one JSON object.
 	Payload json.RawMessage
+	// PayloadMarshaled reports that Payload is json.Marshal's output (the
+	// adapter encoded it), so the handoff carries it without compacting it
+	// again (work.EncodeEvent). False for a body received from a sender.
+	PayloadMarshaled bool
 	// Attachments is a JSON array describing the message's parts or media
 	// links; empty means [].
 	Attachments json.RawMessage
@@ -149,13 +153,20 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	}
 	ev := &store.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: in.Sender,
 		ReceivedAt: s.clock.Now(), Headers: headers, Payload: in.Payload, Attachments: attachments, DedupeKey: in.DedupeKey}
+	// The envelope's costly part is encoded here, not in the write: the
+	// store's writer is serial (work.EncodeEvent).
+	var enc *work.EncodedEvent
 	var out *Accepted
 	var err error
+	if !in.RecordOnly {
+		enc, err = work.EncodeEvent(ev, in.PayloadMarshaled)
+	}
 	// A concurrent first event with the same thread or dedupe key can win
 	// the insert; the retry then finds it.
-	for attempt := 0; ; attempt++ {
-		out, err = s.accept(ctx, b, ev, in)
+	for attempt := 0; err == nil; attempt++ {
+		out, err = s.accept(ctx, b, ev, enc, in)
 		if errors.Is(err, store.ErrConflict) && attempt < 2 {
+			err = nil
 			continue
 		}
 		break
@@ -172,7 +183,7 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	return out, nil
 }
 
-func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, in Inbound) (*Accepted, error) {
+func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, in Inbound) (*Accepted, error) {
 	var out *Accepted
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		// The binding was admitted before the body was read: it may have been
@@ -249,7 +260,7 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 		if ep.DeletedAt != nil {
 			return nil // cannot happen while the binding lives; kept, not delivered
 		}
-		w, err := s.work.HandoffTx(ctx, tx, ep, &ev, conv)
+		w, err := s.work.HandoffEncodedTx(ctx, tx, ep, &ev, conv, enc)
 		if err != nil {
 			return err
 		}

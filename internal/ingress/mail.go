@@ -596,7 +596,7 @@ func (s *Service) AcceptMail(ctx context.Context, b *store.Binding, env Envelope
 	if m.MessageID != "" {
 		dedupe = "message-id:" + m.MessageID
 	}
-	in := Inbound{Sender: m.sender(env), Headers: m.Header, Payload: payload, Attachments: attachments,
+	in := Inbound{Sender: m.sender(env), Headers: m.Header, Payload: payload, PayloadMarshaled: true, Attachments: attachments,
 		DedupeKey: clean(dedupe, maxKeyBytes), Thread: s.mailThread(m, m.sender(env), env.To)}
 	if m.sink != nil {
 		in.Retention = m.sink.Retention(b)

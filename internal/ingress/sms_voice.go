@@ -129,7 +129,7 @@ func (s *Service) acceptSMS(ctx context.Context, b *store.Binding, req ProviderR
 		return nil, err
 	}
 	return s.Accept(ctx, b, Inbound{Sender: m.From, Headers: KeptHeaders(req.Header, twilio.HeaderSignature), Payload: payload,
-		Attachments: atts, DedupeKey: m.SID, Thread: WindowThread{Key: m.From, Window: SMSWindow}})
+		PayloadMarshaled: true, Attachments: atts, DedupeKey: m.SID, Thread: WindowThread{Key: m.From, Window: SMSWindow}})
 }
 
 type callPayload struct {
@@ -181,7 +181,7 @@ func (s *Service) acceptCall(ctx context.Context, b *store.Binding, req Provider
 		return nil, err
 	}
 	return s.Accept(ctx, b, Inbound{Sender: c.From, Headers: KeptHeaders(req.Header, twilio.HeaderSignature), Payload: payload,
-		Attachments: atts, DedupeKey: c.DedupeKey(), Thread: KeyThread(c.SID), QuietFollowUp: !callWork(c)})
+		PayloadMarshaled: true, Attachments: atts, DedupeKey: c.DedupeKey(), Thread: KeyThread(c.SID), QuietFollowUp: !callWork(c)})
 }
 
 // WindowThread is the threading rule of a conversation per binding and key

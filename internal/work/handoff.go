@@ -89,13 +89,21 @@ func handoffCredential(ctx context.Context, tx store.Tx, endpointID string, now 
 // is committed with its message, before any attempt, so every transport
 // retry carries the same work identity. Call Wake after the commit.
 func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation) (*store.Work, error) {
-	if !ep.AgentWork {
-		return nil, s.deliverTx(ctx, tx, ep, ev, nil)
-	}
-	return s.newWorkTx(ctx, tx, ep, ev, conv, 1, "")
+	return s.HandoffEncodedTx(ctx, tx, ep, ev, conv, nil)
 }
 
-func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation, gen int, replayOf string) (*store.Work, error) {
+// HandoffEncodedTx is HandoffTx with ev's headers and payload already
+// encoded (EncodeEvent(ev), before the transaction); nil encodes them here.
+func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation,
+	enc *EncodedEvent) (*store.Work, error) {
+	if !ep.AgentWork {
+		return nil, s.deliverTx(ctx, tx, ep, ev, nil, enc)
+	}
+	return s.newWorkTx(ctx, tx, ep, ev, conv, 1, "", enc)
+}
+
+func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation, gen int,
+	replayOf string, enc *EncodedEvent) (*store.Work, error) {
 	now := s.clock.Now()
 	cred, err := handoffCredential(ctx, tx, ep.ID, now)
 	if err != nil {
@@ -103,7 +111,7 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 	}
 	w := &store.Work{
 		ID: NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
-		Generation: gen, ReplayOf: replayOf, DeliveryID: uuid.NewString(), CredentialID: cred, Status: store.WorkPending,
+		Generation: gen, ReplayOf: replayOf, DeliveryID: deliveryID(), CredentialID: cred, Status: store.WorkPending,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	block := &agentwork.Work{Version: agentwork.Version, WorkID: w.ID, ConversationID: w.ConversationID, Generation: gen,
@@ -111,7 +119,7 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 	if err := tx.WorkCreate(ctx, w); err != nil {
 		return nil, err
 	}
-	return w, s.deliverTx(ctx, tx, ep, ev, &deliveryWork{work: w, block: block})
+	return w, s.deliverTx(ctx, tx, ep, ev, &deliveryWork{work: w, block: block}, enc)
 }
 
 type deliveryWork struct {
@@ -124,14 +132,20 @@ type deliveryWork struct {
 // original event format, plus the work block for agent-work endpoints. The
 // bytes are fixed here, when the delivery is committed, and sent unchanged
 // on every attempt.
-func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, dw *deliveryWork) error {
+func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, dw *deliveryWork, enc *EncodedEvent) error {
 	now := s.clock.Now()
-	d := agentwork.Handoff{ID: uuid.NewString(), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
+	d := agentwork.Handoff{ID: deliveryID(), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
 	kind, subject := MessageKindEvent, ev.ID
 	if dw != nil {
 		d.ID, d.Work, kind, subject = dw.work.DeliveryID, dw.block, MessageKindHandoff, dw.work.ID
 	}
-	body, err := json.Marshal(d)
+	if enc == nil {
+		var err error
+		if enc, err = EncodeEvent(ev, false); err != nil {
+			return err
+		}
+	}
+	body, err := handoffBody(&d, enc)
 	if err != nil {
 		return err
 	}
@@ -181,7 +195,7 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 		if err != nil {
 			return err
 		}
-		if out, err = s.newWorkTx(ctx, tx, ep, ev, conv, gen+1, orig.ID); err != nil {
+		if out, err = s.newWorkTx(ctx, tx, ep, ev, conv, gen+1, orig.ID, nil); err != nil {
 			return err
 		}
 		return access.Audit(ctx, tx, out.CreatedAt, m.TenantID, p, "work.replay", "work:"+out.ID,
@@ -192,4 +206,14 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 	}
 	s.wake()
 	return out, nil
+}
+
+// deliveryID returns a new delivery (outbox message) ID: a version 7 UUID,
+// which sorts by creation like NewID's IDs, for the same reason.
+func deliveryID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return id.String()
 }

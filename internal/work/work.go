@@ -127,14 +127,32 @@ func (s *Service) CallbackRate() *ratelimit.Limiter { return s.callbackLimit }
 // handoffs.
 func (s *Service) Wake() { s.wake() }
 
-// NewID returns a fresh random ID with a readable kind prefix, such as
-// work_…, conv_… or evt_…: 128 random bits in lowercase base32.
+// NewID returns a fresh ID with a readable kind prefix, such as work_…,
+// conv_… or evt_…: 26 characters of [a-z2-7], the first 11 the creation
+// time in milliseconds (base 26 in letters, so IDs sort by creation) and
+// the other 15 random (75 bits, base32). Sorting by creation makes each
+// new row land at the end of its table's primary key and of the indexes
+// keyed by it, where the rows committed with it also land, instead of on a
+// random page of each: the single SQLite writer then writes a few pages
+// per batch rather than a few per row (BENCHMARKS.md).
 func NewID(prefix string) string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	return newIDAt(prefix, time.Now())
+}
+
+func newIDAt(prefix string, t time.Time) string {
+	var b [26]byte
+	ms := uint64(max(t.UnixMilli(), 0))
+	for i := 10; i >= 0; i-- {
+		b[i] = byte('a' + ms%26)
+		ms /= 26
+	}
+	var r [10]byte // 80 bits; the first 75 are used
+	if _, err := rand.Read(r[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
-	return prefix + "_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	enc := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(r[:])) // 16 characters
+	copy(b[11:], enc)
+	return prefix + "_" + string(b[:])
 }
 
 // Where endpoint secrets are stored: each is sealed for its column of its

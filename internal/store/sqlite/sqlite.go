@@ -97,7 +97,16 @@ func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (st
 	// their inner pages no longer fit in 2 MiB, so each write re-reads and
 	// re-parses them from the OS cache (BENCHMARKS.md, "Cost with history").
 	q.Add("_pragma", "cache_size(-65536)") // KiB: 64 MiB
-	writerDSN := "file:" + path + "?" + q.Encode() + "&_txlock=immediate"
+	// The writer also keeps its statement journals in memory: every write
+	// of a group commit runs in its own savepoint (sqlstore's batcher), and
+	// SQLite journals each page a savepoint changes that an earlier write of
+	// the batch already changed. In a temporary file that was a write
+	// system call per page, on the single writer's critical path (about a
+	// third of its time per ingress event, BENCHMARKS.md). The journal lives
+	// for one batch, so it is bounded by the batch. Readers keep the
+	// default: their sorts may spill to files.
+	writerDSN := "file:" + path + "?" + q.Encode() + "&_pragma=temp_store(MEMORY)" +
+		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", writerAutoCheckpoint) + "&_txlock=immediate"
 	writer, err := sql.Open("sqlite", writerDSN)
 	if err != nil {
 		return nil, err
@@ -122,12 +131,27 @@ func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (st
 		reader.Close()
 		return nil, err
 	}
-	return db, nil
+	ckpt, err := sql.Open("sqlite", readerDSN)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &checkpointed{DB: db, ckpt: newCheckpointer(ckpt, checkpointEvery)}, nil
 }
 
 // prepare migrates the database, checks its journal mode and prepares its
 // secrets, on the writer before anything else uses it.
-func prepare(ctx context.Context, writer *sql.DB, box *secret.Box) error {
+func prepare(ctx context.Context, writer *sql.DB, box *secret.Box) (err error) {
+	// Migrations (index builds) and VACUUM size their temporary data by the
+	// database: they keep it in files, not in memory.
+	if _, err := writer.ExecContext(ctx, "PRAGMA temp_store=FILE"); err != nil {
+		return err
+	}
+	defer func() {
+		if _, e := writer.ExecContext(ctx, "PRAGMA temp_store=MEMORY"); err == nil {
+			err = e
+		}
+	}()
 	if err := migrate.SQLite(ctx, writer, migrations, "migrations", ""); err != nil {
 		return err
 	}

@@ -3,9 +3,12 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 
@@ -86,5 +89,48 @@ func TestChannelsUpgrade(t *testing.T) {
 	defer rows.Close()
 	if rows.Next() {
 		t.Error("foreign key violations after the upgrade")
+	}
+}
+
+// Committed pages reach the database file without waiting for the writer's
+// automatic checkpoint (8,000 pages): the background checkpointer copies
+// them soon after the writes.
+func TestWritesAreCheckpointedInTheBackground(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentowl.db")
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path, secrettest.NewBox(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		err := s.Write(ctx, func(tx store.Tx) error {
+			for j := range 100 {
+				if _, err := tx.CounterAdd(ctx, fmt.Sprintf("checkpoint-test-%d-%d-%s", i, j, strings.Repeat("k", 100)), at, 1); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// About 100 pages were committed to the WAL, far below the writer's
+	// automatic checkpoint.
+	for deadline := time.Now().Add(10 * time.Second); size() <= before; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("database file still %d bytes 10s after the writes: not checkpointed", before)
+		}
 	}
 }

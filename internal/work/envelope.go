@@ -1,0 +1,103 @@
+package work
+
+import (
+	"encoding/json"
+
+	"github.com/agentowl/agentowl/agentwork"
+	"github.com/agentowl/agentowl/internal/store"
+)
+
+// The handoff envelope is written by the store's single writer (SQLite
+// commits one batch at a time), so every microsecond spent building it
+// inside the transaction is taken from every other write. Its costly part
+// is the event's payload (up to the email limit) and headers, which are
+// known before the transaction; what the transaction decides (the
+// conversation, the work, the credential) is small. EncodeEvent encodes the
+// costly part once, outside; handoffBody assembles the envelope around it.
+// The bytes are exactly json.Marshal(agentwork.Handoff{…}): each value is
+// encoded by encoding/json itself, in the struct's field order; a field
+// added to agentwork.Handoff or agentwork.Event must be added here too, and
+// FuzzHandoffBody (its seeds run with every go test) fails until it is.
+
+// EncodedEvent is the JSON of an event's headers and payload as its handoff
+// envelope carries them, encoded before the transaction that hands it off.
+type EncodedEvent struct {
+	// fields is `"headers":…,"payload":…`.
+	fields []byte
+}
+
+// EncodeEvent encodes ev's headers and payload for its handoff envelope
+// (HandoffEncodedTx). Call it outside the store's write, where it costs no
+// other write anything. An invalid payload is an error. marshaled reports
+// that ev.Payload is json.Marshal's output (a channel adapter encoded it):
+// encoding/json would leave it unchanged, so it is carried as is rather
+// than compacted again, which costs several times its encoding. A body
+// received from a sender is never marshaled.
+func EncodeEvent(ev *store.Event, marshaled bool) (*EncodedEvent, error) {
+	headers := ev.Headers
+	if headers == nil {
+		headers = map[string][]string{}
+	}
+	h, err := json.Marshal(headers)
+	if err != nil {
+		return nil, err
+	}
+	p := []byte(ev.Payload)
+	if !marshaled || len(p) == 0 {
+		if p, err = json.Marshal(ev.Payload); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, len(h)+len(p)+24)
+	b = append(b, `"headers":`...)
+	b = append(b, h...)
+	b = append(b, `,"payload":`...)
+	b = append(b, p...)
+	return &EncodedEvent{fields: b}, nil
+}
+
+// handoffBody returns json.Marshal(d) for d whose event's headers and
+// payload enc encodes.
+func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, error) {
+	ev := &d.Event
+	attachments, err := json.Marshal(ev.Attachments)
+	if err != nil {
+		return nil, err
+	}
+	var block []byte
+	if d.Work != nil {
+		if block, err = json.Marshal(d.Work); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, len(enc.fields)+len(attachments)+len(block)+512)
+	str := func(name, v string) {
+		j, _ := json.Marshal(v) // a string always encodes
+		b = append(append(b, name...), j...)
+	}
+	str(`{"id":`, d.ID)
+	str(`,"type":`, d.Type)
+	str(`,"created_at":`, d.CreatedAt)
+	str(`,"event":{"id":`, ev.ID)
+	str(`,"channel":`, ev.Channel)
+	str(`,"binding_id":`, ev.BindingID)
+	str(`,"conversation_id":`, ev.ConversationID)
+	b = append(b, `,"follow_up":`...)
+	if ev.FollowUp {
+		b = append(b, "true"...)
+	} else {
+		b = append(b, "false"...)
+	}
+	str(`,"sender":`, ev.Sender)
+	str(`,"received_at":`, ev.ReceivedAt)
+	b = append(b, ',')
+	b = append(b, enc.fields...)
+	b = append(b, `,"attachments":`...)
+	b = append(b, attachments...)
+	b = append(b, '}')
+	if block != nil {
+		b = append(b, `,"work":`...)
+		b = append(b, block...)
+	}
+	return append(b, '}'), nil
+}
