@@ -203,7 +203,11 @@ func (a *Adapter) apply(ctx context.Context, e *Execution, req *Request) (*Execu
 	case StatusExpired:
 		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, "expired: no decision before "+req.DeadlineAt.Format(time.RFC3339))
 	case StatusCancelled:
-		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, "cancelled")
+		reason := "cancelled"
+		if req.Decision.Note != "" {
+			reason += ": " + req.Decision.Note
+		}
+		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, reason)
 	case StatusApproved:
 		return a.start(ctx, e, *req.Decision.ExpiresAt)
 	}
