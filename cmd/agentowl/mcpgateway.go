@@ -76,15 +76,15 @@ func startMCPGateway(ctx context.Context, cfg *mcpgateway.Config, log *slog.Logg
 
 func (m *mcpGateway) close() error {
 	var errs []error
+	if m.gw != nil { // first: waiting calls end, their executions stay for the next start
+		errs = append(errs, m.gw.Close())
+	}
 	if m.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := m.srv.Shutdown(ctx); err != nil {
 			m.srv.Close()
 		}
-	}
-	if m.gw != nil {
-		errs = append(errs, m.gw.Close())
 	}
 	errs = append(errs, m.store.Close())
 	return errors.Join(errs...)

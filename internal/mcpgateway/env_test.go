@@ -212,6 +212,7 @@ type gatewaySite struct {
 	t     testing.TB
 	cfg   *mcpgateway.Config
 	store aap.Store
+	path  string
 	gw    *mcpgateway.Gateway
 	srv   *httptest.Server
 }
@@ -226,7 +227,7 @@ func startGateway(t testing.TB, yaml string, client *aap.Client, clock aap.Clock
 	gw, err := mcpgateway.New(context.Background(), cfg, mcpgateway.Options{Provider: client, Store: st, Clock: clock,
 		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	must(t, err)
-	g := &gatewaySite{t: t, cfg: cfg, store: st, gw: gw, srv: httptest.NewServer(gw.Handler())}
+	g := &gatewaySite{t: t, cfg: cfg, store: st, path: dbPath, gw: gw, srv: httptest.NewServer(gw.Handler())}
 	t.Cleanup(g.close)
 	return g
 }
@@ -235,8 +236,9 @@ func (g *gatewaySite) close() {
 	if g.srv == nil {
 		return
 	}
-	g.srv.Close()
 	must(g.t, g.gw.Close())
+	g.srv.CloseClientConnections()
+	g.srv.Close()
 	must(g.t, g.store.Close())
 	g.srv = nil
 }
@@ -294,4 +296,4 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func dbPath(t testing.TB) string { return filepath.Join(t.TempDir(), "gateway.db") }
+func tempDB(t testing.TB) string { return filepath.Join(t.TempDir(), "gateway.db") }

@@ -66,6 +66,9 @@ func (g *Gateway) gated(ctx context.Context, req *mcp.CallToolRequest, a *agent,
 		if e == nil { // not saved: a bad call or the store failed
 			return toolError("the gateway could not record the call: " + err.Error()), nil
 		}
+		if g.bg.Err() != nil {
+			return toolError("unavailable: the gateway is stopping; repeat the same call once it is back to get this request's decision (request " + e.RequestID + ")"), nil
+		}
 		if ctx.Err() != nil {
 			return g.abandon(work, key, "the agent cancelled the call or disconnected"), nil
 		}

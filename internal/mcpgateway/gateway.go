@@ -262,16 +262,18 @@ const liveHeader = "X-Agentowl-Gateway-Request"
 
 // withConnection returns ctx, also cancelled when the HTTP request that
 // carried req ends (the agent disconnected).
+// It is also cancelled when the gateway stops.
 func (g *Gateway) withConnection(ctx context.Context, req *mcp.CallToolRequest) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
+	stopBg := context.AfterFunc(g.bg, cancel)
 	if req.Extra == nil || req.Extra.Header == nil {
-		return ctx, cancel
+		return ctx, func() { stopBg(); cancel() }
 	}
 	if v, ok := g.live.Load(req.Extra.Header.Get(liveHeader)); ok {
 		stop := context.AfterFunc(v.(context.Context), cancel)
-		return ctx, func() { stop(); cancel() }
+		return ctx, func() { stop(); stopBg(); cancel() }
 	}
-	return ctx, cancel
+	return ctx, func() { stopBg(); cancel() }
 }
 
 func (g *Gateway) agentOf(ctx context.Context) *agent {
@@ -301,10 +303,18 @@ func (g *Gateway) Tools(agentName string) []string {
 }
 
 // Close stops background work and the upstream sessions (stdio upstreams
-// are terminated).
+// are terminated). Calls still waiting for a decision end with a tool error
+// telling the agent to repeat the call once the gateway is back; their
+// executions stay waiting, so the next process gives the repeated call the
+// same approval request (as after a crash). Close it before the HTTP server.
 func (g *Gateway) Close() error {
 	g.cancel()
 	g.wg.Wait()
+	for _, a := range g.agents {
+		for ss := range a.server.Sessions() {
+			ss.Close()
+		}
+	}
 	var errs []error
 	for _, up := range g.upstreams {
 		if err := up.session.Close(); err != nil && !errors.Is(err, mcp.ErrConnectionClosed) {

@@ -42,7 +42,7 @@ func newEnv(t *testing.T, gatewayClock func(*clocktest.Fake) aap.Clock) *env {
 	if gatewayClock != nil {
 		gc = gatewayClock(e.clock)
 	}
-	e.gw = startGateway(t, gatewayYAML(e.up.srv.URL), e.aap, gc, dbPath(t))
+	e.gw = startGateway(t, gatewayYAML(e.up.srv.URL), e.aap, gc, tempDB(t))
 	e.agent = agentSession(t, e.gw.srv.URL, agentToken, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			e.mu.Lock()
@@ -300,3 +300,71 @@ func TestAgentDisconnectCancelsTheRequest(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A call left waiting by a stopped gateway is never run without its agent:
+// approved while the gateway was down, it is abandoned after the grace
+// period if the agent does not repeat it.
+func TestRestartApprovedCallWithoutAgentNotRun(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := e.call(ctx, e.agent, "issue_refund", refundArgs)
+	id := waiting(t, e.gw.store)
+	path := e.gw.path
+	// The gateway stops: the waiting agent is told to repeat the call, and
+	// the execution stays waiting (as a killed process leaves it).
+	e.gw.close()
+	// (either the gateway's "unavailable" error or the session's end)
+	if res := receive(t, ch); !res.IsError {
+		t.Errorf("the waiting agent got %q", text(res))
+	}
+	e.p.decide(id, true, time.Hour, "while the gateway was down")
+	g2 := startGateway(t, gatewayYAML(e.up.srv.URL), e.aap, e.clock, path)
+	x, err := g2.store.ExecutionByRequest(context.Background(), id)
+	must(t, err)
+	if x.State != aap.ExecWaiting || e.up.refundCount() != 0 {
+		t.Fatalf("after the restart: state %s, %d refunds", x.State, e.up.refundCount())
+	}
+	g2.gw.SweepOrphans(context.Background()) // within the grace period: kept
+	e.clock.Advance(11 * time.Minute)
+	g2.gw.SweepOrphans(context.Background())
+	x, err = g2.store.ExecutionByRequest(context.Background(), id)
+	must(t, err)
+	if x.State != aap.ExecAbandoned || e.up.refundCount() != 0 {
+		t.Fatalf("after the grace period: state %s, %d refunds", x.State, e.up.refundCount())
+	}
+	// The agent coming back later gets a new request, not the old approval.
+	agent := agentSession(t, g2.srv.URL, agentToken, nil)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	ch2 := e.call(ctx2, agent, "issue_refund", refundArgs)
+	eventually(t, "a new request", func() bool {
+		list, err := g2.store.ListExecutions(context.Background(), aap.ExecWaiting)
+		must(t, err)
+		return len(list) == 1 && list[0].RequestID != id
+	})
+	if e.up.refundCount() != 0 {
+		t.Fatal("the old approval ran")
+	}
+	cancel2()
+	receive(t, ch2)
+}
+
+// Policies decide gated calls as usual: an auto-approve rule for the MCP
+// server's tool lets the call through at once; a deny rule refuses it.
+func TestPoliciesDecideGatedCalls(t *testing.T) {
+	e := newEnv(t, nil)
+	e.p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "approve",
+		"condition": `context.mcp.agent == "refund-bot" && arguments.amount_cents < 200000`, "note": "small refunds"}, nil)
+	e.p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "deny", "note": "too large", "priority": 10}, nil)
+	res := receive(t, e.call(context.Background(), e.agent, "issue_refund", refundArgs))
+	if res.IsError || text(res) != "refund #1 issued" {
+		t.Fatalf("auto-approved call: %v %q", res.IsError, text(res))
+	}
+	res = receive(t, e.call(context.Background(), e.agent, "issue_refund", `{"order":"B","amount_cents":900000}`))
+	if !res.IsError || !strings.HasPrefix(text(res), "denied") || !strings.Contains(text(res), "too large") {
+		t.Fatalf("denied call: %v %q", res.IsError, text(res))
+	}
+	if e.up.refundCount() != 1 {
+		t.Errorf("%d refunds", e.up.refundCount())
+	}
+}
