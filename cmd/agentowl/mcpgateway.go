@@ -50,7 +50,7 @@ func startMCPGateway(ctx context.Context, cfg *mcpgateway.Config, log *slog.Logg
 	}
 	m := &mcpGateway{store: st}
 	// Long polls last up to 30s; the client's timeout leaves room for them.
-	client := cred.Client(&http.Client{Timeout: 60 * time.Second})
+	client := cred.Client(&http.Client{Timeout: 60 * time.Second, Transport: mcpgateway.PooledTransport()})
 	m.gw, err = mcpgateway.New(ctx, cfg, mcpgateway.Options{Provider: client, Store: st, Logger: log, Version: buildinfo.Get().Version})
 	if err != nil {
 		st.Close()

@@ -116,7 +116,7 @@ func (p *provider) provision(name string) *aap.Client {
 	pr := &aap.Provisioner{Provider: &aap.Client{BaseURL: p.url, Token: p.prov}}
 	cred, err := pr.Provision(context.Background(), aap.NewSubmission(name, ""))
 	must(p.t, err)
-	return cred.Client(nil)
+	return cred.Client(&http.Client{Transport: mcpgateway.PooledTransport(), Timeout: time.Minute})
 }
 
 // upstream is a Go-SDK MCP server with a counting issue_refund tool and a
@@ -224,8 +224,12 @@ func startGateway(t testing.TB, yaml string, client *aap.Client, clock aap.Clock
 	must(t, err)
 	st, err := sqlite.Open(context.Background(), dbPath)
 	must(t, err)
+	level := slog.LevelInfo
+	if _, bench := t.(*testing.B); bench {
+		level = slog.LevelWarn
+	}
 	gw, err := mcpgateway.New(context.Background(), cfg, mcpgateway.Options{Provider: client, Store: st, Clock: clock,
-		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))})
 	must(t, err)
 	g := &gatewaySite{t: t, cfg: cfg, store: st, path: dbPath, gw: gw, srv: httptest.NewServer(gw.Handler())}
 	t.Cleanup(g.close)
@@ -246,10 +250,12 @@ func (g *gatewaySite) close() {
 // bearer adds an agent's token to every request.
 type bearer struct{ token string }
 
+var agentTransport = mcpgateway.PooledTransport()
+
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
+	return agentTransport.RoundTrip(r)
 }
 
 // agentSession connects an agent (a Go-SDK client) to the gateway.

@@ -174,6 +174,15 @@ func objectSchema(s any) bool {
 	return ok && m["type"] == "object"
 }
 
+// PooledTransport is an HTTP transport that keeps enough idle connections
+// to one host for many concurrent calls (the default keeps two, so
+// concurrent agents would open a connection per call).
+func PooledTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 512, 256
+	return t
+}
+
 // headerTransport adds the upstream's configured headers to every request.
 type headerTransport struct {
 	base    http.RoundTripper
@@ -197,7 +206,7 @@ func connectUpstream(ctx context.Context, u *UpstreamConfig, version string) (*u
 			headers[k] = os.ExpandEnv(v)
 		}
 		t = &mcp.StreamableClientTransport{Endpoint: u.URL, DisableStandaloneSSE: true,
-			HTTPClient: &http.Client{Transport: &headerTransport{base: http.DefaultTransport, headers: headers}}}
+			HTTPClient: &http.Client{Transport: &headerTransport{base: PooledTransport(), headers: headers}}}
 	} else {
 		cmd := exec.Command(u.Command[0], u.Command[1:]...)
 		cmd.Env = os.Environ()
