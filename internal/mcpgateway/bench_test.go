@@ -121,3 +121,32 @@ func BenchmarkGatedAutoApproved(b *testing.B) {
 
 // benchParallelism is how many goroutines per GOMAXPROCS call at once.
 var benchParallelism = 64
+
+// Ungated calls from concurrent agents: the gateway's passthrough capacity.
+func BenchmarkUngatedParallel(b *testing.B) {
+	_, _, g := benchEnv(b)
+	const agents = 64
+	sessions := make([]*mcp.ClientSession, agents)
+	for i := range sessions {
+		sessions[i] = agentSession(b, g.srv.URL, agentToken, nil)
+	}
+	var mu sync.Mutex
+	next := 0
+	b.SetParallelism(benchParallelism)
+	start := time.Now()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		mu.Lock()
+		cs := sessions[next%agents]
+		next++
+		mu.Unlock()
+		for pb.Next() {
+			if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order": "A"}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
