@@ -242,3 +242,40 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// `mcp-gateway serve --stdio --agent NAME` serves one agent on stdin and
+// stdout, for MCP clients that start servers as subprocesses.
+func TestMCPGatewayStdio(t *testing.T) {
+	bin := buildAgentowl(t)
+	up := newCountingUpstream(t)
+	prov := servertest.Start(t, servertest.Config(t, storetest.Backends(t)[0]))
+	admin := prov.BootstrapToken()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "gateway.yaml")
+	must(t, os.WriteFile(config, fmt.Appendf(nil, `
+data_dir: data
+provider: {url: %s}
+upstreams:
+  - name: billing
+    url: %s
+    tools: [{match: "*"}]
+agents:
+  - name: local-agent
+    token_sha256: %s
+    tools: ["billing/*"]
+`, prov.URL(), up.srv.URL, mcpgateway.HashToken("unused-local-token-0123456789")), 0o600))
+	cliJSON(t, runCLI(t, "mcp-gateway", "provision", "--config", config, "--provisioner-token", provisionerToken(t, prov.URL(), admin), "--json"))
+	r := send(t, http.MethodPost, prov.URL()+"/api/v1/tenants/default/policies", admin,
+		map[string]any{"tool": "billing/issue_refund", "effect": "approve", "condition": `context.mcp.agent == "local-agent"`})
+	expectStatus(t, "create policy", r, http.StatusCreated)
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "local", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(bin, "mcp-gateway", "serve", "--config", config, "--stdio", "--agent", "local-agent")}, nil)
+	must(t, err)
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund", Arguments: map[string]any{"order": "S-1"}})
+	must(t, err)
+	if res.IsError || up.count() != 1 {
+		t.Fatalf("gated call over stdio: %v, %d refunds", res.Content, up.count())
+	}
+}
