@@ -179,6 +179,17 @@ func TestApprovedCallForwardedOnce(t *testing.T) {
 	if got != refundArgs {
 		t.Errorf("the upstream got %s, the agent sent %s", got, refundArgs)
 	}
+	// The audit log names the agent behind the gateway.
+	var audit struct{ Items []map[string]any }
+	e.p.operatorCall(http.MethodGet, "/audit", nil, &audit)
+	found := false
+	for _, it := range audit.Items {
+		d, _ := it["details"].(map[string]any)
+		found = found || it["target"] == "approval-request:"+id && d["mcp_agent"] == "refund-bot" && d["tool"] == "billing/issue_refund"
+	}
+	if !found {
+		t.Errorf("no audit entry naming the agent: %v", audit.Items)
+	}
 	// A second delivery of the same approval runs nothing.
 	x, err := e.gw.gw.Adapter().Resume(context.Background(), id)
 	must(t, err)
