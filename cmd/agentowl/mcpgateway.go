@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,6 +110,9 @@ data_dir). With --stdio it serves one agent (--agent) on stdin/stdout.`,
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(c.stderr, nil))
+			if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+				log.Warn("the configuration file holds service credentials and is readable by others: chmod 600 it", "file", file, "mode", fi.Mode().Perm().String())
+			}
 			if stdio {
 				if agentName == "" {
 					return errors.New("--stdio needs --agent NAME (one of the configuration's agents)")
