@@ -79,13 +79,9 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// Gated calls decided by an auto-approve policy, end to end: the agent's
-// call, the AAP request, the policy's decision, the durable execution
-// record, the upstream call and the answer. Agents call concurrently
-// (64 goroutines per GOMAXPROCS over 64 agent sessions).
-func BenchmarkGatedAutoApproved(b *testing.B) {
-	p, up, g := benchEnv(b)
-	p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "approve", "note": "bench"}, nil)
+// concurrently runs call from 64 goroutines per GOMAXPROCS spread over 64
+// agent sessions, and reports calls per second.
+func concurrently(b *testing.B, g *gatewaySite, call func(cs *mcp.ClientSession, i int) error) {
 	const agents = 64
 	sessions := make([]*mcp.ClientSession, agents)
 	for i := range sessions {
@@ -93,7 +89,7 @@ func BenchmarkGatedAutoApproved(b *testing.B) {
 	}
 	var mu sync.Mutex
 	next := 0
-	b.SetParallelism(benchParallelism) // goroutines per GOMAXPROCS
+	b.SetParallelism(64) // goroutines per GOMAXPROCS
 	start := time.Now()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -101,47 +97,8 @@ func BenchmarkGatedAutoApproved(b *testing.B) {
 		cs := sessions[next%agents]
 		next++
 		mu.Unlock()
-		i := 0
-		for pb.Next() {
-			i++
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund",
-				Arguments: map[string]any{"order": fmt.Sprintf("B-%p-%d", cs, i), "amount_cents": 100}})
-			if err != nil || res.IsError {
-				b.Errorf("gated call: %v %v", err, res)
-				return
-			}
-		}
-	})
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
-	if n := up.refundCount(); n != b.N {
-		b.Errorf("%d calls, %d refunds", b.N, n)
-	}
-}
-
-// benchParallelism is how many goroutines per GOMAXPROCS call at once.
-var benchParallelism = 64
-
-// Ungated calls from concurrent agents: the gateway's passthrough capacity.
-func BenchmarkUngatedParallel(b *testing.B) {
-	_, _, g := benchEnv(b)
-	const agents = 64
-	sessions := make([]*mcp.ClientSession, agents)
-	for i := range sessions {
-		sessions[i] = agentSession(b, g.srv.URL, agentToken, nil)
-	}
-	var mu sync.Mutex
-	next := 0
-	b.SetParallelism(benchParallelism)
-	start := time.Now()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		mu.Lock()
-		cs := sessions[next%agents]
-		next++
-		mu.Unlock()
-		for pb.Next() {
-			if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order": "A"}}); err != nil {
+		for i := 0; pb.Next(); i++ {
+			if err := call(cs, i); err != nil {
 				b.Error(err)
 				return
 			}
@@ -149,4 +106,32 @@ func BenchmarkUngatedParallel(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
+
+// Gated calls decided by an auto-approve policy, end to end: the agent's
+// call, the AAP request, the policy's decision, the durable execution
+// record, the upstream call and the answer, from concurrent agents.
+func BenchmarkGatedAutoApproved(b *testing.B) {
+	p, up, g := benchEnv(b)
+	p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "approve", "note": "bench"}, nil)
+	concurrently(b, g, func(cs *mcp.ClientSession, i int) error {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund",
+			Arguments: map[string]any{"order": fmt.Sprintf("B-%p-%d", cs, i), "amount_cents": 100}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("gated call: %s", text(res))
+		}
+		return err
+	})
+	if n := up.refundCount(); n != b.N {
+		b.Errorf("%d calls, %d refunds", b.N, n)
+	}
+}
+
+// Ungated calls from concurrent agents: the gateway's passthrough capacity.
+func BenchmarkUngatedParallel(b *testing.B) {
+	_, _, g := benchEnv(b)
+	concurrently(b, g, func(cs *mcp.ClientSession, _ int) error {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order": "A"}})
+		return err
+	})
 }
