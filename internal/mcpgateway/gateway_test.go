@@ -168,6 +168,12 @@ func TestApprovedCallForwardedOnce(t *testing.T) {
 	if e.up.refundCount() != 0 {
 		t.Fatal("forwarded before the approval")
 	}
+	// It is in Needs attention with the MCP server and tool.
+	var inbox json.RawMessage
+	e.p.operatorCall(http.MethodGet, "/attention", nil, &inbox)
+	if !strings.Contains(string(inbox), id) || !strings.Contains(string(inbox), "billing/issue_refund") {
+		t.Errorf("Needs attention does not show the gated call: %s", inbox)
+	}
 	e.p.decide(id, true, 10*time.Minute, "ok")
 	res := receive(t, ch)
 	if res.IsError || text(res) != "refund #1 issued" {
