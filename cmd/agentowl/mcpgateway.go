@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,8 +36,37 @@ type mcpGateway struct {
 	store aap.Store
 	gw    *mcpgateway.Gateway
 	srv   *http.Server
+	rsrv  *http.Server // the AAP receiver (asynchronous mode)
 	addr  string
 	url   string
+}
+
+// startGatewayReceiver serves the gateway's AAP webhook receiver
+// (asynchronous mode) on its own listener.
+func startGatewayReceiver(rc *mcpgateway.ReceiverConfig, st aap.Store, log *slog.Logger) (*aap.Receiver, *http.Server, error) {
+	r, err := aap.NewReceiver(aap.ReceiverConfig{Store: st, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", rc.Listen)
+	if err != nil {
+		return r, nil, fmt.Errorf("receiver: %w", err)
+	}
+	if rc.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(rc.TLSCert, rc.TLSKey)
+		if err != nil {
+			ln.Close()
+			return r, nil, fmt.Errorf("receiver TLS: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	} else {
+		log.Warn("the gateway's AAP receiver serves plain HTTP: put a TLS-terminating proxy in front of it (providers require HTTPS)")
+	}
+	mux := http.NewServeMux()
+	mux.Handle(rc.Path, r)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return r, srv, nil
 }
 
 // startMCPGateway opens the store, connects the upstreams and, unless
@@ -52,9 +83,16 @@ func startMCPGateway(ctx context.Context, cfg *mcpgateway.Config, log *slog.Logg
 	m := &mcpGateway{store: st}
 	// Long polls last up to 30s; the client's timeout leaves room for them.
 	client := cred.Client(&http.Client{Timeout: 60 * time.Second, Transport: mcpgateway.PooledTransport()})
-	m.gw, err = mcpgateway.New(ctx, cfg, mcpgateway.Options{Provider: client, Store: st, Logger: log, Version: buildinfo.Get().Version})
+	opts := mcpgateway.Options{Provider: client, Store: st, Logger: log, Version: buildinfo.Get().Version}
+	if cfg.Receiver != nil {
+		if opts.Receiver, m.rsrv, err = startGatewayReceiver(cfg.Receiver, st, log); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	m.gw, err = mcpgateway.New(ctx, cfg, opts)
 	if err != nil {
-		st.Close()
+		m.close()
 		return nil, err
 	}
 	if !listen {
@@ -80,11 +118,13 @@ func (m *mcpGateway) close() error {
 	if m.gw != nil { // first: waiting calls end, their executions stay for the next start
 		errs = append(errs, m.gw.Close())
 	}
-	if m.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := m.srv.Shutdown(ctx); err != nil {
-			m.srv.Close()
+	for _, srv := range []*http.Server{m.srv, m.rsrv} {
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := srv.Shutdown(ctx); err != nil {
+				srv.Close()
+			}
+			cancel()
 		}
 	}
 	errs = append(errs, m.store.Close())
@@ -176,11 +216,33 @@ instance.`,
 			if base == "" {
 				base = envOr(cfg.Provider.URL, "AGENTOWL_URL", "http://127.0.0.1:8470")
 			}
-			sub, err := pendingSubmission(cfg.DataPath("provisioning.json"), cfg.Provider.InstanceName, "")
+			receiverURL := ""
+			if cfg.Receiver != nil {
+				receiverURL = cfg.Receiver.URL
+			}
+			sub, err := pendingSubmission(cfg.DataPath("provisioning.json"), cfg.Provider.InstanceName, receiverURL)
 			if err != nil {
 				return err
 			}
 			p := &aap.Provisioner{Provider: &aap.Client{BaseURL: base, Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}}
+			if cfg.Receiver != nil {
+				// The provider verifies the receiver before it answers: the
+				// registration goes into the gateway's store, and the receiver
+				// answers from there, whether this command serves it for the
+				// moment or a running `serve` already does.
+				st, err := sqlite.Open(cmd.Context(), cfg.DataPath("gateway.db"))
+				if err != nil {
+					return fmt.Errorf("open the gateway's store: %w", err)
+				}
+				defer st.Close()
+				p.Registrations = st
+				_, srv, err := startGatewayReceiver(cfg.Receiver, st, slog.New(slog.NewJSONHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+				if srv != nil {
+					defer srv.Close()
+				} else if !errors.Is(err, syscall.EADDRINUSE) {
+					return err
+				}
+			}
 			cred, err := p.Provision(cmd.Context(), sub)
 			if err != nil {
 				return fmt.Errorf("provision: %w (run the same command again to retry the same submission)", err)

@@ -35,6 +35,10 @@ type Config struct {
 	Agents []AgentConfig `yaml:"agents"`
 	// Upstreams are the MCP servers behind the gateway.
 	Upstreams []UpstreamConfig `yaml:"upstreams"`
+	// Receiver, if present, turns on the asynchronous mode: the gateway is
+	// a verified AAP webhook receiver, and waiting calls are woken by the
+	// provider's notifications instead of holding long polls.
+	Receiver *ReceiverConfig `yaml:"receiver"`
 
 	dir string // the configuration file's directory
 }
@@ -50,6 +54,20 @@ type ProviderConfig struct {
 	// CredentialFile is where provision writes, and serve reads, the
 	// instance credential (default <data_dir>/credential.json).
 	CredentialFile string `yaml:"credential_file"`
+}
+
+// ReceiverConfig is the gateway's AAP webhook receiver.
+type ReceiverConfig struct {
+	// Listen is its address (default 127.0.0.1:8932).
+	Listen string `yaml:"listen"`
+	// Path is its path (default /aap/events).
+	Path string `yaml:"path"`
+	// URL is its public HTTPS URL, as the provider reaches it (required).
+	URL string `yaml:"url"`
+	// TLSCert and TLSKey serve HTTPS directly; without them it serves plain
+	// HTTP for a TLS-terminating proxy in front.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
 }
 
 // ApprovalConfig tunes gated calls.
@@ -172,6 +190,20 @@ func (c *Config) check() error {
 	}
 	if a.CallTimeout <= 0 {
 		a.CallTimeout = 5 * time.Minute
+	}
+	if r := c.Receiver; r != nil {
+		if r.Listen == "" {
+			r.Listen = "127.0.0.1:8932"
+		}
+		if r.Path == "" {
+			r.Path = "/aap/events"
+		}
+		if !strings.HasPrefix(r.URL, "https://") && !strings.HasPrefix(r.URL, "http://") {
+			return errors.New("receiver.url: the receiver's public URL (https://…) is required")
+		}
+		if (r.TLSCert == "") != (r.TLSKey == "") {
+			return errors.New("receiver: tls_cert and tls_key go together")
+		}
 	}
 	if len(c.Upstreams) == 0 {
 		return errors.New("config: no upstreams")

@@ -59,11 +59,14 @@ type provider struct {
 	prov     string
 }
 
-func newProvider(t testing.TB, clock *clocktest.Fake) *provider {
+func newProvider(t testing.TB, clock *clocktest.Fake, adjust ...func(*server.Config)) *provider {
 	t.Helper()
 	cfg := servertest.Config(t, storetest.Backends(t)[0]) // SQLite
 	if clock != nil {
 		cfg.Clock = clock
+	}
+	for _, f := range adjust {
+		f(&cfg)
 	}
 	srv := servertest.Start(t, cfg)
 	p := &provider{t: t, srv: srv, url: srv.URL(), operator: srv.BootstrapToken()}
@@ -219,16 +222,23 @@ type gatewaySite struct {
 
 func startGateway(t testing.TB, yaml string, client *aap.Client, clock aap.Clock, dbPath string) *gatewaySite {
 	t.Helper()
+	st, err := sqlite.Open(context.Background(), dbPath)
+	must(t, err)
+	return startGatewayOn(t, yaml, client, clock, st, dbPath, nil)
+}
+
+// startGatewayOn starts a gateway on an open store, with a receiver in
+// asynchronous mode.
+func startGatewayOn(t testing.TB, yaml string, client *aap.Client, clock aap.Clock, st aap.Store, dbPath string, rcv *aap.Receiver) *gatewaySite {
+	t.Helper()
 	t.Setenv("MCPGW_TEST_UPSTREAM_AUTH", upstreamSecret)
 	cfg, err := mcpgateway.ParseConfig([]byte(yaml))
-	must(t, err)
-	st, err := sqlite.Open(context.Background(), dbPath)
 	must(t, err)
 	level := slog.LevelInfo
 	if _, bench := t.(*testing.B); bench {
 		level = slog.LevelWarn
 	}
-	gw, err := mcpgateway.New(context.Background(), cfg, mcpgateway.Options{Provider: client, Store: st, Clock: clock,
+	gw, err := mcpgateway.New(context.Background(), cfg, mcpgateway.Options{Provider: client, Store: st, Clock: clock, Receiver: rcv,
 		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))})
 	must(t, err)
 	g := &gatewaySite{t: t, cfg: cfg, store: st, path: dbPath, gw: gw, srv: httptest.NewServer(gw.Handler())}

@@ -93,6 +93,10 @@ func (g *Gateway) gated(ctx context.Context, req *mcp.CallToolRequest, a *agent,
 			}
 			continue
 		}
+		if g.receiver != nil {
+			e, err = g.awaitWakeup(ctx, work, e)
+			continue
+		}
 		r, werr := g.provider.WaitRequest(ctx, e.RequestID, g.cfg.Approval.Progress)
 		switch {
 		case ctx.Err() != nil:
@@ -102,6 +106,38 @@ func (g *Gateway) gated(ctx context.Context, req *mcp.CallToolRequest, a *agent,
 			e, err = g.adapter.Resume(work, e.RequestID)
 		}
 	}
+}
+
+// awaitWakeup waits (asynchronous mode) for the receiver's wake-up of a
+// waiting execution, or one progress interval, then applies the request's
+// current state through the adapter.
+func (g *Gateway) awaitWakeup(ctx, work context.Context, e *aap.Execution) (*aap.Execution, error) {
+	ch := make(chan struct{}, 1)
+	g.waiters.Store(e.RequestID, ch)
+	defer g.waiters.CompareAndDelete(e.RequestID, ch)
+	t := time.NewTimer(g.cfg.Approval.Progress)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+		return e, nil
+	}
+	return g.adapter.Resume(work, e.RequestID)
+}
+
+// wake hands a verified request.resolved wake-up to the call waiting on
+// that request. With no call waiting (its agent left, or the gateway
+// restarted) it is acknowledged and dropped: a decision never runs a call
+// without its agent; a repeated call reads the decision itself.
+func (g *Gateway) wake(_ context.Context, w aap.Wakeup) error {
+	if v, ok := g.waiters.Load(w.RequestID); ok {
+		select {
+		case v.(chan struct{}) <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }
 
 // abandon gives up a waiting call for good and cancels its request.
@@ -257,12 +293,17 @@ func (g *Gateway) SweepOrphans(ctx context.Context) {
 func (g *Gateway) sweep() {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-g.bg.Done():
 			return
 		case <-t.C:
 			g.SweepOrphans(g.bg)
+			if g.receiver != nil && n%720 == 0 { // hourly: forget event IDs past their retention
+				if _, err := g.receiver.Purge(g.bg); err != nil {
+					g.log.Warn("mcp gateway: purging old webhook events failed", "err", err)
+				}
+			}
 		}
 	}
 }

@@ -42,6 +42,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to agents as the server version.
 	Version string
+	// Receiver, if set, is the gateway's AAP webhook receiver (asynchronous
+	// mode): a waiting call is woken by the provider's request.resolved
+	// notification instead of holding a long poll, and checks the request
+	// once per progress interval in case a notification is late.
+	Receiver *aap.Receiver
 }
 
 // Gateway is a running gateway: its upstream sessions, one MCP server per
@@ -49,6 +54,8 @@ type Options struct {
 type Gateway struct {
 	cfg       *Config
 	provider  *aap.Client
+	receiver  *aap.Receiver
+	waiters   sync.Map // request ID → chan struct{}, in asynchronous mode
 	store     aap.ExecutionStore
 	adapter   *aap.Adapter
 	clock     aap.Clock
@@ -94,7 +101,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Provider == nil || opts.Store == nil {
 		return nil, errors.New("mcpgateway: Options needs Provider and Store")
 	}
-	g := &Gateway{cfg: cfg, provider: opts.Provider, store: opts.Store, clock: opts.Clock, log: opts.Logger,
+	g := &Gateway{cfg: cfg, provider: opts.Provider, receiver: opts.Receiver, store: opts.Store, clock: opts.Clock, log: opts.Logger,
 		upstreams: map[string]*upstream{}, agents: map[string]*agent{}, byHash: map[string]*agent{}, orphans: map[string]orphan{}}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -161,6 +168,11 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.wg.Go(g.sweep)
+	if g.receiver != nil {
+		g.wg.Go(func() {
+			_ = g.receiver.Dispatch(g.bg, aap.DispatchConfig{Handle: g.wake})
+		})
+	}
 	ok = true
 	return g, nil
 }
