@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,5 +278,85 @@ agents:
 	must(t, err)
 	if res.IsError || up.count() != 1 {
 		t.Fatalf("gated call over stdio: %v, %d refunds", res.Content, up.count())
+	}
+}
+
+// Asynchronous mode with the real binary: `provision` serves the gateway's
+// receiver for the provider's verification, `serve` receives the decision
+// as a signed webhook and forwards the approved call once.
+func TestMCPGatewayAsynchronous(t *testing.T) {
+	bin := buildAgentowl(t)
+	up := newCountingUpstream(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	must(t, ensureSelfSigned(cert, key))
+	caPEM, err := os.ReadFile(cert)
+	must(t, err)
+	cfg := servertest.Config(t, storetest.Backends(t)[0])
+	cfg.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	cfg.Egress.ExtraRootsPEM = caPEM
+	prov := servertest.Start(t, cfg)
+	admin := prov.BootstrapToken()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	raddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	token := "agent-token-async-0123456789abcdef"
+	config := filepath.Join(dir, "gateway.yaml")
+	must(t, os.WriteFile(config, fmt.Appendf(nil, `
+listen: %s
+data_dir: data
+provider: {url: %s}
+approval: {progress_interval: 30s}
+receiver:
+  listen: %s
+  url: https://%s/aap/events
+  tls_cert: %s
+  tls_key: %s
+upstreams:
+  - name: billing
+    url: %s
+    tools: [{match: "*"}]
+agents:
+  - name: refund-bot
+    token_sha256: %s
+    tools: ["billing/*"]
+`, addr, prov.URL(), raddr, raddr, cert, key, up.srv.URL, mcpgateway.HashToken(token)), 0o600))
+	cliJSON(t, runCLI(t, "mcp-gateway", "provision", "--config", config, "--provisioner-token", provisionerToken(t, prov.URL(), admin), "--json"))
+
+	gw := startGatewayProcess(t, bin, config, addr)
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: gw.url + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: tokenTransport{token}}}, nil)
+	must(t, err)
+	defer cs.Close()
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund", Arguments: map[string]any{"order": "Z-1"}})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		done <- res
+	}()
+	var id string
+	eventually(t, 30*time.Second, "the approval request", func() bool {
+		r := send(t, http.MethodGet, prov.URL()+"/api/v1/tenants/default/approvals?status=pending", admin, nil)
+		var list struct {
+			Items []struct{ Request struct{ ID string } }
+		}
+		must(t, json.Unmarshal(r.body, &list))
+		if len(list.Items) == 1 {
+			id = list.Items[0].Request.ID
+		}
+		return id != ""
+	})
+	r := send(t, http.MethodPost, prov.URL()+"/api/v1/tenants/default/approvals/"+id+"/decision", admin,
+		map[string]any{"decision": "approve", "valid_for": "10m"})
+	expectStatus(t, "approve", r, http.StatusOK)
+	select {
+	case res := <-done:
+		if res.IsError || up.count() != 1 {
+			t.Fatalf("after the webhook: %v, %d refunds", res.Content, up.count())
+		}
+	case <-time.After(25 * time.Second): // shorter than the 30s check: only the webhook can wake it
+		t.Fatal("the approved call was not woken by the webhook")
 	}
 }
