@@ -87,20 +87,7 @@ func startGatewayProcess(t *testing.T, bin, config, addr string) *serveProcess {
 			t.Logf("mcp-gateway output:\n%.20000s", out)
 		}
 	})
-	eventually(t, 30*time.Second, "the gateway's /healthz", func() bool {
-		select {
-		case <-p.exited:
-			out, _ := os.ReadFile(stderr.Name())
-			t.Fatalf("the gateway exited: %s", out)
-		default:
-		}
-		resp, err := http.Get(p.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	p.awaitHealthz(t, "agentowl mcp-gateway serve", stderr.Name())
 	return p
 }
 
