@@ -13,12 +13,13 @@ require (
 	github.com/google/uuid v1.6.0 // AAP identifiers are UUIDs
 	github.com/jackc/pgx/v5 v5.12.0 // PostgreSQL driver (database/sql adapter) and error codes
 	github.com/johannesboyne/gofakes3 v1.2.0 // tests: an in-process S3 server, so the S3 back end of retained attachments is tested for real
+	github.com/modelcontextprotocol/go-sdk v1.8.0 // the MCP gateway: the official MCP SDK (Streamable HTTP and stdio server towards agents, client of upstream servers)
 	github.com/pressly/goose/v3 v3.30.0 // embedded migrations per dialect, with a lock for replicas
 	github.com/prometheus/client_golang v1.25.0 // /metrics
 	github.com/spf13/cobra v1.10.2 // the CLI: commands, flags, help
 	github.com/spf13/pflag v1.0.9 // serve's flags from the settings table (cobra's flag package)
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // tests: an independent check of our Standard Webhooks signatures
-	go.yaml.in/yaml/v3 v3.0.6 // tests: compose.yaml's settings are checked against serve's settings table
+	go.yaml.in/yaml/v3 v3.0.6 // the MCP gateway's configuration file; tests: compose.yaml's settings are checked against serve's settings table
 	gocloud.dev v0.47.0 // private object storage of retained attachments: a directory (fileblob) or S3-compatible (s3blob) behind one API
 	modernc.org/sqlite v1.62.0 // the default store: embedded SQLite without cgo
 )
@@ -54,6 +55,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/wire v0.7.0 // indirect
 	github.com/googleapis/gax-go/v2 v2.24.1 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
@@ -71,7 +73,10 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/ryszard/goskiplist v0.0.0-20150312221310-2dfbae5fcf46 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/segmentio/asm v1.2.1 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -84,9 +89,11 @@ require (
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/exp v0.0.0-20261109185158-a52e3aef5920 // indirect
 	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.52.1-0.20261106145633-d407941a339a // indirect
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect
 	google.golang.org/api v0.297.0 // indirect

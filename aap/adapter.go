@@ -115,6 +115,11 @@ func (a *Adapter) submit(ctx context.Context, e *Execution) (*Execution, error) 
 		return a.end(ctx, e, []ExecState{ExecSubmitting}, ExecNotRun,
 			fmt.Sprintf("the provider's request %s does not carry the submitted call", req.ID))
 	}
+	if req.Status == StatusApproved && a.clock.Now().Before(*req.Decision.ExpiresAt) {
+		// Approved at creation (a policy decided): save the request ID and
+		// the started mark in one durable write.
+		return a.startFrom(ctx, e, ExecSubmitting, req.ID, *req.Decision.ExpiresAt)
+	}
 	ok, err := a.store.Transition(ctx, e.Key, []ExecState{ExecSubmitting},
 		Change{State: ExecWaiting, RequestID: req.ID, At: a.clock.Now()})
 	if err != nil {
@@ -203,7 +208,11 @@ func (a *Adapter) apply(ctx context.Context, e *Execution, req *Request) (*Execu
 	case StatusExpired:
 		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, "expired: no decision before "+req.DeadlineAt.Format(time.RFC3339))
 	case StatusCancelled:
-		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, "cancelled")
+		reason := "cancelled"
+		if req.Decision.Note != "" {
+			reason += ": " + req.Decision.Note
+		}
+		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, reason)
 	case StatusApproved:
 		return a.start(ctx, e, *req.Decision.ExpiresAt)
 	}
@@ -212,16 +221,25 @@ func (a *Adapter) apply(ctx context.Context, e *Execution, req *Request) (*Execu
 
 // start runs an approved call once, if its approval is still valid.
 func (a *Adapter) start(ctx context.Context, e *Execution, expires time.Time) (*Execution, error) {
+	return a.startFrom(ctx, e, ExecWaiting, "", expires)
+}
+
+// startFrom marks e started (from state from, saving requestID if not
+// empty) and runs it once, if its approval is still valid.
+func (a *Adapter) startFrom(ctx context.Context, e *Execution, from ExecState, requestID string, expires time.Time) (*Execution, error) {
 	expired := "approval expired at " + expires.Format(time.RFC3339) + " before the call could start"
 	if !a.clock.Now().Before(expires) {
-		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, expired)
+		return a.end(ctx, e, []ExecState{from}, ExecNotRun, expired)
 	}
-	ok, err := a.store.Transition(ctx, e.Key, []ExecState{ExecWaiting}, Change{State: ExecStarted, At: a.clock.Now()})
+	ok, err := a.store.Transition(ctx, e.Key, []ExecState{from}, Change{State: ExecStarted, RequestID: requestID, At: a.clock.Now()})
 	if err != nil || !ok {
 		if err == nil {
 			return a.store.GetExecution(ctx, e.Key) // another process got here first
 		}
 		return e, err
+	}
+	if requestID != "" {
+		e.RequestID = requestID
 	}
 	e.State = ExecStarted
 	// The check immediately before the call starts: saving the mark took

@@ -368,6 +368,21 @@ func (c *Client) GetRequest(ctx context.Context, id string) (*Request, error) {
 	return checkID(ParseRequest(data))(id)
 }
 
+// WaitRequest reads a request like GetRequest, but long-polls: the provider
+// holds the answer until the request is terminal or wait (at most 30s by
+// the contract) has passed. A pending answer after the wait is not an error.
+func (c *Client) WaitRequest(ctx context.Context, id string, wait time.Duration) (*Request, error) {
+	if !validUUID(id) {
+		return nil, fmt.Errorf("aap: request ID %q is not a UUID", id)
+	}
+	secs := max(int(wait/time.Second), 1)
+	data, _, err := c.do(ctx, http.MethodGet, "/v1/requests/"+url.PathEscape(id)+"?wait="+strconv.Itoa(secs)+"s", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return checkID(ParseRequest(data))(id)
+}
+
 // CancelRequest cancels a pending request (DELETE /v1/requests/{id}).
 func (c *Client) CancelRequest(ctx context.Context, id string) (*Request, error) {
 	if !validUUID(id) {

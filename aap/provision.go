@@ -124,11 +124,23 @@ func (s *Submission) delivery() map[string]string {
 // then confirms the registration's binding to the new instance. Calling it
 // again with the same submission after a failure retries the same
 // submission and returns the same instance and credential.
+//
+// A submission without a URL creates an instance without delivery, for a
+// harness that waits for decisions by polling (such as the MCP gateway in
+// its synchronous mode); Registrations is not used then.
 func (p *Provisioner) Provision(ctx context.Context, s *Submission) (*Credential, error) {
-	if err := p.register(ctx, s); err != nil {
-		return nil, err
+	polling := s.URL == ""
+	body := map[string]any{}
+	if polling {
+		if s.IdempotencyKey == "" {
+			return nil, errors.New("aap: the submission needs an idempotency key")
+		}
+	} else {
+		if err := p.register(ctx, s); err != nil {
+			return nil, err
+		}
+		body["delivery"] = s.delivery()
 	}
-	body := map[string]any{"delivery": s.delivery()}
 	if s.Name != "" {
 		body["instance_name"] = s.Name
 	}
@@ -146,20 +158,30 @@ func (p *Provisioner) Provision(ctx context.Context, s *Submission) (*Credential
 	if err := strictDecode(data, &out); err != nil {
 		return nil, fmt.Errorf("%w: instance: %v", ErrInvalidResponse, err)
 	}
-	if err := checkInstance(&out.Instance, s); err != nil {
+	if polling {
+		if !validUUID(out.Instance.ID) || out.Instance.Delivery != nil {
+			return nil, fmt.Errorf("%w: the instance %q is not the submitted one (an ID, no delivery)", ErrInvalidResponse, out.Instance.ID)
+		}
+	} else if err := checkInstance(&out.Instance, s); err != nil {
 		return nil, err
 	}
 	if out.Credential.Token == "" {
 		return nil, fmt.Errorf("%w: no credential in the answer", ErrInvalidResponse)
 	}
 	c := &Credential{Provider: p.Provider.BaseURL, InstanceID: out.Instance.ID, InstanceName: out.Instance.Name,
-		Token: out.Credential.Token, RegistrationID: s.RegistrationID}
+		Token: out.Credential.Token}
+	if !polling {
+		c.RegistrationID = s.RegistrationID
+	}
 	if out.Credential.ExpiresAt != nil {
 		t, err := parseTime(*out.Credential.ExpiresAt)
 		if err != nil {
 			return nil, fmt.Errorf("%w: credential expires_at: %v", ErrInvalidResponse, err)
 		}
 		c.ExpiresAt = &t
+	}
+	if polling {
+		return c, nil
 	}
 	if err := p.Registrations.BindRegistration(ctx, s.RegistrationID, c.InstanceID, true); err != nil {
 		return nil, err

@@ -100,3 +100,41 @@ func TestProvisionAndReplaceDelivery(t *testing.T) {
 type forgetfulStore struct{ aap.ReceiverStore }
 
 func (forgetfulStore) PutRegistration(context.Context, *aap.Registration) error { return nil }
+
+// A submission without a URL creates an instance without delivery (for a
+// harness that long-polls, such as the MCP gateway): no receiver store is
+// needed, a retry returns the same instance, and WaitRequest long-polls
+// its requests.
+func TestProvisionWithoutDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := clocktest.New(t0)
+	p := newProvider(t, clock, nil)
+	prov := &aap.Provisioner{Provider: &aap.Client{BaseURL: p.url, Token: p.prov}}
+	sub := aap.NewSubmission("poller", "")
+	cred, err := prov.Provision(ctx, sub)
+	must(t, err)
+	again, err := prov.Provision(ctx, sub)
+	must(t, err)
+	if again.InstanceID != cred.InstanceID || cred.RegistrationID != "" {
+		t.Fatalf("instance %s then %s, registration %q", cred.InstanceID, again.InstanceID, cred.RegistrationID)
+	}
+	c := cred.Client(nil)
+	req, err := c.CreateRequest(ctx, "k1", &aap.Call{Tool: "t", Arguments: json.RawMessage(`{}`), Timeout: "30m"})
+	must(t, err)
+	done := make(chan *aap.Request, 1)
+	go func() {
+		r, err := c.WaitRequest(ctx, req.ID, 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	eventually(t, "the long poll to wait", func() bool { return clock.Waiters() > 0 })
+	if !p.decide(req.ID, false, 0) {
+		t.Fatal("not pending")
+	}
+	if r := <-done; r == nil || r.Status != aap.StatusDenied {
+		t.Fatalf("WaitRequest returned %+v", r)
+	}
+}

@@ -470,12 +470,20 @@ func startServeWith(t *testing.T, bin, dataDir string, env []string, args ...str
 			t.Logf("agentowl serve on %s stderr:\n%.20000s", addr, errs)
 		}
 	})
+	p.awaitHealthz(t, "agentowl serve", stderr.Name())
+	return p
+}
+
+// awaitHealthz waits until the process answers GET /healthz, failing the
+// test with its stderr (the file at stderrPath) if it exits first.
+func (p *serveProcess) awaitHealthz(t *testing.T, what, stderrPath string) {
+	t.Helper()
 	client := &http.Client{Timeout: time.Second}
-	eventually(t, 30*time.Second, "agentowl serve to answer /healthz", func() bool {
+	eventually(t, 30*time.Second, what+" to answer /healthz", func() bool {
 		select {
 		case <-p.exited:
-			errs, _ := os.ReadFile(stderr.Name())
-			t.Fatalf("agentowl serve exited early: %v\n%s", cmd.ProcessState, errs)
+			errs, _ := os.ReadFile(stderrPath)
+			t.Fatalf("%s exited early: %v\n%s", what, p.cmd.ProcessState, errs)
 		default:
 		}
 		resp, err := client.Get(p.url + "/healthz")
@@ -485,7 +493,6 @@ func startServeWith(t *testing.T, bin, dataDir string, env []string, args ...str
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return p
 }
 
 // kill9 kills the process with SIGKILL and waits for it to be gone.

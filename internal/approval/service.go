@@ -5,6 +5,7 @@ package approval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -403,6 +404,20 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	return r, nil
 }
 
+// mcpAgent returns context.mcp.agent of a request submitted by an MCP
+// gateway (docs/mcp-gateway.md), or "".
+func mcpAgent(ctx json.RawMessage) string {
+	var c struct {
+		MCP struct {
+			Agent string `json:"agent"`
+		} `json:"mcp"`
+	}
+	if len(ctx) == 0 || json.Unmarshal(ctx, &c) != nil {
+		return ""
+	}
+	return c.MCP.Agent
+}
+
 // decideTx records a person's decision on pending request r of tenantID in
 // tx: the decision, its request.resolved notification and the audit entry
 // (approval.decide, with extra details) commit together. It returns the
@@ -425,6 +440,11 @@ func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal
 		return now, err
 	}
 	details := map[string]any{"decision": string(d.Status)}
+	if agent := mcpAgent(r.Context); agent != "" {
+		// A call gated by an MCP gateway: the audit entry names the agent
+		// behind the gateway's instance, and the MCP server and tool.
+		details["mcp_agent"], details["tool"] = agent, r.Tool
+	}
 	for k, v := range extra {
 		details[k] = v
 	}
