@@ -3,6 +3,7 @@ package mcpgateway_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -135,6 +136,21 @@ func TestToolsListAndPassthrough(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("no token: %d", resp.StatusCode)
+	}
+	// Another agent's valid token does not reach refund-bot's session: the
+	// session ID is bound to the agent that opened it.
+	hijack, _ := http.NewRequest(http.MethodPost, e.gw.srv.URL,
+		strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"issue_refund","arguments":{"amount":1}}}`))
+	hijack.Header.Set("Authorization", "Bearer "+otherToken)
+	hijack.Header.Set("Content-Type", "application/json")
+	hijack.Header.Set("Accept", "application/json, text/event-stream")
+	hijack.Header.Set("Mcp-Session-Id", e.agent.ID())
+	resp, err = http.DefaultClient.Do(hijack)
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another agent's token used refund-bot's session: %d %s", resp.StatusCode, body)
 	}
 	// The upstream saw only the gateway's own credential, never an agent's.
 	e.up.mu.Lock()
