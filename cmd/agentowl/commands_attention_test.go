@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl/internal/work"
 )
 
 // TestCLIAttention runs the seed's attention command lines against a server
@@ -71,7 +75,25 @@ func TestCLIAttention(t *testing.T) {
 			t.Fatalf("attention list rows %q", rows)
 		}
 		att := rows[0][0]
-		if out := op("attention", "inspect", att).ok(t); !strings.Contains(out, "Refund $20 to order 1234") || !strings.Contains(out, digest) {
+		// A file retained from the work's message (blocked: a record, no
+		// bytes) is listed by inspect with the command that downloads it.
+		ctx := context.Background()
+		var eventID string
+		if err := srv.m.Store().Write(ctx, func(tx store.Tx) error {
+			w, err := tx.WorkGet(ctx, workID)
+			if err != nil {
+				return err
+			}
+			eventID = w.EventID
+			now := time.Now()
+			return tx.AttachmentCreate(ctx, &store.Attachment{ID: work.NewID("att"), TenantID: w.TenantID, EventID: w.EventID,
+				Name: "scan.pdf", Size: 11 << 20, DeclaredType: "application/pdf", SniffedType: "application/pdf", Blocked: "file_too_large",
+				CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if out := op("attention", "inspect", att).ok(t); !strings.Contains(out, "Refund $20 to order 1234") || !strings.Contains(out, digest) ||
+			!strings.Contains(out, "retained files of event "+eventID) || !strings.Contains(out, "scan.pdf") {
 			t.Errorf("attention inspect:\n%s", out)
 		}
 		if out := op("attention", "ack", att, "--assignee", "alice").ok(t); !strings.Contains(out, "assigned to alice") {
