@@ -8,9 +8,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
+	"net/smtp"
+	"net/textproto"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +134,39 @@ func selfSigned(t *testing.T, host string) (certFile, keyFile string, pool *x509
 		t.Fatal(err)
 	}
 	return certFile, keyFile, pool
+}
+
+// A connection over AGENTOWL_SMTP_MAX_CONNECTIONS is greeted 421 4.7.0 (a
+// sender retries later) and closed, leaving the sessions in progress alone;
+// the slot is free again once a session ends.
+func TestSMTPMaxConnections(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(c *server.Config) { c.SMTP.MaxConnections = 1 }, func(t *testing.T, e *env) {
+		first := e.dial()
+		_, err := smtp.Dial(e.srv.SMTPAddr())
+		var refused *textproto.Error
+		if !errors.As(err, &refused) || refused.Code != 421 || !strings.HasPrefix(refused.Msg, "4.7.0") {
+			t.Fatalf("a second connection: %v", err)
+		}
+		if err := first.Noop(); err != nil {
+			t.Fatalf("the first session after the refusal: %v", err)
+		}
+		if err := first.Quit(); err != nil {
+			t.Fatal(err)
+		}
+		// The server closes its end after QUIT; the slot is free then.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			c, err := smtp.Dial(e.srv.SMTPAddr())
+			if err == nil {
+				defer c.Close()
+				if err := c.Noop(); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the slot never came back: %v", err)
+			}
+		}
+	})
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// SessionTimeout caps a whole connection; the server then closes it.
 	// Defaults to 10m.
 	SessionTimeout time.Duration
+	// MaxConnections caps concurrent connections; one more is answered
+	// "421 4.7.0" and closed, so the sender retries later. Defaults to 500.
+	MaxConnections int
 }
 
 func (c Config) withDefaults() Config {
@@ -64,6 +67,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 10 * time.Minute
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 500
 	}
 	return c
 }
@@ -111,9 +117,10 @@ func New(cfg Config, in *ingress.Service, clock agentowl.Clock, logger *slog.Log
 	return s, nil
 }
 
-// Serve accepts connections on l until Close.
+// Serve accepts connections on l until Close, at most MaxConnections at
+// once.
 func (s *Server) Serve(l net.Listener) error {
-	err := s.srv.Serve(l)
+	err := s.srv.Serve(&capListener{Listener: l, slots: make(chan struct{}, s.cfg.MaxConnections), host: s.cfg.Hostname})
 	if errors.Is(err, gosmtp.ErrServerClosed) {
 		return nil
 	}
@@ -297,4 +304,50 @@ func (s *session) Data(r io.Reader) error {
 		return errUnknownRecipient
 	}
 	return nil
+}
+
+// capListener hands out at most cap(slots) connections at once. One more
+// is refused the way MTAs refuse a busy server: a 421 greeting, which
+// senders treat as "try again later", then the connection is closed.
+type capListener struct {
+	net.Listener
+	slots chan struct{}
+	host  string
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			go refuseBusy(c, l.host)
+		}
+	}
+}
+
+// refuseBusy answers a connection over the cap with 421 and closes it,
+// without waiting long for a client that does not read.
+func refuseBusy(c net.Conn, host string) {
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "421 4.7.0 "+host+" Too many connections, try again later\r\n")
+	_ = c.Close()
+}
+
+// slotConn gives its slot back when it is closed (once, however often
+// Close is called: by the session, and by STARTTLS's wrapper).
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
