@@ -238,14 +238,24 @@ func (s *Service) resolve(ctx context.Context, tx store.Tx, inst *agentowl.Insta
 // GetRequest returns an instance's request. With wait > 0 it holds until the
 // request is terminal or the wait (capped at MaxWait) ends.
 func (s *Service) GetRequest(ctx context.Context, p *access.Principal, id string, wait time.Duration) (*agentowl.ApprovalRequest, error) {
-	r, err := s.readRequest(ctx, p.Token.InstanceID, id)
-	if err != nil || wait <= 0 || r.Status.Terminal() {
-		return r, err
+	if wait <= 0 {
+		return s.readRequest(ctx, p.Token.InstanceID, id)
 	}
 	wait = min(wait, s.cfg.MaxWait)
-	done := s.clock.After(wait)
+	var done <-chan time.Time
 	for {
+		// Subscribe before reading: a decision committed between a read
+		// and the subscription would otherwise wake nobody, and the poll
+		// would sleep until its next recheck.
 		woken, cancel := s.hub.subscribe(id)
+		r, err := s.readRequest(ctx, p.Token.InstanceID, id)
+		if err != nil || r.Status.Terminal() {
+			cancel()
+			return r, err
+		}
+		if done == nil {
+			done = s.clock.After(wait)
+		}
 		untilDeadline := r.DeadlineAt.Sub(s.clock.Now())
 		select {
 		case <-woken:
@@ -259,9 +269,6 @@ func (s *Service) GetRequest(ctx context.Context, p *access.Principal, id string
 			return nil, ctx.Err()
 		}
 		cancel()
-		if r, err = s.readRequest(ctx, p.Token.InstanceID, id); err != nil || r.Status.Terminal() {
-			return r, err
-		}
 	}
 }
 
