@@ -335,8 +335,14 @@ func TestDecisionPushReceipt(t *testing.T) {
 			it = wantJSON(t, "inspect", e.do(http.MethodGet, tenantPath+"/attention/"+id, e.operatorToken, nil), http.StatusOK)
 			return jsonAt(it, "decision", "receipt", "status") == "received" && jsonAt(it, "push", "state") == "delivered"
 		})
+		// Four pushes reached the runtime. An attempt that failed in
+		// transport (a reused keep-alive connection the server had just
+		// closed, on a loaded machine) counts as an attempt too, so the
+		// push may show more attempts than the runtime saw.
+		attempts, _ := jsonAt(it, "push", "attempts").(float64)
 		if dr.count() != 4 || jsonAt(it, "decision", "receipt", "via") != "push" || it["status"] != "resolved" ||
-			it["resolution"] != "receipt" || jsonAt(it, "push", "state") != "delivered" || jsonAt(it, "push", "attempts") != float64(4) ||
+			it["resolution"] != "receipt" || jsonAt(it, "push", "state") != "delivered" || attempts < 4 ||
+			jsonAt(it, "push", "last_status") != float64(200) ||
 			it["work_status"] != "needs_input" {
 			t.Fatalf("after push: %d pushes, item %v", dr.count(), it)
 		}
