@@ -161,15 +161,15 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	if !in.RecordOnly {
 		enc, err = work.EncodeEvent(ev, in.PayloadMarshaled)
 	}
-	// A concurrent first event with the same thread or dedupe key can win
-	// the insert; the retry then finds it.
-	for attempt := 0; err == nil; attempt++ {
-		out, err = s.accept(ctx, b, ev, enc, in)
-		if errors.Is(err, store.ErrConflict) && attempt < 2 {
-			err = nil
-			continue
+	if err == nil {
+		// A concurrent first event with the same thread or dedupe key can
+		// win the insert; the retry then finds it.
+		for attempt := 0; ; attempt++ {
+			out, err = s.accept(ctx, b, ev, enc, in)
+			if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+				break
+			}
 		}
-		break
 	}
 	if in.Retention != nil {
 		in.Retention.Finish(ctx, err == nil && !out.Duplicate)
