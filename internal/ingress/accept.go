@@ -156,16 +156,19 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	// The envelope's costly part is encoded here, not in the write: the
 	// store's writer is serial (work.EncodeEvent).
 	var enc *work.EncodedEvent
+	var route *work.Route
 	var out *Accepted
 	var err error
 	if !in.RecordOnly {
-		enc, err = work.EncodeEvent(ev, in.PayloadMarshaled)
+		if enc, err = work.EncodeEvent(ev, in.PayloadMarshaled); err == nil {
+			route, err = s.work.ReadRoute(ctx, b.EndpointID)
+		}
 	}
 	if err == nil {
 		// A concurrent first event with the same thread or dedupe key can
 		// win the insert; the retry then finds it.
 		for attempt := 0; ; attempt++ {
-			out, err = s.accept(ctx, b, ev, enc, in)
+			out, err = s.accept(ctx, b, ev, enc, route, in)
 			if !errors.Is(err, store.ErrConflict) || attempt == 2 {
 				break
 			}
@@ -183,7 +186,11 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	return out, nil
 }
 
-func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, in Inbound) (*Accepted, error) {
+// accept records and hands off the event in one write. The route to the
+// binding's endpoint was read before it, off the single writer; the binding
+// is re-read here, and while it lives its endpoint does.
+func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, route *work.Route,
+	in Inbound) (*Accepted, error) {
 	var out *Accepted
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		// The binding was admitted before the body was read: it may have been
@@ -253,14 +260,10 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 			out.Recorded = true
 			return nil
 		}
-		ep, err := tx.EndpointGet(ctx, b.EndpointID)
-		if err != nil {
-			return err
-		}
-		if ep.DeletedAt != nil {
+		if route.Endpoint.DeletedAt != nil {
 			return nil // cannot happen while the binding lives; kept, not delivered
 		}
-		w, err := s.work.HandoffEncodedTx(ctx, tx, ep, &ev, conv, enc)
+		w, err := s.work.HandoffRoutedTx(ctx, tx, route, &ev, conv, enc)
 		if err != nil {
 			return err
 		}

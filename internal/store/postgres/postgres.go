@@ -62,7 +62,7 @@ func Open(ctx context.Context, url string, box *secret.Box) (store.Store, error)
 			return nil, err
 		}
 	}
-	store, err := sqlstore.New(dialect, box, db, db, false, 0)
+	store, err := sqlstore.New(dialect, box, db, db, nil, 0)
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -36,6 +36,7 @@ const (
 type checkpointed struct {
 	*sqlstore.DB
 	ckpt *checkpointer
+	wal  *walFile
 }
 
 // Write implements store.Store: the write, then a nudge to the
@@ -46,10 +47,13 @@ func (s *checkpointed) Write(ctx context.Context, fn func(store.Tx) error) error
 	return err
 }
 
-// Close implements store.Store: the checkpointer stops first.
+// Close implements store.Store: the checkpointer stops first, and the WAL
+// is closed after the store's last sync.
 func (s *checkpointed) Close() error {
 	s.ckpt.close()
-	return s.DB.Close()
+	err := s.DB.Close()
+	s.wal.close()
+	return err
 }
 
 type checkpointer struct {

@@ -73,12 +73,12 @@ type DB struct {
 // New returns a Store whose secrets box seals (PrepareSecrets must have run
 // with it); with a nil box, reading or writing a secret the store seals
 // fails (offline administration needs none). reader may equal writer.
-// groupCommit should be true for SQLite: its single writer then commits
+// groupCommit should be set for SQLite: its single writer then commits
 // concurrent writes together.
 //
 // With CacheStatements, readConns reader connections (and, with group
 // commit, the one writer connection) are held for the store's lifetime.
-func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, readConns int) (*DB, error) {
+func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit *GroupCommit, readConns int) (*DB, error) {
 	db := &DB{dialect: d, box: box, writer: writer, reader: reader}
 	ctx := context.Background()
 	if d.CacheStatements {
@@ -92,7 +92,7 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, r
 			db.readers <- &conn{c: c, stmts: map[string]*sql.Stmt{}}
 		}
 	}
-	if groupCommit {
+	if groupCommit != nil {
 		var wc *conn
 		if d.CacheStatements {
 			c, err := writer.Conn(ctx)
@@ -102,7 +102,7 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, r
 			}
 			wc = &conn{c: c, stmts: map[string]*sql.Stmt{}}
 		}
-		db.batch = newBatcher(db, wc)
+		db.batch = newBatcher(db, wc, groupCommit)
 	}
 	return db, nil
 }
@@ -167,8 +167,15 @@ func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
 		if _, err := held.c.ExecContext(ctx, "BEGIN"); err != nil {
 			return err
 		}
-		defer held.c.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // read-only
-		return fn(&tx{db: db, conn: held})
+		err := fn(&tx{db: db, conn: held})
+		_, _ = held.c.ExecContext(context.Background(), "ROLLBACK") // read-only: nothing to undo
+		if db.batch != nil && db.batch.durable != nil {
+			// What the read saw is answered once it is durable (durable.go).
+			if serr := db.batch.durable.seen(); serr != nil {
+				return serr
+			}
+		}
+		return err
 	}
 	// Without held connections (PostgreSQL) each statement runs on its own
 	// (READ COMMITTED): a BEGIN and ROLLBACK around them cost two round trips
