@@ -164,11 +164,14 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 			route, err = s.work.ReadRoute(ctx, b.EndpointID)
 		}
 	}
-	if err == nil {
+	if err == nil && in.DedupeKey != "" {
+		out, err = s.recorded(ctx, b, in.DedupeKey)
+	}
+	if err == nil && out == nil {
 		// A concurrent first event with the same thread or dedupe key can
 		// win the insert; the retry then finds it.
 		for attempt := 0; ; attempt++ {
-			out, err = s.accept(ctx, b, ev, enc, route, in)
+			out, err = s.accept(ctx, b, ev, enc, route, in, attempt > 0)
 			if !errors.Is(err, store.ErrConflict) || attempt == 2 {
 				break
 			}
@@ -186,11 +189,40 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	return out, nil
 }
 
+// recorded answers a provider's retry of an event already recorded (by its
+// dedupe key) without a write, or nil when there is none yet.
+func (s *Service) recorded(ctx context.Context, b *store.Binding, key string) (*Accepted, error) {
+	var out *Accepted
+	look := func(tx store.Tx) error {
+		prev, err := tx.EventGetByDedupeKey(ctx, b.ID, key)
+		if errors.Is(err, store.ErrNotFound) {
+			out = nil
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}
+		return nil
+	}
+	// Most events are no retry: look without waiting for the WAL sync (a
+	// miss only prepares the write, whose insert the dedupe key guards)...
+	if err := s.store.ReadUnsynced(ctx, look); err != nil || out == nil {
+		return nil, err
+	}
+	// ...and answer a retry from what is durable.
+	if err := s.store.Read(ctx, look); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // accept records and hands off the event in one write. The route to the
 // binding's endpoint was read before it, off the single writer; the binding
-// is re-read here, and while it lives its endpoint does.
+// is re-read here, and while it lives its endpoint does. A dedupe key was
+// looked up before; recheck looks again here, after a conflict.
 func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, route *work.Route,
-	in Inbound) (*Accepted, error) {
+	in Inbound, recheck bool) (*Accepted, error) {
 	var out *Accepted
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		// The binding was admitted before the body was read: it may have been
@@ -201,7 +233,7 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 			}
 			return err
 		}
-		if proto.DedupeKey != "" {
+		if proto.DedupeKey != "" && recheck {
 			prev, err := tx.EventGetByDedupeKey(ctx, b.ID, proto.DedupeKey)
 			if err == nil {
 				out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}

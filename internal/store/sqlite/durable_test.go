@@ -39,7 +39,7 @@ func createTenant(st store.Store, name string) error {
 
 // A write is answered only after the WAL sync that follows its commit, and
 // a read that may have seen that commit only after the same sync: while the
-// sync is held, neither returns.
+// sync is held, neither returns; ReadUnsynced does.
 func TestWritesAndReadsWaitForTheWALSync(t *testing.T) {
 	h := &heldSync{entered: make(chan struct{}), release: make(chan struct{})}
 	st, err := open(context.Background(), t.TempDir()+"/agentowl.db", nil, Config{}, h.sync)
@@ -72,6 +72,15 @@ func TestWritesAndReadsWaitForTheWALSync(t *testing.T) {
 		readEarly.Store(!h.released.Load())
 	})
 	<-read
+	// A read that only prepares a write does not wait (were it to, this
+	// would never return while the sync is held).
+	var peeked *agentowl.Tenant
+	if err := st.ReadUnsynced(context.Background(), func(tx store.Tx) (err error) {
+		peeked, err = tx.TenantGetByName(context.Background(), "acme")
+		return err
+	}); err != nil || peeked.ID != "ten_acme" {
+		t.Fatalf("unsynced read: %v %v", peeked, err)
+	}
 	for range 100 {
 		runtime.Gosched() // a read that does not wait returns now
 	}

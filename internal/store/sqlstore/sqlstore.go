@@ -152,10 +152,15 @@ func (db *DB) close() error {
 
 // Read implements store.Store.
 func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
-	return db.unavailable(db.read(ctx, fn))
+	return db.unavailable(db.read(ctx, fn, true))
 }
 
-func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
+// ReadUnsynced implements store.Store.
+func (db *DB) ReadUnsynced(ctx context.Context, fn func(store.Tx) error) error {
+	return db.unavailable(db.read(ctx, fn, false))
+}
+
+func (db *DB) read(ctx context.Context, fn func(store.Tx) error, synced bool) error {
 	if db.readers != nil {
 		var held *conn
 		select {
@@ -169,7 +174,7 @@ func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
 		}
 		err := fn(&tx{db: db, conn: held})
 		_, _ = held.c.ExecContext(context.Background(), "ROLLBACK") // read-only: nothing to undo
-		if db.batch != nil && db.batch.durable != nil {
+		if synced && db.batch != nil && db.batch.durable != nil {
 			// What the read saw is answered once it is durable (durable.go).
 			if serr := db.batch.durable.seen(); serr != nil {
 				return serr
