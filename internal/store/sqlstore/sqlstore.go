@@ -6,6 +6,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -13,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -68,6 +72,11 @@ type DB struct {
 	rebound sync.Map
 	// readers are held reader connections (CacheStatements only).
 	readers chan *conn
+	// pool, when set (PostgreSQL), runs reads and writes through pgx's
+	// native interface, writes pipelined (pgx.go); writer and reader then
+	// serve only what needs database/sql.
+	pool    *pgxpool.Pool
+	pgStats pgStats
 }
 
 // New returns a Store whose secrets box seals (PrepareSecrets must have run
@@ -105,6 +114,13 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, r
 		db.batch = newBatcher(db, wc)
 	}
 	return db, nil
+}
+
+// NewPgx returns a Store over pool whose reads and writes go through pgx
+// (pgx.go); sqlDB is the same pool as a database/sql handle, closed with
+// the store.
+func NewPgx(d Dialect, box *secret.Box, pool *pgxpool.Pool, sqlDB *sql.DB) *DB {
+	return &DB{dialect: d, box: box, writer: sqlDB, reader: sqlDB, pool: pool}
 }
 
 // Dialect implements store.Store.
@@ -147,6 +163,9 @@ func (db *DB) close() error {
 	if db.reader != db.writer {
 		err = errors.Join(err, db.reader.Close())
 	}
+	if db.pool != nil {
+		db.pool.Close()
+	}
 	return err
 }
 
@@ -173,6 +192,13 @@ func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
 	// Without held connections (PostgreSQL) each statement runs on its own
 	// (READ COMMITTED): a BEGIN and ROLLBACK around them cost two round trips
 	// per Read, a third of the statements of a delivery.
+	if db.pool != nil {
+		err := db.pgRead(ctx, fn)
+		if db.pgRetryLost(err) {
+			err = db.pgRead(ctx, fn)
+		}
+		return err
+	}
 	return fn(&tx{db: db, run: db.reader})
 }
 
@@ -186,11 +212,17 @@ func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
 		if err != nil && attempt < 5 && db.dialect.Retryable != nil && db.dialect.Retryable(err) && ctx.Err() == nil {
 			continue
 		}
+		if attempt == 0 && db.pgRetryLost(err) {
+			continue
+		}
 		return db.unavailable(err)
 	}
 }
 
 func (db *DB) writeOnce(ctx context.Context, fn func(store.Tx) error) error {
+	if db.pool != nil {
+		return db.pgWriteOnce(ctx, fn)
+	}
 	sqlTx, err := db.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -234,7 +266,28 @@ type tx struct {
 	db   *DB
 	run  runner // a *sql.Tx, or the pool itself for statements on their own
 	conn *conn
+	// pg runs the statements through pgx instead (PostgreSQL): a *pgTx in
+	// a write, pgPool in a read.
+	pg pgRunner
 }
+
+// pgRunner runs statements through pgx.
+type pgRunner interface {
+	exec(ctx context.Context, query string, args ...any) (sql.Result, error)
+	query(ctx context.Context, query string, args ...any) (rows, error)
+	queryRow(ctx context.Context, query string, args ...any) row
+}
+
+// rows is what a query returns: *sql.Rows, or pgx's (pgRows).
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// row is one row of a query: *sql.Row, or pgx's (pgRow).
+type row interface{ Scan(dest ...any) error }
 
 // runner runs statements: *sql.Tx and *sql.DB.
 type runner interface {
@@ -273,6 +326,9 @@ func (c *conn) close() {
 }
 
 func (t *tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.pg != nil {
+		return t.pg.exec(ctx, t.db.q(query), args...)
+	}
 	var res sql.Result
 	var err error
 	if t.conn != nil {
@@ -305,7 +361,10 @@ func (t *tx) execOne(ctx context.Context, query string, args ...any) error {
 	return nil
 }
 
-func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (t *tx) query(ctx context.Context, query string, args ...any) (rows, error) {
+	if t.pg != nil {
+		return t.pg.query(ctx, t.db.q(query), args...)
+	}
 	if t.conn != nil {
 		st, err := t.conn.prepared(ctx, t.db.q(query))
 		if err != nil {
@@ -316,7 +375,10 @@ func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	return t.run.QueryContext(ctx, t.db.q(query), args...)
 }
 
-func (t *tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+func (t *tx) queryRow(ctx context.Context, query string, args ...any) row {
+	if t.pg != nil {
+		return t.pg.queryRow(ctx, t.db.q(query), args...)
+	}
 	if t.conn != nil {
 		if st, err := t.conn.prepared(ctx, t.db.q(query)); err == nil {
 			return st.QueryRowContext(ctx, args...)
@@ -326,8 +388,37 @@ func (t *tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	return t.run.QueryRowContext(ctx, t.db.q(query), args...)
 }
 
+// execLater runs a write whose outcome the caller does not act on inside
+// the transaction: on PostgreSQL it is held back and sent with the next
+// statement or COMMIT (pgx.go), and its failure fails the transaction; with
+// none set, a write that changes no row fails it with none. Elsewhere it
+// runs at once, with the same outcomes.
+func (t *tx) execLater(ctx context.Context, none error, query string, args ...any) error {
+	if p, ok := t.pg.(*pgTx); ok {
+		return p.later(heldWrite{query: t.db.q(query), args: args, none: none})
+	}
+	res, err := t.exec(ctx, query, args...)
+	if err != nil || none == nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return cmp.Or(err, none)
+	}
+	return nil
+}
+
+// queryRowLater runs a write that returns one row the caller reads only
+// after the commit (an ID): on PostgreSQL held back like execLater, scan
+// then runs when the row arrives; elsewhere at once.
+func (t *tx) queryRowLater(ctx context.Context, scan func(row) error, query string, args ...any) error {
+	if p, ok := t.pg.(*pgTx); ok {
+		return p.later(heldWrite{query: t.db.q(query), args: args, scan: func(r pgx.Row) error { return scan(r) }})
+	}
+	return scan(t.queryRow(ctx, query, args...))
+}
+
 // one scans a single row, mapping sql.ErrNoRows to store.ErrNotFound.
-func one[T any](row *sql.Row, scan func(scanner) (T, error)) (T, error) {
+func one[T any](row row, scan func(scanner) (T, error)) (T, error) {
 	v, err := scan(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		var zero T
@@ -337,7 +428,7 @@ func one[T any](row *sql.Row, scan func(scanner) (T, error)) (T, error) {
 }
 
 // all scans every row.
-func all[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+func all[T any](rows rows, err error, scan func(scanner) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
