@@ -54,9 +54,10 @@ type heldWrite struct {
 	args  []any
 	// scan, when set, reads the statement's one row (RETURNING).
 	scan func(pgx.Row) error
-	// none, when set, is the error of a statement that changed no row: the
-	// statement is wrapped so the database itself refuses that (checked).
-	none error
+	// check, when set, is the outcome of a write that changed no row: the
+	// statement is wrapped so that the database itself refuses that
+	// (checked), and the refusal is mapped back to check's errors.
+	check *rowCheck
 }
 
 // pgTx is a write transaction on one pooled connection.
@@ -84,19 +85,33 @@ type errConnLost struct{ err error }
 func (e *errConnLost) Error() string { return e.err.Error() }
 func (e *errConnLost) Unwrap() error { return e.err }
 
-// checkedSuffix and checkedPrefix wrap a write so that it fails with
-// division_by_zero when it changed no row: a data-modifying CTE and
-// 1/count(*) over its RETURNING rows. It lets a checked write travel with
-// COMMIT in one round trip; the failure is mapped back to the write's own
-// error (heldWrite.none), never seen by callers as is.
-const (
-	checkedPrefix = `WITH w AS (`
-	checkedSuffix = ` RETURNING 1) SELECT 1 / count(*) FROM w`
-)
+// checked wraps a write so that the database fails it when it changed no
+// row, which lets it travel with COMMIT in one round trip: a data-modifying
+// CTE and 1/count(*) over its RETURNING rows (division_by_zero); with an
+// exists query, ln(count(*)) (invalid_argument_for_logarithm) when the row
+// is not there at all. The expressions depend on count(*), so the planner
+// cannot fold them. The failures are mapped back to the check's errors
+// (checkFailure) and never reach callers as they are.
+func checked(query string, c *rowCheck) string {
+	if c.exists == "" {
+		return `WITH w AS (` + query + ` RETURNING 1) SELECT 1 / count(*) FROM w`
+	}
+	return `WITH w AS (` + query + ` RETURNING 1) SELECT CASE WHEN count(*) > 0 OR EXISTS (` + c.exists +
+		`) THEN 1 / count(*) ELSE ln(count(*)) END FROM w`
+}
 
-func isDivisionByZero(err error) bool {
+// checkFailure maps a checked write's refusal to its error.
+func checkFailure(err error, c *rowCheck) error {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "22012"
+	switch {
+	case !errors.As(err, &pe):
+		return nil
+	case pe.Code == "22012":
+		return c.none
+	case pe.Code == "2201E" && c.exists != "":
+		return c.missing
+	}
+	return nil
 }
 
 // closeOpen finishes the previous round trip's results.
@@ -153,12 +168,14 @@ func (p *pgTx) send(ctx context.Context, last string, args ...any) (pgx.BatchRes
 		switch {
 		case h.scan != nil:
 			err = h.scan(br.QueryRow())
-		case h.none != nil:
-			var one int64
-			if err = br.QueryRow().Scan(&one); isDivisionByZero(err) {
-				br.Close()
-				p.err = h.none
-				return nil, p.err
+		case h.check != nil:
+			var one any
+			if err = br.QueryRow().Scan(&one); err != nil {
+				if cerr := checkFailure(err, h.check); cerr != nil {
+					br.Close()
+					p.err = cerr
+					return nil, p.err
+				}
 			}
 		default:
 			_, err = br.Exec()
@@ -214,9 +231,6 @@ func (p *pgTx) queryRow(ctx context.Context, query string, args ...any) row {
 func (p *pgTx) later(h heldWrite) error {
 	if p.err != nil {
 		return p.err
-	}
-	if h.none != nil {
-		h.query = checkedPrefix + h.query + checkedSuffix
 	}
 	p.held = append(p.held, h)
 	return nil

@@ -388,23 +388,53 @@ func (t *tx) queryRow(ctx context.Context, query string, args ...any) row {
 	return t.run.QueryRowContext(ctx, t.db.q(query), args...)
 }
 
+// rowCheck is what a write that must change a row returns when it changes
+// none: none, or missing when the row the exists query looks for is not
+// there at all (exists is a SELECT of that row, its parameters at the end
+// of the write's).
+type rowCheck struct {
+	none, missing error
+	exists        string
+	existsArgs    int // how many of the write's arguments, from the end, exists takes
+}
+
+// mustExist is execOne's rule as a rowCheck: ErrNotFound when nothing
+// changed.
+var mustExist = &rowCheck{none: store.ErrNotFound}
+
 // execLater runs a write whose outcome the caller does not act on inside
-// the transaction: on PostgreSQL it is held back and sent with the next
-// statement or COMMIT (pgx.go), and its failure fails the transaction; with
-// none set, a write that changes no row fails it with none. Elsewhere it
-// runs at once, with the same outcomes.
-func (t *tx) execLater(ctx context.Context, none error, query string, args ...any) error {
+// the transaction, only returns: on PostgreSQL it is held back and sent with
+// the next statement or COMMIT (pgx.go), and its failure fails the
+// transaction; with check set, so does a write that changes no row, with
+// check's error. Elsewhere it runs at once, with the same outcomes.
+func (t *tx) execLater(ctx context.Context, check *rowCheck, query string, args ...any) error {
 	if p, ok := t.pg.(*pgTx); ok {
-		return p.later(heldWrite{query: t.db.q(query), args: args, none: none})
+		h := heldWrite{query: query, args: args, check: check}
+		if check != nil {
+			h.query = checked(query, check)
+		}
+		h.query = t.db.q(h.query)
+		return p.later(h)
 	}
-	res, err := t.exec(ctx, query, args...)
-	if err != nil || none == nil {
+	n := len(args)
+	if check != nil {
+		n -= check.existsArgs
+	}
+	res, err := t.exec(ctx, query, args[:n]...)
+	if err != nil || check == nil {
 		return err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return cmp.Or(err, none)
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
 	}
-	return nil
+	if check.exists == "" {
+		return check.none
+	}
+	err = t.queryRow(ctx, check.exists, args[n:]...).Scan(new(int))
+	if errors.Is(err, sql.ErrNoRows) {
+		return check.missing
+	}
+	return cmp.Or(err, check.none)
 }
 
 // queryRowLater runs a write that returns one row the caller reads only
