@@ -72,14 +72,9 @@ type pgTx struct {
 	// err is the failure that aborted the transaction: every later
 	// statement returns it.
 	err error
-	// committing is set once COMMIT is sent: a connection lost after that
-	// may have committed.
-	committing bool
 }
 
-// errConnLost marks a write whose connection was lost before COMMIT was
-// sent: nothing of it committed, so Write runs it again on a new
-// connection, as database/sql does with a dead pooled connection.
+// errConnLost marks an operation whose connection was lost.
 type errConnLost struct{ err error }
 
 func (e *errConnLost) Error() string { return e.err.Error() }
@@ -248,7 +243,6 @@ func (p *pgTx) commit(ctx context.Context) error {
 	if !p.begun && len(p.held) == 0 {
 		return nil
 	}
-	p.committing = true
 	br, err := p.send(ctx, "COMMIT")
 	if err != nil {
 		return err
@@ -292,24 +286,25 @@ func (db *DB) pgWriteOnce(ctx context.Context, fn func(store.Tx) error) error {
 	if err == nil {
 		err = p.commit(ctx)
 	}
-	if err != nil && !p.committing && c.Conn().IsClosed() && ctx.Err() == nil {
+	if err != nil && c.Conn().IsClosed() && ctx.Err() == nil {
 		return &errConnLost{err}
 	}
 	return err
 }
 
-// pgRetryLost reports whether a failed statement or write may run again
-// after its connection was lost, and drops the pool's other connections,
-// which a restart or failover has most likely killed too (database/sql
-// likewise retries with a new connection). Idle connections go at once,
-// those in use when released.
-func (db *DB) pgRetryLost(err error) bool {
+// pgDropLost drops the pool's connections after one was found lost: a
+// restart, failover or pg_terminate_backend has most likely killed the
+// others too, and each would otherwise fail one more operation (the store
+// test TestLostConnections). Idle connections go at once, those in use when
+// released. The operation itself is not run again: the server may have
+// done part of it before the connection went (a write waiting on a lock
+// when its backend was terminated), and the caller is told it is
+// unavailable.
+func (db *DB) pgDropLost(err error) {
 	var lost *errConnLost
-	if db.pool == nil || !errors.As(err, &lost) {
-		return false
+	if db.pool != nil && errors.As(err, &lost) {
+		db.pool.Reset()
 	}
-	db.pool.Reset()
-	return true
 }
 
 // pgRead runs a Read's statements each on its own (READ COMMITTED) on one

@@ -194,9 +194,7 @@ func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
 	// per Read, a third of the statements of a delivery.
 	if db.pool != nil {
 		err := db.pgRead(ctx, fn)
-		if db.pgRetryLost(err) {
-			err = db.pgRead(ctx, fn)
-		}
+		db.pgDropLost(err)
 		return err
 	}
 	return fn(&tx{db: db, run: db.reader})
@@ -212,9 +210,7 @@ func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
 		if err != nil && attempt < 5 && db.dialect.Retryable != nil && db.dialect.Retryable(err) && ctx.Err() == nil {
 			continue
 		}
-		if attempt == 0 && db.pgRetryLost(err) {
-			continue
-		}
+		db.pgDropLost(err)
 		return db.unavailable(err)
 	}
 }
