@@ -231,21 +231,28 @@ func startBenchRuntime(b *testing.B, be storetest.Backend) (*benchServer, string
 	return s, ep["id"].(string), got
 }
 
-// reportRoundTrips, on the PostgreSQL store, reports the round trips of
-// the write transactions run until the returned function is called, per
-// write (rts/write) and per operation (write-rts/op): every write of the
-// process counts, the delivery engine's claims and outcomes too.
+// reportRoundTrips, on the PostgreSQL store, reports the round trips and
+// statements of the write transactions run until the returned function is
+// called, per write (rts/write, stmts/write: one statement per round trip
+// cost the latter) and the round trips per operation (write-rts/op): every
+// write of the process counts, the delivery engine's claims and outcomes
+// too.
 func reportRoundTrips(b *testing.B, st store.Store) func() {
-	type counter interface{ WriteRoundTrips() (writes, trips int64) }
+	type counter interface {
+		WriteRoundTrips() (writes, trips int64)
+		WriteStatements() int64
+	}
 	c, ok := st.(counter)
 	if !ok {
 		return func() {}
 	}
 	w0, t0 := c.WriteRoundTrips()
+	s0 := c.WriteStatements()
 	return func() {
 		w, t := c.WriteRoundTrips()
 		if w > w0 {
 			b.ReportMetric(float64(t-t0)/float64(w-w0), "rts/write")
+			b.ReportMetric(float64(c.WriteStatements()-s0)/float64(w-w0), "stmts/write")
 		}
 		b.ReportMetric(float64(t-t0)/float64(b.N), "write-rts/op")
 	}

@@ -33,10 +33,11 @@ import (
 // it in the pipeline do not run, COMMIT becomes a rollback, and Write returns
 // the write's error. Nothing is answered before COMMIT has returned.
 
-// pgStats counts the round trips of write transactions, so tests and
-// benchmarks can show what a write costs.
+// pgStats counts the round trips and statements of write transactions, so
+// tests and benchmarks can show what a write costs (statements, BEGIN and
+// COMMIT included, are what it cost with one statement per round trip).
 type pgStats struct {
-	writes, trips atomic.Int64
+	writes, trips, stmts atomic.Int64
 }
 
 // WriteRoundTrips reports how many write transactions ran and how many round
@@ -46,6 +47,15 @@ func (db *DB) WriteRoundTrips() (writes, trips int64) {
 		return 0, 0
 	}
 	return db.pgStats.writes.Load(), db.pgStats.trips.Load()
+}
+
+// WriteStatements reports how many statements the write transactions sent,
+// BEGIN, COMMIT and ROLLBACK included, on the PostgreSQL store.
+func (db *DB) WriteStatements() int64 {
+	if db.pool == nil {
+		return 0
+	}
+	return db.pgStats.stmts.Load()
 }
 
 // heldWrite is a statement sent later, ahead of the next one or COMMIT.
@@ -146,6 +156,7 @@ func (p *pgTx) send(ctx context.Context, last string, args ...any) (pgx.BatchRes
 	held := p.held
 	p.held = nil
 	p.db.pgStats.trips.Add(1)
+	p.db.pgStats.stmts.Add(int64(b.Len()))
 	br := p.conn.SendBatch(ctx, b)
 	fail := func(err error) (pgx.BatchResults, error) {
 		br.Close()
@@ -267,6 +278,7 @@ func (p *pgTx) end() {
 	p.open = nil
 	if p.conn.Conn().PgConn().TxStatus() != 'I' {
 		p.db.pgStats.trips.Add(1)
+		p.db.pgStats.stmts.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		_, _ = p.conn.Exec(ctx, "ROLLBACK")
 		cancel()
