@@ -378,6 +378,32 @@ func (t *tx) RequestGetByKey(ctx context.Context, instanceID, key string) (*agen
 var requestResolved = &rowCheck{none: store.ErrConflict, missing: store.ErrNotFound,
 	exists: `SELECT 1 FROM approval_requests WHERE id = ?`, existsArgs: 1}
 
+var requestWithInstanceCols = prefixed("r", requestCols) + ", " + prefixed("i", instanceCols)
+
+func (t *tx) RequestGetShared(ctx context.Context, id string) (*agentowl.ApprovalRequest, *agentowl.Instance, error) {
+	var inst *agentowl.Instance
+	lock := ""
+	if t.db.dialect.ForShare != "" {
+		lock = t.db.dialect.ForShare + " OF i"
+	}
+	r, err := one(t.queryRow(ctx, `SELECT `+requestWithInstanceCols+`
+		FROM approval_requests r JOIN instances i ON i.id = r.instance_id WHERE r.id = ?`+lock, id),
+		func(s scanner) (*agentowl.ApprovalRequest, error) {
+			// The request's columns, then the instance's.
+			return scanRequest(scannerFunc(func(dest ...any) error {
+				var err error
+				inst, err = t.scanInstance(scannerFunc(func(instDest ...any) error {
+					return s.Scan(append(dest, instDest...)...)
+				}))
+				return err
+			}))
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, inst, nil
+}
+
 func (t *tx) RequestResolve(ctx context.Context, id string, d *agentowl.Decision, retainUntil time.Time) error {
 	decided, note, expires, by := decisionArgs(d)
 	return t.execLater(ctx, requestResolved, `UPDATE approval_requests SET status = ?, decided_at = ?, decision_note = ?,

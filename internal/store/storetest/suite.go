@@ -37,6 +37,7 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 		{"RequestResolve", testRequestResolve},
 		{"RequestResolveConcurrent", testRequestResolveConcurrent},
 		{"WritesFailTogether", testWritesFailTogether},
+		{"RequestGetShared", testRequestGetShared},
 		{"RequestList", testRequestList},
 		{"RequestPendingIDs", testRequestPendingIDs},
 		{"RequestDueForExpiry", testRequestDueForExpiry},
@@ -698,6 +699,33 @@ func testRequestResolve(t *testing.T, e *env) {
 	e.resolve(t, cancelled, &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: e.now.Add(time.Second)},
 		e.now.Add(agentowl.RetentionAfterDecision))
 	equal(t, "cancelled without note or decider", e.getRequest(t, cancelled.ID), cancelled)
+}
+
+// testRequestGetShared: the request and its instance in one read, as
+// RequestGet and InstanceGet return them.
+func testRequestGetShared(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	in := e.instance(t, ten.ID, e.now)
+	r := e.request(t, in, e.now)
+	for _, write := range []bool{false, true} {
+		var got *agentowl.ApprovalRequest
+		var inst *agentowl.Instance
+		fn := func(tx store.Tx) (err error) {
+			got, inst, err = tx.RequestGetShared(e.ctx, r.ID)
+			return err
+		}
+		if write {
+			e.write(t, fn)
+		} else if err := e.readErr(fn); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "request", got, r)
+		equal(t, "instance", inst, read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, in.ID) }))
+	}
+	wantErr(t, "unknown request", e.writeErr(func(tx store.Tx) error {
+		_, _, err := tx.RequestGetShared(e.ctx, uuid.NewString())
+		return err
+	}), store.ErrNotFound)
 }
 
 // testWritesFailTogether: a write whose statement fails leaves nothing of
