@@ -414,6 +414,21 @@ func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence 
 		workID, sequence), scanCallback)
 }
 
+func (t *tx) CallbackFind(ctx context.Context, workID, callbackID string, sequence int64) (byID, bySequence *store.Callback, err error) {
+	rows, err := t.query(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND (callback_id = ? OR sequence = ?)`,
+		workID, callbackID, sequence)
+	found, err := all(rows, err, scanCallback)
+	for _, c := range found {
+		if c.CallbackID == callbackID {
+			byID = c
+		}
+		if c.Sequence == sequence {
+			bySequence = c
+		}
+	}
+	return byID, bySequence, err
+}
+
 func (t *tx) CallbackList(ctx context.Context, workID string, limit int) ([]*store.Callback, error) {
 	if limit <= 0 {
 		limit = 100
