@@ -99,9 +99,9 @@ func retryable(err error) bool {
 // by type and code: a connection that could not be made, was refused, lost
 // or terminated (class 08, 57P01-57P03, too_many_connections), and
 // contention (serialization failure, deadlock) that outlasted the write
-// retries. database/sql replaces a pooled connection found dead before use
-// (driver.ErrBadConn) and tries again; the caller sees that error only when
-// no connection can be had.
+// retries. The store drops its pool's connections when it finds one lost
+// (sqlstore.DB.pgDropLost), so a restart costs one failed operation, not one
+// per pooled connection.
 func unavailable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false // the caller gave up; the database may be fine

@@ -275,7 +275,7 @@ func (p *pgTx) commit(ctx context.Context) error {
 // end rolls back what did not commit. pgxpool destroys a connection
 // released inside a transaction, so a failed ROLLBACK leaves nothing behind.
 func (p *pgTx) end() {
-	p.open = nil
+	_ = p.closeOpen() // rows a failed caller left unread; their error is the caller's
 	if p.conn.Conn().PgConn().TxStatus() != 'I' {
 		p.db.pgStats.trips.Add(1)
 		p.db.pgStats.stmts.Add(1)

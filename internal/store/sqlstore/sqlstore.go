@@ -1,8 +1,9 @@
-// Package sqlstore implements store.Tx once over database/sql for both
-// backends. The SQL here is the portable subset that SQLite 3.35+ and
-// PostgreSQL share (ON CONFLICT, RETURNING, ? placeholders rebound for
-// PostgreSQL); schema, connection setup and error interpretation live in the
-// sqlite and postgres packages.
+// Package sqlstore implements store.Tx once for both backends: over
+// database/sql for SQLite, over pgx's native pool with pipelined write
+// transactions for PostgreSQL (pgx.go). The SQL here is the portable subset
+// that SQLite 3.35+ and PostgreSQL share (ON CONFLICT, RETURNING, ?
+// placeholders rebound for PostgreSQL); schema, connection setup and error
+// interpretation live in the sqlite and postgres packages.
 package sqlstore
 
 import (
