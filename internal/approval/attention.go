@@ -184,7 +184,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 			out.Preview = true
 			return nil
 		}
-		now, err := s.decideTx(ctx, tx, p, tenantID, r, DecideParams{Approve: in.Decision == "approve"},
+		now, err := s.decideTx(ctx, tx, p, tenantID, r, nil, DecideParams{Approve: in.Decision == "approve"},
 			map[string]any{"via": "attention", "attention": attID, "decision_id": in.DecisionID})
 		if err != nil {
 			return err

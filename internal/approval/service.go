@@ -382,7 +382,8 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	}
 	var r *agentowl.ApprovalRequest
 	err = s.writeRequest(ctx, func(tx store.Tx) (err error) {
-		r, err = tx.RequestGet(ctx, id)
+		var inst *agentowl.Instance
+		r, inst, err = tx.RequestGetShared(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
 			return notFoundIn(m, "approval request", id)
 		}
@@ -395,7 +396,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		if r.Status != agentowl.StatusPending {
 			return alreadyTerminal(r)
 		}
-		_, err = s.decideTx(ctx, tx, p, tenantID, r, dp, nil)
+		_, err = s.decideTx(ctx, tx, p, tenantID, r, inst, dp, nil)
 		return err
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -428,11 +429,14 @@ func mcpAgent(ctx json.RawMessage) string {
 // decideTx records a person's decision on pending request r of tenantID in
 // tx: the decision, its request.resolved notification and the audit entry
 // (approval.decide, with extra details) commit together. It returns the
-// time of the decision.
-func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, dp DecideParams, extra map[string]any) (time.Time, error) {
-	inst, err := tx.InstanceGetShared(ctx, r.InstanceID)
-	if err != nil {
-		return time.Time{}, err
+// time of the decision. inst is r's instance read as InstanceGetShared
+// reads it, or nil to read it here.
+func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, inst *agentowl.Instance, dp DecideParams, extra map[string]any) (time.Time, error) {
+	if inst == nil {
+		var err error
+		if inst, err = tx.InstanceGetShared(ctx, r.InstanceID); err != nil {
+			return time.Time{}, err
+		}
 	}
 	now := s.now()
 	d := &agentowl.Decision{Status: agentowl.StatusDenied, Note: dp.Note, DecidedAt: now, DecidedBy: p.Actor()}

@@ -330,10 +330,14 @@ func TestDecisionPushReceipt(t *testing.T) {
 		})
 		var it map[string]any
 		// The receipt is recorded while the attempt is judged; the push is
-		// marked delivered just after.
+		// marked delivered just after. On PostgreSQL a read's statements
+		// see each commit as it lands (read committed, no snapshot across
+		// them), so the view may read the item before the receipt's commit
+		// and the decision after it: wait for the item too.
 		eventually(t, syncLimit, "the receipt", func() bool {
 			it = wantJSON(t, "inspect", e.do(http.MethodGet, tenantPath+"/attention/"+id, e.operatorToken, nil), http.StatusOK)
-			return jsonAt(it, "decision", "receipt", "status") == "received" && jsonAt(it, "push", "state") == "delivered"
+			return jsonAt(it, "decision", "receipt", "status") == "received" && jsonAt(it, "push", "state") == "delivered" &&
+				it["status"] == "resolved"
 		})
 		// Four pushes reached the runtime. An attempt that failed in
 		// transport (a reused keep-alive connection the server had just

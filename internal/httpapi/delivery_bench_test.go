@@ -227,6 +227,7 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 	// The timed part: decide everything, then wait for the healthy acks.
 	started := make([]time.Time, n)
 	b.ResetTimer()
+	defer reportRoundTrips(b, srv.Store())()
 	start := time.Now()
 	err = spread(n, func(_, i int) error {
 		if rate > 0 {

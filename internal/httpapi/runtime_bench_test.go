@@ -22,6 +22,7 @@ import (
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
+	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -40,6 +41,7 @@ type benchServer struct {
 	url, token string
 	client     *http.Client
 	cfg        server.Config
+	store      store.Store
 }
 
 func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchServer {
@@ -51,7 +53,7 @@ func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchSe
 	sc.Work = work.Config{CallbackLimit: unlimited, MaxCallbacksPerWork: 1 << 30}
 	sc.Ingress = ingress.Config{Limit: unlimited}
 	srv := servertest.Start(b, sc)
-	return &benchServer{url: srv.URL(), token: srv.BootstrapToken(), cfg: sc,
+	return &benchServer{url: srv.URL(), token: srv.BootstrapToken(), cfg: sc, store: srv.Store(),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * benchClients}}}
 }
 
@@ -167,6 +169,7 @@ func BenchmarkAgentWorkCallbacks(b *testing.B) {
 			}
 			seq := make([]int, benchClients)
 			b.ResetTimer()
+			defer reportRoundTrips(b, s.store)()
 			runClients(b, b.N, func(c, _ int) error {
 				seq[c]++
 				body := fmt.Appendf(nil, `{"version":"agent-work.v1","callback_id":"%s:%d","work_id":"%s","sequence":%d,`+
@@ -192,6 +195,7 @@ func BenchmarkAgentWorkIngress(b *testing.B) {
 			path := in["ingress_url"].(string)[len(s.url):]
 			body := []byte(`{"text":"Summarise ticket 7","customer":{"id":"c_123","tier":"gold"}}`)
 			b.ResetTimer()
+			defer reportRoundTrips(b, s.store)()
 			start := time.Now()
 			runClients(b, b.N, func(_, _ int) error {
 				status, out, err := s.post(path, "", body)
@@ -225,6 +229,33 @@ func startBenchRuntime(b *testing.B, be storetest.Backend) (*benchServer, string
 		http.StatusCreated)
 	s.mustPost(b, tenantPath+"/endpoints/"+ep["id"].(string)+"/runtime-credentials", map[string]any{}, http.StatusCreated)
 	return s, ep["id"].(string), got
+}
+
+// reportRoundTrips, on the PostgreSQL store, reports the round trips and
+// statements of the write transactions run until the returned function is
+// called, per write (rts/write, stmts/write: one statement per round trip
+// cost the latter) and the round trips per operation (write-rts/op): every
+// write of the process counts, the delivery engine's claims and outcomes
+// too.
+func reportRoundTrips(b *testing.B, st store.Store) func() {
+	type counter interface {
+		WriteRoundTrips() (writes, trips int64)
+		WriteStatements() int64
+	}
+	c, ok := st.(counter)
+	if !ok || st.Dialect() != "postgres" {
+		return func() {}
+	}
+	w0, t0 := c.WriteRoundTrips()
+	s0 := c.WriteStatements()
+	return func() {
+		w, t := c.WriteRoundTrips()
+		if w > w0 {
+			b.ReportMetric(float64(t-t0)/float64(w-w0), "rts/write")
+			b.ReportMetric(float64(c.WriteStatements()-s0)/float64(w-w0), "stmts/write")
+		}
+		b.ReportMetric(float64(t-t0)/float64(b.N), "write-rts/op")
+	}
 }
 
 // reportHandedOff waits until the runtime has b.N handoffs and reports
@@ -310,6 +341,7 @@ func BenchmarkAgentWorkDecisions(b *testing.B) {
 			}
 			started := make([]time.Time, b.N)
 			b.ResetTimer()
+			defer reportRoundTrips(b, s.store)()
 			start := time.Now()
 			runClients(b, b.N, func(_, i int) error {
 				started[i] = time.Now()

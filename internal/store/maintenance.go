@@ -152,8 +152,9 @@ type Maintenance interface {
 	// after AfterID, by ID, with the facts of the overdue rules.
 	OpenWorkScan(ctx context.Context, p OpenWorkScanParams) ([]*OpenWork, error)
 	// AttentionResolveOverdue resolves, with resolution, every unresolved
-	// overdue incident of a work; it returns how many.
-	AttentionResolveOverdue(ctx context.Context, workID, resolution string, now time.Time) (int, error)
+	// overdue incident of a work. It answers no count, so that the
+	// PostgreSQL store can send it with the commit.
+	AttentionResolveOverdue(ctx context.Context, workID, resolution string, now time.Time) error
 
 	// MessageRecoverLapsed frees up to limit pending messages whose lease
 	// lapsed at or before now (their worker died mid-attempt), making them

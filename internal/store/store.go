@@ -112,6 +112,10 @@ type Tx interface {
 	RequestCreate(ctx context.Context, r *agentowl.ApprovalRequest) error
 	RequestGet(ctx context.Context, id string) (*agentowl.ApprovalRequest, error)
 	RequestGetByKey(ctx context.Context, instanceID, key string) (*agentowl.ApprovalRequest, error)
+	// RequestGetShared is RequestGet with the request's instance, read as
+	// InstanceGetShared reads it, in one statement: a decision needs both,
+	// and on PostgreSQL each statement is a round trip.
+	RequestGetShared(ctx context.Context, id string) (*agentowl.ApprovalRequest, *agentowl.Instance, error)
 	// RequestResolve records d on a request that is still pending; ErrConflict
 	// if it is not pending any more. retainUntil is when it may be purged.
 	RequestResolve(ctx context.Context, id string, d *agentowl.Decision, retainUntil time.Time) error

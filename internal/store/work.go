@@ -304,6 +304,10 @@ type AgentWork interface {
 	CallbackCreate(ctx context.Context, c *Callback) error
 	CallbackGet(ctx context.Context, workID, callbackID string) (*Callback, error)
 	CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*Callback, error)
+	// CallbackFind is CallbackGet and CallbackGetBySequence in one
+	// statement (a callback checks both; on PostgreSQL each statement is
+	// a round trip): nil for the one not found.
+	CallbackFind(ctx context.Context, workID, callbackID string, sequence int64) (byID, bySequence *Callback, err error)
 	// CallbackList returns a work's latest limit callbacks in the order
 	// recorded.
 	CallbackList(ctx context.Context, workID string, limit int) ([]*Callback, error)

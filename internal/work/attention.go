@@ -484,11 +484,13 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	}
 	var out DecideResult
 	push := false
+	var creating *store.AttentionItem // the item whose decision the write inserts
 	run := s.store.Write
 	if !submit {
 		run = s.store.Read
 	}
 	err = run(ctx, func(tx store.Tx) error {
+		creating = nil
 		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -559,10 +561,10 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			}
 			push = true
 		}
+		// A conflict of this insert may surface only at the commit (the
+		// PostgreSQL store sends it with the COMMIT): it is told below.
+		creating = it
 		if err := tx.WorkDecisionCreate(ctx, d); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was decided concurrently.", it.RequestID, it.Revision)
-			}
 			return err
 		}
 		if err := access.Audit(ctx, tx, now, m.TenantID, p, "attention.decide", "attention:"+it.ID,
@@ -573,7 +575,10 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		out.View, err = s.view(ctx, tx, it)
 		return err
 	})
-	if errors.Is(err, store.ErrConflict) {
+	switch {
+	case errors.Is(err, store.ErrConflict) && creating != nil:
+		err = agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was decided concurrently.", creating.RequestID, creating.Revision)
+	case errors.Is(err, store.ErrConflict):
 		err = agentowl.Errorf(agentowl.ECodeAlreadyDecided, "The request was decided concurrently.")
 	}
 	if err != nil {

@@ -348,9 +348,11 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 		if err != nil {
 			return err
 		}
-		prev, err := tx.CallbackGet(ctx, w.ID, in.CallbackID)
-		switch {
-		case err == nil:
+		prev, other, err := tx.CallbackFind(ctx, w.ID, in.CallbackID, in.Sequence)
+		if err != nil {
+			return err
+		}
+		if prev != nil {
 			if prev.Sequence == in.Sequence && prev.OccurredAt == in.OccurredAt && bytes.Equal(prev.BodyHash, sum[:]) {
 				out = receiptOf(prev, true)
 				return nil
@@ -358,14 +360,10 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 			return agentowl.FieldError(agentowl.ECodeCallbackConflict, "callback_id",
 				"Callback %q was already recorded with other content; a retry must resend the same sequence, timestamp and body.",
 				in.CallbackID)
-		case !errors.Is(err, store.ErrNotFound):
-			return err
 		}
-		if other, err := tx.CallbackGetBySequence(ctx, w.ID, in.Sequence); err == nil {
+		if other != nil {
 			return agentowl.FieldError(agentowl.ECodeSequenceConflict, "sequence",
 				"Sequence %d was already recorded for callback %q.", in.Sequence, other.CallbackID)
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
 		}
 		if w.Callbacks >= s.cfg.MaxCallbacksPerWork {
 			return agentowl.Errorf(agentowl.ECodeCallbackLimit,
@@ -389,7 +387,7 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 				return err
 			}
 			// The runtime reported: the work is not overdue any more.
-			if _, err := tx.AttentionResolveOverdue(ctx, w.ID, ResolvedCallback, now); err != nil {
+			if err := tx.AttentionResolveOverdue(ctx, w.ID, ResolvedCallback, now); err != nil {
 				return err
 			}
 			if err := notifyCompletedTx(ctx, tx, w, now); err != nil {

@@ -4,7 +4,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"embed"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/agentowl/agentowl/internal/migrate"
@@ -39,35 +39,37 @@ var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FO
 // returns the store. A nil box opens it for offline administration, as
 // sqlite.Open does.
 func Open(ctx context.Context, url string, box *secret.Box) (store.Store, error) {
-	db, err := sql.Open("pgx", url)
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	// On a small machine PostgreSQL does more with a few busy backends than
 	// with many switching between each other: 16 connections per replica
 	// decided more per second than 32 in BENCHMARKS.md's runs.
-	db.SetMaxOpenConns(16)
-	db.SetMaxIdleConns(16)
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Migrations and the secrets check take database/sql; the store's
+	// reads and writes use the pool natively (sqlstore/pgx.go).
+	db := stdlib.OpenDBFromPool(pool)
+	closeAll := func() { db.Close(); pool.Close() }
 	if err := db.PingContext(ctx); err != nil {
-		db.Close()
+		closeAll()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	if err := migrate.Postgres(ctx, db, migrations, "migrations", ""); err != nil {
-		db.Close()
+		closeAll()
 		return nil, err
 	}
 	if box != nil {
 		if _, err := sqlstore.PrepareSecrets(ctx, dialect, db, box, time.Now()); err != nil {
-			db.Close()
+			closeAll()
 			return nil, err
 		}
 	}
-	store, err := sqlstore.New(dialect, box, db, db, nil, 0)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return store, nil
+	return sqlstore.NewPgx(dialect, box, pool, db), nil
 }
 
 // Migrations are the embedded migrations, for tools and upgrade tests that
@@ -97,9 +99,9 @@ func retryable(err error) bool {
 // by type and code: a connection that could not be made, was refused, lost
 // or terminated (class 08, 57P01-57P03, too_many_connections), and
 // contention (serialization failure, deadlock) that outlasted the write
-// retries. database/sql replaces a pooled connection found dead before use
-// (driver.ErrBadConn) and tries again; the caller sees that error only when
-// no connection can be had.
+// retries. The store drops its pool's connections when it finds one lost
+// (sqlstore.DB.pgDropLost), so a restart costs one failed operation, not one
+// per pooled connection.
 func unavailable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false // the caller gave up; the database may be fine
@@ -120,5 +122,3 @@ func unavailable(err error) bool {
 	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
 }
-
-var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver

@@ -148,11 +148,10 @@ func scanWorkDecision(s scanner) (*store.WorkDecision, error) {
 }
 
 func (t *tx) WorkDecisionCreate(ctx context.Context, v *store.WorkDecision) error {
-	_, err := t.exec(ctx, `INSERT INTO work_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.execLater(ctx, nil, `INSERT INTO work_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.WorkID, v.ID, v.TenantID, v.AttentionID, v.RequestID, v.Revision, v.Decision, nullStr(v.Answer),
 		nullStr(v.ExpectedActionDigest), v.ContentHash, v.Body, v.DecidedBy, ts(v.DecidedAt), nullStr(v.MessageID),
 		nullTS(v.ReceiptAt), nullStr(v.ReceiptVia))
-	return err
 }
 
 func (t *tx) WorkDecisionGet(ctx context.Context, workID, id string) (*store.WorkDecision, error) {

@@ -149,14 +149,9 @@ func overdueArgs(o store.EndpointOverdue) (accept, report, input any) {
 	return accept, report, input
 }
 
-func (t *tx) AttentionResolveOverdue(ctx context.Context, workID, resolution string, now time.Time) (int, error) {
-	res, err := t.exec(ctx, `UPDATE attention_items SET status = 'resolved', resolution = ?, resolved_at = ?, updated_at = ?
+func (t *tx) AttentionResolveOverdue(ctx context.Context, workID, resolution string, now time.Time) error {
+	return t.execLater(ctx, nil, `UPDATE attention_items SET status = 'resolved', resolution = ?, resolved_at = ?, updated_at = ?
 		WHERE work_id = ? AND overdue_rule IS NOT NULL AND status <> 'resolved'`, resolution, ts(now), ts(now), workID)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
 }
 
 // ---- lapsed leases

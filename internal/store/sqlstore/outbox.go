@@ -31,11 +31,10 @@ func scanMessage(s scanner) (*store.Message, error) {
 }
 
 func (t *tx) MessageCreate(ctx context.Context, m *store.Message) error {
-	_, err := t.exec(ctx, `INSERT INTO outbox (`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.execLater(ctx, nil, `INSERT INTO outbox (`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.TenantID, m.Kind, m.Destination, m.Subject, m.Body, ts(m.CreatedAt), ts(m.DeadlineAt), string(m.State),
 		m.Attempts, ts(m.NextAttempt), nullStr(m.LeaseOwner), nullTS(m.LeaseUntil), nullInt(m.LastStatus),
 		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil), m.Redrives, m.AttemptBase)
-	return err
 }
 
 func nullInt(v int) any {
@@ -127,9 +126,8 @@ func (t *tx) MessageFinishAll(ctx context.Context, ps []store.FinishParams) ([]b
 	if len(args) == 0 {
 		return lost, nil
 	}
-	_, err = t.exec(ctx, `INSERT INTO outbox_attempts (event_id, n, url, started_at, ended_at, status_code, error)
+	return lost, t.execLater(ctx, nil, `INSERT INTO outbox_attempts (event_id, n, url, started_at, ended_at, status_code, error)
 		VALUES `+repeatJoin("(?, ?, ?, ?, ?, ?, ?)", len(args)/7), args...)
-	return lost, err
 }
 
 // repeatJoin is n copies of s separated by commas.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -290,10 +289,9 @@ func (t *tx) IdempotencyGet(ctx context.Context, scope, operation, key string) (
 }
 
 func (t *tx) IdempotencyCreate(ctx context.Context, v *store.Idempotency) error {
-	_, err := t.exec(ctx, `INSERT INTO idempotency_keys (scope, operation, key, input_hash, resource_id, response, created_at, retain_until)
+	return t.execLater(ctx, nil, `INSERT INTO idempotency_keys (scope, operation, key, input_hash, resource_id, response, created_at, retain_until)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, v.Scope, v.Operation, v.Key, v.InputHash, v.ResourceID, v.Response,
 		ts(v.CreatedAt), ts(v.RetainUntil))
-	return err
 }
 
 // ---- approval requests
@@ -350,11 +348,10 @@ func (t *tx) RequestCreate(ctx context.Context, v *agentowl.ApprovalRequest) err
 		rctx = string(v.Context)
 	}
 	decided, note, expires, by := decisionArgs(v.Decision)
-	_, err := t.exec(ctx, `INSERT INTO approval_requests (`+requestCols+`, retain_until)
+	return t.execLater(ctx, nil, `INSERT INTO approval_requests (`+requestCols+`, retain_until)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.InstanceID, v.IdempotencyKey, v.InputHash, v.Tool, string(v.Arguments), v.Timeout,
 		reasoning, rctx, string(v.Status), ts(v.CreatedAt), ts(v.DeadlineAt), decided, note, expires, by, retainArg(v))
-	return err
 }
 
 // retainArg is the purge time of a request terminal at creation: seven days
@@ -375,18 +372,43 @@ func (t *tx) RequestGetByKey(ctx context.Context, instanceID, key string) (*agen
 		instanceID, key), scanRequest)
 }
 
+// requestResolved is RequestResolve's outcome when no pending request
+// changed: ErrConflict if the request is there (already terminal),
+// ErrNotFound if not.
+var requestResolved = &rowCheck{none: store.ErrConflict, missing: store.ErrNotFound,
+	exists: `SELECT 1 FROM approval_requests WHERE id = ?`, existsArgs: 1}
+
+var requestWithInstanceCols = prefixed("r", requestCols) + ", " + prefixed("i", instanceCols)
+
+func (t *tx) RequestGetShared(ctx context.Context, id string) (*agentowl.ApprovalRequest, *agentowl.Instance, error) {
+	var inst *agentowl.Instance
+	lock := ""
+	if t.db.dialect.ForShare != "" {
+		lock = t.db.dialect.ForShare + " OF i"
+	}
+	r, err := one(t.queryRow(ctx, `SELECT `+requestWithInstanceCols+`
+		FROM approval_requests r JOIN instances i ON i.id = r.instance_id WHERE r.id = ?`+lock, id),
+		func(s scanner) (*agentowl.ApprovalRequest, error) {
+			// The request's columns, then the instance's.
+			return scanRequest(scannerFunc(func(dest ...any) error {
+				var err error
+				inst, err = t.scanInstance(scannerFunc(func(instDest ...any) error {
+					return s.Scan(append(dest, instDest...)...)
+				}))
+				return err
+			}))
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, inst, nil
+}
+
 func (t *tx) RequestResolve(ctx context.Context, id string, d *agentowl.Decision, retainUntil time.Time) error {
 	decided, note, expires, by := decisionArgs(d)
-	err := t.execOne(ctx, `UPDATE approval_requests SET status = ?, decided_at = ?, decision_note = ?,
+	return t.execLater(ctx, requestResolved, `UPDATE approval_requests SET status = ?, decided_at = ?, decision_note = ?,
 		decision_expires_at = ?, decided_by = ?, retain_until = ? WHERE id = ? AND status = 'pending'`,
-		string(d.Status), decided, note, expires, by, ts(retainUntil), id)
-	if errors.Is(err, store.ErrNotFound) {
-		if _, gerr := t.RequestGet(ctx, id); gerr != nil {
-			return gerr
-		}
-		return store.ErrConflict
-	}
-	return err
+		string(d.Status), decided, note, expires, by, ts(retainUntil), id, id)
 }
 
 func (t *tx) RequestList(ctx context.Context, p store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
@@ -485,9 +507,11 @@ func (t *tx) AuditAppend(ctx context.Context, e *agentowl.AuditEntry) error {
 	if e.Details == nil {
 		details = []byte("{}")
 	}
-	return t.queryRow(ctx, `INSERT INTO audit_log (tenant_id, at, actor, action, target, request_id, details)
+	// The ID is read back with the commit: nobody needs it before.
+	return t.queryRowLater(ctx, func(r row) error { return r.Scan(&e.ID) },
+		`INSERT INTO audit_log (tenant_id, at, actor, action, target, request_id, details)
 		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, e.TenantID, ts(e.At), e.Actor, e.Action, e.Target, e.RequestID,
-		string(details)).Scan(&e.ID)
+		string(details))
 }
 
 func (t *tx) AuditList(ctx context.Context, p store.AuditListParams) ([]*agentowl.AuditEntry, error) {

@@ -1,11 +1,13 @@
-// Package sqlstore implements store.Tx once over database/sql for both
-// backends. The SQL here is the portable subset that SQLite 3.35+ and
-// PostgreSQL share (ON CONFLICT, RETURNING, ? placeholders rebound for
-// PostgreSQL); schema, connection setup and error interpretation live in the
-// sqlite and postgres packages.
+// Package sqlstore implements store.Tx once for both backends: over
+// database/sql for SQLite, over pgx's native pool with pipelined write
+// transactions for PostgreSQL (pgx.go). The SQL here is the portable subset
+// that SQLite 3.35+ and PostgreSQL share (ON CONFLICT, RETURNING, ?
+// placeholders rebound for PostgreSQL); schema, connection setup and error
+// interpretation live in the sqlite and postgres packages.
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -13,6 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
@@ -68,6 +73,11 @@ type DB struct {
 	rebound sync.Map
 	// readers are held reader connections (CacheStatements only).
 	readers chan *conn
+	// pool, when set (PostgreSQL), runs reads and writes through pgx's
+	// native interface, writes pipelined (pgx.go); writer and reader then
+	// serve only what needs database/sql.
+	pool    *pgxpool.Pool
+	pgStats pgStats
 }
 
 // New returns a Store whose secrets box seals (PrepareSecrets must have run
@@ -105,6 +115,13 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit *GroupC
 		db.batch = newBatcher(db, wc, groupCommit)
 	}
 	return db, nil
+}
+
+// NewPgx returns a Store over pool whose reads and writes go through pgx
+// (pgx.go); sqlDB is the same pool as a database/sql handle, closed with
+// the store.
+func NewPgx(d Dialect, box *secret.Box, pool *pgxpool.Pool, sqlDB *sql.DB) *DB {
+	return &DB{dialect: d, box: box, writer: sqlDB, reader: sqlDB, pool: pool}
 }
 
 // Dialect implements store.Store.
@@ -147,6 +164,9 @@ func (db *DB) close() error {
 	if db.reader != db.writer {
 		err = errors.Join(err, db.reader.Close())
 	}
+	if db.pool != nil {
+		db.pool.Close()
+	}
 	return err
 }
 
@@ -185,6 +205,11 @@ func (db *DB) read(ctx context.Context, fn func(store.Tx) error, synced bool) er
 	// Without held connections (PostgreSQL) each statement runs on its own
 	// (READ COMMITTED): a BEGIN and ROLLBACK around them cost two round trips
 	// per Read, a third of the statements of a delivery.
+	if db.pool != nil {
+		err := db.pgRead(ctx, fn)
+		db.pgDropLost(err)
+		return err
+	}
 	return fn(&tx{db: db, run: db.reader})
 }
 
@@ -198,11 +223,15 @@ func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
 		if err != nil && attempt < 5 && db.dialect.Retryable != nil && db.dialect.Retryable(err) && ctx.Err() == nil {
 			continue
 		}
+		db.pgDropLost(err)
 		return db.unavailable(err)
 	}
 }
 
 func (db *DB) writeOnce(ctx context.Context, fn func(store.Tx) error) error {
+	if db.pool != nil {
+		return db.pgWriteOnce(ctx, fn)
+	}
 	sqlTx, err := db.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -246,7 +275,28 @@ type tx struct {
 	db   *DB
 	run  runner // a *sql.Tx, or the pool itself for statements on their own
 	conn *conn
+	// pg runs the statements through pgx instead (PostgreSQL): a *pgTx in
+	// a write, pgPool in a read.
+	pg pgRunner
 }
+
+// pgRunner runs statements through pgx.
+type pgRunner interface {
+	exec(ctx context.Context, query string, args ...any) (sql.Result, error)
+	query(ctx context.Context, query string, args ...any) (rows, error)
+	queryRow(ctx context.Context, query string, args ...any) row
+}
+
+// rows is what a query returns: *sql.Rows, or pgx's (pgRows).
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// row is one row of a query: *sql.Row, or pgx's (pgRow).
+type row interface{ Scan(dest ...any) error }
 
 // runner runs statements: *sql.Tx and *sql.DB.
 type runner interface {
@@ -285,6 +335,9 @@ func (c *conn) close() {
 }
 
 func (t *tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.pg != nil {
+		return t.pg.exec(ctx, t.db.q(query), args...)
+	}
 	var res sql.Result
 	var err error
 	if t.conn != nil {
@@ -317,7 +370,10 @@ func (t *tx) execOne(ctx context.Context, query string, args ...any) error {
 	return nil
 }
 
-func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (t *tx) query(ctx context.Context, query string, args ...any) (rows, error) {
+	if t.pg != nil {
+		return t.pg.query(ctx, t.db.q(query), args...)
+	}
 	if t.conn != nil {
 		st, err := t.conn.prepared(ctx, t.db.q(query))
 		if err != nil {
@@ -328,7 +384,10 @@ func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	return t.run.QueryContext(ctx, t.db.q(query), args...)
 }
 
-func (t *tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+func (t *tx) queryRow(ctx context.Context, query string, args ...any) row {
+	if t.pg != nil {
+		return t.pg.queryRow(ctx, t.db.q(query), args...)
+	}
 	if t.conn != nil {
 		if st, err := t.conn.prepared(ctx, t.db.q(query)); err == nil {
 			return st.QueryRowContext(ctx, args...)
@@ -338,8 +397,67 @@ func (t *tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	return t.run.QueryRowContext(ctx, t.db.q(query), args...)
 }
 
+// rowCheck is what a write that must change a row returns when it changes
+// none: none, or missing when the row the exists query looks for is not
+// there at all (exists is a SELECT of that row, its parameters at the end
+// of the write's).
+type rowCheck struct {
+	none, missing error
+	exists        string
+	existsArgs    int // how many of the write's arguments, from the end, exists takes
+}
+
+// mustExist is execOne's rule as a rowCheck: ErrNotFound when nothing
+// changed.
+var mustExist = &rowCheck{none: store.ErrNotFound}
+
+// execLater runs a write whose outcome the caller does not act on inside
+// the transaction, only returns: on PostgreSQL it is held back and sent with
+// the next statement or COMMIT (pgx.go), and its failure fails the
+// transaction; with check set, so does a write that changes no row, with
+// check's error. Elsewhere it runs at once, with the same outcomes.
+func (t *tx) execLater(ctx context.Context, check *rowCheck, query string, args ...any) error {
+	if p, ok := t.pg.(*pgTx); ok {
+		h := heldWrite{query: query, args: args, check: check}
+		if check != nil {
+			h.query = checked(query, check)
+		}
+		h.query = t.db.q(h.query)
+		return p.later(h)
+	}
+	n := len(args)
+	if check != nil {
+		n -= check.existsArgs
+	}
+	res, err := t.exec(ctx, query, args[:n]...)
+	if err != nil || check == nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	if check.exists == "" {
+		return check.none
+	}
+	err = t.queryRow(ctx, check.exists, args[n:]...).Scan(new(int))
+	if errors.Is(err, sql.ErrNoRows) {
+		return check.missing
+	}
+	return cmp.Or(err, check.none)
+}
+
+// queryRowLater runs a write that returns one row the caller reads only
+// after the commit (an ID): on PostgreSQL held back like execLater, scan
+// then runs when the row arrives; elsewhere at once.
+func (t *tx) queryRowLater(ctx context.Context, scan func(row) error, query string, args ...any) error {
+	if p, ok := t.pg.(*pgTx); ok {
+		return p.later(heldWrite{query: t.db.q(query), args: args, scan: func(r pgx.Row) error { return scan(r) }})
+	}
+	return scan(t.queryRow(ctx, query, args...))
+}
+
 // one scans a single row, mapping sql.ErrNoRows to store.ErrNotFound.
-func one[T any](row *sql.Row, scan func(scanner) (T, error)) (T, error) {
+func one[T any](row row, scan func(scanner) (T, error)) (T, error) {
 	v, err := scan(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		var zero T
@@ -349,7 +467,7 @@ func one[T any](row *sql.Row, scan func(scanner) (T, error)) (T, error) {
 }
 
 // all scans every row.
-func all[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+func all[T any](rows rows, err error, scan func(scanner) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -215,10 +215,9 @@ func scanConversation(s scanner) (*store.Conversation, error) {
 }
 
 func (t *tx) ConversationCreate(ctx context.Context, v *store.Conversation) error {
-	_, err := t.exec(ctx, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.execLater(ctx, nil, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.BindingID, v.Channel, nullStr(v.Key), v.Status, nullStr(v.RuntimeSessionID), ts(v.CreatedAt),
 		ts(v.LastEventAt), nullTS(v.EndedAt))
-	return err
 }
 
 func (t *tx) ConversationGet(ctx context.Context, id string) (*store.Conversation, error) {
@@ -231,7 +230,7 @@ func (t *tx) ConversationGetOpenByKey(ctx context.Context, bindingID, key string
 }
 
 func (t *tx) ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error {
-	return t.execOne(ctx, `UPDATE conversations SET last_event_at = ? WHERE id = ?`, ts(lastEventAt), id)
+	return t.execLater(ctx, mustExist, `UPDATE conversations SET last_event_at = ? WHERE id = ?`, ts(lastEventAt), id)
 }
 
 func (t *tx) ConversationEnd(ctx context.Context, id string, at time.Time) error {
@@ -246,7 +245,7 @@ func (t *tx) ConversationEnd(ctx context.Context, id string, at time.Time) error
 }
 
 func (t *tx) ConversationSetSession(ctx context.Context, id, sessionID string) error {
-	return t.execOne(ctx, `UPDATE conversations SET runtime_session_id = ? WHERE id = ?`, nullStr(sessionID), id)
+	return t.execLater(ctx, mustExist, `UPDATE conversations SET runtime_session_id = ? WHERE id = ?`, nullStr(sessionID), id)
 }
 
 // ---- events
@@ -280,10 +279,9 @@ func (t *tx) EventCreate(ctx context.Context, v *store.Event) error {
 	if attachments == "" {
 		attachments = "[]"
 	}
-	_, err = t.exec(ctx, `INSERT INTO events (`+eventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.execLater(ctx, nil, `INSERT INTO events (`+eventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.BindingID, v.ConversationID, v.Channel, v.Sender, ts(v.ReceivedAt), string(headers),
 		[]byte(v.Payload), attachments, nullStr(v.DedupeKey), boolInt(v.FollowUp))
-	return err
 }
 
 func (t *tx) EventGet(ctx context.Context, id string) (*store.Event, error) {
@@ -324,12 +322,11 @@ func scanWork(s scanner) (*store.Work, error) {
 }
 
 func (t *tx) WorkCreate(ctx context.Context, v *store.Work) error {
-	_, err := t.exec(ctx, `INSERT INTO work (`+workCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return t.execLater(ctx, nil, `INSERT INTO work (`+workCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.EndpointID, v.ConversationID, v.EventID, v.Generation, nullStr(v.ReplayOf), v.DeliveryID,
 		nullStr(v.CredentialID), string(v.Status), v.Sequence, nullStr(v.RuntimeSessionID), nullStr(v.ResultSummary),
 		nullStr(v.ResultURL), nullJSON(v.Requests), nullJSON(v.Error), v.Callbacks, ts(v.CreatedAt), ts(v.UpdatedAt),
 		nullTS(v.EndedAt))
-	return err
 }
 
 func (t *tx) WorkGet(ctx context.Context, id string) (*store.Work, error) {
@@ -341,7 +338,7 @@ func (t *tx) WorkGetForUpdate(ctx context.Context, id string) (*store.Work, erro
 }
 
 func (t *tx) WorkUpdate(ctx context.Context, v *store.Work) error {
-	return t.execOne(ctx, `UPDATE work SET status = ?, sequence = ?, runtime_session_id = ?, result_summary = ?, result_url = ?,
+	return t.execLater(ctx, mustExist, `UPDATE work SET status = ?, sequence = ?, runtime_session_id = ?, result_summary = ?, result_url = ?,
 		requests = ?, error = ?, callbacks = ?, updated_at = ?, ended_at = ? WHERE id = ?`,
 		string(v.Status), v.Sequence, nullStr(v.RuntimeSessionID), nullStr(v.ResultSummary), nullStr(v.ResultURL),
 		nullJSON(v.Requests), nullJSON(v.Error), v.Callbacks, ts(v.UpdatedAt), nullTS(v.EndedAt), v.ID)
@@ -401,11 +398,10 @@ func scanCallback(s scanner) (*store.Callback, error) {
 }
 
 func (t *tx) CallbackCreate(ctx context.Context, v *store.Callback) error {
-	_, err := t.exec(ctx, `INSERT INTO work_callbacks (`+callbackCols+`, seq)
+	return t.execLater(ctx, nil, `INSERT INTO work_callbacks (`+callbackCols+`, seq)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM work_callbacks WHERE work_id = ?))`,
 		v.WorkID, v.CallbackID, v.Sequence, string(v.Status), v.OccurredAt, nullStr(v.RuntimeSessionID), v.Body, v.BodyHash,
 		boolInt(v.Stale), string(v.WorkStatus), v.CredentialID, ts(v.RecordedAt), v.WorkID)
-	return err
 }
 
 func (t *tx) CallbackGet(ctx context.Context, workID, callbackID string) (*store.Callback, error) {
@@ -416,6 +412,21 @@ func (t *tx) CallbackGet(ctx context.Context, workID, callbackID string) (*store
 func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*store.Callback, error) {
 	return one(t.queryRow(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND sequence = ?`,
 		workID, sequence), scanCallback)
+}
+
+func (t *tx) CallbackFind(ctx context.Context, workID, callbackID string, sequence int64) (byID, bySequence *store.Callback, err error) {
+	rows, err := t.query(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND (callback_id = ? OR sequence = ?)`,
+		workID, callbackID, sequence)
+	found, err := all(rows, err, scanCallback)
+	for _, c := range found {
+		if c.CallbackID == callbackID {
+			byID = c
+		}
+		if c.Sequence == sequence {
+			bySequence = c
+		}
+	}
+	return byID, bySequence, err
 }
 
 func (t *tx) CallbackList(ctx context.Context, workID string, limit int) ([]*store.Callback, error) {

@@ -36,6 +36,8 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 		{"RequestIdempotencyKey", testRequestIdempotencyKey},
 		{"RequestResolve", testRequestResolve},
 		{"RequestResolveConcurrent", testRequestResolveConcurrent},
+		{"WritesFailTogether", testWritesFailTogether},
+		{"RequestGetShared", testRequestGetShared},
 		{"RequestList", testRequestList},
 		{"RequestPendingIDs", testRequestPendingIDs},
 		{"RequestDueForExpiry", testRequestDueForExpiry},
@@ -698,6 +700,121 @@ func testRequestResolve(t *testing.T, e *env) {
 		e.now.Add(agentowl.RetentionAfterDecision))
 	equal(t, "cancelled without note or decider", e.getRequest(t, cancelled.ID), cancelled)
 }
+
+// testRequestGetShared: the request and its instance in one read, as
+// RequestGet and InstanceGet return them.
+func testRequestGetShared(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	in := e.instance(t, ten.ID, e.now)
+	r := e.request(t, in, e.now)
+	for _, write := range []bool{false, true} {
+		var got *agentowl.ApprovalRequest
+		var inst *agentowl.Instance
+		fn := func(tx store.Tx) (err error) {
+			got, inst, err = tx.RequestGetShared(e.ctx, r.ID)
+			return err
+		}
+		if write {
+			e.write(t, fn)
+		} else if err := e.readErr(fn); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "request", got, r)
+		equal(t, "instance", inst, read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, in.ID) }))
+	}
+	wantErr(t, "unknown request", e.writeErr(func(tx store.Tx) error {
+		_, _, err := tx.RequestGetShared(e.ctx, uuid.NewString())
+		return err
+	}), store.ErrNotFound)
+}
+
+// testWritesFailTogether: a write whose statement fails leaves nothing of
+// its transaction behind, also when the PostgreSQL store held the earlier
+// writes back to send them with the COMMIT (sqlstore/pgx.go), and a
+// statement after a held-back write sees it.
+func testWritesFailTogether(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	in := e.instance(t, ten.ID, e.now)
+	decided := e.request(t, in, e.now)
+	e.resolve(t, decided, denied(e.now), e.now.Add(agentowl.RetentionAfterDecision))
+	audits := func() int {
+		return len(read(t, e, func(tx store.Tx) ([]*agentowl.AuditEntry, error) {
+			return tx.AuditList(e.ctx, store.AuditListParams{TenantID: ten.ID, Limit: 100})
+		}))
+	}
+	entry := func() *agentowl.AuditEntry {
+		return &agentowl.AuditEntry{TenantID: ten.ID, At: e.now, Actor: "operator:ann", Action: "approval.decide", Target: "x"}
+	}
+	absent := func(what string, r *agentowl.ApprovalRequest) {
+		t.Helper()
+		wantErr(t, what, e.readErr(func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err }), store.ErrNotFound)
+	}
+
+	for _, c := range []struct {
+		what string
+		fail func(tx store.Tx) error
+		want error
+	}{
+		{"duplicate insert", func(tx store.Tx) error { return tx.RequestCreate(e.ctx, decided) }, store.ErrConflict},
+		{"resolve of a decided request", func(tx store.Tx) error {
+			return tx.RequestResolve(e.ctx, decided.ID, approved(e.now), e.now)
+		}, store.ErrConflict},
+		{"resolve of an unknown request", func(tx store.Tx) error {
+			return tx.RequestResolve(e.ctx, uuid.NewString(), approved(e.now), e.now)
+		}, store.ErrNotFound},
+		{"update of unknown work", func(tx store.Tx) error {
+			return tx.WorkUpdate(e.ctx, &store.Work{ID: uuid.NewString(), Status: "accepted"})
+		}, store.ErrNotFound},
+		{"caller's error", func(store.Tx) error { return errCaller }, errCaller},
+	} {
+		fresh := newRequest(in, e.now)
+		before := audits()
+		err := e.writeErr(func(tx store.Tx) error {
+			if err := tx.RequestCreate(e.ctx, fresh); err != nil {
+				return err
+			}
+			if err := tx.AuditAppend(e.ctx, entry()); err != nil {
+				return err
+			}
+			if err := c.fail(tx); err != nil {
+				return err
+			}
+			return tx.AuditAppend(e.ctx, entry())
+		})
+		wantErr(t, c.what, err, c.want)
+		absent(c.what+": the request written before", fresh)
+		if n := audits(); n != before {
+			t.Fatalf("%s: %d audit entries, want %d", c.what, n, before)
+		}
+	}
+
+	// A read after a held-back write sees it, and an ID read back with the
+	// commit is there once Write returns.
+	fresh := newRequest(in, e.now)
+	a := entry()
+	e.write(t, func(tx store.Tx) error {
+		if err := tx.RequestCreate(e.ctx, fresh); err != nil {
+			return err
+		}
+		if err := tx.AuditAppend(e.ctx, a); err != nil {
+			return err
+		}
+		got, err := tx.RequestGet(e.ctx, fresh.ID)
+		if err != nil {
+			return err
+		}
+		equal(t, "read after the insert", got, fresh)
+		return tx.RequestResolve(e.ctx, fresh.ID, denied(e.now), e.now.Add(agentowl.RetentionAfterDecision))
+	})
+	if a.ID == 0 {
+		t.Fatal("audit entry ID not set after the commit")
+	}
+	if got := e.getRequest(t, fresh.ID); got.Status != agentowl.StatusDenied {
+		t.Fatalf("request after insert and resolve in one write: %s", got.Status)
+	}
+}
+
+var errCaller = errors.New("the caller's own failure")
 
 func testRequestResolveConcurrent(t *testing.T, e *env) {
 	ten := e.tenant(t)

@@ -592,6 +592,31 @@ func testCallbacks(t *testing.T, e *env) {
 		_, err := tx.CallbackGet(e.ctx, w.ID, "w:7")
 		return err
 	}), store.ErrNotFound)
+	// CallbackFind: both lookups at once, nil for the one not found.
+	for _, c := range []struct {
+		id          string
+		seq         int64
+		byID, bySeq *store.Callback
+	}{
+		{"w:2", 9, c2, c9}, {"w:2", 2, c2, c2}, {"w:7", 9, nil, c9}, {"w:2", 7, c2, nil}, {"w:7", 7, nil, nil},
+	} {
+		var byID, bySeq *store.Callback
+		if err := e.readErr(func(tx store.Tx) (err error) {
+			byID, bySeq, err = tx.CallbackFind(e.ctx, w.ID, c.id, c.seq)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if (byID == nil) != (c.byID == nil) || (bySeq == nil) != (c.bySeq == nil) {
+			t.Fatalf("CallbackFind(%s, %d) = %v, %v", c.id, c.seq, byID, bySeq)
+		}
+		if byID != nil {
+			equal(t, "found by ID", byID, c.byID)
+		}
+		if bySeq != nil {
+			equal(t, "found by sequence", bySeq, c.bySeq)
+		}
+	}
 	wantErr(t, "a callback ID taken twice", e.writeErr(func(tx store.Tx) error {
 		return tx.CallbackCreate(e.ctx, mk(w, "w:5", 6, false))
 	}), store.ErrConflict)
