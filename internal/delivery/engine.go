@@ -198,6 +198,7 @@ type Engine struct {
 	dests      *destinations
 	finishes   chan finishReq
 	destSlots  *sharedSlots
+	lag        lag
 }
 
 // New returns an Engine, or an error for a configuration it refuses (see
@@ -219,6 +220,7 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 		hostRate:   ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
 		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock),
 		dests:      &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
+		lag:        lag{starting: map[string]time.Time{}},
 	}
 	// A slot must outlast any attempt started on it (its wait for a slot
 	// included), with room to spare.
@@ -300,6 +302,7 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	e.lag.claimed(msgs, len(msgs) == free)
 	targets := e.resolveAll(context.WithoutCancel(ctx), msgs) // claimed messages are attempted even at shutdown
 	for _, m := range msgs {
 		e.slots <- struct{}{}
@@ -369,6 +372,7 @@ func (e *Engine) resolveAll(ctx context.Context, msgs []*store.Message) map[stri
 // (nil when the destination no longer exists) and records it; sent is
 // called once the exchange with the receiver is over.
 func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target *Target, err error, sent func()) {
+	e.lag.started(m.ID)
 	start := e.clock.Now()
 	a := store.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
 	if err != nil {

@@ -962,3 +962,45 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		}
 	})
 }
+
+// Backlog counts how long due messages have waited for the engine itself:
+// not a message whose attempt is under way (however slow its receiver),
+// but the due messages left in the store while the engine has no room to
+// claim them. It is zero again once the engine has caught up.
+func TestEngineBacklog(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		release := make(chan struct{})
+		var once sync.Once
+		open := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(open)
+		r := newReceiver(t, f.clock, func(int) (int, http.Header) { <-release; return http.StatusNoContent, nil })
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{Concurrency: 2})
+		if d := e.Backlog(); d != 0 {
+			t.Fatalf("idle engine: backlog %s", d)
+		}
+		// One attempt under way, with room for another: no backlog, even
+		// as its receiver takes its time.
+		ms := []*store.Message{f.message("d", time.Hour)}
+		e.Wake()
+		waitFor(t, "the first attempt", func() bool { return len(r.received()) == 1 }, e)
+		f.clock.Advance(300 * time.Millisecond)
+		if d := e.Backlog(); d != 0 {
+			t.Fatalf("one attempt under way: backlog %s, want 0", d)
+		}
+		// The second takes the last room: its claim took all it asked
+		// for, so what is due after it waits in the store, counted from
+		// its due time.
+		ms = append(ms, f.message("d", time.Hour))
+		e.Wake()
+		waitFor(t, "the second attempt", func() bool { return len(r.received()) == 2 }, e)
+		ms = append(ms, f.message("d", time.Hour))
+		f.clock.Advance(300 * time.Millisecond)
+		if d := e.Backlog(); d != 300*time.Millisecond {
+			t.Fatalf("engine full, a message due: backlog %s, want 300ms", d)
+		}
+		open()
+		ids := []string{ms[0].ID, ms[1].ID, ms[2].ID}
+		waitFor(t, "every delivery and no backlog", func() bool { return f.allDelivered(ids) && e.Backlog() == 0 }, e)
+	})
+}
