@@ -238,8 +238,15 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 func (e *Engine) Metrics() *Metrics { return e.metrics }
 
 // Wake asks the engine to look for due messages now; call it after
-// committing a new message so the first attempt is prompt.
+// committing a new message so the first attempt is prompt. Until the
+// engine's next claim begins, that message counts in Backlog.
 func (e *Engine) Wake() {
+	e.lag.woke()
+	e.poke()
+}
+
+// poke makes the engine look for due messages now.
+func (e *Engine) poke() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
@@ -294,12 +301,14 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	l := e.newLease()
+	e.lag.claiming()
 	var msgs []*store.Message
 	err := e.store.Write(ctx, func(tx store.Tx) (err error) {
 		msgs, err = tx.MessageClaim(ctx, store.ClaimParams{Now: l.clockStart, LeaseUntil: l.clockStart.Add(l.length), Owner: e.owner, Limit: free})
 		return err
 	})
 	if err != nil {
+		e.lag.claimed(nil, true) // what it was to take still waits
 		return 0, err
 	}
 	e.lag.claimed(msgs, len(msgs) == free)
@@ -311,7 +320,7 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 		// The slot frees once the exchange with the receiver is over; the
 		// outcome is then recorded in the next batch while other attempts go
 		// out. The message stays leased until its outcome is recorded.
-		freeSlot := sync.OnceFunc(func() { <-e.slots; e.Wake() }) // a free slot may take the next due message
+		freeSlot := sync.OnceFunc(func() { <-e.slots; e.poke() }) // a free slot may take the next due message
 		go func() {
 			defer e.inflight.Done()
 			defer func() { <-e.unrecorded }()
