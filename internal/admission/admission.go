@@ -58,11 +58,11 @@ type Config struct {
 	// process. Defaults to DefaultConcurrency.
 	Concurrency int
 	// Backlog, when set, reports how long the delivery engine is behind:
-	// how long the oldest message it has not started sending has been due
-	// (delivery.Engine.Backlog). A write's wait for its turn is bounded by
-	// MaxWait less the backlog, and a write is refused at once while the
-	// backlog is MaxWait or more. Nil (no engine in this process) counts
-	// no backlog.
+	// how long the oldest message it has not begun to attempt has waited
+	// for it (delivery.Engine.Backlog). A write's wait for its turn is
+	// bounded by MaxWait less the backlog, and a write is refused at once
+	// while the backlog is MaxWait or more. Nil (no engine in this
+	// process) counts no backlog.
 	Backlog func() time.Duration
 }
 
