@@ -97,7 +97,7 @@ var settings = []setting{
 	{section: "HTTP", env: "AGENTOWL_MAX_CONNECTIONS", def: "1024", bound: "≥ 1",
 		help: "HTTP connections served at once", set: count(func(c *server.Config) *int { return &c.HTTP.MaxConnections }, 0)},
 	{section: "HTTP", env: "AGENTOWL_ADMISSION_MAX_WAIT", def: "250ms", bound: "a positive duration",
-		help: "longest a write (request created, decision, callback, inbound event) waits for its turn; one that would wait longer is refused with 503 overloaded and Retry-After",
+		help: "longest a write (request created, decision, callback, inbound event) waits for its turn, shared with the delivery engine's backlog (and with its own write when it must wait); one that would wait longer is refused with 503 overloaded and Retry-After",
 		set:  duration(func(c *server.Config) *time.Duration { return &c.HTTP.Admission.MaxWait })},
 	{section: "HTTP", env: "AGENTOWL_ADMISSION_CONCURRENCY", def: "64", bound: "≥ 1",
 		help: "writes of each of those surfaces that run at once per process; the others wait in line",

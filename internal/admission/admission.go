@@ -7,6 +7,12 @@
 // them, and the caller (an AAP client, an SDK, a provider's webhook) retries
 // later instead of piling onto a queue that only grows.
 //
+// A queue also sees the delivery engine's backlog (Config.Backlog): a write
+// is admitted only while the backlog and its own wait together stay within
+// MaxWait, so that what a decision or an event starts (its delivery) is
+// bounded end to end, not only its write. While the engine lags, new writes
+// would take the CPU and the database it needs to catch up.
+//
 // A refused write was never started: nothing of it is stored, and a retry
 // with the same idempotency key (or event ID) is safe. An admitted write
 // runs to its end; the queue never abandons one it took.
@@ -51,6 +57,13 @@ type Config struct {
 	// Concurrency is how many writes of a surface run at once in this
 	// process. Defaults to DefaultConcurrency.
 	Concurrency int
+	// Backlog, when set, reports how long the delivery engine is behind:
+	// how long the oldest message it has not begun to attempt has waited
+	// for it (delivery.Engine.Backlog). A write's wait for its turn is
+	// bounded by MaxWait less the backlog, and a write is refused at once
+	// while the backlog is MaxWait or more. Nil (no engine in this
+	// process) counts no backlog.
+	Backlog func() time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -67,6 +80,7 @@ func (c Config) withDefaults() Config {
 type Set struct {
 	queues   map[string]*Queue
 	rejected *prometheus.CounterVec
+	behind   *prometheus.CounterVec
 	waiting  *prometheus.GaugeVec
 }
 
@@ -79,7 +93,11 @@ func New(cfg Config, clock agentowl.Clock) *Set {
 	s := &Set{queues: map[string]*Queue{},
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentowl_admission_rejected_total",
-			Help: "Writes refused with 503 overloaded because they would have waited longer than the admission queue's maximum wait, by surface.",
+			Help: "Writes refused with 503 overloaded because they would have waited longer than the admission queue's maximum wait (delivery backlog included), by surface.",
+		}, []string{"surface"}),
+		behind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentowl_admission_backlog_rejected_total",
+			Help: "Of agentowl_admission_rejected_total, the writes refused because the delivery engine's backlog left no wait: the backlog was the admission queue's maximum wait or more, by surface.",
 		}, []string{"surface"}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentowl_admission_waiting",
@@ -88,7 +106,7 @@ func New(cfg Config, clock agentowl.Clock) *Set {
 	}
 	for _, name := range Surfaces {
 		s.queues[name] = &Queue{surface: name, cfg: cfg, clock: clock, slots: make(chan struct{}, cfg.Concurrency),
-			rejected: s.rejected.WithLabelValues(name), waitingGauge: s.waiting.WithLabelValues(name)}
+			rejected: s.rejected.WithLabelValues(name), behind: s.behind.WithLabelValues(name), waitingGauge: s.waiting.WithLabelValues(name)}
 	}
 	return s
 }
@@ -105,7 +123,7 @@ func (s *Set) Queue(surface string) *Queue {
 
 // Collectors are the metrics to register on /metrics.
 func (s *Set) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.rejected, s.waiting}
+	return []prometheus.Collector{s.rejected, s.behind, s.waiting}
 }
 
 // Queue admits the writes of one surface.
@@ -117,26 +135,42 @@ type Queue struct {
 	waiting      atomic.Int64
 	serviceNanos atomic.Int64 // moving average of a write's duration
 	rejected     prometheus.Counter
+	behind       prometheus.Counter
 	waitingGauge prometheus.Gauge
 }
 
 // Admit waits for the write's turn and returns the function that ends it
 // (call it once, when the write is done), or an *agentowl.Error with code
-// overloaded when the write would wait longer than MaxWait, or ctx's error
-// when the caller went away first.
+// overloaded when the write would wait longer than its budget, or ctx's
+// error when the caller went away first.
 //
-// A write is refused at once when the writes already waiting, at the
-// average pace of the last writes, need longer than MaxWait to start; it
-// is refused after MaxWait when its turn has not come by then (the pace
-// changed, or none is known yet).
+// MaxWait bounds what a write spends queued, in this queue and then, for
+// what it hands to the delivery engine, in the engine's backlog: the
+// budget of its wait is MaxWait less the backlog. None is left (the write
+// is refused at once, even with a turn free) while the engine is MaxWait
+// or more behind. A write that finds a turn free runs at once; one that
+// must wait is admitted only if it can also be done within the budget: it
+// is refused at once when the writes already waiting, at the average pace
+// of the last writes, and its own write (that average) need longer, and
+// once its budget less that average passes when its turn has not come by
+// then (the pace changed, or none is known yet).
 func (q *Queue) Admit(ctx context.Context) (func(), error) {
+	budget := q.cfg.MaxWait
+	if q.cfg.Backlog != nil {
+		if budget -= q.cfg.Backlog(); budget <= 0 {
+			q.behind.Inc()
+			return nil, q.refuse()
+		}
+	}
 	select {
 	case q.slots <- struct{}{}:
 		return q.started(), nil
 	default:
 	}
+	service := q.serviceNanos.Load()
+	budget -= time.Duration(service)
 	ahead := q.waiting.Load() + 1
-	if est := time.Duration(q.serviceNanos.Load() * ahead / int64(cap(q.slots))); est > q.cfg.MaxWait {
+	if est := time.Duration(service * ahead / int64(cap(q.slots))); est > budget {
 		return nil, q.refuse()
 	}
 	q.waiting.Add(1)
@@ -148,7 +182,7 @@ func (q *Queue) Admit(ctx context.Context) (func(), error) {
 	select {
 	case q.slots <- struct{}{}:
 		return q.started(), nil
-	case <-q.clock.After(q.cfg.MaxWait):
+	case <-q.clock.After(budget):
 		// The turn may have come together with the deadline: take it
 		// rather than refuse a write that can run now.
 		select {

@@ -3,6 +3,7 @@ package admission_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,12 @@ func newSet(concurrency int) (*admission.Set, *clocktest.Fake) {
 // rejected sums agentowl_admission_rejected_total over the surfaces.
 func rejected(t *testing.T, set *admission.Set) float64 {
 	t.Helper()
+	return counted(t, set, "agentowl_admission_rejected_total")
+}
+
+// counted sums the counter name over the surfaces.
+func counted(t *testing.T, set *admission.Set, name string) float64 {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(set.Collectors()...)
 	mfs, err := reg.Gather()
@@ -29,7 +36,7 @@ func rejected(t *testing.T, set *admission.Set) float64 {
 	}
 	var n float64
 	for _, mf := range mfs {
-		if mf.GetName() == "agentowl_admission_rejected_total" {
+		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
 				n += m.GetCounter().GetValue()
 			}
@@ -130,4 +137,56 @@ func TestCallerGone(t *testing.T) {
 	if n := rejected(t, set); n != 0 {
 		t.Fatalf("rejected counter %v, want 0", n)
 	}
+}
+
+// The delivery backlog takes its share of the maximum wait: while it is the
+// maximum wait or more, a write is refused at once even with a turn free
+// (counted as refused, and as refused for the backlog); below it, a write
+// that must wait does so for the maximum wait less the backlog and less the
+// time a write takes (the pace of the last writes), so that its wait, its
+// write and the backlog ahead of its delivery fit in the maximum wait.
+func TestDeliveryBacklogTakesTheWait(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var backlog atomic.Int64
+	set := admission.New(admission.Config{Concurrency: 1, MaxWait: 250 * time.Millisecond,
+		Backlog: func() time.Duration { return time.Duration(backlog.Load()) }}, clock)
+	q := set.Queue(admission.Decisions)
+
+	backlog.Store(int64(250 * time.Millisecond))
+	_, err := q.Admit(context.Background())
+	wantOverloaded(t, err)
+	if clock.Waiters() != 0 || q.Waiting() != 0 {
+		t.Fatal("the write refused for the backlog waited")
+	}
+	if n, b := rejected(t, set), counted(t, set, "agentowl_admission_backlog_rejected_total"); n != 1 || b != 1 {
+		t.Fatalf("rejected %v, for the backlog %v; want 1 and 1", n, b)
+	}
+
+	backlog.Store(int64(100 * time.Millisecond))
+	done := admit(t, q) // a turn is free: it runs despite the backlog
+	clock.Advance(50 * time.Millisecond)
+	done() // writes take 50ms
+	held := admit(t, q)
+	got := make(chan error, 1)
+	go func() {
+		_, err := q.Admit(context.Background())
+		got <- err
+	}()
+	for clock.Waiters() == 0 {
+		time.Sleep(time.Millisecond) // synchronizes only: the write has parked on the clock
+	}
+	clock.Advance(99 * time.Millisecond) // 250 − 100 (backlog) − 50 (its write) = 100ms to wait
+	select {
+	case err := <-got:
+		t.Fatalf("the write ended its wait before its budget: %v", err)
+	default:
+	}
+	clock.Advance(time.Millisecond)
+	wantOverloaded(t, <-got)
+	if n, b := rejected(t, set), counted(t, set, "agentowl_admission_backlog_rejected_total"); n != 2 || b != 1 {
+		t.Fatalf("rejected %v, for the backlog %v; want 2 and 1", n, b)
+	}
+	held()
+	backlog.Store(0)
+	admit(t, q)()
 }

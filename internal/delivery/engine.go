@@ -198,6 +198,7 @@ type Engine struct {
 	dests      *destinations
 	finishes   chan finishReq
 	destSlots  *sharedSlots
+	lag        lag
 }
 
 // New returns an Engine, or an error for a configuration it refuses (see
@@ -219,6 +220,7 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 		hostRate:   ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
 		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock),
 		dests:      &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
+		lag:        lag{starting: map[string]time.Time{}},
 	}
 	// A slot must outlast any attempt started on it (its wait for a slot
 	// included), with room to spare.
@@ -236,8 +238,15 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 func (e *Engine) Metrics() *Metrics { return e.metrics }
 
 // Wake asks the engine to look for due messages now; call it after
-// committing a new message so the first attempt is prompt.
+// committing a new message so the first attempt is prompt. Until the
+// engine's next claim begins, that message counts in Backlog.
 func (e *Engine) Wake() {
+	e.lag.woke()
+	e.poke()
+}
+
+// poke makes the engine look for due messages now.
+func (e *Engine) poke() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
@@ -292,14 +301,17 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	l := e.newLease()
+	e.lag.claiming()
 	var msgs []*store.Message
 	err := e.store.Write(ctx, func(tx store.Tx) (err error) {
 		msgs, err = tx.MessageClaim(ctx, store.ClaimParams{Now: l.clockStart, LeaseUntil: l.clockStart.Add(l.length), Owner: e.owner, Limit: free})
 		return err
 	})
 	if err != nil {
+		e.lag.claimed(nil, true) // what it was to take still waits
 		return 0, err
 	}
+	e.lag.claimed(msgs, len(msgs) == free)
 	targets := e.resolveAll(context.WithoutCancel(ctx), msgs) // claimed messages are attempted even at shutdown
 	for _, m := range msgs {
 		e.slots <- struct{}{}
@@ -308,7 +320,7 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 		// The slot frees once the exchange with the receiver is over; the
 		// outcome is then recorded in the next batch while other attempts go
 		// out. The message stays leased until its outcome is recorded.
-		freeSlot := sync.OnceFunc(func() { <-e.slots; e.Wake() }) // a free slot may take the next due message
+		freeSlot := sync.OnceFunc(func() { <-e.slots; e.poke() }) // a free slot may take the next due message
 		go func() {
 			defer e.inflight.Done()
 			defer func() { <-e.unrecorded }()
@@ -369,6 +381,7 @@ func (e *Engine) resolveAll(ctx context.Context, msgs []*store.Message) map[stri
 // (nil when the destination no longer exists) and records it; sent is
 // called once the exchange with the receiver is over.
 func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target *Target, err error, sent func()) {
+	e.lag.started(m.ID)
 	start := e.clock.Now()
 	a := store.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
 	if err != nil {

@@ -962,3 +962,45 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		}
 	})
 }
+
+// Backlog counts how long messages have waited for the engine itself: not
+// a message whose attempt is under way (however slow its receiver), but the
+// due messages left in the store while the engine has no room to claim
+// them. It is zero again once the engine has caught up. (It is real time,
+// the engine's pace: the test checks when there is a backlog, not how
+// long.) Each message wakes the engine once, as a commit does; the waits
+// below do not wake it again, as a wake counts as a message committed.
+func TestEngineBacklog(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		release := make(chan struct{})
+		var once sync.Once
+		open := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(open)
+		r := newReceiver(t, f.clock, func(int) (int, http.Header) { <-release; return http.StatusNoContent, nil })
+		f.point("d", r)
+		e := f.engine(r.srv.Client(), delivery.Config{Concurrency: 2})
+		if d := e.Backlog(); d != 0 {
+			t.Fatalf("idle engine: backlog %s", d)
+		}
+		// Claimed and under way, with room for another: no backlog,
+		// however long its receiver takes.
+		ms := []*store.Message{f.message("d", time.Hour)}
+		e.Wake()
+		waitFor(t, "the first attempt", func() bool { return len(r.received()) == 1 })
+		waitFor(t, "no backlog with one attempt under way", func() bool { return e.Backlog() == 0 })
+		// The second takes the last room: its claim took all it asked
+		// for, so more may wait in the store, and they count.
+		ms = append(ms, f.message("d", time.Hour))
+		e.Wake()
+		waitFor(t, "the second attempt", func() bool { return len(r.received()) == 2 })
+		ms = append(ms, f.message("d", time.Hour))
+		e.Wake()
+		if d := e.Backlog(); d <= 0 {
+			t.Fatalf("engine full, a message waiting: backlog %s, want some", d)
+		}
+		open()
+		ids := []string{ms[0].ID, ms[1].ID, ms[2].ID}
+		waitFor(t, "every delivery", func() bool { return f.allDelivered(ids) }, e)
+		waitFor(t, "no backlog once caught up", func() bool { return e.Backlog() == 0 })
+	})
+}

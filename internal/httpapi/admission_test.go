@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,6 +234,10 @@ func TestAdmissionOverload(t *testing.T) {
 				}
 			}
 		})
+		t.Run(b.Name+"/delivery-backlog", func(t *testing.T) {
+			t.Parallel()
+			testBacklogRefusal(t, b)
+		})
 		t.Run(b.Name+"/decisions", func(t *testing.T) {
 			t.Parallel()
 			o := startOverload(t, b)
@@ -247,5 +252,45 @@ func TestAdmissionOverload(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// While the delivery engine is the maximum wait behind, a decision is
+// refused with 503 overloaded and Retry-After even though its queue has
+// room: what it would hand to the engine would wait longer than the wait
+// allows. It is counted in /metrics (as refused, and as refused for the
+// backlog), nothing of it is stored, and sent again once the engine has
+// caught up it is taken. The backlog is the test's (the engine's own is
+// tested in internal/delivery).
+func testBacklogRefusal(t *testing.T, b storetest.Backend) {
+	var backlog atomic.Int64
+	sc := servertest.Config(t, b)
+	overloadConfig(&sc)
+	sc.HTTP.Admission.Backlog = func() time.Duration { return time.Duration(backlog.Load()) }
+	o := newOverloadEnv(t, start(t, sc), sc)
+	_, cred := o.h.instance()
+	id := submit(t, o.env, cred, refundBody()).ID
+	backlog.Store(int64(admission.DefaultMaxWait))
+	r := decide(o.env, id, "approve")
+	if r.Status != http.StatusServiceUnavailable || r.ErrorCode(t) != "overloaded" || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("a decision while deliveries lag: got %d %s (Retry-After %q), want 503 overloaded with Retry-After: 1",
+			r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	if got := getRequest(t, o.env, cred, id); got.Status != "pending" {
+		t.Fatalf("the refused decision's request: %s, want pending", got.Status)
+	}
+	backlog.Store(0)
+	if r := decide(o.env, id, "approve"); r.Status != http.StatusOK {
+		t.Fatalf("the decision sent again: got %d %s, want 200", r.Status, r.Body)
+	}
+	if got := getRequest(t, o.env, cred, id); got.Status != "approved" {
+		t.Fatalf("request %s: %s, want approved", id, got.Status)
+	}
+	m := o.do("GET", "/metrics", "", nil)
+	for _, want := range []string{`agentowl_admission_rejected_total{surface="decisions"} 1`,
+		`agentowl_admission_backlog_rejected_total{surface="decisions"} 1`} {
+		if !strings.Contains(string(m.Body), want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -265,6 +265,13 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.notify = notify.New(s.store, cfg.Clock)
 	hc := cfg.HTTP
 	hc.PublicURL = s.work.Config().PublicURL
+	if !cfg.NoDelivery && hc.Admission.Backlog == nil {
+		// Writes wait for their turn only as long as the engine's backlog
+		// leaves of the admission wait: the delay from a write to its
+		// delivery stays bounded, and a lagging engine gets the CPU and the
+		// database back.
+		hc.Admission.Backlog = s.engine.Backlog
+	}
 	cc := cfg.Console
 	cc.PublicURL = hc.PublicURL
 	web, err := console.New(console.Services{Access: s.access, Approval: s.approval, Work: s.work, Notify: s.notify,
