@@ -205,12 +205,8 @@ func (s *Service) recorded(ctx context.Context, b *store.Binding, key string) (*
 		out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}
 		return nil
 	}
-	// Most events are no retry: look without waiting for the WAL sync (a
-	// miss only prepares the write, whose insert the dedupe key guards)...
-	if err := s.store.ReadUnsynced(ctx, look); err != nil || out == nil {
-		return nil, err
-	}
-	// ...and answer a retry from what is durable.
+	// Outside the write: most events are no retry, and a miss only prepares
+	// the write, whose insert the dedupe key guards.
 	if err := s.store.Read(ctx, look); err != nil {
 		return nil, err
 	}

@@ -35,14 +35,8 @@ var (
 // COMMITTED, without a transaction), so a Read must not rely on two of its
 // statements agreeing.
 type Store interface {
-	// Read runs fn's read-only statements. It returns once what they saw is
-	// durable (SQLite syncs its WAL after commits: sqlstore's durability).
+	// Read runs fn's read-only statements.
 	Read(ctx context.Context, fn func(Tx) error) error
-	// ReadUnsynced is Read without the wait for durability: what it sees
-	// may be lost on a power failure. It is for reads that only prepare a
-	// Write, which waits, and re-checks in its transaction whatever must not
-	// have changed; never answer a caller from it.
-	ReadUnsynced(ctx context.Context, fn func(Tx) error) error
 	// Write runs fn in a read-write transaction and commits if fn returns nil.
 	// fn may be retried on a serialization failure, so it must not have side
 	// effects outside tx.

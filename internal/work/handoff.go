@@ -102,7 +102,7 @@ type Route struct {
 // ReadRoute reads the route to endpoint id.
 func (s *Service) ReadRoute(ctx context.Context, id string) (*Route, error) {
 	r := &Route{}
-	err := s.store.ReadUnsynced(ctx, func(tx store.Tx) error { // it only prepares the handoff's write
+	err := s.store.Read(ctx, func(tx store.Tx) error {
 		ep, err := tx.EndpointGet(ctx, id)
 		if err != nil {
 			return err

@@ -36,7 +36,6 @@ const (
 type checkpointed struct {
 	*sqlstore.DB
 	ckpt *checkpointer
-	wal  *walFile
 }
 
 // Write implements store.Store: the write, then a nudge to the
@@ -47,13 +46,10 @@ func (s *checkpointed) Write(ctx context.Context, fn func(store.Tx) error) error
 	return err
 }
 
-// Close implements store.Store: the checkpointer stops first, and the WAL
-// is closed after the store's last sync.
+// Close implements store.Store: the checkpointer stops first.
 func (s *checkpointed) Close() error {
 	s.ckpt.close()
-	err := s.DB.Close()
-	s.wal.close()
-	return err
+	return s.DB.Close()
 }
 
 type checkpointer struct {

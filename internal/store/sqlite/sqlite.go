@@ -66,12 +66,6 @@ func Open(ctx context.Context, path string, box *secret.Box) (store.Store, error
 // 0644, and its -wal and -shm files take the database file's mode), and its
 // directory, when missing, 0700.
 func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (store.Store, error) {
-	return open(ctx, path, box, cfg, nil)
-}
-
-// open is OpenWith; syncWith, when set, wraps the WAL sync (tests hold or
-// fail it).
-func open(ctx context.Context, path string, box *secret.Box, cfg Config, syncWith func(sync func() error) error) (store.Store, error) {
 	cfg = cfg.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
@@ -90,19 +84,13 @@ func open(ctx context.Context, path string, box *secret.Box, cfg Config, syncWit
 			}
 		}
 	}
-	pragmas := []string{"journal_mode(WAL)", "foreign_keys(1)", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())}
+	pragmas := []string{"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)",
+		fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())}
 	q := url.Values{}
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
 	}
-	// Readers write nothing; the checkpointer, which opens as a reader,
-	// syncs the WAL before it copies pages into the database file and the
-	// file after.
-	readerDSN := "file:" + path + "?" + q.Encode() + "&_pragma=synchronous(FULL)"
-	// The writer commits without syncing: the WAL is synced after its
-	// commits, while it goes on with the next batch, and no write or read is
-	// answered before the sync that covers it (sqlstore's durability, wal.go).
-	q.Add("_pragma", "synchronous(NORMAL)")
+	readerDSN := "file:" + path + "?" + q.Encode()
 	// The one writer connection keeps a larger page cache than SQLite's
 	// 2 MiB default: every write walks the B-trees of its table's indexes,
 	// and once the tables hold a long history (a million delivered events)
@@ -130,11 +118,6 @@ func open(ctx context.Context, path string, box *secret.Box, cfg Config, syncWit
 		writer.Close()
 		return nil, err
 	}
-	wal := &walFile{path: path + "-wal"}
-	if err := wal.sync(); err != nil { // the migrations' and secrets' commits
-		writer.Close()
-		return nil, err
-	}
 	reader, err := sql.Open("sqlite", readerDSN)
 	if err != nil {
 		writer.Close()
@@ -142,24 +125,18 @@ func open(ctx context.Context, path string, box *secret.Box, cfg Config, syncWit
 	}
 	reader.SetMaxOpenConns(readConns)
 	reader.SetMaxIdleConns(readConns)
-	sync := wal.sync
-	if syncWith != nil {
-		sync = func() error { return syncWith(wal.sync) }
-	}
-	db, err := sqlstore.New(dialect, box, writer, reader, &sqlstore.GroupCommit{Sync: sync}, readConns)
+	db, err := sqlstore.New(dialect, box, writer, reader, true, readConns)
 	if err != nil {
 		writer.Close()
 		reader.Close()
-		wal.close()
 		return nil, err
 	}
 	ckpt, err := sql.Open("sqlite", readerDSN)
 	if err != nil {
 		db.Close()
-		wal.close()
 		return nil, err
 	}
-	return &checkpointed{DB: db, ckpt: newCheckpointer(ckpt, checkpointEvery), wal: wal}, nil
+	return &checkpointed{DB: db, ckpt: newCheckpointer(ckpt, checkpointEvery)}, nil
 }
 
 // prepare migrates the database, checks its journal mode and prepares its

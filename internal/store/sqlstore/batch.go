@@ -12,66 +12,35 @@ import (
 // maxBatch bounds how many writes share one commit.
 const maxBatch = 128
 
-// batcher group-commits writes for a single-writer database. Writes that
-// arrive while one commit is in progress are run in the next transaction,
-// each inside its own savepoint, so one failing write rolls back only itself
-// and the others still commit together. No caller is answered before its
-// commit is durable: the commit syncs (synchronous=FULL), or, with a
-// durability, a sync after it does (durable.go).
+// batcher group-commits writes for a single-writer database. With
+// synchronous=FULL every commit waits for an fsync; writes that arrive while
+// one commit is in progress are run in the next transaction, each inside its
+// own savepoint, so one failing write rolls back only itself and the others
+// still commit together. No caller is answered before its commit is durable.
 type batcher struct {
-	db      *DB
-	conn    *conn // the held writer connection, when statements are cached
-	queue   *groupcommit.Queue[*pendingWrite]
-	durable *durability // nil when each commit syncs
-	once    sync.Once
+	db    *DB
+	conn  *conn // the held writer connection, when statements are cached
+	queue *groupcommit.Queue[*pendingWrite]
+	once  sync.Once
 }
 
 type pendingWrite struct {
 	ctx context.Context
 	fn  func(store.Tx) error
-	seq uint64 // the batch's commit, to wait for with a durability
 }
 
-// GroupCommit turns on group commit (New). Sync, when set, makes the
-// commits durable: the database commits without syncing and Sync is called
-// after, once for any number of commits (durable.go).
-type GroupCommit struct {
-	Sync func() error
-}
-
-func newBatcher(db *DB, c *conn, gc *GroupCommit) *batcher {
+func newBatcher(db *DB, c *conn) *batcher {
 	b := &batcher{db: db, conn: c}
-	if gc.Sync != nil {
-		b.durable = newDurability(gc.Sync)
-	}
 	b.queue = groupcommit.New(maxBatch, b.commit)
 	return b
 }
 
 func (b *batcher) write(ctx context.Context, fn func(store.Tx) error) error {
-	if b.durable != nil {
-		if err := b.durable.broken(); err != nil {
-			return err
-		}
-	}
-	w := &pendingWrite{ctx: ctx, fn: fn}
-	err := b.queue.Do(ctx, w)
-	if b.durable == nil || w.seq == 0 {
-		return err // not committed (or committed and synced): nothing to wait for
-	}
-	// A write's refusal, too, may rest on what earlier writes of its batch
-	// committed: it is answered once that is durable.
-	if serr := b.durable.wait(w.seq); serr != nil {
-		return serr
-	}
-	return err
+	return b.queue.Do(ctx, &pendingWrite{ctx: ctx, fn: fn})
 }
 
 func (b *batcher) close() {
 	b.queue.Close()
-	if b.durable != nil {
-		b.durable.close()
-	}
 	if b.conn != nil {
 		b.once.Do(b.conn.close)
 	}
@@ -131,20 +100,9 @@ func (b *batcher) commit(batch []*pendingWrite) []error {
 				return err
 			}
 		}
-		if b.durable == nil {
-			if err := commit(); err != nil {
-				_ = rollback()
-				return err
-			}
-			return nil
-		}
-		seq, err := b.durable.commit(commit)
-		if err != nil {
+		if err := commit(); err != nil {
 			_ = rollback()
 			return err
-		}
-		for _, w := range batch {
-			w.seq = seq
 		}
 		return nil
 	}()

@@ -83,12 +83,12 @@ type DB struct {
 // New returns a Store whose secrets box seals (PrepareSecrets must have run
 // with it); with a nil box, reading or writing a secret the store seals
 // fails (offline administration needs none). reader may equal writer.
-// groupCommit should be set for SQLite: its single writer then commits
+// groupCommit should be true for SQLite: its single writer then commits
 // concurrent writes together.
 //
 // With CacheStatements, readConns reader connections (and, with group
 // commit, the one writer connection) are held for the store's lifetime.
-func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit *GroupCommit, readConns int) (*DB, error) {
+func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, readConns int) (*DB, error) {
 	db := &DB{dialect: d, box: box, writer: writer, reader: reader}
 	ctx := context.Background()
 	if d.CacheStatements {
@@ -102,7 +102,7 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit *GroupC
 			db.readers <- &conn{c: c, stmts: map[string]*sql.Stmt{}}
 		}
 	}
-	if groupCommit != nil {
+	if groupCommit {
 		var wc *conn
 		if d.CacheStatements {
 			c, err := writer.Conn(ctx)
@@ -112,7 +112,7 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit *GroupC
 			}
 			wc = &conn{c: c, stmts: map[string]*sql.Stmt{}}
 		}
-		db.batch = newBatcher(db, wc, groupCommit)
+		db.batch = newBatcher(db, wc)
 	}
 	return db, nil
 }
@@ -172,15 +172,10 @@ func (db *DB) close() error {
 
 // Read implements store.Store.
 func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
-	return db.unavailable(db.read(ctx, fn, true))
+	return db.unavailable(db.read(ctx, fn))
 }
 
-// ReadUnsynced implements store.Store.
-func (db *DB) ReadUnsynced(ctx context.Context, fn func(store.Tx) error) error {
-	return db.unavailable(db.read(ctx, fn, false))
-}
-
-func (db *DB) read(ctx context.Context, fn func(store.Tx) error, synced bool) error {
+func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
 	if db.readers != nil {
 		var held *conn
 		select {
@@ -192,15 +187,8 @@ func (db *DB) read(ctx context.Context, fn func(store.Tx) error, synced bool) er
 		if _, err := held.c.ExecContext(ctx, "BEGIN"); err != nil {
 			return err
 		}
-		err := fn(&tx{db: db, conn: held})
-		_, _ = held.c.ExecContext(context.Background(), "ROLLBACK") // read-only: nothing to undo
-		if synced && db.batch != nil && db.batch.durable != nil {
-			// What the read saw is answered once it is durable (durable.go).
-			if serr := db.batch.durable.seen(); serr != nil {
-				return serr
-			}
-		}
-		return err
+		defer held.c.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // read-only
+		return fn(&tx{db: db, conn: held})
 	}
 	// Without held connections (PostgreSQL) each statement runs on its own
 	// (READ COMMITTED): a BEGIN and ROLLBACK around them cost two round trips
