@@ -156,22 +156,16 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	// The envelope's costly part is encoded here, not in the write: the
 	// store's writer is serial (work.EncodeEvent).
 	var enc *work.EncodedEvent
-	var route *work.Route
 	var out *Accepted
 	var err error
 	if !in.RecordOnly {
-		if enc, err = work.EncodeEvent(ev, in.PayloadMarshaled); err == nil {
-			route, err = s.work.ReadRoute(ctx, b.EndpointID)
-		}
+		enc, err = work.EncodeEvent(ev, in.PayloadMarshaled)
 	}
-	if err == nil && in.DedupeKey != "" {
-		out, err = s.recorded(ctx, b, in.DedupeKey)
-	}
-	if err == nil && out == nil {
+	if err == nil {
 		// A concurrent first event with the same thread or dedupe key can
 		// win the insert; the retry then finds it.
 		for attempt := 0; ; attempt++ {
-			out, err = s.accept(ctx, b, ev, enc, route, in, attempt > 0)
+			out, err = s.accept(ctx, b, ev, enc, in)
 			if !errors.Is(err, store.ErrConflict) || attempt == 2 {
 				break
 			}
@@ -189,36 +183,7 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	return out, nil
 }
 
-// recorded answers a provider's retry of an event already recorded (by its
-// dedupe key) without a write, or nil when there is none yet.
-func (s *Service) recorded(ctx context.Context, b *store.Binding, key string) (*Accepted, error) {
-	var out *Accepted
-	look := func(tx store.Tx) error {
-		prev, err := tx.EventGetByDedupeKey(ctx, b.ID, key)
-		if errors.Is(err, store.ErrNotFound) {
-			out = nil
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}
-		return nil
-	}
-	// Outside the write: most events are no retry, and a miss only prepares
-	// the write, whose insert the dedupe key guards.
-	if err := s.store.Read(ctx, look); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// accept records and hands off the event in one write. The route to the
-// binding's endpoint was read before it, off the single writer; the binding
-// is re-read here, and while it lives its endpoint does. A dedupe key was
-// looked up before; recheck looks again here, after a conflict.
-func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, route *work.Route,
-	in Inbound, recheck bool) (*Accepted, error) {
+func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, in Inbound) (*Accepted, error) {
 	var out *Accepted
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		// The binding was admitted before the body was read: it may have been
@@ -229,7 +194,7 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 			}
 			return err
 		}
-		if proto.DedupeKey != "" && recheck {
+		if proto.DedupeKey != "" {
 			prev, err := tx.EventGetByDedupeKey(ctx, b.ID, proto.DedupeKey)
 			if err == nil {
 				out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}
@@ -288,10 +253,14 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 			out.Recorded = true
 			return nil
 		}
-		if route.Endpoint.DeletedAt != nil {
+		ep, err := tx.EndpointGet(ctx, b.EndpointID)
+		if err != nil {
+			return err
+		}
+		if ep.DeletedAt != nil {
 			return nil // cannot happen while the binding lives; kept, not delivered
 		}
-		w, err := s.work.HandoffRoutedTx(ctx, tx, route, &ev, conv, enc)
+		w, err := s.work.HandoffEncodedTx(ctx, tx, ep, &ev, conv, enc)
 		if err != nil {
 			return err
 		}

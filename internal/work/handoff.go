@@ -75,45 +75,12 @@ func handoffCredential(ctx context.Context, tx store.Tx, endpointID string, now 
 	if err != nil {
 		return "", err
 	}
-	return pickCredential(creds, now), nil
-}
-
-func pickCredential(creds []*store.RuntimeCredential, now time.Time) string {
 	for _, c := range slices.Backward(creds) {
 		if c.Active(now) && slices.Contains(c.Scopes, ScopeCallbacks) {
-			return c.ID
+			return c.ID, nil
 		}
 	}
-	return ""
-}
-
-// A Route is an endpoint as a handoff to it needs it (its settings, its
-// runtime credentials), read before the write that hands off (ReadRoute):
-// SQLite has one writer, and these reads need not take its time. A route
-// read a moment before the write hands off as if the event had come a
-// moment earlier; the caller's write re-reads what must not have changed
-// (ingress re-reads its binding, whose endpoint cannot be deleted while
-// the binding lives).
-type Route struct {
-	Endpoint *store.Endpoint
-	creds    []*store.RuntimeCredential
-}
-
-// ReadRoute reads the route to endpoint id.
-func (s *Service) ReadRoute(ctx context.Context, id string) (*Route, error) {
-	r := &Route{}
-	err := s.store.Read(ctx, func(tx store.Tx) error {
-		ep, err := tx.EndpointGet(ctx, id)
-		if err != nil {
-			return err
-		}
-		r.Endpoint = ep
-		if ep.AgentWork {
-			r.creds, err = tx.RuntimeCredentialList(ctx, id)
-		}
-		return err
-	})
-	return r, err
+	return "", nil
 }
 
 // HandoffTx records, in the caller's transaction, the delivery of ev to
@@ -132,26 +99,16 @@ func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, ep *store.E
 	if !ep.AgentWork {
 		return nil, s.deliverTx(ctx, tx, ep, ev, nil, enc)
 	}
-	cred, err := handoffCredential(ctx, tx, ep.ID, s.clock.Now())
-	if err != nil {
-		return nil, err
-	}
-	return s.newWorkTx(ctx, tx, ep, ev, conv, 1, "", cred, enc)
-}
-
-// HandoffRoutedTx is HandoffEncodedTx along a route read before the
-// transaction (ReadRoute).
-func (s *Service) HandoffRoutedTx(ctx context.Context, tx store.Tx, r *Route, ev *store.Event, conv *store.Conversation,
-	enc *EncodedEvent) (*store.Work, error) {
-	if !r.Endpoint.AgentWork {
-		return nil, s.deliverTx(ctx, tx, r.Endpoint, ev, nil, enc)
-	}
-	return s.newWorkTx(ctx, tx, r.Endpoint, ev, conv, 1, "", pickCredential(r.creds, s.clock.Now()), enc)
+	return s.newWorkTx(ctx, tx, ep, ev, conv, 1, "", enc)
 }
 
 func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation, gen int,
-	replayOf, cred string, enc *EncodedEvent) (*store.Work, error) {
+	replayOf string, enc *EncodedEvent) (*store.Work, error) {
 	now := s.clock.Now()
+	cred, err := handoffCredential(ctx, tx, ep.ID, now)
+	if err != nil {
+		return nil, err
+	}
 	w := &store.Work{
 		ID: NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
 		Generation: gen, ReplayOf: replayOf, DeliveryID: deliveryID(), CredentialID: cred, Status: store.WorkPending,
@@ -238,11 +195,7 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 		if err != nil {
 			return err
 		}
-		cred, err := handoffCredential(ctx, tx, ep.ID, s.clock.Now())
-		if err != nil {
-			return err
-		}
-		if out, err = s.newWorkTx(ctx, tx, ep, ev, conv, gen+1, orig.ID, cred, nil); err != nil {
+		if out, err = s.newWorkTx(ctx, tx, ep, ev, conv, gen+1, orig.ID, nil); err != nil {
 			return err
 		}
 		return access.Audit(ctx, tx, out.CreatedAt, m.TenantID, p, "work.replay", "work:"+out.ID,
