@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,9 @@ type benchServer struct {
 	client     *http.Client
 	cfg        server.Config
 	store      store.Store
+	// refused counts 503 overloaded answers, each sent again after its
+	// Retry-After as AAP clients and our SDKs do (the admission queues).
+	refused atomic.Int64
 }
 
 func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchServer {
@@ -58,18 +62,25 @@ func startBenchServer(b *testing.B, be storetest.Backend, caPEM []byte) *benchSe
 }
 
 func (s *benchServer) post(path, token string, body []byte) (int, []byte, error) {
-	req, _ := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for {
+		req, _ := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if wait, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode == http.StatusServiceUnavailable && wait > 0 {
+			s.refused.Add(1)
+			time.Sleep(time.Duration(wait) * time.Second)
+			continue
+		}
+		return resp.StatusCode, data, err
 	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
 }
 
 func (s *benchServer) mustPost(b *testing.B, path string, body any, want int) map[string]any {
@@ -180,6 +191,7 @@ func BenchmarkAgentWorkCallbacks(b *testing.B) {
 				}
 				return nil
 			})
+			b.ReportMetric(float64(s.refused.Load()), "refused")
 		})
 	}
 }
@@ -204,6 +216,7 @@ func BenchmarkAgentWorkIngress(b *testing.B) {
 				}
 				return nil
 			})
+			b.ReportMetric(float64(s.refused.Load()), "refused")
 			reportHandedOff(b, start, got)
 		})
 	}
@@ -353,6 +366,7 @@ func BenchmarkAgentWorkDecisions(b *testing.B) {
 				}
 				return nil
 			})
+			b.ReportMetric(float64(s.refused.Load()), "refused")
 			for {
 				mu.Lock()
 				n := len(arrived)
