@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -129,11 +130,23 @@ type fakeRuntime struct {
 	got    []*delivered
 	// retryAfter, when set, is sent with every 429 and 503 answer.
 	retryAfter string
+	// start is the test clock when the runtime started, to the second.
+	start time.Time
+}
+
+// signedAt is a delivery's webhook-timestamp. Signatures are verified at
+// that time, not at the test clock's: tests move the clock hours ahead
+// while a delivery may be in flight (TestAuthorizationMatrix expires
+// tokens), which the receiver would take for a replayed message; the
+// tolerance itself is tested in the webhook and delivery packages.
+func signedAt(h http.Header) time.Time {
+	sec, _ := strconv.ParseInt(h.Get("webhook-timestamp"), 10, 64)
+	return time.Unix(sec, 0)
 }
 
 func newRuntime(t *testing.T, e *workEnv) *fakeRuntime {
 	t.Helper()
-	rt := &fakeRuntime{t: t}
+	rt := &fakeRuntime{t: t, start: e.clock.Now().Truncate(time.Second)}
 	rt.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d := &delivered{Header: r.Header.Clone(), Body: body}
@@ -143,8 +156,12 @@ func newRuntime(t *testing.T, e *workEnv) *fakeRuntime {
 			d.SigErr = fmt.Errorf("no secret installed")
 		} else if key, err := webhook.ParseSecret(rt.secret); err != nil {
 			d.SigErr = err
-		} else if id, err := key.Verify(r.Header, body, e.clock.Now(), webhook.DefaultTolerance); err != nil {
+		} else if id, err := key.Verify(r.Header, body, signedAt(r.Header), webhook.DefaultTolerance); err != nil {
 			d.SigErr = err
+		} else if at := signedAt(r.Header); at.Before(rt.start.Add(-time.Second)) || at.After(e.clock.Now().Add(time.Second)) {
+			// The test clock only moves forward: a delivery is signed
+			// between the runtime's start and its arrival.
+			d.SigErr = fmt.Errorf("webhook-timestamp %v is outside [%v, %v]", at, rt.start, e.clock.Now())
 		} else if id != d.Doc["id"] {
 			d.SigErr = fmt.Errorf("webhook-id %q is not the body id %v", id, d.Doc["id"])
 		}
