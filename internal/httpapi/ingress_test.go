@@ -118,8 +118,15 @@ func TestHandoffRetryKeepsWorkIdentity(t *testing.T) {
 		_, in := e.binding(t, id, nil)
 		e.send(t, in, map[string]any{"text": "retry me"})
 		rt.wait(t, 1)
+		workID := rt.deliveries()[0].WorkID()
 		for n := 2; n <= 3; n++ {
 			eventually(t, syncLimit, "the next attempt", func() bool {
+				// The clock moves only once the attempt before is recorded:
+				// moved while it is in flight, it would outlast its lease,
+				// and the engine would drop its outcome and try again.
+				if recordedAttempts(t, e, workID) < n-1 {
+					return false
+				}
 				e.clock.Advance(time.Second)
 				e.engine.Wake()
 				return len(rt.deliveries()) >= n
@@ -148,16 +155,28 @@ func TestHandoffRetryKeepsWorkIdentity(t *testing.T) {
 		if jsonAt(w, "delivery", "attempts") != float64(3) || jsonAt(w, "runtime", "status") != "pending" {
 			t.Fatalf("work = %v", w)
 		}
-		attempts := 0
-		for _, it := range w["timeline"].([]any) {
-			if it.(map[string]any)["kind"] == "delivery_attempt" {
-				attempts++
-			}
-		}
-		if attempts != 3 {
+		if attempts := timelineAttempts(w); attempts != 3 {
 			t.Errorf("timeline has %d delivery attempts, want 3", attempts)
 		}
 	})
+}
+
+// recordedAttempts is how many delivery attempts of a work have their
+// outcome recorded (its timeline's delivery_attempt entries).
+func recordedAttempts(t *testing.T, e *workEnv, workID string) int {
+	t.Helper()
+	return timelineAttempts(e.getWork(t, workID))
+}
+
+func timelineAttempts(w map[string]any) int {
+	n := 0
+	timeline, _ := w["timeline"].([]any)
+	for _, it := range timeline {
+		if it.(map[string]any)["kind"] == "delivery_attempt" {
+			n++
+		}
+	}
+	return n
 }
 
 func TestConversationsAndReplay(t *testing.T) {
