@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
-	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -34,15 +30,7 @@ func TestConcurrentCreateAndDecide(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			st := b.Open(t)
-			clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
-			acc := access.New(st, clock, access.Config{})
-			appr := approval.New(st, acc, clock, approval.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			boot, err := acc.Bootstrap(ctx, "acme")
-			if err != nil {
-				t.Fatal(err)
-			}
-			admin := authenticate(t, acc, boot.Token)
+			st, acc, appr, admin := newApprovals(t, b)
 			prov, err := acc.CreateProvisionerToken(ctx, admin, "acme", "prov", 0)
 			if err != nil {
 				t.Fatal(err)

@@ -27,15 +27,7 @@ func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			st := b.Open(t)
-			clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
-			acc := access.New(st, clock, access.Config{})
-			appr := approval.New(st, acc, clock, approval.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			boot, err := acc.Bootstrap(ctx, "acme")
-			if err != nil {
-				t.Fatal(err)
-			}
-			admin := authenticate(t, acc, boot.Token)
+			_, acc, appr, admin := newApprovals(t, b)
 			if _, err := acc.CreateOperator(ctx, admin, "acme", "mia", agentowl.RoleMember); err != nil {
 				t.Fatal(err)
 			}
@@ -87,6 +79,21 @@ func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newApprovals is the approval service over a fresh store of backend b,
+// with the tenant "acme" bootstrapped and its admin signed in.
+func newApprovals(t *testing.T, b storetest.Backend) (store.Store, *access.Service, *approval.Service, *access.Principal) {
+	t.Helper()
+	st := b.Open(t)
+	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
+	acc := access.New(st, clock, access.Config{})
+	appr := approval.New(st, acc, clock, approval.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	boot, err := acc.Bootstrap(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, acc, appr, authenticate(t, acc, boot.Token)
 }
 
 func authenticate(t *testing.T, acc *access.Service, secret string) *access.Principal {
