@@ -124,7 +124,7 @@ func TestHandoffRetryKeepsWorkIdentity(t *testing.T) {
 				// The clock moves only once the attempt before is recorded:
 				// moved while it is in flight, it would outlast its lease,
 				// and the engine would drop its outcome and try again.
-				if recordedAttempts(t, e, workID) < n-1 {
+				if timelineAttempts(e.getWork(t, workID)) < n-1 {
 					return false
 				}
 				e.clock.Advance(time.Second)
@@ -161,13 +161,8 @@ func TestHandoffRetryKeepsWorkIdentity(t *testing.T) {
 	})
 }
 
-// recordedAttempts is how many delivery attempts of a work have their
+// timelineAttempts is how many delivery attempts of a work have their
 // outcome recorded (its timeline's delivery_attempt entries).
-func recordedAttempts(t *testing.T, e *workEnv, workID string) int {
-	t.Helper()
-	return timelineAttempts(e.getWork(t, workID))
-}
-
 func timelineAttempts(w map[string]any) int {
 	n := 0
 	timeline, _ := w["timeline"].([]any)
