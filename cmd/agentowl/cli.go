@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -147,32 +148,31 @@ func (c *cli) call(ctx context.Context, method, path string, body, out any) erro
 	if err != nil {
 		return err
 	}
-	var rd io.Reader
+	var payload []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		if payload, err = json.Marshal(body); err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
+	var resp *http.Response
+	var data []byte
+	for {
+		if resp, data, err = apiExchange(ctx, method, base+path, token, payload); err != nil {
+			return fmt.Errorf("cannot reach %s: %w", base, err)
+		}
+		if wait, again := overloadedRetry(resp, data); again {
+			// Nothing of the write was stored: send it again once the
+			// server's Retry-After has passed, as AAP clients do, for as
+			// long as the command's minute allows.
+			select {
+			case <-time.After(wait):
+				continue
+			case <-ctx.Done():
+			}
+		}
+		break
 	}
 	if resp.StatusCode >= 300 {
 		return answerError(resp, data)
@@ -184,6 +184,48 @@ func (c *cli) call(ctx context.Context, method, path string, body, out any) erro
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	return dec.Decode(out)
+}
+
+// apiExchange sends one request, with payload as its JSON body unless nil,
+// and reads its whole answer.
+func apiExchange(ctx context.Context, method, url, token string, payload []byte) (*http.Response, []byte, error) {
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp, data, err
+}
+
+// overloadedRetry reports whether an answer is 503 overloaded (the server
+// refused the write before storing any of it) and how long its Retry-After
+// asks to wait (a second when it says nothing usable, at most ten).
+func overloadedRetry(resp *http.Response, data []byte) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	var e apiError
+	if json.Unmarshal(data, &e.Body) != nil || e.Body.Error.Code != "overloaded" {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || secs < 0 {
+		secs = 1
+	}
+	return time.Duration(min(secs, 10)) * time.Second, true
 }
 
 // emit prints v as JSON with --json, and otherwise runs human.

@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -579,6 +584,91 @@ func TestCLIEnvAndFlags(t *testing.T) {
 		t.Setenv("AGENTOWL_URL", "")
 		t.Setenv("AGENTOWL_TOKEN", "")
 		listsDefault(t, runCLI(t, "tenants", "list", "--json", "--url", srv.url, "--token", admin))
+	})
+}
+
+// A write the server refuses with 503 overloaded stored nothing: the CLI
+// sends it again after Retry-After, with the same body, and the operator
+// sees only the outcome. Any other 503 is reported, not retried.
+func TestCLIRetriesOverloaded(t *testing.T) {
+	t.Parallel()
+	s := site{backend: "sqlite", dataDir: t.TempDir()}
+	srv := s.start(t, nil)
+	admin := s.adminToken(t)
+	provToken := str(cliJSON(t, srv.cli(t, admin, "provisioner-tokens", "create", "--label", "h", "--json"))["token"])
+	h := provision(t, srv.url, provToken, "overloaded-agent")
+	submit := func(key string) string {
+		r := h.submit(t, key, map[string]any{"tool": "t", "arguments": map[string]any{}, "timeout": "1h"})
+		expectStatus(t, "POST /v1/requests", r, http.StatusCreated)
+		return str(r.object(t)["id"])
+	}
+
+	// A front that refuses the first decisions it sees as an overloaded
+	// server does, then passes everything to the real server.
+	target, err := url.Parse(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refuse atomic.Int32
+	var code atomic.Value
+	var bodies []string
+	var mu sync.Mutex
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/decision") {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if refuse.Add(-1) >= 0 {
+				w.Header().Set("Retry-After", "0")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, `{"error":{"type":"api_error","code":%q,"message":"busy","request_id":"req_x"}}`, code.Load())
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cli := func(args ...string) cliResult {
+		return runCLI(t, append(args, "--url", front.URL, "--token", admin)...)
+	}
+
+	t.Run("overloaded is sent again", func(t *testing.T) {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		id := submit("overloaded-1")
+		refuse.Store(2)
+		code.Store("overloaded")
+		cli("approvals", "decide", id, "--approve", "--note", "twice refused").ok(t)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bodies) != 3 || bodies[0] != bodies[2] || !strings.Contains(bodies[2], "twice refused") {
+			t.Errorf("the decision was sent %d times with bodies %q, want three identical sends", len(bodies), bodies)
+		}
+		if got := str(h.get(t, id, "").object(t)["status"]); got != "approved" {
+			t.Errorf("request after the retried decision is %s, want approved", got)
+		}
+	})
+	t.Run("another 503 is reported", func(t *testing.T) {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		id := submit("unavailable-1")
+		refuse.Store(1)
+		code.Store("unavailable")
+		cli("approvals", "decide", id, "--approve").failed(t, "unavailable")
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bodies) != 1 {
+			t.Errorf("a 503 unavailable was sent %d times, want once", len(bodies))
+		}
+		if got := str(h.get(t, id, "").object(t)["status"]); got != "pending" {
+			t.Errorf("request after the refused decision is %s, want pending", got)
+		}
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,17 @@ func (r reply) errorCode(t *testing.T) string {
 	return code
 }
 
+// errorCodeOf is errorCode for an answer that may not be JSON at all.
+func (r reply) errorCodeOf() string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &e)
+	return e.Error.Code
+}
+
 // send makes one HTTP request as a harness or probe would. body is marshalled
 // to JSON unless nil; headers are name, value pairs. Every response must carry
 // X-Request-ID.
@@ -137,8 +149,24 @@ func send(t *testing.T, method, url, token string, body any, headers ...string) 
 }
 
 // exchange is send for use off the test goroutine: it reports transport
-// errors instead of stopping the test.
+// errors instead of stopping the test. A write refused with 503 overloaded
+// (nothing of it stored: the server's admission queue, which also sheds
+// writes while deliveries lag, as they may on a loaded CI machine) is sent
+// again after its Retry-After, as AAP clients and the CLI do.
 func exchange(t *testing.T, method, url, token string, body any, headers ...string) (reply, error) {
+	for range 30 {
+		r, err := exchangeOnce(t, method, url, token, body, headers...)
+		if err != nil || r.status != http.StatusServiceUnavailable || r.errorCodeOf() != "overloaded" {
+			return r, err
+		}
+		secs, _ := strconv.Atoi(r.header.Get("Retry-After"))
+		time.Sleep(time.Duration(max(secs, 1)) * time.Second)
+	}
+	return exchangeOnce(t, method, url, token, body, headers...)
+}
+
+// exchangeOnce is one exchange, whatever its answer.
+func exchangeOnce(t *testing.T, method, url, token string, body any, headers ...string) (reply, error) {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
