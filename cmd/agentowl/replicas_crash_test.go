@@ -490,6 +490,17 @@ func TestThreeReplicasSurviveSIGKILL(t *testing.T) {
 		return missing
 	}
 	if !within(150*time.Second, func() bool { return wantAll() == 0 }) {
+		// What the outbox says of the messages still out, for the failure's
+		// diagnosis: state, attempts, next attempt and last error.
+		for _, st := range []string{"pending", "failed"} {
+			items := deliveries(t, f.replicas[survivor].url, admin, "state="+st+"&limit=1000")
+			t.Logf("%d outbox messages %s", len(items), st)
+			for i, it := range items {
+				if i < 10 {
+					t.Logf("  %v", it)
+				}
+			}
+		}
 		t.Fatalf("%d notifications or handoffs never arrived", wantAll())
 	}
 	eventIDs := map[string]string{} // request or event -> webhook-id
