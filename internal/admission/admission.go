@@ -33,11 +33,18 @@ const (
 	Requests  = "requests"  // AAP approval requests created (POST /v1/requests)
 	Decisions = "decisions" // operator decisions on approvals and Needs attention items
 	Callbacks = "callbacks" // runtime callbacks
-	Events    = "events"    // inbound events on /in/…
+	Events    = "events"    // inbound events on /in/… (webhook, Cloudflare email)
+	// Providers are the SMS and voice webhooks of Twilio-compatible
+	// providers. Twilio does not send a refused webhook again unless its
+	// URL asks it to (a connection override), so a refusal would lose the
+	// message: these writes wait up to ProviderMaxWait for their turn,
+	// within Twilio's 15-second read timeout, and are not refused for the
+	// delivery backlog.
+	Providers = "provider_events"
 )
 
 // Surfaces lists every surface with a queue.
-var Surfaces = []string{Requests, Decisions, Callbacks, Events}
+var Surfaces = []string{Requests, Decisions, Callbacks, Events, Providers}
 
 // Defaults of Config.
 const (
@@ -47,6 +54,9 @@ const (
 	// within MaxWait, so the next second finds room unless the overload
 	// goes on.
 	RetryAfter = time.Second
+	// ProviderMaxWait is the Providers queue's wait, unless MaxWait is
+	// longer.
+	ProviderMaxWait = 10 * time.Second
 )
 
 // Config configures every surface's queue.
@@ -74,6 +84,15 @@ func (c Config) withDefaults() Config {
 		c.Concurrency = DefaultConcurrency
 	}
 	return c
+}
+
+// MaxWait is the longest a write of surface waits for its turn under cfg.
+func MaxWait(cfg Config, surface string) time.Duration {
+	cfg = cfg.withDefaults()
+	if surface == Providers {
+		return max(cfg.MaxWait, ProviderMaxWait)
+	}
+	return cfg.MaxWait
 }
 
 // Set holds one queue per surface and their metrics.
@@ -105,6 +124,10 @@ func New(cfg Config, clock agentowl.Clock) *Set {
 		}, []string{"surface"}),
 	}
 	for _, name := range Surfaces {
+		cfg := cfg
+		if name == Providers {
+			cfg.MaxWait, cfg.Backlog = MaxWait(cfg, name), nil
+		}
 		s.queues[name] = &Queue{surface: name, cfg: cfg, clock: clock, slots: make(chan struct{}, cfg.Concurrency),
 			rejected: s.rejected.WithLabelValues(name), behind: s.behind.WithLabelValues(name), waitingGauge: s.waiting.WithLabelValues(name)}
 	}

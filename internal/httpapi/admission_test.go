@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,7 +136,8 @@ func holdPostgres(t *testing.T, ctx context.Context, sc server.Config, table str
 func (o *overloadEnv) overload(t *testing.T, surface string, hold func() func(), send func(i int) *response, ok int) {
 	t.Helper()
 	base := settledWaiters(o.clock)
-	release := hold()
+	release := sync.OnceFunc(hold())
+	defer release() // a failed check must not leave the store held
 	answers := [2]chan *response{make(chan *response, 1), make(chan *response, 1)}
 	for i := range answers {
 		go func() { answers[i] <- send(i) }()
@@ -143,7 +145,18 @@ func (o *overloadEnv) overload(t *testing.T, surface string, hold func() func(),
 	// One write holds the queue's only turn (its store write waits on the
 	// held lock); the other parks on the clock for its maximum wait.
 	eventually(t, syncLimit, "a write to wait for its turn", func() bool { return o.clock.Waiters() > base })
-	o.clock.Advance(admission.DefaultMaxWait)
+	wait := admission.MaxWait(admission.Config{}, surface)
+	if surface == admission.Providers {
+		// A provider's webhook waits longer: once the default wait has
+		// passed, its timer has not fired and it still waits for its turn.
+		waiting := o.clock.Waiters()
+		o.clock.Advance(admission.DefaultMaxWait)
+		if got := o.clock.Waiters(); got != waiting {
+			t.Fatalf("%s: %d timers waiting after the default wait, want still %d: the write gave up its wait", surface, got, waiting)
+		}
+		wait -= admission.DefaultMaxWait
+	}
+	o.clock.Advance(wait)
 	var refused int
 	var r *response
 	select {
@@ -210,6 +223,36 @@ func TestAdmissionOverload(t *testing.T) {
 			// it was sent again.
 			if items := we.listWork(t, "?endpoint="+id); len(items) != 2 {
 				t.Fatalf("%d work items, want 2", len(items))
+			}
+		})
+		t.Run(b.Name+"/provider-events", func(t *testing.T) {
+			t.Parallel()
+			o, we := startWorkOverload(t, b)
+			id := we.endpoint(t, newRuntime(t, we), true)["id"].(string)
+			p := we.provider(t, "sms", id)
+			o.overload(t, admission.Providers, func() func() { return o.hold("events") }, func(i int) *response {
+				return o.twilioPost(p.path, p.ingress, authToken, sms("SM"+strconv.Itoa(i), "+15551230000", "text "+strconv.Itoa(i)))
+			}, http.StatusOK)
+			if items := we.listWork(t, "?endpoint="+id); len(items) != 2 {
+				t.Fatalf("%d work items, want 2", len(items))
+			}
+		})
+		t.Run(b.Name+"/provider-events-backlog", func(t *testing.T) {
+			// While deliveries lag, a provider's SMS is still taken (a
+			// refusal would lose it), and a webhook event is refused.
+			t.Parallel()
+			we := setupWorkServer(t, b, func(c *server.Config) {
+				overloadConfig(c)
+				c.HTTP.Admission.Backlog = func() time.Duration { return time.Hour }
+			})
+			id := we.endpoint(t, newRuntime(t, we), true)["id"].(string)
+			we.provider(t, "sms", id).send(t, sms("SM1", "+15551230000", "while deliveries lag"))
+			_, in := we.binding(t, id, nil)
+			if r := we.do(http.MethodPost, in, "", map[string]any{"text": "webhook"}); r.Status != http.StatusServiceUnavailable || r.ErrorCode(t) != "overloaded" {
+				t.Fatalf("a webhook event while deliveries lag: %d %s, want 503 overloaded", r.Status, r.Body)
+			}
+			if items := we.listWork(t, "?endpoint="+id); len(items) != 1 {
+				t.Fatalf("%d work items, want 1 (the SMS)", len(items))
 			}
 		})
 		t.Run(b.Name+"/callbacks", func(t *testing.T) {

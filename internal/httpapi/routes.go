@@ -171,8 +171,8 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/events/{id}/attachments", surface: surfaceOperator, gate: s.member(s.listEventAttachments)},
 		{method: get, pattern: t + "/events/{id}/attachments/{attachment}", surface: surfaceOperator,
 			gate: s.member(s.downloadEventAttachment)},
-		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelSMS, s.receiveProvider))},
-		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelVoice, s.receiveProvider))},
+		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.admitted(admission.Providers, s.ingress(ingress.ChannelSMS, s.receiveProvider))},
+		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.admitted(admission.Providers, s.ingress(ingress.ChannelVoice, s.receiveProvider))},
 	} {
 		r.work = true
 		rs = append(rs, r)
