@@ -219,6 +219,17 @@ type Message struct {
 	// before the current series, whose backoff counts from there.
 	Redrives    int
 	AttemptBase int
+	// Payload, when set on MessageCreate, says that Body holds an event's
+	// payload at Body[At:At+Len], byte for byte as the event stored it: the
+	// store keeps the body without it and puts it back in every read, so a
+	// large payload (an email's text) is written once. Reads leave it nil.
+	Payload *PayloadRef
+}
+
+// PayloadRef locates an event's payload inside a message body.
+type PayloadRef struct {
+	EventID string
+	At, Len int
 }
 
 // MessageState is where a message is in its life.

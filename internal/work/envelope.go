@@ -1,6 +1,7 @@
 package work
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/agentowl/agentowl/agentwork"
@@ -24,6 +25,12 @@ import (
 type EncodedEvent struct {
 	// fields is `"headers":…,"payload":…`.
 	fields []byte
+	// payloadAt is where the payload begins in fields, and stored tells
+	// that those bytes are the event's payload exactly as it is stored, so
+	// that the handoff's message can refer to it (store.PayloadRef) rather
+	// than hold a second copy.
+	payloadAt, payloadLen int
+	stored                bool
 }
 
 // EncodeEvent encodes ev's headers and payload for its handoff envelope
@@ -52,22 +59,31 @@ func EncodeEvent(ev *store.Event, marshaled bool) (*EncodedEvent, error) {
 	b = append(b, `"headers":`...)
 	b = append(b, h...)
 	b = append(b, `,"payload":`...)
+	at := len(b)
 	b = append(b, p...)
-	return &EncodedEvent{fields: b}, nil
+	return &EncodedEvent{fields: b, payloadAt: at, payloadLen: len(p),
+		stored: len(p) >= referAtLeast && bytes.Equal(p, ev.Payload)}, nil
 }
 
+// referAtLeast is the smallest payload a handoff's message refers to
+// rather than copies: below a database page, the second copy costs less
+// than the reference (an index entry, and the payload read back on every
+// claim).
+const referAtLeast = 4096
+
 // handoffBody returns json.Marshal(d) for d whose event's headers and
-// payload enc encodes.
-func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, error) {
+// payload enc encodes, and where in it the event's stored payload lies
+// (nil when enc's payload is not the stored bytes).
+func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, *store.PayloadRef, error) {
 	ev := &d.Event
 	attachments, err := json.Marshal(ev.Attachments)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var block []byte
 	if d.Work != nil {
 		if block, err = json.Marshal(d.Work); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	b := make([]byte, 0, len(enc.fields)+len(attachments)+len(block)+512)
@@ -91,6 +107,10 @@ func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, error) {
 	str(`,"sender":`, ev.Sender)
 	str(`,"received_at":`, ev.ReceivedAt)
 	b = append(b, ',')
+	var ref *store.PayloadRef
+	if enc.stored {
+		ref = &store.PayloadRef{EventID: ev.ID, At: len(b) + enc.payloadAt, Len: enc.payloadLen}
+	}
 	b = append(b, enc.fields...)
 	b = append(b, `,"attachments":`...)
 	b = append(b, attachments...)
@@ -99,5 +119,5 @@ func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, error) {
 		b = append(b, `,"work":`...)
 		b = append(b, block...)
 	}
-	return append(b, '}'), nil
+	return append(b, '}'), ref, nil
 }

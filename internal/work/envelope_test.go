@@ -3,6 +3,7 @@ package work
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func FuzzHandoffBody(f *testing.F) {
 	f.Add("", "k", "v", `not json`, `[]`, false, "", "")
 	f.Add("", "k", "v", `{}`, `[`, false, "", "")
 	f.Add("", "", "", ``, `[]`, false, "c", "s")
+	f.Add("bob@example.org", "", "", `{"text": "`+strings.Repeat("long line \u00e9 ", 400)+`"}`, `[]`, false, "c", "") // referred to
 	f.Fuzz(func(t *testing.T, sender, hk, hv, payload, attachments string, followUp bool, cred, session string) {
 		var headers map[string][]string
 		if hk != "" {
@@ -38,14 +40,23 @@ func FuzzHandoffBody(f *testing.F) {
 			check := func(ev *store.Event, marshaled bool) {
 				enc, err := EncodeEvent(ev, marshaled)
 				var got []byte
+				var ref *store.PayloadRef
 				if err == nil {
-					got, err = handoffBody(&d, enc)
+					got, ref, err = handoffBody(&d, enc)
 				}
 				if (err != nil) != (wantErr != nil) {
 					t.Fatalf("marshaled %v: error %v, json.Marshal's %v", marshaled, err, wantErr)
 				}
 				if err == nil && !bytes.Equal(got, want) {
 					t.Fatalf("marshaled %v: body\n%s\nwant (json.Marshal)\n%s", marshaled, got, want)
+				}
+				// Where the body refers to the stored payload, those bytes
+				// are the payload as stored: the store splices it back.
+				if ref != nil && (ref.EventID != ev.ID || ref.At+ref.Len > len(got) || !bytes.Equal(got[ref.At:ref.At+ref.Len], ev.Payload)) {
+					t.Fatalf("marshaled %v: payload reference %+v does not locate the stored payload %q in\n%s", marshaled, *ref, ev.Payload, got)
+				}
+				if err == nil && marshaled && len(ev.Payload) >= referAtLeast && ref == nil {
+					t.Fatalf("an adapter's payload carried as is must be referred to, not copied")
 				}
 			}
 			check(ev, false)

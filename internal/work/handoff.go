@@ -145,13 +145,14 @@ func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 			return err
 		}
 	}
-	body, err := handoffBody(&d, enc)
+	body, payload, err := handoffBody(&d, enc)
 	if err != nil {
 		return err
 	}
 	return tx.MessageCreate(ctx, &store.Message{
 		ID: d.ID, TenantID: ev.TenantID, Kind: kind, Destination: Destination(ep.ID), Subject: subject, Body: body,
 		CreatedAt: now, DeadlineAt: now.Add(s.cfg.HandoffWindow), State: store.MessagePending, NextAttempt: now,
+		Payload: payload,
 	})
 }
 

@@ -121,7 +121,7 @@ func (t *tx) MessagesFailedWithoutIncident(ctx context.Context, kinds []string, 
 	for _, k := range kinds {
 		args = append(args, k)
 	}
-	rows, err := t.query(ctx, `SELECT `+messageCols+` FROM outbox o WHERE o.state = 'failed'
+	rows, err := t.query(ctx, `SELECT `+messageSelectO+` FROM outbox o WHERE o.state = 'failed'
 		AND o.kind IN (?`+strings.Repeat(", ?", len(kinds)-1)+`)
 		AND NOT EXISTS (SELECT 1 FROM attention_items a WHERE a.message_id = o.id)
 		ORDER BY o.ended_at, o.id LIMIT ?`, append(args, limit)...)

@@ -79,7 +79,7 @@ func (t *tx) MessageRewrite(ctx context.Context, id string, body []byte) error {
 	// The claim leases a message and counts its attempt in one statement,
 	// so attempts = 0 means no attempt has started or is in flight; a
 	// concurrent claim either sees the new body or makes this match nothing.
-	err := t.execOne(ctx, `UPDATE outbox SET body = ? WHERE id = ? AND state = 'pending' AND attempts = 0`, body, id)
+	err := t.execOne(ctx, `UPDATE outbox SET body = ?, body_event = NULL, body_at = NULL WHERE id = ? AND state = 'pending' AND attempts = 0`, body, id)
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}

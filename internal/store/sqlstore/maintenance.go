@@ -220,14 +220,18 @@ var purgeStatements = map[store.PurgeClass][]string{
 		AND NOT EXISTS (SELECT 1 FROM work r WHERE r.replay_of = w.id)
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = w.id AND o.state = 'pending') LIMIT ?)`},
 	// An event goes with its attachment records once none keeps bytes in
-	// the object store (the retained_bytes job deletes them at expiry).
+	// the object store (the retained_bytes job deletes them at expiry), and
+	// only once no message's body refers to its payload (a failed handoff
+	// kept for redrive outlives its work).
 	store.PurgeEvents: {`DELETE FROM attachments WHERE event_id IN (SELECT e.id FROM events e WHERE e.received_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM work w WHERE w.event_id = e.id)
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = e.id AND o.state = 'pending')
+		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.body_event = e.id)
 		AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.event_id = e.id AND a.blob_key IS NOT NULL AND a.deleted_at IS NULL) LIMIT ?)`,
 		`DELETE FROM events WHERE id IN (SELECT e.id FROM events e WHERE e.received_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM work w WHERE w.event_id = e.id)
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = e.id AND o.state = 'pending')
+		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.body_event = e.id)
 		AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.event_id = e.id) LIMIT ?)`},
 	store.PurgeConversations: {`DELETE FROM conversations WHERE id IN (SELECT c.id FROM conversations c WHERE c.last_event_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.id)

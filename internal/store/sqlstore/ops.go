@@ -69,13 +69,13 @@ func (t *tx) OutboxFind(ctx context.Context, p store.OutboxFindParams) ([]*store
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := t.query(ctx, `SELECT `+qualified(messageCols, "o")+outboxEntryCols+outboxEntryFrom+
+	rows, err := t.query(ctx, `SELECT `+messageSelectO+outboxEntryCols+outboxEntryFrom+
 		` WHERE `+strings.Join(where, " AND ")+` ORDER BY o.created_at DESC, o.id LIMIT ?`, append(args, limit)...)
 	return all(rows, err, scanOutboxEntry)
 }
 
 func (t *tx) OutboxGet(ctx context.Context, id string) (*store.OutboxEntry, error) {
-	return one(t.queryRow(ctx, `SELECT `+qualified(messageCols, "o")+outboxEntryCols+outboxEntryFrom+` WHERE o.id = ?`, id),
+	return one(t.queryRow(ctx, `SELECT `+messageSelectO+outboxEntryCols+outboxEntryFrom+` WHERE o.id = ?`, id),
 		scanOutboxEntry)
 }
 
@@ -90,7 +90,7 @@ func (t *tx) MessageRedrive(ctx context.Context, p store.RedriveParams) (*store.
 	m, err := one(t.queryRow(ctx, `UPDATE outbox SET state = 'pending', next_attempt_at = ?, deadline_at = ?,
 		lease_owner = NULL, lease_until = NULL, last_status = NULL, last_error = NULL, ended_at = NULL, retain_until = NULL,
 		attempt_base = attempts, redrives = redrives + 1
-		WHERE id = ? AND state IN (?`+strings.Repeat(", ?", len(p.From)-1)+`) RETURNING `+messageCols, args...), scanMessage)
+		WHERE id = ? AND state IN (?`+strings.Repeat(", ?", len(p.From)-1)+`) RETURNING `+messageSelectCols, args...), scanMessage)
 	if errors.Is(err, store.ErrNotFound) {
 		// Tell a message in another state from no message at all.
 		if _, gerr := t.MessageGet(ctx, p.ID); gerr == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -11,8 +12,36 @@ import (
 	"github.com/agentowl/agentowl/internal/store"
 )
 
+// messageCols are the columns a message is written to; messageSelect(a)
+// reads them back (a is the outbox's alias, "" for none), the body with
+// its event's payload put back where MessageCreate took it out
+// (store.PayloadRef; the same expression on both dialects).
 const messageCols = `id, tenant_id, kind, destination, subject, body, created_at, deadline_at, state, attempts,
 	next_attempt_at, lease_owner, lease_until, last_status, last_error, ended_at, retain_until, redrives, attempt_base`
+
+func messageSelect(alias string) string {
+	q := ""
+	if alias != "" {
+		q = alias + "."
+	}
+	body := `CASE WHEN ` + q + `body_event IS NULL THEN ` + q + `body ELSE substr(` + q + `body, 1, ` + q + `body_at) ||
+		(SELECT ev.payload FROM events ev WHERE ev.id = ` + q + `body_event) || substr(` + q + `body, ` + q + `body_at + 1) END`
+	cols := strings.Split(messageCols, ",")
+	for i, c := range cols {
+		if c = strings.TrimSpace(c); c == "body" {
+			cols[i] = body
+		} else {
+			cols[i] = q + c
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
+// Every read of a message selects messageSelect; built once.
+var (
+	messageSelectCols = messageSelect("")
+	messageSelectO    = messageSelect("o")
+)
 
 func scanMessage(s scanner) (*store.Message, error) {
 	var m store.Message
@@ -24,6 +53,11 @@ func scanMessage(s scanner) (*store.Message, error) {
 		&m.Attempts, &next, &owner, &lease, &status, &lastErr, &ended, &retain, &m.Redrives, &m.AttemptBase); err != nil {
 		return nil, err
 	}
+	if m.Body == nil {
+		// Only a body whose event is gone reads as NULL; the events'
+		// retention keeps every event a message refers to.
+		return nil, fmt.Errorf("outbox message %s: the event its body refers to is gone", m.ID)
+	}
 	m.State, m.LeaseOwner, m.LastError, m.LastStatus = store.MessageState(state), owner.String, lastErr.String, int(status.Int64)
 	m.CreatedAt, m.DeadlineAt, m.NextAttempt = fromTS(created), fromTS(deadline), fromTS(next)
 	m.LeaseUntil, m.EndedAt, m.RetainUntil = fromNullTS(lease), fromNullTS(ended), fromNullTS(retain)
@@ -31,10 +65,18 @@ func scanMessage(s scanner) (*store.Message, error) {
 }
 
 func (t *tx) MessageCreate(ctx context.Context, m *store.Message) error {
-	return t.execLater(ctx, nil, `INSERT INTO outbox (`+messageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.TenantID, m.Kind, m.Destination, m.Subject, m.Body, ts(m.CreatedAt), ts(m.DeadlineAt), string(m.State),
+	body, event, at := m.Body, any(nil), any(nil)
+	if p := m.Payload; p != nil {
+		if p.EventID == "" || p.At < 0 || p.Len < 0 || p.At+p.Len > len(m.Body) {
+			return fmt.Errorf("outbox message %s: payload reference %+v outside its %d-byte body", m.ID, *p, len(m.Body))
+		}
+		body = append(slices.Clip(m.Body[:p.At]), m.Body[p.At+p.Len:]...)
+		event, at = p.EventID, p.At
+	}
+	return t.execLater(ctx, nil, `INSERT INTO outbox (`+messageCols+`, body_event, body_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.TenantID, m.Kind, m.Destination, m.Subject, body, ts(m.CreatedAt), ts(m.DeadlineAt), string(m.State),
 		m.Attempts, ts(m.NextAttempt), nullStr(m.LeaseOwner), nullTS(m.LeaseUntil), nullInt(m.LastStatus),
-		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil), m.Redrives, m.AttemptBase)
+		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil), m.Redrives, m.AttemptBase, event, at)
 }
 
 func nullInt(v int) any {
@@ -45,7 +87,7 @@ func nullInt(v int) any {
 }
 
 func (t *tx) MessageGet(ctx context.Context, id string) (*store.Message, error) {
-	return one(t.queryRow(ctx, `SELECT `+messageCols+` FROM outbox WHERE id = ?`, id), scanMessage)
+	return one(t.queryRow(ctx, `SELECT `+messageSelectCols+` FROM outbox WHERE id = ?`, id), scanMessage)
 }
 
 func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*store.Message, error) {
@@ -54,7 +96,7 @@ func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*store.Me
 	rows, err := t.query(ctx, `UPDATE outbox SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
 		WHERE id IN (SELECT id FROM outbox WHERE state = 'pending' AND next_attempt_at <= ?
 			AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at LIMIT ?`+t.db.dialect.SkipLocked+`)
-		RETURNING `+messageCols, p.Owner, ts(p.LeaseUntil), ts(p.Now), ts(p.Now), p.Limit)
+		RETURNING `+messageSelectCols, p.Owner, ts(p.LeaseUntil), ts(p.Now), ts(p.Now), p.Limit)
 	msgs, err := all(rows, err, scanMessage)
 	// RETURNING does not keep the subquery's order; attempts start oldest due first.
 	slices.SortFunc(msgs, func(a, b *store.Message) int {
@@ -171,7 +213,7 @@ func (t *tx) MessageList(ctx context.Context, p store.MessageListParams) ([]*sto
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := t.query(ctx, `SELECT `+messageCols+` FROM outbox WHERE `+strings.Join(where, " AND ")+
+	rows, err := t.query(ctx, `SELECT `+messageSelectCols+` FROM outbox WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
 	return all(rows, err, scanMessage)
 }

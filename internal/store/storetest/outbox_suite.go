@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,6 +24,7 @@ var outboxTests = []struct {
 	run  func(t *testing.T, e *env)
 }{
 	{"MessageRoundTrip", testMessageRoundTrip},
+	{"MessagePayloadRef", testMessagePayloadRef},
 	{"MessageClaim", testMessageClaim},
 	{"MessageClaimConcurrent", testMessageClaimConcurrent},
 	{"MessageFinish", testMessageFinish},
@@ -220,6 +222,110 @@ func testMessageRoundTrip(t *testing.T, e *env) {
 	dup.ID = bare.ID
 	wantErr(t, "create with a taken ID", e.writeErr(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, dup) }), store.ErrConflict)
 	equal(t, "message after rejected duplicate", e.getMessage(t, bare.ID), bare)
+}
+
+// testMessagePayloadRef: a message whose body refers to its event's
+// payload (store.PayloadRef) is stored without it and read back byte for
+// byte, on every read (get, claim, list, redrive, a failed message's
+// outbox entry); its event outlives it in the events' retention; a
+// rewrite stores the new body whole; a reference outside the body writes
+// nothing.
+func testMessagePayloadRef(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	_, _, ev := e.thread(t, tn.ID)
+	mk := func(at time.Time) (*store.Message, []byte) {
+		m := newMessage(tn.ID, at)
+		prefix, suffix := []byte(`{"event":{"payload":`), []byte("},\"n\":\"\x00\xff\"}")
+		m.Body = append(append(slices.Clone(prefix), ev.Payload...), suffix...)
+		m.Payload = &store.PayloadRef{EventID: ev.ID, At: len(prefix), Len: len(ev.Payload)}
+		return m, slices.Clone(m.Body)
+	}
+	m, whole := mk(e.now)
+	rewritten, _ := mk(e.now.Add(time.Second))
+	e.messages(t, m, rewritten)
+	want := *m
+	want.Payload = nil // reads leave it nil
+	equal(t, "message read back", e.getMessage(t, m.ID), &want)
+	sameBody := func(what string, got []byte) {
+		t.Helper()
+		if !bytes.Equal(got, whole) {
+			t.Fatalf("%s: body %q, want %q", what, got, whole)
+		}
+	}
+	sameBody("get", e.getMessage(t, m.ID).Body)
+	for _, l := range read(t, e, func(tx store.Tx) ([]*store.Message, error) {
+		return tx.MessageList(e.ctx, store.MessageListParams{TenantID: tn.ID, Limit: 10})
+	}) {
+		if l.ID == m.ID {
+			sameBody("list", l.Body)
+		}
+	}
+
+	// A rewrite (a conversation linked before the handoff) is stored whole.
+	e.write(t, func(tx store.Tx) error { return tx.MessageRewrite(e.ctx, rewritten.ID, []byte(`{"v":2}`)) })
+	if got := e.getMessage(t, rewritten.ID).Body; string(got) != `{"v":2}` {
+		t.Fatalf("rewritten body: %q", got)
+	}
+
+	at := e.now.Add(time.Second)
+	claimed := e.claim(t, "w1", at, at.Add(time.Minute), 10)
+	equal(t, "claimed", len(claimed), 2)
+	for _, c := range claimed {
+		if c.ID == m.ID {
+			sameBody("claim", c.Body)
+		}
+	}
+	keep := ptr(at.Add(time.Hour))
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: newAttempt(m, 1, at, 500, ""), State: store.MessageFailed, RetainUntil: keep})
+	e.finish(t, store.FinishParams{ID: rewritten.ID, Owner: "w1", Attempt: newAttempt(rewritten, 1, at, 204, ""),
+		State: store.MessageDelivered, RetainUntil: keep})
+	sameBody("outbox entry", read(t, e, func(tx store.Tx) (*store.OutboxEntry, error) { return tx.OutboxGet(e.ctx, m.ID) }).Message.Body)
+
+	// The failed message, kept for redrive, keeps its event.
+	purgeEvents := func() {
+		e.write(t, func(tx store.Tx) error {
+			_, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: store.PurgeEvents, Before: e.now.Add(48 * time.Hour), Limit: 100})
+			return err
+		})
+	}
+	eventGone := func() bool {
+		return errors.Is(e.readErr(func(tx store.Tx) error { _, err := tx.EventGet(e.ctx, ev.ID); return err }), store.ErrNotFound)
+	}
+	purgeEvents()
+	if eventGone() {
+		t.Fatal("the events' retention deleted an event a failed message's body refers to")
+	}
+	var redriven *store.Message
+	e.write(t, func(tx store.Tx) (err error) {
+		redriven, err = tx.MessageRedrive(e.ctx, store.RedriveParams{ID: m.ID, From: []store.MessageState{store.MessageFailed},
+			Now: at.Add(time.Minute), DeadlineAt: at.Add(time.Hour)})
+		return err
+	})
+	sameBody("redrive", redriven.Body)
+	at = at.Add(2 * time.Minute)
+	again := e.claim(t, "w2", at, at.Add(time.Minute), 10)
+	equal(t, "claimed after the redrive", msgIDs(again), []string{m.ID})
+	sameBody("claim after the redrive", again[0].Body)
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: newAttempt(m, 2, at, 500, ""), State: store.MessageFailed, RetainUntil: keep})
+
+	// Once no message refers to it, the event may go.
+	e.purge(t, e.now.Add(48*time.Hour))
+	if !e.messageGone(t, m.ID) || !e.messageGone(t, rewritten.ID) {
+		t.Fatal("the messages past their retention were kept")
+	}
+	purgeEvents()
+	if !eventGone() {
+		t.Fatal("an event no message refers to any more was kept")
+	}
+
+	bad, _ := mk(e.now)
+	bad.Payload.Len = len(bad.Body)
+	if err := e.writeErr(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, bad) }); err == nil {
+		t.Fatal("a payload reference outside the body was accepted")
+	}
+	if !e.messageGone(t, bad.ID) {
+		t.Fatal("a message with a payload reference outside its body was stored")
+	}
 }
 
 func testMessageClaim(t *testing.T, e *env) {
