@@ -1,12 +1,15 @@
 package smtp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/smtp"
 	"net/textproto"
@@ -250,4 +253,100 @@ func (e *env) count(table string) int {
 // crlf turns a message written with \n line ends into the wire form.
 func crlf(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
+}
+
+// rawClient speaks SMTP over one connection as MTAs do: commands
+// pipelined (PIPELINING), the body written in one piece, with DATA or with
+// BDAT (CHUNKING).
+type rawClient struct {
+	conn net.Conn
+	w    *bufio.Writer
+	r    *textproto.Reader
+}
+
+// dialRaw connects, reads the greeting and says EHLO; it returns the
+// extensions the server announced.
+func dialRaw(addr string) (*rawClient, []string, error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &rawClient{conn: conn, w: bufio.NewWriterSize(conn, 128<<10), r: textproto.NewReader(bufio.NewReader(conn))}
+	if _, err := c.expect(220); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	fmt.Fprintf(c.w, "EHLO client.example.org\r\n")
+	msg, err := c.flushExpect(250)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return c, strings.Split(msg, "\n"), nil
+}
+
+func (c *rawClient) expect(code int) (string, error) {
+	_, msg, err := c.r.ReadResponse(code)
+	return msg, err
+}
+
+func (c *rawClient) flushExpect(codes ...int) (string, error) {
+	if err := c.w.Flush(); err != nil {
+		return "", err
+	}
+	var last string
+	for _, code := range codes {
+		msg, err := c.expect(code)
+		if err != nil {
+			return msg, err
+		}
+		last = msg
+	}
+	return last, nil
+}
+
+// sendData sends msg (CRLF lines, none beginning with a dot) with DATA.
+func (c *rawClient) sendData(from, to, msg string) error {
+	fmt.Fprintf(c.w, "MAIL FROM:<%s>\r\nRCPT TO:<%s>\r\nDATA\r\n", from, to)
+	if _, err := c.flushExpect(250, 250, 354); err != nil {
+		return err
+	}
+	c.w.WriteString(msg)
+	if !strings.HasSuffix(msg, "\r\n") {
+		c.w.WriteString("\r\n")
+	}
+	c.w.WriteString(".\r\n")
+	_, err := c.flushExpect(250)
+	return err
+}
+
+// sendBDAT sends msg as is in n BDAT chunks, the last one LAST.
+func (c *rawClient) sendBDAT(from, to, msg string, n int) error {
+	fmt.Fprintf(c.w, "MAIL FROM:<%s>\r\nRCPT TO:<%s>\r\n", from, to)
+	if _, err := c.flushExpect(250, 250); err != nil {
+		return err
+	}
+	size := (len(msg) + n - 1) / n
+	for off := 0; off < len(msg) || off == 0; off += size {
+		chunk, last := msg[off:min(off+size, len(msg))], off+size >= len(msg)
+		if last {
+			fmt.Fprintf(c.w, "BDAT %d LAST\r\n", len(chunk))
+		} else {
+			fmt.Fprintf(c.w, "BDAT %d\r\n", len(chunk))
+		}
+		c.w.WriteString(chunk)
+		if _, err := c.flushExpect(250); err != nil {
+			return err
+		}
+		if last {
+			break
+		}
+	}
+	return nil
+}
+
+func (c *rawClient) close() {
+	fmt.Fprintf(c.w, "QUIT\r\n")
+	_ = c.w.Flush()
+	c.conn.Close()
 }

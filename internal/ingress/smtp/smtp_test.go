@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -283,6 +284,53 @@ func TestSMTPRefusals(t *testing.T) {
 		})
 		if conversations != 0 {
 			t.Fatal("a refused message left a conversation")
+		}
+	})
+}
+
+// Senders that support CHUNKING (RFC 3030; the server announces it) send
+// the message with BDAT, in chunks and without dot-stuffing: the message is
+// recorded as with DATA, a line that begins with a dot keeps it, the 250
+// of the LAST chunk comes once the event is stored, and a message over the
+// limit is 552 5.3.4 with nothing stored.
+func TestSMTPChunking(t *testing.T) {
+	t.Parallel()
+	adjust := func(c *server.Config) {
+		c.Ingress.Mail = ingress.MailLimits{MaxMessageBytes: 8 << 10, MaxParts: 3, MaxPartBytes: 4 << 10}
+	}
+	forEachBackend(t, adjust, func(t *testing.T, e *env) {
+		_, addr := e.binding("")
+		c, exts, err := dialRaw(e.srv.SMTPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		if !slices.Contains(exts, "CHUNKING") {
+			t.Fatalf("EHLO announced %q, want CHUNKING among them", exts)
+		}
+		msg := crlf("From: fay@example.org\nSubject: in chunks\nMessage-ID: <chunks@example.org>\n\n.leading dot\n" +
+			strings.Repeat("a line of the body\n", 100))
+		if err := c.sendBDAT("fay@example.org", addr, msg, 3); err != nil {
+			t.Fatalf("BDAT in three chunks: %v", err)
+		}
+		ev := bySubject(t, e.events(), "in chunks")
+		if text, _ := payload(t, ev)["text"].(string); !strings.HasPrefix(text, ".leading dot\r\n") || strings.Count(text, "a line of the body") != 100 {
+			t.Fatalf("text recorded from BDAT = %.80q…", text)
+		}
+		// The sender's retry of the same message is one event.
+		if err := c.sendBDAT("fay@example.org", addr, msg, 1); err != nil {
+			t.Fatalf("BDAT retry: %v", err)
+		}
+		before := len(e.events())
+		if before != 1 {
+			t.Fatalf("%d events after a retry, want 1", before)
+		}
+		big := crlf("From: fay@example.org\nSubject: too big\n\n" + strings.Repeat("x", 76) + "\n")
+		big += strings.Repeat(strings.Repeat("y", 76)+"\r\n", 9<<10/78)
+		err = c.sendBDAT("fay@example.org", addr, big, 2)
+		wantReply(t, "BDAT over the message limit", err, 552, "5.3.4")
+		if n := len(e.events()); n != before {
+			t.Fatalf("%d events after a refused message, want %d", n, before)
 		}
 	})
 }
