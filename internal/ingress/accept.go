@@ -165,7 +165,7 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 		// A concurrent first event with the same thread or dedupe key can
 		// win the insert; the retry then finds it.
 		for attempt := 0; ; attempt++ {
-			out, err = s.accept(ctx, b, ev, enc, in)
+			out, err = s.accept(ctx, b, ev, enc, in, attempt > 0)
 			if !errors.Is(err, store.ErrConflict) || attempt == 2 {
 				break
 			}
@@ -183,18 +183,25 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	return out, nil
 }
 
-func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, in Inbound) (*Accepted, error) {
+// accept is one attempt at Accept's write. A repeated dedupe key is found
+// by the events' unique index: the first attempt inserts without looking
+// (a provider's retry is rare, and the look is a statement, a round trip on
+// PostgreSQL, on every event), and an insert that conflicts fails the
+// attempt; the next one (again) looks first and answers the duplicate.
+func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, in Inbound,
+	lookFirst bool) (*Accepted, error) {
 	var out *Accepted
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		// The binding was admitted before the body was read: it may have been
 		// deleted while the body arrived.
-		if cur, err := tx.BindingGet(ctx, b.ID); err != nil || cur.DeletedAt != nil {
+		cur, ep, err := tx.BindingRoute(ctx, b.ID)
+		if err != nil || cur.DeletedAt != nil {
 			if err == nil || errors.Is(err, store.ErrNotFound) {
 				return noSuchAddress()
 			}
 			return err
 		}
-		if proto.DedupeKey != "" {
+		if proto.DedupeKey != "" && lookFirst {
 			prev, err := tx.EventGetByDedupeKey(ctx, b.ID, proto.DedupeKey)
 			if err == nil {
 				out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}
@@ -252,10 +259,6 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 		if in.RecordOnly || (in.QuietFollowUp && ev.FollowUp) {
 			out.Recorded = true
 			return nil
-		}
-		ep, err := tx.EndpointGet(ctx, b.EndpointID)
-		if err != nil {
-			return err
 		}
 		if ep.DeletedAt != nil {
 			return nil // cannot happen while the binding lives; kept, not delivered

@@ -249,6 +249,9 @@ type AgentWork interface {
 	BindingCreate(ctx context.Context, b *Binding) error
 	// BindingGet returns a binding, deleted or not.
 	BindingGet(ctx context.Context, id string) (*Binding, error)
+	// BindingRoute returns a binding, deleted or not, with the endpoint it
+	// routes to, in one statement (an inbound event's write needs both).
+	BindingRoute(ctx context.Context, id string) (*Binding, *Endpoint, error)
 	// BindingGetByToken finds a live binding by its token hash.
 	BindingGetByToken(ctx context.Context, tokenHash []byte) (*Binding, error)
 	// BindingGetByAddress finds the live smtp binding with a (lower-case)

@@ -165,6 +165,26 @@ func (t *tx) BindingGet(ctx context.Context, id string) (*store.Binding, error) 
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE id = ?`, id), scanBinding)
 }
 
+func (t *tx) BindingRoute(ctx context.Context, id string) (*store.Binding, *store.Endpoint, error) {
+	var ep *store.Endpoint
+	b, err := one(t.queryRow(ctx, `SELECT `+qualified(bindingCols, "b")+`, `+qualified(endpointCols, "e")+`
+		FROM bindings b JOIN endpoints e ON e.id = b.endpoint_id WHERE b.id = ?`, id),
+		func(s scanner) (*store.Binding, error) {
+			// The binding's columns, then the endpoint's.
+			return scanBinding(scannerFunc(func(dest ...any) error {
+				var err error
+				ep, err = scanEndpoint(scannerFunc(func(epDest ...any) error {
+					return s.Scan(append(dest, epDest...)...)
+				}))
+				return err
+			}))
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, ep, nil
+}
+
 func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*store.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE token_hash = ? AND deleted_at IS NULL`, tokenHash),
 		scanBinding)

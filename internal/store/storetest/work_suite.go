@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -250,6 +251,18 @@ func testBindings(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "binding", got, a)
+	route := func(id string) (rb *store.Binding, rep *store.Endpoint, err error) {
+		err = e.readErr(func(tx store.Tx) (err error) { rb, rep, err = tx.BindingRoute(e.ctx, id); return err })
+		return rb, rep, err
+	}
+	rb, rep, err := route(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "binding of its route", rb, a)
+	equal(t, "endpoint of its route", rep, read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
+	_, _, err = route("bnd_missing")
+	wantErr(t, "route of an unknown binding", err, store.ErrNotFound)
 	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
 	equal(t, "binding by token", got, b)
 	list := read(t, e, func(tx store.Tx) ([]*store.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
@@ -262,6 +275,9 @@ func testBindings(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at.Add(time.Hour)) })
 	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "deleted_at", got.DeletedAt, &at)
+	if rb, _, err := route(a.ID); err != nil || !reflect.DeepEqual(rb.DeletedAt, &at) {
+		t.Fatalf("route of a deleted binding: %v, %v; want it with deleted_at %v", rb, err, at)
+	}
 	wantErr(t, "a deleted binding's token", e.readErr(func(tx store.Tx) error {
 		_, err := tx.BindingGetByToken(e.ctx, a.TokenHash)
 		return err
