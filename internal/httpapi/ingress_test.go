@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +12,8 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
+	"github.com/agentowl/agentowl/internal/server"
+	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
@@ -404,4 +408,61 @@ func TestIngressBindingDeletedDuringUpload(t *testing.T) {
 			t.Fatalf("work for a deleted binding: %v", got)
 		}
 	})
+}
+
+// TestIngressWriteRoundTrips: on PostgreSQL an inbound event's write is
+// pipelined (sqlstore/pgx.go). Its binding, its endpoint and the runtime
+// credential its work block names come in one statement, a repeated dedupe
+// key is found by the insert rather than looked up first, and the inserts
+// go with COMMIT: two round trips, and one more to look up a conversation
+// key. Each figure is the least of three events, since the server's own
+// writes (its scheduler) may land in between.
+func TestIngressWriteRoundTrips(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		if b.Name != "postgres" {
+			continue // SQLite has no round trips to count
+		}
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			we := setupWorkServer(t, b, func(c *server.Config) { c.NoDelivery = true })
+			id := we.endpoint(t, newRuntime(t, we), true)["id"].(string)
+			we.credential(t, id, nil)
+			bid, _ := we.binding(t, id, nil)
+			ctx := context.Background()
+			st := we.server.Store()
+			var bnd *store.Binding
+			if err := st.Read(ctx, func(tx store.Tx) (err error) { bnd, err = tx.BindingGet(ctx, bid); return err }); err != nil {
+				t.Fatal(err)
+			}
+			counter, ok := st.(interface{ WriteRoundTrips() (writes, trips int64) })
+			if !ok {
+				t.Fatal("the PostgreSQL store does not count its round trips")
+			}
+			for _, c := range []struct {
+				what   string
+				thread func(i int) ingress.Thread
+				most   int64
+			}{
+				{"an event with a dedupe key", func(int) ingress.Thread { return nil }, 2},
+				{"an event with a conversation key", func(i int) ingress.Thread { return ingress.KeyThread("c" + strconv.Itoa(i)) }, 3},
+			} {
+				least := int64(-1)
+				for i := range 3 {
+					_, before := counter.WriteRoundTrips()
+					out, err := we.server.Ingress().Accept(ctx, bnd, ingress.Inbound{Payload: json.RawMessage(`{"text":"hi"}`),
+						DedupeKey: c.what + strconv.Itoa(i), Thread: c.thread(i)})
+					if err != nil || out.WorkID == "" {
+						t.Fatalf("%s: %+v, %v; want work", c.what, out, err)
+					}
+					_, after := counter.WriteRoundTrips()
+					if n := after - before; least < 0 || n < least {
+						least = n
+					}
+				}
+				if least > c.most {
+					t.Errorf("%s took %d round trips, want at most %d", c.what, least, c.most)
+				}
+			}
+		})
+	}
 }

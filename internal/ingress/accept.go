@@ -194,8 +194,8 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		// The binding was admitted before the body was read: it may have been
 		// deleted while the body arrived.
-		cur, ep, err := tx.BindingRoute(ctx, b.ID)
-		if err != nil || cur.DeletedAt != nil {
+		route, err := tx.BindingRoute(ctx, b.ID, work.ScopeCallbacks, s.clock.Now())
+		if err != nil || route.Binding.DeletedAt != nil {
 			if err == nil || errors.Is(err, store.ErrNotFound) {
 				return noSuchAddress()
 			}
@@ -260,10 +260,10 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 			out.Recorded = true
 			return nil
 		}
-		if ep.DeletedAt != nil {
+		if route.Endpoint.DeletedAt != nil {
 			return nil // cannot happen while the binding lives; kept, not delivered
 		}
-		w, err := s.work.HandoffEncodedTx(ctx, tx, ep, &ev, conv, enc)
+		w, err := s.work.HandoffEncodedTx(ctx, tx, route, &ev, conv, enc)
 		if err != nil {
 			return err
 		}

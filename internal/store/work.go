@@ -55,6 +55,14 @@ func (c *RuntimeCredential) Active(now time.Time) bool {
 	return c.RevokedAt == nil && now.Before(c.ExpiresAt)
 }
 
+// Route is a binding with where its events go (BindingRoute).
+type Route struct {
+	Binding  *Binding
+	Endpoint *Endpoint
+	// Credential is the endpoint's RuntimeCredentialNewest ("" if none).
+	Credential string
+}
+
 // Binding is a receiving address of a channel that routes its events to
 // one endpoint. Every channel but smtp is addressed by an unguessable URL
 // token, stored as its SHA-256; an smtp binding by its email address.
@@ -237,6 +245,10 @@ type AgentWork interface {
 	RuntimeCredentialGet(ctx context.Context, id string) (*RuntimeCredential, error)
 	// RuntimeCredentialList returns an endpoint's credentials, oldest first.
 	RuntimeCredentialList(ctx context.Context, endpointID string) ([]*RuntimeCredential, error)
+	// RuntimeCredentialNewest returns the ID of the endpoint's newest
+	// credential that is active at now (RuntimeCredential.Active) and has
+	// scope, or "" when none has: the credential a work block names.
+	RuntimeCredentialNewest(ctx context.Context, endpointID, scope string, now time.Time) (string, error)
 	// RuntimeCredentialRevoke sets revoked_at if unset; ErrNotFound if no
 	// such credential.
 	RuntimeCredentialRevoke(ctx context.Context, id string, at time.Time) error
@@ -250,8 +262,9 @@ type AgentWork interface {
 	// BindingGet returns a binding, deleted or not.
 	BindingGet(ctx context.Context, id string) (*Binding, error)
 	// BindingRoute returns a binding, deleted or not, with the endpoint it
-	// routes to, in one statement (an inbound event's write needs both).
-	BindingRoute(ctx context.Context, id string) (*Binding, *Endpoint, error)
+	// routes to and that endpoint's RuntimeCredentialNewest for scope at
+	// now, in one statement: what an inbound event's write needs.
+	BindingRoute(ctx context.Context, id, scope string, now time.Time) (*Route, error)
 	// BindingGetByToken finds a live binding by its token hash.
 	BindingGetByToken(ctx context.Context, tokenHash []byte) (*Binding, error)
 	// BindingGetByAddress finds the live smtp binding with a (lower-case)

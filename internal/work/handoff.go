@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -68,47 +67,38 @@ func ToWireEvent(ev *store.Event) agentwork.Event {
 		Payload: ev.Payload, Attachments: attachments}
 }
 
-// handoffCredential picks the credential a work block names: the newest
-// live one allowed to post callbacks. During rotation that is the new one.
-func handoffCredential(ctx context.Context, tx store.Tx, endpointID string, now time.Time) (string, error) {
-	creds, err := tx.RuntimeCredentialList(ctx, endpointID)
-	if err != nil {
-		return "", err
-	}
-	for _, c := range slices.Backward(creds) {
-		if c.Active(now) && slices.Contains(c.Scopes, ScopeCallbacks) {
-			return c.ID, nil
-		}
-	}
-	return "", nil
-}
-
 // HandoffTx records, in the caller's transaction, the delivery of ev to
 // ep: for an agent-work endpoint, new work of generation 1 and its handoff
 // message; otherwise the message alone in the original format. The work
 // is committed with its message, before any attempt, so every transport
 // retry carries the same work identity. Call Wake after the commit.
 func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation) (*store.Work, error) {
-	return s.HandoffEncodedTx(ctx, tx, ep, ev, conv, nil)
-}
-
-// HandoffEncodedTx is HandoffTx with ev's headers and payload already
-// encoded (EncodeEvent(ev), before the transaction); nil encodes them here.
-func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation,
-	enc *EncodedEvent) (*store.Work, error) {
-	if !ep.AgentWork {
-		return nil, s.deliverTx(ctx, tx, ep, ev, nil, enc)
-	}
-	return s.newWorkTx(ctx, tx, ep, ev, conv, 1, "", enc)
-}
-
-func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation, gen int,
-	replayOf string, enc *EncodedEvent) (*store.Work, error) {
-	now := s.clock.Now()
-	cred, err := handoffCredential(ctx, tx, ep.ID, now)
+	cred, err := tx.RuntimeCredentialNewest(ctx, ep.ID, ScopeCallbacks, s.clock.Now())
 	if err != nil {
 		return nil, err
 	}
+	return s.HandoffEncodedTx(ctx, tx, &store.Route{Endpoint: ep, Credential: cred}, ev, conv, nil)
+}
+
+// HandoffEncodedTx is HandoffTx for an event received at a binding whose
+// route (BindingRoute with ScopeCallbacks: the endpoint, and the credential
+// a work block names) the transaction has read, with ev's headers and
+// payload already encoded (EncodeEvent(ev), before the transaction; nil
+// encodes them here).
+func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, route *store.Route, ev *store.Event, conv *store.Conversation,
+	enc *EncodedEvent) (*store.Work, error) {
+	if !route.Endpoint.AgentWork {
+		return nil, s.deliverTx(ctx, tx, route.Endpoint, ev, nil, enc)
+	}
+	return s.newWorkTx(ctx, tx, route.Endpoint, route.Credential, ev, conv, 1, "", enc)
+}
+
+// newWorkTx records new work for ev at ep and its handoff; its work block
+// names cred, the newest live credential allowed to post callbacks (during
+// rotation, the new one).
+func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, cred string, ev *store.Event, conv *store.Conversation,
+	gen int, replayOf string, enc *EncodedEvent) (*store.Work, error) {
+	now := s.clock.Now()
 	w := &store.Work{
 		ID: NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
 		Generation: gen, ReplayOf: replayOf, DeliveryID: deliveryID(), CredentialID: cred, Status: store.WorkPending,
@@ -196,7 +186,11 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 		if err != nil {
 			return err
 		}
-		if out, err = s.newWorkTx(ctx, tx, ep, ev, conv, gen+1, orig.ID, nil); err != nil {
+		cred, err := tx.RuntimeCredentialNewest(ctx, ep.ID, ScopeCallbacks, s.clock.Now())
+		if err != nil {
+			return err
+		}
+		if out, err = s.newWorkTx(ctx, tx, ep, cred, ev, conv, gen+1, orig.ID, nil); err != nil {
 			return err
 		}
 		return access.Audit(ctx, tx, out.CreatedAt, m.TenantID, p, "work.replay", "work:"+out.ID,

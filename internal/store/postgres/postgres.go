@@ -28,7 +28,7 @@ import (
 var migrations embed.FS
 
 // dialect is what PostgreSQL needs of the shared SQL.
-var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, ForUpdate: " FOR UPDATE", ForShare: " FOR KEY SHARE",
+var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, StrPos: "strpos", ForUpdate: " FOR UPDATE", ForShare: " FOR KEY SHARE",
 	SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable, Unavailable: unavailable}
 
 // Open connects to url (a postgres:// URL; extra parameters such as

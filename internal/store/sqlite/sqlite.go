@@ -31,7 +31,7 @@ const readConns = 8
 var migrations embed.FS
 
 // dialect is what SQLite needs of the shared SQL.
-var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, Unavailable: unavailable, CacheStatements: true}
+var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, Unavailable: unavailable, CacheStatements: true, StrPos: "instr"}
 
 // Config tunes the SQLite store.
 type Config struct {

@@ -51,6 +51,10 @@ type Dialect struct {
 	// CacheStatements prepares each query once per connection (SQLite;
 	// pgx caches statements itself).
 	CacheStatements bool
+	// StrPos names the function that returns where a string occurs in
+	// another, 0 if nowhere, called as StrPos(haystack, needle): "instr"
+	// on SQLite, "strpos" on PostgreSQL.
+	StrPos string
 }
 
 // DB is a store.Store over one or two database/sql pools.

@@ -165,25 +165,47 @@ func (t *tx) BindingGet(ctx context.Context, id string) (*store.Binding, error) 
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE id = ?`, id), scanBinding)
 }
 
-func (t *tx) BindingRoute(ctx context.Context, id string) (*store.Binding, *store.Endpoint, error) {
-	var ep *store.Endpoint
-	b, err := one(t.queryRow(ctx, `SELECT `+qualified(bindingCols, "b")+`, `+qualified(endpointCols, "e")+`
-		FROM bindings b JOIN endpoints e ON e.id = b.endpoint_id WHERE b.id = ?`, id),
+func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time) (*store.Route, error) {
+	r := &store.Route{}
+	var cred sql.NullString
+	b, err := one(t.queryRow(ctx, `SELECT `+qualified(bindingCols, "b")+`, `+qualified(endpointCols, "e")+`, `+t.newestCredential("e.id")+`
+		FROM bindings b JOIN endpoints e ON e.id = b.endpoint_id WHERE b.id = ?`, ts(now), scopeWord(scope), id),
 		func(s scanner) (*store.Binding, error) {
-			// The binding's columns, then the endpoint's.
+			// The binding's columns, then the endpoint's, then the credential.
 			return scanBinding(scannerFunc(func(dest ...any) error {
 				var err error
-				ep, err = scanEndpoint(scannerFunc(func(epDest ...any) error {
-					return s.Scan(append(dest, epDest...)...)
+				r.Endpoint, err = scanEndpoint(scannerFunc(func(epDest ...any) error {
+					return s.Scan(append(append(dest, epDest...), &cred)...)
 				}))
 				return err
 			}))
 		})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return b, ep, nil
+	r.Binding, r.Credential = b, cred.String
+	return r, nil
 }
+
+func (t *tx) RuntimeCredentialNewest(ctx context.Context, endpointID, scope string, now time.Time) (string, error) {
+	var cred sql.NullString
+	err := t.queryRow(ctx, `SELECT `+t.newestCredential("?"), endpointID, ts(now), scopeWord(scope)).Scan(&cred)
+	return cred.String, err
+}
+
+// newestCredential is the subquery of RuntimeCredentialNewest for the
+// endpoint ID endpoint (a column or "?"); its other arguments are now and
+// scopeWord(scope). Active is store.RuntimeCredential.Active: not revoked,
+// not expired; the store suite checks both on the same cases. (Not LIKE:
+// SQLite prepares a statement again whenever a LIKE pattern is bound.)
+func (t *tx) newestCredential(endpoint string) string {
+	return `(SELECT c.id FROM runtime_credentials c WHERE c.endpoint_id = ` + endpoint + `
+		AND c.revoked_at IS NULL AND c.expires_at > ? AND ` + t.db.dialect.StrPos + `(' ' || c.scopes || ' ', ?) > 0
+		ORDER BY c.created_at DESC, c.id DESC LIMIT 1)`
+}
+
+// scopeWord is scope as a whole word of a space-separated list.
+func scopeWord(scope string) string { return " " + scope + " " }
 
 func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*store.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE token_hash = ? AND deleted_at IS NULL`, tokenHash),

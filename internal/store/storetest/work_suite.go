@@ -23,6 +23,7 @@ var workTests = []struct {
 	{"EndpointRoundTrip", testEndpointRoundTrip},
 	{"EndpointNames", testEndpointNames},
 	{"RuntimeCredentials", testRuntimeCredentials},
+	{"RuntimeCredentialNewest", testRuntimeCredentialNewest},
 	{"Bindings", testBindings},
 	{"BindingChannels", testBindingChannels},
 	{"EmailThreads", testEmailThreads},
@@ -193,6 +194,69 @@ func testEndpointNames(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, dup) }) // the name is free again
 }
 
+// testRuntimeCredentialNewest: the credential a work block names is
+// chosen in SQL (RuntimeCredentialNewest, and BindingRoute's column); on
+// every case it is the newest credential for which the Go rule holds:
+// Active(now) and the scope among its scopes.
+func testRuntimeCredentialNewest(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep := e.endpoint(t, tn.ID)
+	b := newBinding(ep, e.now)
+	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
+	const scope = "callbacks:write"
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	goRule := func(now time.Time) string {
+		list := read(t, e, func(tx store.Tx) ([]*store.RuntimeCredential, error) { return tx.RuntimeCredentialList(e.ctx, ep.ID) })
+		for _, c := range slices.Backward(list) {
+			if c.Active(now) && slices.Contains(c.Scopes, scope) {
+				return c.ID
+			}
+		}
+		return ""
+	}
+	check := func(what string, now time.Time, want string) {
+		t.Helper()
+		got := read(t, e, func(tx store.Tx) (string, error) { return tx.RuntimeCredentialNewest(e.ctx, ep.ID, scope, now) })
+		route := read(t, e, func(tx store.Tx) (*store.Route, error) { return tx.BindingRoute(e.ctx, b.ID, scope, now) })
+		if g := goRule(now); got != want || route.Credential != want || g != want {
+			t.Fatalf("%s: SQL chose %q, BindingRoute %q, the Go rule %q; want %q", what, got, route.Credential, g, want)
+		}
+	}
+	add := func(c *store.RuntimeCredential) *store.RuntimeCredential {
+		e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
+		return c
+	}
+	check("no credential", at(0), "")
+	old := add(newRuntimeCredential(ep, at(1)))
+	check("the only one", at(2), old.ID)
+	newer := add(newRuntimeCredential(ep, at(2)))
+	check("the newer of two", at(3), newer.ID)
+	// Newer ones that do not qualify are passed over.
+	other := newRuntimeCredential(ep, at(3))
+	other.Scopes = []string{"decisions:read", "callbacks:write:extra", "xcallbacks:write"}
+	add(other)
+	wild := newRuntimeCredential(ep, at(4))
+	wild.Scopes = []string{"callbacks%write", "callbacks_write"} // look-alikes
+	add(wild)
+	revoked := add(newRuntimeCredential(ep, at(5)))
+	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, revoked.ID, at(6)) })
+	check("scope only as a whole word, revoked ones passed over", at(7), newer.ID)
+	short := newRuntimeCredential(ep, at(8))
+	short.ExpiresAt = at(20)
+	add(short)
+	check("the newest, until it expires", at(19), short.ID)
+	check("at its expiry, the one before", at(20), newer.ID)
+	check("once every one has expired", newer.ExpiresAt, "")
+	// Created in the same microsecond: the greater ID is the newer.
+	twinA, twinB := newRuntimeCredential(ep, at(30)), newRuntimeCredential(ep, at(30))
+	if twinA.ID > twinB.ID {
+		twinA, twinB = twinB, twinA
+	}
+	add(twinB)
+	add(twinA)
+	check("of two created together, the greater ID", at(31), twinB.ID)
+}
+
 func testRuntimeCredentials(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	ep, ep2 := e.endpoint(t, tn.ID), e.endpoint(t, tn.ID)
@@ -251,17 +315,18 @@ func testBindings(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "binding", got, a)
-	route := func(id string) (rb *store.Binding, rep *store.Endpoint, err error) {
-		err = e.readErr(func(tx store.Tx) (err error) { rb, rep, err = tx.BindingRoute(e.ctx, id); return err })
-		return rb, rep, err
+	route := func(id string) (r *store.Route, err error) {
+		err = e.readErr(func(tx store.Tx) (err error) { r, err = tx.BindingRoute(e.ctx, id, "callbacks", e.now); return err })
+		return r, err
 	}
-	rb, rep, err := route(a.ID)
+	r, err := route(a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "binding of its route", rb, a)
-	equal(t, "endpoint of its route", rep, read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
-	_, _, err = route("bnd_missing")
+	equal(t, "binding of its route", r.Binding, a)
+	equal(t, "endpoint of its route", r.Endpoint, read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
+	equal(t, "credential of a route whose endpoint has none", r.Credential, "")
+	_, err = route("bnd_missing")
 	wantErr(t, "route of an unknown binding", err, store.ErrNotFound)
 	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
 	equal(t, "binding by token", got, b)
@@ -275,8 +340,8 @@ func testBindings(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at.Add(time.Hour)) })
 	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "deleted_at", got.DeletedAt, &at)
-	if rb, _, err := route(a.ID); err != nil || !reflect.DeepEqual(rb.DeletedAt, &at) {
-		t.Fatalf("route of a deleted binding: %v, %v; want it with deleted_at %v", rb, err, at)
+	if r, err := route(a.ID); err != nil || !reflect.DeepEqual(r.Binding.DeletedAt, &at) {
+		t.Fatalf("route of a deleted binding: %v, %v; want it with deleted_at %v", r, err, at)
 	}
 	wantErr(t, "a deleted binding's token", e.readErr(func(tx store.Tx) error {
 		_, err := tx.BindingGetByToken(e.ctx, a.TokenHash)
