@@ -632,20 +632,24 @@ func TestCLIRetriesOverloaded(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	cli := func(args ...string) cliResult {
-		return runCLI(t, append(args, "--url", front.URL, "--token", admin)...)
-	}
-
-	t.Run("overloaded is sent again", func(t *testing.T) {
+	// decide runs the CLI's decision through the front, which refuses the
+	// first n sends with code, and returns the bodies it was sent.
+	decide := func(n int32, refusal string, args ...string) (cliResult, []string) {
 		mu.Lock()
 		bodies = nil
 		mu.Unlock()
-		id := submit("overloaded-1")
-		refuse.Store(2)
-		code.Store("overloaded")
-		cli("approvals", "decide", id, "--approve", "--note", "twice refused").ok(t)
+		refuse.Store(n)
+		code.Store(refusal)
+		r := runCLI(t, append(append([]string{"approvals", "decide"}, args...), "--url", front.URL, "--token", admin)...)
 		mu.Lock()
 		defer mu.Unlock()
+		return r, slices.Clone(bodies)
+	}
+
+	t.Run("overloaded is sent again", func(t *testing.T) {
+		id := submit("overloaded-1")
+		r, bodies := decide(2, "overloaded", id, "--approve", "--note", "twice refused")
+		r.ok(t)
 		if len(bodies) != 3 || bodies[0] != bodies[2] || !strings.Contains(bodies[2], "twice refused") {
 			t.Errorf("the decision was sent %d times with bodies %q, want three identical sends", len(bodies), bodies)
 		}
@@ -654,15 +658,9 @@ func TestCLIRetriesOverloaded(t *testing.T) {
 		}
 	})
 	t.Run("another 503 is reported", func(t *testing.T) {
-		mu.Lock()
-		bodies = nil
-		mu.Unlock()
 		id := submit("unavailable-1")
-		refuse.Store(1)
-		code.Store("unavailable")
-		cli("approvals", "decide", id, "--approve").failed(t, "unavailable")
-		mu.Lock()
-		defer mu.Unlock()
+		r, bodies := decide(1, "unavailable", id, "--approve")
+		r.failed(t, "unavailable")
 		if len(bodies) != 1 {
 			t.Errorf("a 503 unavailable was sent %d times, want once", len(bodies))
 		}
