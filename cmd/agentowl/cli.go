@@ -162,17 +162,13 @@ func (c *cli) call(ctx context.Context, method, path string, body, out any) erro
 		if resp, data, err = apiExchange(ctx, method, base+path, token, payload); err != nil {
 			return fmt.Errorf("cannot reach %s: %w", base, err)
 		}
-		if wait, again := overloadedRetry(resp, data); again {
-			// Nothing of the write was stored: send it again once the
-			// server's Retry-After has passed, as AAP clients do, for as
-			// long as the command's minute allows.
-			select {
-			case <-time.After(wait):
-				continue
-			case <-ctx.Done():
-			}
+		// Nothing of an overloaded write was stored: send it again once
+		// the server's Retry-After has passed, as AAP clients do, for as
+		// long as the command's minute allows.
+		wait, again := overloadedRetry(resp.StatusCode, resp.Header, data)
+		if !again || !sleepCtx(ctx, wait) {
+			break
 		}
-		break
 	}
 	if resp.StatusCode >= 300 {
 		return answerError(resp, data)
@@ -213,19 +209,31 @@ func apiExchange(ctx context.Context, method, url, token string, payload []byte)
 // overloadedRetry reports whether an answer is 503 overloaded (the server
 // refused the write before storing any of it) and how long its Retry-After
 // asks to wait (a second when it says nothing usable, at most ten).
-func overloadedRetry(resp *http.Response, data []byte) (time.Duration, bool) {
-	if resp.StatusCode != http.StatusServiceUnavailable {
+func overloadedRetry(status int, header http.Header, body []byte) (time.Duration, bool) {
+	if status != http.StatusServiceUnavailable {
 		return 0, false
 	}
 	var e apiError
-	if json.Unmarshal(data, &e.Body) != nil || e.Body.Error.Code != "overloaded" {
+	if json.Unmarshal(body, &e.Body) != nil || e.Body.Error.Code != "overloaded" {
 		return 0, false
 	}
-	secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	secs, err := strconv.Atoi(header.Get("Retry-After"))
 	if err != nil || secs < 0 {
 		secs = 1
 	}
 	return time.Duration(min(secs, 10)) * time.Second, true
+}
+
+// sleepCtx waits d, or less if ctx ends first; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // emit prints v as JSON with --json, and otherwise runs human.

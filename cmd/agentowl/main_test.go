@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,17 +124,6 @@ func (r reply) errorCode(t *testing.T) string {
 	return code
 }
 
-// errorCodeOf is errorCode for an answer that may not be JSON at all.
-func (r reply) errorCodeOf() string {
-	var e struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(r.body, &e)
-	return e.Error.Code
-}
-
 // send makes one HTTP request as a harness or probe would. body is marshalled
 // to JSON unless nil; headers are name, value pairs. Every response must carry
 // X-Request-ID.
@@ -156,11 +144,11 @@ func send(t *testing.T, method, url, token string, body any, headers ...string) 
 func exchange(t *testing.T, method, url, token string, body any, headers ...string) (reply, error) {
 	for range 30 {
 		r, err := exchangeOnce(t, method, url, token, body, headers...)
-		if err != nil || r.status != http.StatusServiceUnavailable || r.errorCodeOf() != "overloaded" {
+		wait, again := overloadedRetry(r.status, r.header, r.body)
+		if err != nil || !again {
 			return r, err
 		}
-		secs, _ := strconv.Atoi(r.header.Get("Retry-After"))
-		time.Sleep(time.Duration(max(secs, 1)) * time.Second)
+		time.Sleep(wait)
 	}
 	return exchangeOnce(t, method, url, token, body, headers...)
 }

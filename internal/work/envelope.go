@@ -25,12 +25,12 @@ import (
 type EncodedEvent struct {
 	// fields is `"headers":…,"payload":…`.
 	fields []byte
-	// payloadAt is where the payload begins in fields, and stored tells
-	// that those bytes are the event's payload exactly as it is stored, so
-	// that the handoff's message can refer to it (store.PayloadRef) rather
-	// than hold a second copy.
-	payloadAt, payloadLen int
-	stored                bool
+	// payloadAt is where the payload begins in fields (it runs to the
+	// end), and stored tells that those bytes are the event's payload
+	// exactly as it is stored, so that the handoff's message can refer to
+	// it (store.PayloadRef) rather than hold a second copy.
+	payloadAt int
+	stored    bool
 }
 
 // EncodeEvent encodes ev's headers and payload for its handoff envelope
@@ -61,8 +61,7 @@ func EncodeEvent(ev *store.Event, marshaled bool) (*EncodedEvent, error) {
 	b = append(b, `,"payload":`...)
 	at := len(b)
 	b = append(b, p...)
-	return &EncodedEvent{fields: b, payloadAt: at, payloadLen: len(p),
-		stored: len(p) >= referAtLeast && bytes.Equal(p, ev.Payload)}, nil
+	return &EncodedEvent{fields: b, payloadAt: at, stored: len(p) >= referAtLeast && bytes.Equal(p, ev.Payload)}, nil
 }
 
 // referAtLeast is the smallest payload a handoff's message refers to
@@ -109,7 +108,7 @@ func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, *store.Payloa
 	b = append(b, ',')
 	var ref *store.PayloadRef
 	if enc.stored {
-		ref = &store.PayloadRef{EventID: ev.ID, At: len(b) + enc.payloadAt, Len: enc.payloadLen}
+		ref = &store.PayloadRef{EventID: ev.ID, At: len(b) + enc.payloadAt, Len: len(enc.fields) - enc.payloadAt}
 	}
 	b = append(b, enc.fields...)
 	b = append(b, `,"attachments":`...)

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -278,25 +277,13 @@ func testPurgeEventsWithAttachments(t *testing.T, e *env) {
 	_, _, ev := e.thread(t, tn.ID)
 	stored, blocked := newAttachment(ev, 0, e.now), blockedAttachment(ev, 1, e.now, "quota")
 	e.attachments(t, stored, blocked)
-	purge := func() int64 {
-		var n int64
-		e.write(t, func(tx store.Tx) error {
-			r, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: store.PurgeEvents, Before: e.now.Add(time.Hour), Limit: 100})
-			n = r.Deleted
-			return err
-		})
-		return n
-	}
-	gone := func() bool {
-		return errors.Is(e.readErr(func(tx store.Tx) error { _, err := tx.EventGet(e.ctx, ev.ID); return err }), store.ErrNotFound)
-	}
-	purge()
-	if gone() {
+	e.purgeEvents(t, e.now.Add(time.Hour))
+	if e.eventGone(t, ev.ID) {
 		t.Fatal("an event whose attachment keeps bytes was purged")
 	}
 	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetDeleted(e.ctx, stored.ID, e.now) })
-	purge()
-	if !gone() {
+	e.purgeEvents(t, e.now.Add(time.Hour))
+	if !e.eventGone(t, ev.ID) {
 		t.Fatal("an event whose attachments keep no bytes was not purged")
 	}
 	left := read(t, e, func(tx store.Tx) ([]*store.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })

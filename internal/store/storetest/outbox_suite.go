@@ -282,17 +282,8 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 	sameBody("outbox entry", read(t, e, func(tx store.Tx) (*store.OutboxEntry, error) { return tx.OutboxGet(e.ctx, m.ID) }).Message.Body)
 
 	// The failed message, kept for redrive, keeps its event.
-	purgeEvents := func() {
-		e.write(t, func(tx store.Tx) error {
-			_, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: store.PurgeEvents, Before: e.now.Add(48 * time.Hour), Limit: 100})
-			return err
-		})
-	}
-	eventGone := func() bool {
-		return errors.Is(e.readErr(func(tx store.Tx) error { _, err := tx.EventGet(e.ctx, ev.ID); return err }), store.ErrNotFound)
-	}
-	purgeEvents()
-	if eventGone() {
+	e.purgeEvents(t, e.now.Add(48*time.Hour))
+	if e.eventGone(t, ev.ID) {
 		t.Fatal("the events' retention deleted an event a failed message's body refers to")
 	}
 	var redriven *store.Message
@@ -313,8 +304,8 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 	if !e.messageGone(t, m.ID) || !e.messageGone(t, rewritten.ID) {
 		t.Fatal("the messages past their retention were kept")
 	}
-	purgeEvents()
-	if !eventGone() {
+	e.purgeEvents(t, e.now.Add(48*time.Hour))
+	if !e.eventGone(t, ev.ID) {
 		t.Fatal("an event no message refers to any more was kept")
 	}
 

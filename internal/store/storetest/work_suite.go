@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -102,6 +103,26 @@ func (e *env) thread(t *testing.T, tenantID string) (*store.Endpoint, *store.Con
 		return tx.EventCreate(e.ctx, ev)
 	})
 	return ep, c, ev
+}
+
+// purgeEvents runs one batch of the events' retention for events received
+// before before.
+func (e *env) purgeEvents(t *testing.T, before time.Time) {
+	t.Helper()
+	e.write(t, func(tx store.Tx) error {
+		_, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: store.PurgeEvents, Before: before, Limit: 100})
+		return err
+	})
+}
+
+// eventGone reports whether event id is no longer stored.
+func (e *env) eventGone(t *testing.T, id string) bool {
+	t.Helper()
+	err := e.readErr(func(tx store.Tx) error { _, err := tx.EventGet(e.ctx, id); return err })
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get event %s: %v", id, err)
+	}
+	return err != nil
 }
 
 func newWork(ep *store.Endpoint, ev *store.Event, gen int, at time.Time) *store.Work {
