@@ -131,7 +131,9 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 	var out AttentionDecideResult
 	err = s.writeRequest(ctx, func(tx store.Tx) error {
 		out = AttentionDecideResult{}
-		r, err := tx.RequestGet(ctx, id)
+		// The request, its instance and the decision_id's record in one
+		// read (one round trip on PostgreSQL).
+		r, inst, rec, err := tx.RequestGetSharedRecord(ctx, id, opAttentionDecide, in.DecisionID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
 			return notFoundIn(m, "attention item", attID)
 		}
@@ -139,16 +141,13 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 			return err
 		}
 		out.Request = r
-		rec, err := tx.IdempotencyGet(ctx, id, opAttentionDecide, in.DecisionID)
-		if err == nil {
+		if rec != nil {
 			if !bytes.Equal(rec.InputHash, sum) {
 				return agentowl.FieldError(agentowl.ECodeDecisionConflict, "decision_id",
 					"Decision %q was already recorded with other content; a new decision needs a new decision_id.", in.DecisionID)
 			}
 			out.Replay, out.DecisionID = true, in.DecisionID
 			return nil
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
 		}
 		if err := s.expireIfDue(ctx, tx, r, s.clock.Now()); err != nil {
 			return err
@@ -184,7 +183,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 			out.Preview = true
 			return nil
 		}
-		now, err := s.decideTx(ctx, tx, p, tenantID, r, nil, DecideParams{Approve: in.Decision == "approve"},
+		now, err := s.decideTx(ctx, tx, p, tenantID, r, inst, DecideParams{Approve: in.Decision == "approve"},
 			map[string]any{"via": "attention", "attention": attID, "decision_id": in.DecisionID})
 		if err != nil {
 			return err

@@ -132,20 +132,22 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 		var res CreateResult
 		err := s.store.Write(ctx, func(tx store.Tx) error {
 			now := s.now()
-			existing, err := tx.RequestGetByKey(ctx, p.Token.InstanceID, idemKey)
-			if err == nil {
+			// The key, the instance and its rules in one read (one round
+			// trip on PostgreSQL).
+			chk, err := tx.RequestForCreate(ctx, p.Token.InstanceID, idemKey)
+			if err != nil {
+				return err
+			}
+			if existing := chk.Existing; existing != nil {
 				if string(existing.InputHash) != string(hash) {
 					return agentowl.Errorf(agentowl.ECodeIdempotencyConflict, "The idempotency key was already used for a different request.")
 				}
 				res = CreateResult{Request: existing, Replayed: true}
 				return s.expireIfDue(ctx, tx, existing, now)
 			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			inst, err := tx.InstanceGetShared(ctx, p.Token.InstanceID)
-			if err != nil {
-				return err
+			inst := chk.Instance
+			if inst == nil {
+				return store.ErrNotFound
 			}
 			if inst.DeletedAt != nil {
 				return agentowl.Errorf(agentowl.ECodeUnauthenticated, "The credential is missing, expired, revoked or otherwise invalid.")
@@ -156,11 +158,7 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 				Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout, AgentReasoning: in.AgentReasoning, Context: in.Context,
 				Status: agentowl.StatusPending, CreatedAt: now, DeadlineAt: now.Add(window),
 			}
-			rules, err := tx.PolicyList(ctx, inst.TenantID, inst.ID)
-			if err != nil {
-				return err
-			}
-			if rule, _ := s.policies.match(rules, in); rule != nil {
+			if rule, _ := s.policies.match(chk.Policies, in); rule != nil {
 				r.Decision = &agentowl.Decision{DecidedAt: now, Note: rule.Note, DecidedBy: "policy:" + rule.ID, Status: agentowl.StatusDenied}
 				if rule.Effect == agentowl.EffectApprove {
 					r.Decision.Status, r.Decision.ExpiresAt = agentowl.StatusApproved, now.Add(inst.ApprovalValidity)

@@ -64,10 +64,15 @@ type Inbound struct {
 // may return store.ErrConflict when a concurrent event won a uniqueness
 // race: Accept then runs the whole transaction again.
 type Thread interface {
+	// OpenKey is the key of the open conversation Continue looks at, read
+	// with the binding (store.Route.Open: no round trip of its own on
+	// PostgreSQL), or "" when Continue reads what it needs itself.
+	OpenKey() string
 	// Continue returns the open conversation of binding b that an event
-	// received at now continues, or nil to start a new one. It may end
-	// conversations it finds stale (tx.ConversationEnd).
-	Continue(ctx context.Context, tx store.Tx, b *store.Binding, now time.Time) (*store.Conversation, error)
+	// received at now continues, or nil to start a new one. open is b's
+	// open conversation of OpenKey, if any. It may end conversations it
+	// finds stale (tx.ConversationEnd).
+	Continue(ctx context.Context, tx store.Tx, b *store.Binding, open *store.Conversation, now time.Time) (*store.Conversation, error)
 	// Start fills in the thread identity (Key) of a conversation about to
 	// be created for the event.
 	Start(c *store.Conversation)
@@ -194,7 +199,11 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 	err := s.store.Write(ctx, func(tx store.Tx) error {
 		// The binding was admitted before the body was read: it may have been
 		// deleted while the body arrived.
-		route, err := tx.BindingRoute(ctx, b.ID, work.ScopeCallbacks, s.clock.Now())
+		openKey := ""
+		if in.Thread != nil {
+			openKey = in.Thread.OpenKey()
+		}
+		route, err := tx.BindingRoute(ctx, b.ID, work.ScopeCallbacks, s.clock.Now(), openKey)
 		if err != nil || route.Binding.DeletedAt != nil {
 			if err == nil || errors.Is(err, store.ErrNotFound) {
 				return noSuchAddress()
@@ -215,7 +224,7 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 		ev.ID = work.NewID("evt")
 		var conv *store.Conversation
 		if in.Thread != nil {
-			c, err := in.Thread.Continue(ctx, tx, b, ev.ReceivedAt)
+			c, err := in.Thread.Continue(ctx, tx, b, route.Open, ev.ReceivedAt)
 			if err != nil {
 				return err
 			}
@@ -281,16 +290,12 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 // no key matches.
 type KeyThread string
 
-// Continue implements Thread.
-func (k KeyThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding, _ time.Time) (*store.Conversation, error) {
-	if k == "" {
-		return nil, nil
-	}
-	c, err := tx.ConversationGetOpenByKey(ctx, b.ID, string(k))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	return c, err
+// OpenKey implements Thread.
+func (k KeyThread) OpenKey() string { return string(k) }
+
+// Continue implements Thread: the open conversation of the key, if any.
+func (k KeyThread) Continue(_ context.Context, _ store.Tx, _ *store.Binding, open *store.Conversation, _ time.Time) (*store.Conversation, error) {
+	return open, nil
 }
 
 // Start implements Thread.

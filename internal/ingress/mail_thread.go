@@ -41,7 +41,11 @@ type mailThread struct {
 	own    []string
 }
 
-func (t *mailThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding, _ time.Time) (*store.Conversation, error) {
+// OpenKey implements Thread: a reply is threaded by its references, read
+// in Continue.
+func (t *mailThread) OpenKey() string { return "" }
+
+func (t *mailThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding, _ *store.Conversation, _ time.Time) (*store.Conversation, error) {
 	if len(t.refs) == 0 || t.sender == "" {
 		return nil, nil
 	}

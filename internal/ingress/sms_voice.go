@@ -196,13 +196,9 @@ type WindowThread struct {
 }
 
 // Continue implements Thread.
-func (w WindowThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding, now time.Time) (*store.Conversation, error) {
-	c, err := tx.ConversationGetOpenByKey(ctx, b.ID, w.Key)
-	if errors.Is(err, store.ErrNotFound) {
+func (w WindowThread) Continue(ctx context.Context, tx store.Tx, _ *store.Binding, c *store.Conversation, now time.Time) (*store.Conversation, error) {
+	if c == nil {
 		return nil, nil
-	}
-	if err != nil {
-		return nil, err
 	}
 	if now.Sub(c.LastEventAt) < w.Window {
 		return c, nil
@@ -211,6 +207,9 @@ func (w WindowThread) Continue(ctx context.Context, tx store.Tx, b *store.Bindin
 	// run again, and find the conversation that event started.
 	return nil, tx.ConversationEnd(ctx, c.ID, c.LastEventAt.Add(w.Window))
 }
+
+// OpenKey implements Thread.
+func (w WindowThread) OpenKey() string { return w.Key }
 
 // Start implements Thread.
 func (w WindowThread) Start(c *store.Conversation) { c.Key = w.Key }

@@ -87,10 +87,9 @@ func RecordTx(ctx context.Context, tx store.Tx, c Cause) error {
 	if !ok || c.SubjectID == "" {
 		return errors.New("notify: unknown cause " + c.Cause)
 	}
-	_, err := tx.NotificationFanOut(ctx, &store.NotificationFanOut{TenantID: c.TenantID, CauseKey: c.Cause + ":" + c.SubjectID,
+	return tx.NotificationFanOut(ctx, &store.NotificationFanOut{TenantID: c.TenantID, CauseKey: c.Cause + ":" + c.SubjectID,
 		Kind: kind, Cause: c.Cause, Subject: c.SubjectKind + ":" + c.SubjectID, EndpointID: c.EndpointID,
-		Title: agentowl.Clip(oneLine(c.Title), maxTitleBytes), CreatedAt: c.At, IDPrefix: newIDPrefix()})
-	return err
+		Title: agentowl.Clip(oneLine(c.Title), maxTitleBytes), CreatedAt: c.At, IDPrefix: newIDPrefix()}, nil)
 }
 
 // newIDPrefix is "ntf_" and 80 random bits; the store appends each

@@ -95,6 +95,21 @@ type AttentionListParams struct {
 	Limit    int
 }
 
+// DecisionCheck is what AttentionForDecision reads. Item is nil when there
+// is no such item; everything else is nil when the item is not the
+// tenant's, or is not there.
+type DecisionCheck struct {
+	Item     *AttentionItem
+	Work     *Work
+	Endpoint *Endpoint
+	// ByID is the work's decision with the new decision's ID; Decided the
+	// item's own decision and Push that decision's push message.
+	ByID, Decided *WorkDecision
+	Push          *Message
+	// Revisions are the items of the item's request, every revision.
+	Revisions []*AttentionItem
+}
+
 // Attention is the persistence of attention items and decisions.
 type Attention interface {
 	// AttentionCreate inserts an item; ErrConflict if the work already has
@@ -104,8 +119,12 @@ type Attention interface {
 	// AttentionUpdate writes status, resolution, assignee and times.
 	AttentionUpdate(ctx context.Context, a *AttentionItem) error
 	AttentionList(ctx context.Context, p AttentionListParams) ([]*AttentionItem, error)
-	// AttentionLatestRequest returns the highest revision of a request.
-	AttentionLatestRequest(ctx context.Context, workID, requestID string) (*AttentionItem, error)
+	// AttentionForDecision reads what an operator's decision decisionID on
+	// item attentionID is checked against, in one round trip on
+	// PostgreSQL (DecisionCheck). With forUpdate the item's work is read
+	// as WorkGetForUpdate, and what follows it once the work is locked.
+	// Rows of another tenant's item are never read beyond the item.
+	AttentionForDecision(ctx context.Context, tenantID, attentionID, decisionID string, forUpdate bool) (*DecisionCheck, error)
 	// AttentionExpire resolves unresolved request items whose expiry is at
 	// or before now as expired; it returns how many.
 	AttentionExpire(ctx context.Context, now time.Time) (int, error)

@@ -87,10 +87,12 @@ type NotificationMute struct {
 
 // Notifications is the persistence of notices and preferences.
 type Notifications interface {
-	// NotificationFanOut records f for every recipient and returns how many
-	// notices it added; a recipient who already has a notice with f's
-	// CauseKey gets none (a unique key, never a check-then-insert).
-	NotificationFanOut(ctx context.Context, f *NotificationFanOut) (int, error)
+	// NotificationFanOut records f for every recipient; a recipient who
+	// already has a notice with f's CauseKey gets none (a unique key, never
+	// a check-then-insert). added, when not nil, is set to how many notices
+	// it added by the time the write returns: the PostgreSQL store sends
+	// the insert with the transaction's next statement or its commit.
+	NotificationFanOut(ctx context.Context, f *NotificationFanOut, added *int) error
 	NotificationList(ctx context.Context, p NotificationListParams) ([]*Notification, error)
 	// NotificationGet returns one notice of a recipient; ErrNotFound if the
 	// recipient has no notice of that ID.

@@ -39,7 +39,11 @@ type Store interface {
 	Read(ctx context.Context, fn func(Tx) error) error
 	// Write runs fn in a read-write transaction and commits if fn returns nil.
 	// fn may be retried on a serialization failure, so it must not have side
-	// effects outside tx.
+	// effects outside tx. An insert's ErrConflict or an update's
+	// ErrNotFound may come from Write rather than from the method that
+	// wrote: the PostgreSQL store sends such writes with the transaction's
+	// next statement or its COMMIT (sqlstore/pgx.go), and the transaction
+	// then fails as a whole.
 	Write(ctx context.Context, fn func(Tx) error) error
 	// Ping reports whether the database can take a write now: it runs an
 	// empty write transaction. Returns ErrUnavailable when it cannot.
@@ -47,6 +51,14 @@ type Store interface {
 	// Dialect names the backend: "sqlite" or "postgres".
 	Dialect() string
 	Close() error
+}
+
+// CreateCheck is what RequestForCreate reads; nil (none) for what is not
+// there.
+type CreateCheck struct {
+	Existing *agentowl.ApprovalRequest
+	Instance *agentowl.Instance
+	Policies []*agentowl.Policy
 }
 
 // Tx is one transaction's view of every aggregate.
@@ -106,10 +118,19 @@ type Tx interface {
 	RequestCreate(ctx context.Context, r *agentowl.ApprovalRequest) error
 	RequestGet(ctx context.Context, id string) (*agentowl.ApprovalRequest, error)
 	RequestGetByKey(ctx context.Context, instanceID, key string) (*agentowl.ApprovalRequest, error)
+	// RequestForCreate reads what a new request of an instance is checked
+	// against, in one round trip on PostgreSQL: the instance's request with
+	// that idempotency key, the instance as InstanceGetShared reads it, and
+	// its tenant's rules as PolicyList lists them for it (CreateCheck).
+	RequestForCreate(ctx context.Context, instanceID, key string) (*CreateCheck, error)
 	// RequestGetShared is RequestGet with the request's instance, read as
 	// InstanceGetShared reads it, in one statement: a decision needs both,
 	// and on PostgreSQL each statement is a round trip.
 	RequestGetShared(ctx context.Context, id string) (*agentowl.ApprovalRequest, *agentowl.Instance, error)
+	// RequestGetSharedRecord is RequestGetShared with the request's
+	// idempotency record of operation and key (scope: the request's ID; nil
+	// when there is none), in one round trip on PostgreSQL.
+	RequestGetSharedRecord(ctx context.Context, id, operation, key string) (*agentowl.ApprovalRequest, *agentowl.Instance, *Idempotency, error)
 	// RequestResolve records d on a request that is still pending; ErrConflict
 	// if it is not pending any more. retainUntil is when it may be purged.
 	RequestResolve(ctx context.Context, id string, d *agentowl.Decision, retainUntil time.Time) error

@@ -61,6 +61,9 @@ type Route struct {
 	Endpoint *Endpoint
 	// Credential is the endpoint's RuntimeCredentialNewest ("" if none).
 	Credential string
+	// Open is the binding's open conversation with the key asked for (nil
+	// if none, or none asked for).
+	Open *Conversation
 }
 
 // Binding is a receiving address of a channel that routes its events to
@@ -212,6 +215,18 @@ type Callback struct {
 	RecordedAt   time.Time
 }
 
+// CallbackCheck is what WorkForCallback reads.
+type CallbackCheck struct {
+	Work *Work
+	// ByID and BySequence are the work's callbacks with the new one's ID
+	// and with its sequence (nil when none).
+	ByID, BySequence *Callback
+	// Items are the work's attention items, newest first, and Decided the
+	// IDs of those that have a decision.
+	Items   []*AttentionItem
+	Decided map[string]bool
+}
+
 // WorkListParams filters WorkList; results are newest first.
 type WorkListParams struct {
 	TenantID       string
@@ -263,8 +278,11 @@ type AgentWork interface {
 	BindingGet(ctx context.Context, id string) (*Binding, error)
 	// BindingRoute returns a binding, deleted or not, with the endpoint it
 	// routes to and that endpoint's RuntimeCredentialNewest for scope at
-	// now, in one statement: what an inbound event's write needs.
-	BindingRoute(ctx context.Context, id, scope string, now time.Time) (*Route, error)
+	// now, in one statement, and, when openKey is not "", the binding's
+	// open conversation with that key as ConversationGetOpenByKey finds it
+	// (Route.Open), in the same round trip on PostgreSQL: what an inbound
+	// event's write reads.
+	BindingRoute(ctx context.Context, id, scope string, now time.Time, openKey string) (*Route, error)
 	// BindingGetByToken finds a live binding by its token hash.
 	BindingGetByToken(ctx context.Context, tokenHash []byte) (*Binding, error)
 	// BindingGetByAddress finds the live smtp binding with a (lower-case)
@@ -320,10 +338,11 @@ type AgentWork interface {
 	CallbackCreate(ctx context.Context, c *Callback) error
 	CallbackGet(ctx context.Context, workID, callbackID string) (*Callback, error)
 	CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*Callback, error)
-	// CallbackFind is CallbackGet and CallbackGetBySequence in one
-	// statement (a callback checks both; on PostgreSQL each statement is
-	// a round trip): nil for the one not found.
-	CallbackFind(ctx context.Context, workID, callbackID string, sequence int64) (byID, bySequence *Callback, err error)
+	// WorkForCallback reads what a new callback (callbackID, sequence) is
+	// checked and applied against, in one round trip on PostgreSQL: the
+	// work, as WorkGetForUpdate (ErrNotFound when it is not there), and
+	// then, once the work is locked, its callbacks and attention items.
+	WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64) (*CallbackCheck, error)
 	// CallbackList returns a work's latest limit callbacks in the order
 	// recorded.
 	CallbackList(ctx context.Context, workID string, limit int) ([]*Callback, error)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -57,20 +58,15 @@ const (
 // content is request_conflict), decided items resolve on any later
 // callback, every request item resolves when the work ends, and failed
 // work opens an incident.
-func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, w *store.Work, in *CallbackInput, now time.Time) error {
-	items, err := tx.AttentionList(ctx, store.AttentionListParams{TenantID: w.TenantID, WorkID: w.ID, Limit: 1000})
-	if err != nil {
-		return err
-	}
-	for _, it := range items {
+func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.CallbackCheck, in *CallbackInput, now time.Time) error {
+	w := chk.Work // as the callback left it
+	for _, it := range chk.Items {
 		if it.Status == store.AttentionResolved || it.Kind == KindIncident {
 			continue
 		}
 		resolution := ""
-		if _, err := tx.WorkDecisionGetByAttention(ctx, it.ID); err == nil {
+		if chk.Decided[it.ID] {
 			resolution = ResolvedOutcome
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
 		} else if w.Status.Terminal() {
 			resolution = ResolvedWorkEnded
 		}
@@ -81,11 +77,9 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, w *store.Wo
 		}
 	}
 	for _, r := range in.ParsedRequests {
-		latest, err := tx.AttentionLatestRequest(ctx, w.ID, r.ID)
+		latest := latestRevision(chk.Items, r.ID)
 		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return err
+		case latest == nil:
 		case latest.Revision == r.Revision:
 			if bytes.Equal(latest.ContentHash, r.Hash) {
 				continue
@@ -133,6 +127,18 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, w *store.Wo
 		return notifyItemTx(ctx, tx, it)
 	}
 	return nil
+}
+
+// latestRevision is the item of request id's highest revision among items,
+// or nil (the store keeps one item per revision).
+func latestRevision(items []*store.AttentionItem, id string) *store.AttentionItem {
+	var latest *store.AttentionItem
+	for _, it := range items {
+		if it.RequestID == id && (latest == nil || it.Revision > latest.Revision) {
+			latest = it
+		}
+	}
+	return latest
 }
 
 // notifyItemTx records the notice of a new attention item: an input
@@ -491,46 +497,39 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	}
 	err = run(ctx, func(tx store.Tx) error {
 		creating = nil
-		it, err := tenantItem(ctx, tx, m, id)
+		// Everything the decision is checked against comes in one read
+		// (one round trip on PostgreSQL), the work locked for a submission.
+		chk, err := tx.AttentionForDecision(ctx, m.TenantID, id, in.DecisionID, submit)
 		if err != nil {
 			return err
 		}
+		it, w := chk.Item, chk.Work
+		if it == nil || it.TenantID != m.TenantID {
+			return notFound(m, "attention item", id)
+		}
+		now := s.clock.Now().Truncate(time.Microsecond) // as stored, so the view below is what a read returns
 		if it.Kind == KindIncident {
-			return checkDecision(it, it, in, s.clock.Now())
+			return checkDecision(it, it, in, now)
 		}
-		w := &store.Work{}
-		if submit {
-			w, err = tx.WorkGetForUpdate(ctx, it.WorkID)
-		} else {
-			w, err = tx.WorkGet(ctx, it.WorkID)
+		if w == nil || chk.Endpoint == nil {
+			return fmt.Errorf("attention item %s: its work or endpoint is missing", it.ID)
 		}
-		if err != nil {
-			return err
-		}
+		view := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !now.Before(*it.ExpiresAt), WorkStatus: w.Status,
+			Decision: chk.Decided, Push: chk.Push}
 		sum := in.hash(it.ID)
-		if prev, err := tx.WorkDecisionGet(ctx, w.ID, in.DecisionID); err == nil {
+		if prev := chk.ByID; prev != nil {
 			if !bytes.Equal(prev.ContentHash, sum) {
 				return agentowl.FieldError(agentowl.ECodeDecisionConflict, "decision_id",
 					"Decision %q was already recorded with other content; a new decision needs a new decision_id.", in.DecisionID)
 			}
-			out.Replay, out.Body = true, prev.Body
-			out.View, err = s.view(ctx, tx, it)
-			return err
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
+			out.Replay, out.Body, out.View = true, prev.Body, view
+			return nil
 		}
-		if won, err := tx.WorkDecisionGetByAttention(ctx, it.ID); err == nil {
+		if won := chk.Decided; won != nil {
 			return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was already decided (%s, decision %q).",
 				it.RequestID, it.Revision, won.Decision, won.ID)
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
 		}
-		latest, err := tx.AttentionLatestRequest(ctx, it.WorkID, it.RequestID)
-		if err != nil {
-			return err
-		}
-		now := s.clock.Now()
-		if err := checkDecision(it, latest, in, now); err != nil {
+		if err := checkDecision(it, latestRevision(chk.Revisions, it.RequestID), in, now); err != nil {
 			return err
 		}
 		doc := agentwork.Decision{Version: agentwork.Version, Type: agentwork.DecisionType, DecisionID: in.DecisionID, WorkID: w.ID,
@@ -541,25 +540,22 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			return err
 		}
 		if !submit {
-			out.Preview = true
-			out.View, err = s.view(ctx, tx, it)
-			return err
+			out.Preview, out.View = true, view
+			return nil
 		}
 		d := &store.WorkDecision{WorkID: w.ID, ID: in.DecisionID, TenantID: m.TenantID, AttentionID: it.ID, RequestID: it.RequestID,
 			Revision: it.Revision, Decision: in.Decision, Answer: in.Answer, ExpectedActionDigest: in.ExpectedActionDigest,
 			ContentHash: sum, Body: out.Body, DecidedBy: p.Actor(), DecidedAt: now}
-		ep, err := tx.EndpointGet(ctx, w.EndpointID)
-		if err != nil {
-			return err
-		}
-		if ep.DeletedAt == nil && ep.DecisionURL != "" && now.Before(*it.ExpiresAt) {
+		view.Decision = d
+		if ep := chk.Endpoint; ep.DeletedAt == nil && ep.DecisionURL != "" && now.Before(*it.ExpiresAt) {
 			d.MessageID = uuid.NewString()
-			if err := tx.MessageCreate(ctx, &store.Message{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
+			msg := &store.Message{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
 				Destination: DecisionDestination(ep.ID, w.ID, d.ID), Subject: w.ID, Body: out.Body, CreatedAt: now,
-				DeadlineAt: *it.ExpiresAt, State: store.MessagePending, NextAttempt: now}); err != nil {
+				DeadlineAt: *it.ExpiresAt, State: store.MessagePending, NextAttempt: now}
+			if err := tx.MessageCreate(ctx, msg); err != nil {
 				return err
 			}
-			push = true
+			view.Push, push = msg, true
 		}
 		// A conflict of this insert may surface only at the commit (the
 		// PostgreSQL store sends it with the COMMIT): it is told below.
@@ -567,13 +563,10 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		if err := tx.WorkDecisionCreate(ctx, d); err != nil {
 			return err
 		}
-		if err := access.Audit(ctx, tx, now, m.TenantID, p, "attention.decide", "attention:"+it.ID,
+		out.View = view
+		return access.Audit(ctx, tx, now, m.TenantID, p, "attention.decide", "attention:"+it.ID,
 			map[string]any{"work": w.ID, "request": it.RequestID, "revision": it.Revision, "decision": in.Decision,
-				"decision_id": in.DecisionID}); err != nil {
-			return err
-		}
-		out.View, err = s.view(ctx, tx, it)
-		return err
+				"decision_id": in.DecisionID})
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict) && creating != nil:

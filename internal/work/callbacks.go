@@ -341,17 +341,16 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 	sum := sha256.Sum256(canonical)
 	var out *Receipt
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		w, err := tx.WorkGetForUpdate(ctx, workID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {
+		// The callbacks and items come with the work (one round trip);
+		// those of another endpoint's work are never answered with.
+		chk, err := tx.WorkForCallback(ctx, workID, in.CallbackID, in.Sequence)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (chk.Work.EndpointID != c.EndpointID || chk.Work.TenantID != c.TenantID)) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
 		}
 		if err != nil {
 			return err
 		}
-		prev, other, err := tx.CallbackFind(ctx, w.ID, in.CallbackID, in.Sequence)
-		if err != nil {
-			return err
-		}
+		w, prev, other := chk.Work, chk.ByID, chk.BySequence
 		if prev != nil {
 			if prev.Sequence == in.Sequence && prev.OccurredAt == in.OccurredAt && bytes.Equal(prev.BodyHash, sum[:]) {
 				out = receiptOf(prev, true)
@@ -383,7 +382,7 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 					"Work %q is already %s; a later callback cannot reopen it.", w.ID, w.Status)
 			}
 			applyCallback(w, in, now)
-			if err := s.applyAttentionTx(ctx, tx, w, in, now); err != nil {
+			if err := s.applyAttentionTx(ctx, tx, chk, in, now); err != nil {
 				return err
 			}
 			// The runtime reported: the work is not overdue any more.

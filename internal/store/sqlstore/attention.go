@@ -52,14 +52,13 @@ func (t *tx) AttentionCreate(ctx context.Context, v *store.AttentionItem) error 
 	if v.Request != nil {
 		request = string(v.Request)
 	}
-	_, err := t.exec(ctx, `INSERT INTO attention_items (`+attentionCols+`)
+	return t.execLater(ctx, nil, `INSERT INTO attention_items (`+attentionCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.Kind, string(v.Status), nullStr(v.Resolution), v.WorkID, v.EndpointID, nullStr(v.RequestID),
 		nullRevision(v.Revision, isRequest), nullStr(v.Prompt), nullStr(strings.Join(v.AllowedDecisions, " ")),
 		nullStr(v.ActionDescription), nullStr(v.ActionDigest), nullTS(v.ExpiresAt), nullBytes(v.ContentHash), request,
 		nullStr(v.Summary), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt), ts(v.CreatedAt), ts(v.UpdatedAt), nullStr(v.MessageID),
 		nullStr(v.OverdueRule), nullRevision(v.OverdueSequence, v.OverdueRule != ""))
-	return err
 }
 
 func (t *tx) AttentionGet(ctx context.Context, id string) (*store.AttentionItem, error) {
@@ -67,7 +66,7 @@ func (t *tx) AttentionGet(ctx context.Context, id string) (*store.AttentionItem,
 }
 
 func (t *tx) AttentionUpdate(ctx context.Context, v *store.AttentionItem) error {
-	return t.execOne(ctx, `UPDATE attention_items SET status = ?, resolution = ?, assignee = ?, acknowledged_at = ?,
+	return t.execLater(ctx, mustExist, `UPDATE attention_items SET status = ?, resolution = ?, assignee = ?, acknowledged_at = ?,
 		resolved_at = ?, updated_at = ? WHERE id = ?`,
 		string(v.Status), nullStr(v.Resolution), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt),
 		ts(v.UpdatedAt), v.ID)
@@ -95,9 +94,35 @@ func (t *tx) AttentionList(ctx context.Context, p store.AttentionListParams) ([]
 	return all(rows, err, scanAttention)
 }
 
-func (t *tx) AttentionLatestRequest(ctx context.Context, workID, requestID string) (*store.AttentionItem, error) {
-	return one(t.queryRow(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE work_id = ? AND request_id = ?
-		ORDER BY revision DESC LIMIT 1`, workID, requestID), scanAttention)
+func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, decisionID string, forUpdate bool) (*store.DecisionCheck, error) {
+	// Each statement finds the item's work by the item, within the tenant,
+	// so that all of them go at once.
+	const work = `(SELECT work_id FROM attention_items WHERE id = ? AND tenant_id = ?)`
+	lock := ""
+	if forUpdate {
+		lock = t.db.dialect.ForUpdate
+	}
+	c := &store.DecisionCheck{}
+	err := t.readGroup(ctx,
+		oneRow(&c.Item, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE id = ?`, attentionID),
+		oneRow(&c.Work, scanWork, `SELECT `+workCols+` FROM work WHERE id = `+work+lock, attentionID, tenantID),
+		oneRow(&c.Endpoint, scanEndpoint, `SELECT `+endpointCols+` FROM endpoints
+			WHERE id = (SELECT endpoint_id FROM attention_items WHERE id = ? AND tenant_id = ?)`, attentionID, tenantID),
+		oneRow(&c.ByID, scanWorkDecision, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = `+work+` AND id = ?`,
+			attentionID, tenantID, decisionID),
+		oneRow(&c.Decided, scanWorkDecision, `SELECT `+decisionCols+` FROM work_decisions WHERE attention_id = ? AND tenant_id = ?`,
+			attentionID, tenantID),
+		oneRow(&c.Push, scanMessage, `SELECT `+messageSelectCols+` FROM outbox
+			WHERE id = (SELECT message_id FROM work_decisions WHERE attention_id = ? AND tenant_id = ?)`, attentionID, tenantID),
+		allRows(&c.Revisions, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE work_id = `+work+`
+			AND request_id = (SELECT request_id FROM attention_items WHERE id = ?)`, attentionID, tenantID, attentionID))
+	if err != nil {
+		return nil, err
+	}
+	if c.Item != nil && c.Item.TenantID != tenantID {
+		return &store.DecisionCheck{Item: c.Item}, nil
+	}
+	return c, nil
 }
 
 func (t *tx) AttentionExpire(ctx context.Context, now time.Time) (int, error) {

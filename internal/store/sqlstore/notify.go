@@ -33,18 +33,28 @@ func scanNotification(s scanner) (*store.Notification, error) {
 // together, and the unique (operator_id, cause_key) drops those who have
 // the notice already. Each row's ID is the fan-out's random prefix and the
 // recipient's position.
-func (t *tx) NotificationFanOut(ctx context.Context, f *store.NotificationFanOut) (int, error) {
-	res, err := t.exec(ctx, `INSERT INTO notifications (`+notificationCols+`)
+func (t *tx) NotificationFanOut(ctx context.Context, f *store.NotificationFanOut, added *int) error {
+	insert := `INSERT INTO notifications (` + notificationCols + `)
 		SELECT ? || CAST(row_number() OVER (ORDER BY o.id) AS TEXT), o.tenant_id, o.id, ?, ?, ?, ?, ?, ?, ?, NULL
 		FROM operators o WHERE o.tenant_id = ? AND NOT EXISTS (SELECT 1 FROM notification_mutes m
 			WHERE m.operator_id = o.id AND ((m.scope = 'kind' AND m.value = ?) OR (m.scope = 'endpoint' AND m.value = ?)))
-		ON CONFLICT DO NOTHING`,
-		f.IDPrefix, f.CauseKey, f.Kind, f.Cause, f.Subject, f.EndpointID, f.Title, ts(f.CreatedAt), f.TenantID, f.Kind, f.EndpointID)
+		ON CONFLICT DO NOTHING`
+	args := []any{f.IDPrefix, f.CauseKey, f.Kind, f.Cause, f.Subject, f.EndpointID, f.Title, ts(f.CreatedAt), f.TenantID, f.Kind, f.EndpointID}
+	if added == nil {
+		added = new(int)
+	}
+	if _, ok := t.pg.(*pgTx); ok {
+		// Held back with the next statement; the count arrives with it.
+		return t.queryRowLater(ctx, func(r row) error { return r.Scan(added) },
+			`WITH added AS (`+insert+` RETURNING 1) SELECT count(*) FROM added`, args...)
+	}
+	res, err := t.exec(ctx, insert, args...)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	n, err := res.RowsAffected()
-	return int(n), err
+	*added = int(n)
+	return err
 }
 
 func (t *tx) NotificationList(ctx context.Context, p store.NotificationListParams) ([]*store.Notification, error) {

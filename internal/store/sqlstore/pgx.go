@@ -137,6 +137,15 @@ func (p *pgTx) closeOpen() error {
 // batch positioned at last's result. On failure it returns the error, with
 // the batch closed.
 func (p *pgTx) send(ctx context.Context, last string, args ...any) (pgx.BatchResults, error) {
+	if last == "" {
+		return p.sendAll(ctx, nil)
+	}
+	return p.sendAll(ctx, []stmt{{last, args}})
+}
+
+// sendAll is send with several statements at the end, in order; the batch
+// is positioned at the first one's result.
+func (p *pgTx) sendAll(ctx context.Context, last []stmt) (pgx.BatchResults, error) {
 	if err := p.closeOpen(); err != nil {
 		return nil, err
 	}
@@ -150,8 +159,8 @@ func (p *pgTx) send(ctx context.Context, last string, args ...any) (pgx.BatchRes
 	for _, h := range p.held {
 		b.Queue(h.query, h.args...)
 	}
-	if last != "" {
-		b.Queue(last, args...)
+	for _, l := range last {
+		b.Queue(l.query, l.args...)
 	}
 	held := p.held
 	p.held = nil
@@ -230,7 +239,39 @@ func (p *pgTx) queryRow(ctx context.Context, query string, args ...any) row {
 	if err != nil {
 		return errRow{err}
 	}
-	return &pgRow{rows: rs}
+	return &firstRow{rows: rs}
+}
+
+// queryEach sends the statements in one round trip (with the held writes)
+// and hands each one's rows to its read, in order. Each statement still
+// runs on its own snapshot, after the one before it has finished (a row
+// lock taken by the first is held when the next reads), exactly as if
+// they were sent one by one.
+func (p *pgTx) queryEach(ctx context.Context, reads []groupRead) error {
+	stmts := make([]stmt, len(reads))
+	for i, r := range reads {
+		stmts[i] = stmt{r.query, r.args}
+	}
+	br, err := p.sendAll(ctx, stmts)
+	if err != nil {
+		return err
+	}
+	for _, r := range reads {
+		rs, err := br.Query()
+		if err == nil {
+			err = r.read(&pgRows{r: rs})
+		}
+		if err != nil {
+			br.Close()
+			p.err = p.db.dialect.Classify(err)
+			return p.err
+		}
+	}
+	if err := br.Close(); err != nil {
+		p.err = p.db.dialect.Classify(err)
+		return p.err
+	}
+	return nil
 }
 
 // later holds a write back until the next statement or COMMIT.
@@ -360,7 +401,7 @@ func (p pgRead) queryRow(ctx context.Context, query string, args ...any) row {
 	if err != nil {
 		return errRow{err}
 	}
-	return &pgRow{rows: rs}
+	return &firstRow{rows: rs}
 }
 
 // rollbackTimeout bounds the ROLLBACK of a failed write, which runs after
@@ -401,11 +442,11 @@ func (r *pgRows) Close() error {
 	return r.err
 }
 
-// pgRow is the first row of a query, with database/sql's sql.ErrNoRows when
-// there is none, which the shared code tests for.
-type pgRow struct{ rows rows }
+// firstRow is the first row of a query, with database/sql's sql.ErrNoRows
+// when there is none, which the shared code tests for.
+type firstRow struct{ rows rows }
 
-func (r *pgRow) Scan(dest ...any) error {
+func (r *firstRow) Scan(dest ...any) error {
 	defer r.rows.Close()
 	if !r.rows.Next() {
 		if err := r.rows.Close(); err != nil {

@@ -254,7 +254,7 @@ func (t *tx) InstanceGetForUpdate(ctx context.Context, id string) (*agentowl.Ins
 }
 
 func (t *tx) InstanceGetShared(ctx context.Context, id string) (*agentowl.Instance, error) {
-	return one(t.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`+t.db.dialect.ForShare, id), t.scanInstance)
+	return one(t.queryRow(ctx, instanceShared+t.db.dialect.ForShare, id), t.scanInstance)
 }
 
 func (t *tx) InstanceUpdate(ctx context.Context, v *agentowl.Instance) error {
@@ -276,16 +276,19 @@ func (t *tx) InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Ins
 
 // ---- idempotency
 
+const idempotencyByKey = `SELECT scope, operation, key, input_hash, resource_id, response, created_at, retain_until
+	FROM idempotency_keys WHERE scope = ? AND operation = ? AND key = ?`
+
 func (t *tx) IdempotencyGet(ctx context.Context, scope, operation, key string) (*store.Idempotency, error) {
-	return one(t.queryRow(ctx, `SELECT scope, operation, key, input_hash, resource_id, response, created_at, retain_until
-		FROM idempotency_keys WHERE scope = ? AND operation = ? AND key = ?`, scope, operation, key),
-		func(s scanner) (*store.Idempotency, error) {
-			var v store.Idempotency
-			var created, retain int64
-			err := s.Scan(&v.Scope, &v.Operation, &v.Key, &v.InputHash, &v.ResourceID, &v.Response, &created, &retain)
-			v.CreatedAt, v.RetainUntil = fromTS(created), fromTS(retain)
-			return &v, err
-		})
+	return one(t.queryRow(ctx, idempotencyByKey, scope, operation, key), scanIdempotency)
+}
+
+func scanIdempotency(s scanner) (*store.Idempotency, error) {
+	var v store.Idempotency
+	var created, retain int64
+	err := s.Scan(&v.Scope, &v.Operation, &v.Key, &v.InputHash, &v.ResourceID, &v.Response, &created, &retain)
+	v.CreatedAt, v.RetainUntil = fromTS(created), fromTS(retain)
+	return &v, err
 }
 
 func (t *tx) IdempotencyCreate(ctx context.Context, v *store.Idempotency) error {
@@ -367,9 +370,26 @@ func (t *tx) RequestGet(ctx context.Context, id string) (*agentowl.ApprovalReque
 	return one(t.queryRow(ctx, `SELECT `+requestCols+` FROM approval_requests WHERE id = ?`, id), scanRequest)
 }
 
+const (
+	requestByKey   = `SELECT ` + requestCols + ` FROM approval_requests WHERE instance_id = ? AND idempotency_key = ?`
+	instanceShared = `SELECT ` + instanceCols + ` FROM instances WHERE id = ?` // + the dialect's ForShare
+)
+
 func (t *tx) RequestGetByKey(ctx context.Context, instanceID, key string) (*agentowl.ApprovalRequest, error) {
-	return one(t.queryRow(ctx, `SELECT `+requestCols+` FROM approval_requests WHERE instance_id = ? AND idempotency_key = ?`,
-		instanceID, key), scanRequest)
+	return one(t.queryRow(ctx, requestByKey, instanceID, key), scanRequest)
+}
+
+func (t *tx) RequestForCreate(ctx context.Context, instanceID, key string) (*store.CreateCheck, error) {
+	c := &store.CreateCheck{}
+	policies, args := policyQuery(`(SELECT tenant_id FROM instances WHERE id = ?)`, []any{instanceID}, instanceID)
+	err := t.readGroup(ctx,
+		oneRow(&c.Existing, scanRequest, requestByKey, instanceID, key),
+		oneRow(&c.Instance, t.scanInstance, instanceShared+t.db.dialect.ForShare, instanceID),
+		allRows(&c.Policies, scanPolicy, policies, args...))
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // requestResolved is RequestResolve's outcome when no pending request
@@ -381,27 +401,38 @@ var requestResolved = &rowCheck{none: store.ErrConflict, missing: store.ErrNotFo
 var requestWithInstanceCols = prefixed("r", requestCols) + ", " + prefixed("i", instanceCols)
 
 func (t *tx) RequestGetShared(ctx context.Context, id string) (*agentowl.ApprovalRequest, *agentowl.Instance, error) {
+	r, inst, _, err := t.RequestGetSharedRecord(ctx, id, "", "")
+	return r, inst, err
+}
+
+func (t *tx) RequestGetSharedRecord(ctx context.Context, id, operation, key string) (*agentowl.ApprovalRequest, *agentowl.Instance, *store.Idempotency, error) {
+	var r *agentowl.ApprovalRequest
 	var inst *agentowl.Instance
+	var rec *store.Idempotency
 	lock := ""
 	if t.db.dialect.ForShare != "" {
 		lock = t.db.dialect.ForShare + " OF i"
 	}
-	r, err := one(t.queryRow(ctx, `SELECT `+requestWithInstanceCols+`
-		FROM approval_requests r JOIN instances i ON i.id = r.instance_id WHERE r.id = ?`+lock, id),
-		func(s scanner) (*agentowl.ApprovalRequest, error) {
-			// The request's columns, then the instance's.
-			return scanRequest(scannerFunc(func(dest ...any) error {
-				var err error
-				inst, err = t.scanInstance(scannerFunc(func(instDest ...any) error {
-					return s.Scan(append(dest, instDest...)...)
-				}))
-				return err
+	reads := []groupRead{oneRow(&r, func(s scanner) (*agentowl.ApprovalRequest, error) {
+		// The request's columns, then the instance's.
+		return scanRequest(scannerFunc(func(dest ...any) error {
+			var err error
+			inst, err = t.scanInstance(scannerFunc(func(instDest ...any) error {
+				return s.Scan(append(dest, instDest...)...)
 			}))
-		})
-	if err != nil {
-		return nil, nil, err
+			return err
+		}))
+	}, `SELECT `+requestWithInstanceCols+` FROM approval_requests r JOIN instances i ON i.id = r.instance_id WHERE r.id = ?`+lock, id)}
+	if operation != "" {
+		reads = append(reads, oneRow(&rec, scanIdempotency, idempotencyByKey, id, operation, key))
 	}
-	return r, inst, nil
+	if err := t.readGroup(ctx, reads...); err != nil {
+		return nil, nil, nil, err
+	}
+	if r == nil {
+		return nil, nil, nil, store.ErrNotFound
+	}
+	return r, inst, rec, nil
 }
 
 func (t *tx) RequestResolve(ctx context.Context, id string, d *agentowl.Decision, retainUntil time.Time) error {
@@ -485,16 +516,20 @@ func (t *tx) PolicyDelete(ctx context.Context, id string) error {
 }
 
 func (t *tx) PolicyList(ctx context.Context, tenantID, instanceID string) ([]*agentowl.Policy, error) {
-	q := `SELECT ` + policyCols + ` FROM policies WHERE tenant_id = ?`
-	args := []any{tenantID}
-	if instanceID == "" {
-		q += ` ORDER BY instance_id IS NULL, priority, created_at, seq`
-	} else {
-		q += ` AND (instance_id IS NULL OR instance_id = ?) ORDER BY instance_id IS NULL, priority, created_at, seq`
-		args = append(args, instanceID)
-	}
+	q, args := policyQuery("?", []any{tenantID}, instanceID)
 	rows, err := t.query(ctx, q, args...)
 	return all(rows, err, scanPolicy)
+}
+
+// policyQuery selects the rules of tenant (an SQL expression taking args)
+// that apply to instanceID ("" for all of them), in evaluation order.
+func policyQuery(tenant string, args []any, instanceID string) (string, []any) {
+	q := `SELECT ` + policyCols + ` FROM policies WHERE tenant_id = ` + tenant
+	if instanceID != "" {
+		q += ` AND (instance_id IS NULL OR instance_id = ?)`
+		args = append(args, instanceID)
+	}
+	return q + ` ORDER BY instance_id IS NULL, priority, created_at, seq`, args
 }
 
 // ---- audit

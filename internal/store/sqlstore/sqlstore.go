@@ -389,6 +389,70 @@ func (t *tx) queryRow(ctx context.Context, query string, args ...any) row {
 	return t.run.QueryRowContext(ctx, t.db.q(query), args...)
 }
 
+// stmt is a statement and its arguments.
+type stmt struct {
+	query string
+	args  []any
+}
+
+// groupRead is one statement of a group of reads sent together
+// (tx.readGroup): its read scans the rows and closes them; an error it
+// returns fails the group.
+type groupRead struct {
+	query string
+	args  []any
+	read  func(rows) error
+}
+
+// oneRow reads at most one row into *dst; with none, *dst is left as is
+// (nil for a pointer): not finding a row is an answer, not a failure.
+func oneRow[T any](dst *T, scan func(scanner) (T, error), query string, args ...any) groupRead {
+	return groupRead{query, args, func(rs rows) error {
+		v, err := one(&firstRow{rs}, scan)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err == nil {
+			*dst = v
+		}
+		return err
+	}}
+}
+
+// allRows reads every row into *dst.
+func allRows[T any](dst *[]T, scan func(scanner) (T, error), query string, args ...any) groupRead {
+	return groupRead{query, args, func(rs rows) (err error) {
+		*dst, err = all(rs, nil, scan)
+		return err
+	}}
+}
+
+// readGroup runs reads whose arguments do not depend on each other's
+// answers. In a PostgreSQL write they go in one round trip, with the held
+// writes before them (pgTx.queryEach); elsewhere one after another. The
+// answers are the same either way: each statement runs after the previous
+// one has finished, on its own snapshot.
+func (t *tx) readGroup(ctx context.Context, reads ...groupRead) error {
+	if p, ok := t.pg.(*pgTx); ok {
+		q := make([]groupRead, len(reads))
+		for i, r := range reads {
+			q[i] = r
+			q[i].query = t.db.q(r.query)
+		}
+		return p.queryEach(ctx, q)
+	}
+	for _, r := range reads {
+		rs, err := t.query(ctx, r.query, r.args...)
+		if err == nil {
+			err = r.read(rs)
+		}
+		if err != nil {
+			return t.db.dialect.Classify(err)
+		}
+	}
+	return nil
+}
+
 // rowCheck is what a write that must change a row returns when it changes
 // none: none, or missing when the row the exists query looks for is not
 // there at all (exists is a SELECT of that row, its parameters at the end

@@ -165,25 +165,33 @@ func (t *tx) BindingGet(ctx context.Context, id string) (*store.Binding, error) 
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE id = ?`, id), scanBinding)
 }
 
-func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time) (*store.Route, error) {
+// bindingRouteCols are BindingRoute's binding and endpoint columns.
+var bindingRouteCols = qualified(bindingCols, "b") + `, ` + qualified(endpointCols, "e")
+
+func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time, openKey string) (*store.Route, error) {
 	r := &store.Route{}
 	var cred sql.NullString
-	b, err := one(t.queryRow(ctx, `SELECT `+qualified(bindingCols, "b")+`, `+qualified(endpointCols, "e")+`, `+t.newestCredential("e.id")+`
-		FROM bindings b JOIN endpoints e ON e.id = b.endpoint_id WHERE b.id = ?`, ts(now), scopeWord(scope), id),
-		func(s scanner) (*store.Binding, error) {
-			// The binding's columns, then the endpoint's, then the credential.
-			return scanBinding(scannerFunc(func(dest ...any) error {
-				var err error
-				r.Endpoint, err = scanEndpoint(scannerFunc(func(epDest ...any) error {
-					return s.Scan(append(append(dest, epDest...), &cred)...)
-				}))
-				return err
+	reads := []groupRead{oneRow(&r.Binding, func(s scanner) (*store.Binding, error) {
+		// The binding's columns, then the endpoint's, then the credential.
+		return scanBinding(scannerFunc(func(dest ...any) error {
+			var err error
+			r.Endpoint, err = scanEndpoint(scannerFunc(func(epDest ...any) error {
+				return s.Scan(append(append(dest, epDest...), &cred)...)
 			}))
-		})
-	if err != nil {
+			return err
+		}))
+	}, `SELECT `+bindingRouteCols+`, `+t.newestCredential("e.id")+`
+		FROM bindings b JOIN endpoints e ON e.id = b.endpoint_id WHERE b.id = ?`, ts(now), scopeWord(scope), id)}
+	if openKey != "" {
+		reads = append(reads, oneRow(&r.Open, scanConversation, conversationOpenByKey, id, openKey))
+	}
+	if err := t.readGroup(ctx, reads...); err != nil {
 		return nil, err
 	}
-	r.Binding, r.Credential = b, cred.String
+	if r.Binding == nil {
+		return nil, store.ErrNotFound
+	}
+	r.Credential = cred.String
 	return r, nil
 }
 
@@ -266,9 +274,11 @@ func (t *tx) ConversationGet(ctx context.Context, id string) (*store.Conversatio
 	return one(t.queryRow(ctx, `SELECT `+conversationCols+` FROM conversations WHERE id = ?`, id), scanConversation)
 }
 
+const conversationOpenByKey = `SELECT ` + conversationCols + ` FROM conversations
+	WHERE binding_id = ? AND key = ? AND status = 'open'`
+
 func (t *tx) ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*store.Conversation, error) {
-	return one(t.queryRow(ctx, `SELECT `+conversationCols+` FROM conversations
-		WHERE binding_id = ? AND key = ? AND status = 'open'`, bindingID, key), scanConversation)
+	return one(t.queryRow(ctx, conversationOpenByKey, bindingID, key), scanConversation)
 }
 
 func (t *tx) ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error {
@@ -456,19 +466,34 @@ func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence 
 		workID, sequence), scanCallback)
 }
 
-func (t *tx) CallbackFind(ctx context.Context, workID, callbackID string, sequence int64) (byID, bySequence *store.Callback, err error) {
-	rows, err := t.query(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND (callback_id = ? OR sequence = ?)`,
-		workID, callbackID, sequence)
-	found, err := all(rows, err, scanCallback)
-	for _, c := range found {
-		if c.CallbackID == callbackID {
-			byID = c
+func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64) (*store.CallbackCheck, error) {
+	c := &store.CallbackCheck{Decided: map[string]bool{}}
+	var found []*store.Callback
+	var decided []string
+	err := t.readGroup(ctx,
+		oneRow(&c.Work, scanWork, `SELECT `+workCols+` FROM work WHERE id = ?`+t.db.dialect.ForUpdate, workID),
+		allRows(&found, scanCallback, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND (callback_id = ? OR sequence = ?)`,
+			workID, callbackID, sequence),
+		allRows(&c.Items, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE work_id = ? ORDER BY created_at DESC, id`, workID),
+		allRows(&decided, scanString, `SELECT attention_id FROM work_decisions WHERE work_id = ?`, workID))
+	if err == nil && c.Work == nil {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, cb := range found {
+		if cb.CallbackID == callbackID {
+			c.ByID = cb
 		}
-		if c.Sequence == sequence {
-			bySequence = c
+		if cb.Sequence == sequence {
+			c.BySequence = cb
 		}
 	}
-	return byID, bySequence, err
+	for _, id := range decided {
+		c.Decided[id] = true
+	}
+	return c, nil
 }
 
 func (t *tx) CallbackList(ctx context.Context, workID string, limit int) ([]*store.Callback, error) {

@@ -44,10 +44,7 @@ func fanOut(tenantID, key, kind, endpointID string, at time.Time) *store.Notific
 func (e *env) fanOut(t *testing.T, f *store.NotificationFanOut) int {
 	t.Helper()
 	var n int
-	e.write(t, func(tx store.Tx) (err error) {
-		n, err = tx.NotificationFanOut(e.ctx, f)
-		return err
-	})
+	e.write(t, func(tx store.Tx) error { return tx.NotificationFanOut(e.ctx, f, &n) })
 	return n
 }
 
@@ -131,11 +128,11 @@ func testNotificationFanOutConcurrent(t *testing.T, e *env) {
 	total := make(chan int, 20)
 	for range 20 {
 		wg.Go(func() {
+			var n int
 			err := e.s.Write(e.ctx, func(tx store.Tx) error {
-				n, err := tx.NotificationFanOut(e.ctx, fanOut(ten.ID, "same", "failure", "", e.now))
-				total <- n
-				return err
+				return tx.NotificationFanOut(e.ctx, fanOut(ten.ID, "same", "failure", "", e.now), &n)
 			})
+			total <- n
 			if err != nil {
 				errs <- err
 			}

@@ -664,6 +664,23 @@ func testRequestIdempotencyKey(t *testing.T, e *env) {
 		_, err := tx.RequestGetByKey(e.ctx, i1.ID, uuid.NewString())
 		return err
 	}), store.ErrNotFound)
+
+	// RequestForCreate answers as the three lookups do.
+	forCreate := func(instanceID, key string) *store.CreateCheck {
+		t.Helper()
+		var c *store.CreateCheck
+		e.write(t, func(tx store.Tx) (err error) { c, err = tx.RequestForCreate(e.ctx, instanceID, key); return err })
+		return c
+	}
+	c := forCreate(i2.ID, r1.IdempotencyKey)
+	equal(t, "existing request, for a creation", c.Existing, r2)
+	equal(t, "instance, for a creation", c.Instance, read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, i2.ID) }))
+	if c = forCreate(i1.ID, uuid.NewString()); c.Existing != nil || c.Instance == nil || c.Instance.ID != i1.ID {
+		t.Fatalf("a new key: %+v", c)
+	}
+	if c = forCreate(uuid.NewString(), r1.IdempotencyKey); c.Existing != nil || c.Instance != nil || c.Policies != nil {
+		t.Fatalf("an unknown instance: %+v", c)
+	}
 }
 
 func testRequestResolve(t *testing.T, e *env) {
@@ -724,6 +741,30 @@ func testRequestGetShared(t *testing.T, e *env) {
 	}
 	wantErr(t, "unknown request", e.writeErr(func(tx store.Tx) error {
 		_, _, err := tx.RequestGetShared(e.ctx, uuid.NewString())
+		return err
+	}), store.ErrNotFound)
+
+	// RequestGetSharedRecord: the same, with the request's record of an
+	// operation and key as IdempotencyGet finds it.
+	rec := &store.Idempotency{Scope: r.ID, Operation: "decide", Key: "d1", InputHash: []byte{1}, ResourceID: "d1",
+		Response: []byte("{}"), CreatedAt: e.now, RetainUntil: e.now.Add(time.Hour)}
+	e.write(t, func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, rec) })
+	for _, key := range []string{"d1", "d2"} {
+		var got *agentowl.ApprovalRequest
+		var gotRec *store.Idempotency
+		e.write(t, func(tx store.Tx) (err error) {
+			got, _, gotRec, err = tx.RequestGetSharedRecord(e.ctx, r.ID, "decide", key)
+			return err
+		})
+		equal(t, "request with its record", got, r)
+		if key == "d1" {
+			equal(t, "the record", gotRec, rec)
+		} else if gotRec != nil {
+			t.Fatalf("no record for %s: %+v", key, gotRec)
+		}
+	}
+	wantErr(t, "unknown request with a record", e.writeErr(func(tx store.Tx) error {
+		_, _, _, err := tx.RequestGetSharedRecord(e.ctx, uuid.NewString(), "decide", "d1")
 		return err
 	}), store.ErrNotFound)
 }
@@ -981,6 +1022,12 @@ func testPolicies(t *testing.T, e *env) {
 	equal(t, "instance 2 rules then tenant rules", list(ten.ID, i2.ID), []*agentowl.Policy{jp, tp1, tp3, tp2})
 	equal(t, "all of the tenant's rules", list(ten.ID, ""), []*agentowl.Policy{jp, ip2, ip1, tp1, tp3, tp2})
 	equal(t, "other tenant", list(other.ID, ""), []*agentowl.Policy{up})
+	// A creation reads its instance's rules by the same rule.
+	for _, in := range []*agentowl.Instance{i1, i2} {
+		var c *store.CreateCheck
+		e.write(t, func(tx store.Tx) (err error) { c, err = tx.RequestForCreate(e.ctx, in.ID, "k"); return err })
+		equal(t, "rules read for a creation", c.Policies, list(ten.ID, in.ID))
+	}
 
 	e.write(t, func(tx store.Tx) error { return tx.PolicyDelete(e.ctx, tp1.ID) })
 	wantErr(t, "get deleted", e.readErr(func(tx store.Tx) error {

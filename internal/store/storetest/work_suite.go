@@ -35,6 +35,7 @@ var workTests = []struct {
 	{"WorkGenerations", testWorkGenerations},
 	{"WorkUpdateConcurrent", testWorkUpdateConcurrent},
 	{"Callbacks", testCallbacks},
+	{"AttentionForDecision", testAttentionForDecision},
 }
 
 // ---- factories
@@ -238,7 +239,7 @@ func testRuntimeCredentialNewest(t *testing.T, e *env) {
 	check := func(what string, now time.Time, want string) {
 		t.Helper()
 		got := read(t, e, func(tx store.Tx) (string, error) { return tx.RuntimeCredentialNewest(e.ctx, ep.ID, scope, now) })
-		route := read(t, e, func(tx store.Tx) (*store.Route, error) { return tx.BindingRoute(e.ctx, b.ID, scope, now) })
+		route := read(t, e, func(tx store.Tx) (*store.Route, error) { return tx.BindingRoute(e.ctx, b.ID, scope, now, "") })
 		if g := goRule(now); got != want || route.Credential != want || g != want {
 			t.Fatalf("%s: SQL chose %q, BindingRoute %q, the Go rule %q; want %q", what, got, route.Credential, g, want)
 		}
@@ -336,10 +337,14 @@ func testBindings(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "binding", got, a)
-	route := func(id string) (r *store.Route, err error) {
-		err = e.readErr(func(tx store.Tx) (err error) { r, err = tx.BindingRoute(e.ctx, id, "callbacks", e.now); return err })
+	routeWith := func(id, key string) (r *store.Route, err error) {
+		err = e.writeErr(func(tx store.Tx) (err error) {
+			r, err = tx.BindingRoute(e.ctx, id, "callbacks", e.now, key)
+			return err
+		})
 		return r, err
 	}
+	route := func(id string) (*store.Route, error) { return routeWith(id, "") }
 	r, err := route(a.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -347,6 +352,34 @@ func testBindings(t *testing.T, e *env) {
 	equal(t, "binding of its route", r.Binding, a)
 	equal(t, "endpoint of its route", r.Endpoint, read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
 	equal(t, "credential of a route whose endpoint has none", r.Credential, "")
+	if r.Open != nil {
+		t.Fatalf("a route asked for no conversation: %+v", r.Open)
+	}
+	// With a key, the binding's open conversation of that key, as
+	// ConversationGetOpenByKey finds it.
+	open, ended, other := newConversation(a, "k1", e.now), newConversation(a, "k2", e.now), newConversation(b, "k3", e.now)
+	e.write(t, func(tx store.Tx) error {
+		return errors.Join(tx.ConversationCreate(e.ctx, open), tx.ConversationCreate(e.ctx, ended), tx.ConversationCreate(e.ctx, other))
+	})
+	e.write(t, func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, ended.ID, e.now) })
+	for _, c := range []struct {
+		key  string
+		want *store.Conversation
+	}{{"k1", open}, {"k2", nil}, {"k3", nil}, {"k9", nil}} {
+		r, err := routeWith(a.ID, c.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byKey := read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+			c, err := tx.ConversationGetOpenByKey(e.ctx, a.ID, c.key)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, nil
+			}
+			return c, err
+		})
+		equal(t, "open conversation of key "+c.key, r.Open, c.want)
+		equal(t, "the same as ConversationGetOpenByKey", r.Open, byKey)
+	}
 	_, err = route("bnd_missing")
 	wantErr(t, "route of an unknown binding", err, store.ErrNotFound)
 	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
@@ -694,7 +727,11 @@ func testCallbacks(t *testing.T, e *env) {
 		_, err := tx.CallbackGet(e.ctx, w.ID, "w:7")
 		return err
 	}), store.ErrNotFound)
-	// CallbackFind: both lookups at once, nil for the one not found.
+	// WorkForCallback: the work, both lookups at once (nil for the one not
+	// found), and the work's items with those decided marked.
+	inc := e.attention(t, newIncident(w, "", e.now))
+	dec := e.decided(t, w, "", e.now.Add(time.Second))
+	e.attention(t, newIncident(w2, "", e.now))
 	for _, c := range []struct {
 		id          string
 		seq         int64
@@ -702,23 +739,34 @@ func testCallbacks(t *testing.T, e *env) {
 	}{
 		{"w:2", 9, c2, c9}, {"w:2", 2, c2, c2}, {"w:7", 9, nil, c9}, {"w:2", 7, c2, nil}, {"w:7", 7, nil, nil},
 	} {
-		var byID, bySeq *store.Callback
-		if err := e.readErr(func(tx store.Tx) (err error) {
-			byID, bySeq, err = tx.CallbackFind(e.ctx, w.ID, c.id, c.seq)
+		var chk *store.CallbackCheck
+		if err := e.writeErr(func(tx store.Tx) (err error) {
+			chk, err = tx.WorkForCallback(e.ctx, w.ID, c.id, c.seq)
 			return err
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if (byID == nil) != (c.byID == nil) || (bySeq == nil) != (c.bySeq == nil) {
-			t.Fatalf("CallbackFind(%s, %d) = %v, %v", c.id, c.seq, byID, bySeq)
+		equal(t, "work read for a callback", chk.Work, e.getWork(t, w.ID))
+		if (chk.ByID == nil) != (c.byID == nil) || (chk.BySequence == nil) != (c.bySeq == nil) {
+			t.Fatalf("WorkForCallback(%s, %d) = %v, %v", c.id, c.seq, chk.ByID, chk.BySequence)
 		}
-		if byID != nil {
-			equal(t, "found by ID", byID, c.byID)
+		if chk.ByID != nil {
+			equal(t, "found by ID", chk.ByID, c.byID)
 		}
-		if bySeq != nil {
-			equal(t, "found by sequence", bySeq, c.bySeq)
+		if chk.BySequence != nil {
+			equal(t, "found by sequence", chk.BySequence, c.bySeq)
 		}
+		ids := []string{}
+		for _, it := range chk.Items {
+			ids = append(ids, it.ID)
+		}
+		equal(t, "the work's items, newest first", ids, []string{dec.AttentionID, inc.ID})
+		equal(t, "decided items", chk.Decided, map[string]bool{dec.AttentionID: true})
 	}
+	wantErr(t, "callbacks of unknown work", e.writeErr(func(tx store.Tx) error {
+		_, err := tx.WorkForCallback(e.ctx, "work_unknown", "w:2", 9)
+		return err
+	}), store.ErrNotFound)
 	wantErr(t, "a callback ID taken twice", e.writeErr(func(tx store.Tx) error {
 		return tx.CallbackCreate(e.ctx, mk(w, "w:5", 6, false))
 	}), store.ErrConflict)
@@ -794,5 +842,64 @@ func testEmailThreads(t *testing.T, e *env) {
 	}
 	if !has(c1.ID, "alice@example.org") || has(c2.ID, "alice@example.org") || has(c1.ID, "bob@example.org") {
 		t.Fatal("participants are not kept per conversation")
+	}
+}
+
+// testAttentionForDecision: the reads a decision is checked against, each
+// answered as its own lookup would answer it, and nothing beyond the item
+// for another tenant.
+func testAttentionForDecision(t *testing.T, e *env) {
+	tn, other := e.tenant(t), e.tenant(t)
+	ep, _, ev := e.thread(t, tn.ID)
+	w := e.work(t, newWork(ep, ev, 1, e.now))
+	msg := newMessage(tn.ID, e.now)
+	e.messages(t, msg)
+	d := e.decided(t, w, msg.ID, e.now)
+	var it *store.AttentionItem
+	e.write(t, func(tx store.Tx) (err error) { it, err = tx.AttentionGet(e.ctx, d.AttentionID); return err })
+	rev2 := *it
+	rev2.ID, rev2.Revision, rev2.Status = wid("att"), 2, store.AttentionOpen
+	e.attention(t, &rev2)
+	e.attention(t, newIncident(w, "", e.now)) // of the work, not of the request
+
+	check := func(tenantID, attentionID, decisionID string, forUpdate bool) *store.DecisionCheck {
+		t.Helper()
+		var c *store.DecisionCheck
+		e.write(t, func(tx store.Tx) (err error) {
+			c, err = tx.AttentionForDecision(e.ctx, tenantID, attentionID, decisionID, forUpdate)
+			return err
+		})
+		return c
+	}
+	for _, lock := range []bool{false, true} {
+		c := check(tn.ID, rev2.ID, d.ID, lock)
+		equal(t, "item", c.Item, &rev2)
+		equal(t, "work", c.Work, e.getWork(t, w.ID))
+		equal(t, "endpoint", c.Endpoint.ID, ep.ID)
+		equal(t, "the work's decision of that ID", c.ByID, d)
+		if c.Decided != nil || c.Push != nil {
+			t.Fatalf("revision 2 has no decision: %+v, %+v", c.Decided, c.Push)
+		}
+		ids := []string{}
+		for _, r := range c.Revisions {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		want := []string{it.ID, rev2.ID}
+		slices.Sort(want)
+		equal(t, "the request's revisions", ids, want)
+	}
+	c := check(tn.ID, it.ID, "another", true)
+	equal(t, "the item's decision", c.Decided, d)
+	equal(t, "its push", c.Push, e.getMessage(t, msg.ID))
+	if c.ByID != nil {
+		t.Fatalf("no decision %q: %+v", "another", c.ByID)
+	}
+	c = check(other.ID, it.ID, d.ID, true)
+	if c.Item == nil || c.Work != nil || c.Endpoint != nil || c.ByID != nil || c.Decided != nil || c.Push != nil || c.Revisions != nil {
+		t.Fatalf("another tenant's item read beyond the item: %+v", c)
+	}
+	if c = check(tn.ID, "att_unknown", d.ID, true); c.Item != nil || c.Work != nil {
+		t.Fatalf("unknown item: %+v", c)
 	}
 }
