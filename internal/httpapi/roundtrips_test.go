@@ -11,8 +11,8 @@ import (
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
-// TestWorkWriteRoundTrips: on PostgreSQL the runtime's callbacks and the
-// operators' decisions are written in two round trips (sqlstore/pgx.go):
+// TestWorkWriteRoundTrips: on PostgreSQL the runtime's callbacks and
+// receipts and the operators' decisions are written in two round trips (sqlstore/pgx.go):
 // the reads a write checks against go together in one (the work, locked,
 // with its callbacks and attention items; a decision's item with its
 // work, its decisions and its endpoint), and the inserts and updates go
@@ -85,6 +85,9 @@ func TestWorkWriteRoundTrips(t *testing.T) {
 					id := e.itemFor(t, h.workID, "q1", 1)["id"].(string)
 					return e.decide(id, map[string]any{"decision_id": "d-" + h.workID, "request_revision": 1, "decision": "answer",
 						"answer": "blue"}, false)
+				}, http.StatusOK},
+				{"a runtime's receipt of a decision", answered, func(h *handedOff) *response {
+					return e.do(http.MethodPost, "/runtime/v1/work/"+h.workID+"/decisions/d-"+h.workID+"/receipt", h.token, nil)
 				}, http.StatusOK},
 				{"a callback repeated", func(h *handedOff) { receipt(t, "first", status(1, "running")(h)) }, status(1, "running"),
 					http.StatusOK},

@@ -125,6 +125,12 @@ type Attention interface {
 	// as WorkGetForUpdate, and what follows it once the work is locked.
 	// Rows of another tenant's item are never read beyond the item.
 	AttentionForDecision(ctx context.Context, tenantID, attentionID, decisionID string, forUpdate bool) (*DecisionCheck, error)
+	// DecisionForReceipt reads what a runtime's receipt of decision
+	// decisionID of work workID is checked against, in one round trip on
+	// PostgreSQL: the work, as WorkGetForUpdate (ErrNotFound when it is not
+	// there), then, once it is locked, the decision and its item (nil when
+	// there is no such decision).
+	DecisionForReceipt(ctx context.Context, workID, decisionID string) (*Work, *WorkDecision, *AttentionItem, error)
 	// AttentionExpire resolves unresolved request items whose expiry is at
 	// or before now as expired; it returns how many.
 	AttentionExpire(ctx context.Context, now time.Time) (int, error)

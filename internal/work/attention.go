@@ -664,19 +664,16 @@ type DecisionView struct {
 func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisionID, via string) (*DecisionView, error) {
 	var out *DecisionView
 	err := s.store.Write(ctx, func(tx store.Tx) error {
-		w, err := tx.WorkGetForUpdate(ctx, workID)
+		// The decision and its item come with the work (one round trip).
+		w, d, it, err := tx.DecisionForReceipt(ctx, workID, decisionID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && w.EndpointID != endpointID) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
 		}
 		if err != nil {
 			return err
 		}
-		d, err := tx.WorkDecisionGet(ctx, workID, decisionID)
-		if errors.Is(err, store.ErrNotFound) {
+		if d == nil {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No decision %q on work %q.", decisionID, workID)
-		}
-		if err != nil {
-			return err
 		}
 		out = &DecisionView{Decision: d, WorkStatus: w.Status}
 		if d.ReceiptAt != nil || w.Status.Terminal() {
@@ -687,9 +684,8 @@ func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisio
 			return err
 		}
 		d.ReceiptAt, d.ReceiptVia = &now, via
-		it, err := tx.AttentionGet(ctx, d.AttentionID)
-		if err != nil {
-			return err
+		if it == nil {
+			return fmt.Errorf("decision %s: its attention item %s is missing", d.ID, d.AttentionID)
 		}
 		if it.Status != store.AttentionResolved {
 			return resolveItem(ctx, tx, it, ResolvedReceipt, now)

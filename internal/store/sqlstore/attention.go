@@ -125,6 +125,24 @@ func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, de
 	return c, nil
 }
 
+func (t *tx) DecisionForReceipt(ctx context.Context, workID, decisionID string) (*store.Work, *store.WorkDecision, *store.AttentionItem, error) {
+	var w *store.Work
+	var d *store.WorkDecision
+	var it *store.AttentionItem
+	err := t.readGroup(ctx,
+		oneRow(&w, scanWork, `SELECT `+workCols+` FROM work WHERE id = ?`+t.db.dialect.ForUpdate, workID),
+		oneRow(&d, scanWorkDecision, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? AND id = ?`, workID, decisionID),
+		oneRow(&it, scanAttention, `SELECT `+attentionCols+` FROM attention_items
+			WHERE id = (SELECT attention_id FROM work_decisions WHERE work_id = ? AND id = ?)`, workID, decisionID))
+	if err == nil && w == nil {
+		err = store.ErrNotFound
+	}
+	if err != nil || d == nil {
+		return w, nil, nil, err
+	}
+	return w, d, it, nil
+}
+
 func (t *tx) AttentionExpire(ctx context.Context, now time.Time) (int, error) {
 	res, err := t.exec(ctx, `UPDATE attention_items SET status = 'resolved', resolution = 'expired', resolved_at = ?,
 		updated_at = ? WHERE status <> 'resolved' AND expires_at IS NOT NULL AND expires_at <= ?`, ts(now), ts(now), ts(now))
@@ -193,7 +211,6 @@ func (t *tx) WorkDecisionList(ctx context.Context, workID string) ([]*store.Work
 }
 
 func (t *tx) DecisionSetReceipt(ctx context.Context, workID, id string, at time.Time, via string) error {
-	_, err := t.exec(ctx, `UPDATE work_decisions SET receipt_at = ?, receipt_via = ? WHERE work_id = ? AND id = ?
+	return t.execLater(ctx, nil, `UPDATE work_decisions SET receipt_at = ?, receipt_via = ? WHERE work_id = ? AND id = ?
 		AND receipt_at IS NULL`, ts(at), via, workID, id)
-	return err
 }

@@ -895,6 +895,27 @@ func testAttentionForDecision(t *testing.T, e *env) {
 	if c.ByID != nil {
 		t.Fatalf("no decision %q: %+v", "another", c.ByID)
 	}
+	// DecisionForReceipt: the work, the decision and its item.
+	forReceipt := func(workID, decisionID string) (*store.Work, *store.WorkDecision, *store.AttentionItem, error) {
+		var rw *store.Work
+		var rd *store.WorkDecision
+		var ri *store.AttentionItem
+		err := e.writeErr(func(tx store.Tx) (err error) { rw, rd, ri, err = tx.DecisionForReceipt(e.ctx, workID, decisionID); return err })
+		return rw, rd, ri, err
+	}
+	rw, rd, ri, err := forReceipt(w.ID, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "work of a receipt", rw, e.getWork(t, w.ID))
+	equal(t, "decision of a receipt", rd, d)
+	equal(t, "item of a receipt", ri, it)
+	if rw, rd, ri, err = forReceipt(w.ID, "unknown"); err != nil || rw == nil || rd != nil || ri != nil {
+		t.Fatalf("receipt of an unknown decision: %v %v %v %v", rw, rd, ri, err)
+	}
+	_, _, _, err = forReceipt("work_unknown", d.ID)
+	wantErr(t, "receipt on unknown work", err, store.ErrNotFound)
+
 	c = check(other.ID, it.ID, d.ID, true)
 	if c.Item == nil || c.Work != nil || c.Endpoint != nil || c.ByID != nil || c.Decided != nil || c.Push != nil || c.Revisions != nil {
 		t.Fatalf("another tenant's item read beyond the item: %+v", c)
