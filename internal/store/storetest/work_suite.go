@@ -900,7 +900,10 @@ func testAttentionForDecision(t *testing.T, e *env) {
 		var rw *store.Work
 		var rd *store.WorkDecision
 		var ri *store.AttentionItem
-		err := e.writeErr(func(tx store.Tx) (err error) { rw, rd, ri, err = tx.DecisionForReceipt(e.ctx, workID, decisionID); return err })
+		err := e.writeErr(func(tx store.Tx) (err error) {
+			rw, rd, ri, err = tx.DecisionForReceipt(e.ctx, workID, decisionID)
+			return err
+		})
 		return rw, rd, ri, err
 	}
 	rw, rd, ri, err := forReceipt(w.ID, d.ID)
