@@ -288,108 +288,139 @@ func reportHandedOff(b *testing.B, start time.Time, got *atomic.Int64) {
 // pushed to the endpoint's decision URL, a local HTTPS runtime that accepts
 // it. ops/s and the latencies are of the submissions; receipts/s and
 // receipt-p99-ms run from each submission's start until the runtime has the
-// decision (the receipt is recorded as its answer is judged).
+// decision (the receipt is recorded as its answer is judged). The requests
+// are 20 per work; same-work decides them a work at a time, so that the
+// 32 clients wait on one another's lock of the work (a decision and a
+// receipt serialize on their work), across-works takes them from each work
+// in turn.
 func BenchmarkAgentWorkDecisions(b *testing.B) {
 	if b.N > 1000 {
 		b.Skip("lists at most 1000 attention items; use -benchtime 1000x")
 	}
 	for _, be := range storetest.Backends(b) {
-		b.Run(be.Name, func(b *testing.B) {
-			var mu sync.Mutex
-			arrived := map[string]time.Time{}
-			rt := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var d struct {
-					DecisionID string `json:"decision_id"`
-				}
-				_ = json.NewDecoder(r.Body).Decode(&d)
-				mu.Lock()
-				if _, ok := arrived[d.DecisionID]; !ok {
-					arrived[d.DecisionID] = time.Now()
-				}
-				mu.Unlock()
-				w.Header().Set("Content-Type", "application/json")
-				_ = json.NewEncoder(w).Encode(map[string]any{"accepted": true, "decision_id": d.DecisionID})
-			}))
-			rt.EnableHTTP2 = true
-			rt.StartTLS()
-			b.Cleanup(rt.Close)
-			s := startBenchServer(b, be, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.Certificate().Raw}))
-			ep := s.mustPost(b, tenantPath+"/endpoints", map[string]any{"name": "bench", "url": rt.URL + "/handoff",
-				"config": map[string]any{"agent_work": true}, "decision_url": rt.URL + "/decisions", "decision_secret": "bench-bearer-secret-0123456789"},
-				http.StatusCreated)
-			epID := ep["id"].(string)
-			token := s.mustPost(b, tenantPath+"/endpoints/"+epID+"/runtime-credentials", map[string]any{}, http.StatusCreated)["token"].(string)
-			in := s.mustPost(b, tenantPath+"/bindings", map[string]any{"channel": "webhook", "endpoint_id": epID}, http.StatusCreated)
-			path := in["ingress_url"].(string)[len(s.url):]
-			const perWork = 20
-			works := (b.N + perWork - 1) / perWork
-			for c := range works {
-				s.mustPost(b, path, map[string]any{"n": c}, http.StatusAccepted)
-			}
-			var list struct {
-				Items []struct{ ID string } `json:"items"`
-			}
-			s.getJSON(b, tenantPath+"/work?limit=1000", &list)
-			digest := strings.Repeat("ab", 32)
-			expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-			for wi, wk := range list.Items[:works] {
-				reqs := make([]any, perWork)
-				for i := range reqs {
-					reqs[i] = map[string]any{"id": fmt.Sprintf("r%d-%d", wi, i), "revision": 1, "kind": "approval", "prompt": "May I?",
-						"allowed_decisions": []any{"approve", "reject"}, "expires_at": expires,
-						"action": map[string]any{"description": "Refund", "digest": digest}}
-				}
-				body, _ := json.Marshal(map[string]any{"version": "agent-work.v1", "callback_id": wk.ID + ":1", "work_id": wk.ID, "sequence": 1,
-					"status": "needs_input", "occurred_at": "2026-10-06T12:00:00.000Z", "requests": reqs})
-				if status, out, err := s.post("/runtime/v1/work/"+wk.ID+"/callbacks", token, body); err != nil || status != http.StatusOK {
-					b.Fatalf("needs_input: %d %v %s", status, err, out)
-				}
-			}
-			var items struct {
-				Items []struct{ ID string } `json:"items"`
-			}
-			s.getJSON(b, tenantPath+"/attention?status=open&limit=1000", &items)
-			if len(items.Items) < b.N {
-				b.Fatalf("%d open items for %d decisions", len(items.Items), b.N)
-			}
-			started := make([]time.Time, b.N)
-			b.ResetTimer()
-			defer reportRoundTrips(b, s.store)()
-			start := time.Now()
-			runClients(b, b.N, func(_, i int) error {
-				started[i] = time.Now()
-				body, _ := json.Marshal(map[string]any{"decision_id": fmt.Sprintf("d%d", i), "request_revision": 1,
-					"decision": "approve", "expected_action_digest": digest})
-				status, out, err := s.post(tenantPath+"/attention/"+items.Items[i].ID+"/decision", s.token, body)
-				if err != nil || status != http.StatusCreated {
-					return fmt.Errorf("decide: %d %v %s", status, err, out)
-				}
-				return nil
-			})
-			b.ReportMetric(float64(s.refused.Load()), "refused")
-			for {
-				mu.Lock()
-				n := len(arrived)
-				mu.Unlock()
-				if n >= b.N {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			var lat []time.Duration
-			var last time.Time
-			for i := range b.N {
-				at := arrived[fmt.Sprintf("d%d", i)]
-				lat = append(lat, at.Sub(started[i]))
-				if at.After(last) {
-					last = at
-				}
-			}
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			b.ReportMetric(float64(b.N)/last.Sub(start).Seconds(), "receipts/s")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "receipt-p99-ms")
-		})
+		for _, order := range []string{"same-work", "across-works"} {
+			b.Run(be.Name+"/"+order, func(b *testing.B) { benchAgentWorkDecisions(b, be, order == "across-works") })
+		}
 	}
+}
+
+func benchAgentWorkDecisions(b *testing.B, be storetest.Backend, across bool) {
+	var mu sync.Mutex
+	arrived := map[string]time.Time{}
+	rt := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var d struct {
+			DecisionID string `json:"decision_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&d)
+		mu.Lock()
+		if _, ok := arrived[d.DecisionID]; !ok {
+			arrived[d.DecisionID] = time.Now()
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"accepted": true, "decision_id": d.DecisionID})
+	}))
+	rt.EnableHTTP2 = true
+	rt.StartTLS()
+	b.Cleanup(rt.Close)
+	s := startBenchServer(b, be, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.Certificate().Raw}))
+	ep := s.mustPost(b, tenantPath+"/endpoints", map[string]any{"name": "bench", "url": rt.URL + "/handoff",
+		"config": map[string]any{"agent_work": true}, "decision_url": rt.URL + "/decisions", "decision_secret": "bench-bearer-secret-0123456789"},
+		http.StatusCreated)
+	epID := ep["id"].(string)
+	token := s.mustPost(b, tenantPath+"/endpoints/"+epID+"/runtime-credentials", map[string]any{}, http.StatusCreated)["token"].(string)
+	in := s.mustPost(b, tenantPath+"/bindings", map[string]any{"channel": "webhook", "endpoint_id": epID}, http.StatusCreated)
+	path := in["ingress_url"].(string)[len(s.url):]
+	const perWork = 20
+	works := (b.N + perWork - 1) / perWork
+	for c := range works {
+		s.mustPost(b, path, map[string]any{"n": c}, http.StatusAccepted)
+	}
+	var list struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	s.getJSON(b, tenantPath+"/work?limit=1000", &list)
+	digest := strings.Repeat("ab", 32)
+	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for wi, wk := range list.Items[:works] {
+		reqs := make([]any, perWork)
+		for i := range reqs {
+			reqs[i] = map[string]any{"id": fmt.Sprintf("r%d-%d", wi, i), "revision": 1, "kind": "approval", "prompt": "May I?",
+				"allowed_decisions": []any{"approve", "reject"}, "expires_at": expires,
+				"action": map[string]any{"description": "Refund", "digest": digest}}
+		}
+		body, _ := json.Marshal(map[string]any{"version": "agent-work.v1", "callback_id": wk.ID + ":1", "work_id": wk.ID, "sequence": 1,
+			"status": "needs_input", "occurred_at": "2026-10-06T12:00:00.000Z", "requests": reqs})
+		if status, out, err := s.post("/runtime/v1/work/"+wk.ID+"/callbacks", token, body); err != nil || status != http.StatusOK {
+			b.Fatalf("needs_input: %d %v %s", status, err, out)
+		}
+	}
+	var items struct {
+		Items []struct {
+			ID     string
+			WorkID string `json:"work_id"`
+		} `json:"items"`
+	}
+	s.getJSON(b, tenantPath+"/attention?status=open&limit=1000", &items)
+	if len(items.Items) < b.N {
+		b.Fatalf("%d open items for %d decisions", len(items.Items), b.N)
+	}
+	if across {
+		// Each work's items in turn: consecutive decisions lock
+		// different works.
+		byWork := map[string]int{}
+		rank := make([]int, len(items.Items))
+		for i, it := range items.Items {
+			rank[i] = byWork[it.WorkID]
+			byWork[it.WorkID]++
+		}
+		idx := make([]int, len(items.Items))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(a, c int) bool { return rank[idx[a]] < rank[idx[c]] })
+		reordered := items.Items[:0:0]
+		for _, i := range idx {
+			reordered = append(reordered, items.Items[i])
+		}
+		items.Items = reordered
+	}
+	started := make([]time.Time, b.N)
+	b.ResetTimer()
+	defer reportRoundTrips(b, s.store)()
+	start := time.Now()
+	runClients(b, b.N, func(_, i int) error {
+		started[i] = time.Now()
+		body, _ := json.Marshal(map[string]any{"decision_id": fmt.Sprintf("d%d", i), "request_revision": 1,
+			"decision": "approve", "expected_action_digest": digest})
+		status, out, err := s.post(tenantPath+"/attention/"+items.Items[i].ID+"/decision", s.token, body)
+		if err != nil || status != http.StatusCreated {
+			return fmt.Errorf("decide: %d %v %s", status, err, out)
+		}
+		return nil
+	})
+	b.ReportMetric(float64(s.refused.Load()), "refused")
+	for {
+		mu.Lock()
+		n := len(arrived)
+		mu.Unlock()
+		if n >= b.N {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var lat []time.Duration
+	var last time.Time
+	for i := range b.N {
+		at := arrived[fmt.Sprintf("d%d", i)]
+		lat = append(lat, at.Sub(started[i]))
+		if at.After(last) {
+			last = at
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(b.N)/last.Sub(start).Seconds(), "receipts/s")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "receipt-p99-ms")
 }
 
 func (s *benchServer) getJSON(b *testing.B, path string, out any) {
