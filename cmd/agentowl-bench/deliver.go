@@ -132,7 +132,7 @@ func runDeliver(args []string) error {
 		return err
 	})
 	create.print("create")
-	decidedAt := make([]time.Time, *total)
+	decidedAt, answeredAt := make([]time.Time, *total), make([]time.Time, *total)
 	var tick <-chan time.Time
 	if *rate > 0 {
 		t := time.NewTicker(time.Second / time.Duration(*rate))
@@ -149,7 +149,9 @@ func runDeliver(args []string) error {
 		// Retry-After, as AAP clients and our SDKs do, and counted.
 		return retryOverloaded(&refusedDecide, func() (int, error) {
 			decidedAt[i] = time.Now()
-			return c.do("POST", "/api/v1/tenants/default/approvals/"+ids[i]+"/decision", token, map[string]any{"decision": "approve"}, nil, nil)
+			status, err := c.do("POST", "/api/v1/tenants/default/approvals/"+ids[i]+"/decision", token, map[string]any{"decision": "approve"}, nil, nil)
+			answeredAt[i] = time.Now()
+			return status, err
 		})
 	})
 	decide.print("decide")
@@ -162,19 +164,29 @@ func runDeliver(args []string) error {
 	for deadline := time.Now().Add(2 * time.Minute); arrivals.count() < healthy && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 	}
 	elapsed := arrivals.last().Sub(start)
-	var lat []time.Duration
+	// The latency, and its two parts: the accepted decision's call (its
+	// wait in the admission queue and its commit) and from its answer to
+	// the receiver's acknowledgement (the delivery engine; zero when the
+	// receiver had it before the answer reached the client).
+	var lat, call, after []time.Duration
 	for i, id := range ids {
 		if t, ok := arrivals.get(id); ok && healthyReq[i] {
 			lat = append(lat, max(t.Sub(decidedAt[i]), 0))
+			call = append(call, answeredAt[i].Sub(decidedAt[i]))
+			after = append(after, max(t.Sub(answeredAt[i]), 0))
 		}
 	}
-	slices.Sort(lat)
 	if len(lat) == 0 {
 		return fmt.Errorf("no deliveries arrived")
 	}
-	pct := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
+	for _, l := range [][]time.Duration{lat, call, after} {
+		slices.Sort(l)
+	}
+	pct := func(l []time.Duration, p float64) float64 { return ms(l[int(float64(len(l)-1)*p)]) }
 	fmt.Printf("deliver %6d acked (of %d to healthy receivers; %d/%d receivers down) in %6.2fs  %8.0f acks/s  decision→ack p50 %6.2fms  p99 %6.2fms\n",
-		len(lat), healthy, *down, *receivers, elapsed.Seconds(), float64(len(lat))/elapsed.Seconds(), ms(pct(0.5)), ms(pct(0.99)))
+		len(lat), healthy, *down, *receivers, elapsed.Seconds(), float64(len(lat))/elapsed.Seconds(), pct(lat, 0.5), pct(lat, 0.99))
+	fmt.Printf("  of which the decision call (admission wait, commit) p50 %6.2fms  p99 %6.2fms; answer→ack p50 %6.2fms  p99 %6.2fms\n",
+		pct(call, 0.5), pct(call, 0.99), pct(after, 0.5), pct(after, 0.99))
 	fmt.Printf("refused  %6d creations and %d decisions with 503 overloaded (each sent again after Retry-After)\n",
 		refusedCreate.Load(), refusedDecide.Load())
 	return nil
