@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/admission"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/blob"
@@ -265,6 +266,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.notify = notify.New(s.store, cfg.Clock)
 	hc := cfg.HTTP
 	hc.PublicURL = s.work.Config().PublicURL
+	hc.Admission = admissionFor(hc.Admission, s.store.Dialect())
 	if !cfg.NoDelivery && hc.Admission.Backlog == nil {
 		// Writes wait for their turn only as long as the engine's backlog
 		// leaves of the admission wait: the delay from a write to its
@@ -511,4 +513,18 @@ func KeyFile(dataDir string) ([]byte, error) {
 		err = cerr
 	}
 	return key, err
+}
+
+// admissionFor completes the admission queues' configuration for a store
+// dialect. On PostgreSQL a surface runs at most as many writes at once as
+// the store has connections: a write admitted beyond them would wait for
+// one unseen, a wait the admission queue does not bound (BENCHMARKS.md,
+// session 8: flat-out decision→ack p99 340–375 ms against 524–635 ms with
+// 64). SQLite's single writer commits the writes it is given together, so
+// more of them at once make its batches larger.
+func admissionFor(c admission.Config, dialect string) admission.Config {
+	if c.Concurrency == 0 && dialect == "postgres" {
+		c.Concurrency = postgres.MaxConns
+	}
+	return c
 }

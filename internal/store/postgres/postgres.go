@@ -31,6 +31,12 @@ var migrations embed.FS
 var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, StrPos: "strpos", ForUpdate: " FOR UPDATE", ForShare: " FOR KEY SHARE",
 	SkipLocked: " FOR UPDATE SKIP LOCKED", Classify: classify, Retryable: retryable, Unavailable: unavailable}
 
+// MaxConns is how many connections a replica's store holds. On a small
+// machine PostgreSQL does more with a few busy backends than with many
+// switching between each other: 16 connections per replica decided more
+// per second than 32 in BENCHMARKS.md's runs.
+const MaxConns = 16
+
 // Open connects to url (a postgres:// URL; extra parameters such as
 // search_path become session settings), applies the embedded migrations under
 // an advisory lock so concurrent replicas migrate once, prepares the
@@ -43,10 +49,7 @@ func Open(ctx context.Context, url string, box *secret.Box) (store.Store, error)
 	if err != nil {
 		return nil, err
 	}
-	// On a small machine PostgreSQL does more with a few busy backends than
-	// with many switching between each other: 16 connections per replica
-	// decided more per second than 32 in BENCHMARKS.md's runs.
-	cfg.MaxConns = 16
+	cfg.MaxConns = MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
