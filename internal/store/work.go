@@ -221,8 +221,10 @@ type CallbackCheck struct {
 	// ByID and BySequence are the work's callbacks with the new one's ID
 	// and with its sequence (nil when none).
 	ByID, BySequence *Callback
-	// Items are the work's attention items, newest first, and Decided the
-	// IDs of those that have a decision.
+	// Items are the work's attention items that are not resolved and
+	// every revision of the requests asked for, newest first; Decided the
+	// IDs of the unresolved ones that have a decision. A work's resolved
+	// items of other requests, which may be many, are not read.
 	Items   []*AttentionItem
 	Decided map[string]bool
 }
@@ -338,11 +340,12 @@ type AgentWork interface {
 	CallbackCreate(ctx context.Context, c *Callback) error
 	CallbackGet(ctx context.Context, workID, callbackID string) (*Callback, error)
 	CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*Callback, error)
-	// WorkForCallback reads what a new callback (callbackID, sequence) is
-	// checked and applied against, in one round trip on PostgreSQL: the
-	// work, as WorkGetForUpdate (ErrNotFound when it is not there), and
-	// then, once the work is locked, its callbacks and attention items.
-	WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64) (*CallbackCheck, error)
+	// WorkForCallback reads what a new callback (callbackID, sequence,
+	// carrying the requests of IDs requests) is checked and applied
+	// against, in one round trip on PostgreSQL: the work, as
+	// WorkGetForUpdate (ErrNotFound when it is not there), and then, once
+	// the work is locked, its callbacks and attention items.
+	WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64, requests []string) (*CallbackCheck, error)
 	// CallbackList returns a work's latest limit callbacks in the order
 	// recorded.
 	CallbackList(ctx context.Context, workID string, limit int) ([]*Callback, error)

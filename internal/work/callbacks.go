@@ -343,7 +343,7 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		// The callbacks and items come with the work (one round trip);
 		// those of another endpoint's work are never answered with.
-		chk, err := tx.WorkForCallback(ctx, workID, in.CallbackID, in.Sequence)
+		chk, err := tx.WorkForCallback(ctx, workID, in.CallbackID, in.Sequence, requestIDs(in.ParsedRequests))
 		if errors.Is(err, store.ErrNotFound) || (err == nil && (chk.Work.EndpointID != c.EndpointID || chk.Work.TenantID != c.TenantID)) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
 		}
@@ -415,6 +415,15 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 		return nil
 	})
 	return out, err
+}
+
+// requestIDs are the IDs of a callback's requests.
+func requestIDs(rs []Request) []string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 // applyCallback moves work to the reported state.

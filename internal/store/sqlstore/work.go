@@ -466,16 +466,25 @@ func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence 
 		workID, sequence), scanCallback)
 }
 
-func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64) (*store.CallbackCheck, error) {
+func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64, requests []string) (*store.CallbackCheck, error) {
 	c := &store.CallbackCheck{Decided: map[string]bool{}}
 	var found []*store.Callback
 	var decided []string
+	items, args := `status <> 'resolved'`, []any{workID}
+	if len(requests) > 0 {
+		items += ` OR request_id IN (?` + strings.Repeat(`, ?`, len(requests)-1) + `)`
+		for _, r := range requests {
+			args = append(args, r)
+		}
+	}
 	err := t.readGroup(ctx,
 		oneRow(&c.Work, scanWork, `SELECT `+workCols+` FROM work WHERE id = ?`+t.db.dialect.ForUpdate, workID),
 		allRows(&found, scanCallback, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND (callback_id = ? OR sequence = ?)`,
 			workID, callbackID, sequence),
-		allRows(&c.Items, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE work_id = ? ORDER BY created_at DESC, id`, workID),
-		allRows(&decided, scanString, `SELECT attention_id FROM work_decisions WHERE work_id = ?`, workID))
+		allRows(&c.Items, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE work_id = ? AND (`+items+`)
+			ORDER BY created_at DESC, id`, args...),
+		allRows(&decided, scanString, `SELECT attention_id FROM work_decisions WHERE work_id = ?
+			AND attention_id IN (SELECT id FROM attention_items WHERE work_id = ? AND status <> 'resolved')`, workID, workID))
 	if err == nil && c.Work == nil {
 		err = store.ErrNotFound
 	}

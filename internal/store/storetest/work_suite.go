@@ -731,6 +731,15 @@ func testCallbacks(t *testing.T, e *env) {
 	// found), and the work's items with those decided marked.
 	inc := e.attention(t, newIncident(w, "", e.now))
 	dec := e.decided(t, w, "", e.now.Add(time.Second))
+	old := e.decided(t, w, "", e.now.Add(-time.Hour)) // its item resolved: read only when its request is named
+	var oldItem *store.AttentionItem
+	e.write(t, func(tx store.Tx) (err error) {
+		if oldItem, err = tx.AttentionGet(e.ctx, old.AttentionID); err != nil {
+			return err
+		}
+		oldItem.Status, oldItem.Resolution = store.AttentionResolved, "outcome"
+		return tx.AttentionUpdate(e.ctx, oldItem)
+	})
 	e.attention(t, newIncident(w2, "", e.now))
 	for _, c := range []struct {
 		id          string
@@ -741,7 +750,7 @@ func testCallbacks(t *testing.T, e *env) {
 	} {
 		var chk *store.CallbackCheck
 		if err := e.writeErr(func(tx store.Tx) (err error) {
-			chk, err = tx.WorkForCallback(e.ctx, w.ID, c.id, c.seq)
+			chk, err = tx.WorkForCallback(e.ctx, w.ID, c.id, c.seq, nil)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -760,11 +769,22 @@ func testCallbacks(t *testing.T, e *env) {
 		for _, it := range chk.Items {
 			ids = append(ids, it.ID)
 		}
-		equal(t, "the work's items, newest first", ids, []string{dec.AttentionID, inc.ID})
+		equal(t, "the work's unresolved items, newest first", ids, []string{dec.AttentionID, inc.ID})
 		equal(t, "decided items", chk.Decided, map[string]bool{dec.AttentionID: true})
 	}
+	var chk *store.CallbackCheck
+	e.write(t, func(tx store.Tx) (err error) {
+		chk, err = tx.WorkForCallback(e.ctx, w.ID, "w:7", 7, []string{oldItem.RequestID, "r-unknown"})
+		return err
+	})
+	ids := []string{}
+	for _, it := range chk.Items {
+		ids = append(ids, it.ID)
+	}
+	equal(t, "with the revisions of a request named", ids, []string{dec.AttentionID, inc.ID, oldItem.ID})
+	equal(t, "its resolved item as stored", chk.Items[2], oldItem)
 	wantErr(t, "callbacks of unknown work", e.writeErr(func(tx store.Tx) error {
-		_, err := tx.WorkForCallback(e.ctx, "work_unknown", "w:2", 9)
+		_, err := tx.WorkForCallback(e.ctx, "work_unknown", "w:2", 9, nil)
 		return err
 	}), store.ErrNotFound)
 	wantErr(t, "a callback ID taken twice", e.writeErr(func(tx store.Tx) error {
