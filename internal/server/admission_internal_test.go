@@ -12,7 +12,7 @@ import (
 // the operator set the concurrency; SQLite keeps the admission default.
 func TestAdmissionConcurrencyFollowsTheStore(t *testing.T) {
 	for _, c := range []struct {
-		dialect  string
+		dialect   string
 		set, want int
 	}{
 		{"postgres", 0, postgres.MaxConns},
