@@ -100,7 +100,7 @@ var settings = []setting{
 		help: "longest a write (request created, decision, callback, inbound event) waits for its turn, shared with the delivery engine's backlog (and with its own write when it must wait); one that would wait longer is refused with 503 overloaded and Retry-After",
 		set:  duration(func(c *server.Config) *time.Duration { return &c.HTTP.Admission.MaxWait })},
 	{section: "HTTP", env: "AGENTOWL_ADMISSION_CONCURRENCY", def: "64 (16 on PostgreSQL)", bound: "≥ 1",
-		help: "writes of each of those surfaces that run at once per process; the others wait in line (on PostgreSQL as many as the store's connections, so that no admitted write waits unseen for one)",
+		help: "writes of each of those surfaces that run at once per process; the others wait in line (on PostgreSQL as many as the store's connections, so that a surface's admitted writes do not queue unseen for one)",
 		set:  count(func(c *server.Config) *int { return &c.HTTP.Admission.Concurrency }, 0)},
 
 	{section: "Channels", env: "AGENTOWL_SMTP_DOMAIN", def: "none", bound: "a host name",

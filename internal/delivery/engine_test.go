@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,6 +166,18 @@ func (f *fixture) get(id string) *store.Message {
 		f.t.Fatal(err)
 	}
 	return m
+}
+
+// states describes messages for a failure's log: state, attempts, next
+// attempt, lease and last error.
+func (f *fixture) states(ids []string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		m := f.get(id)
+		fmt.Fprintf(&b, "  %s %s attempts=%d next=%s lease=%s until=%v last=%q\n", id, m.State, m.Attempts,
+			m.NextAttempt.Format(time.RFC3339Nano), m.LeaseOwner, m.LeaseUntil, m.LastError)
+	}
+	return b.String()
 }
 
 func (f *fixture) allDelivered(ids []string) bool {
@@ -801,6 +814,11 @@ func TestEnginesShareAccountConcurrency(t *testing.T) {
 			theirs, tenantOf[m.ID] = append(theirs, m.ID), other
 		}
 		mu.Unlock()
+		t.Cleanup(func() {
+			if t.Failed() { // seen once on a loaded CI machine: say where the messages were
+				t.Logf("the other account's messages:\n%s\nthe blocked account's:\n%s", f.states(theirs), f.states(mine))
+			}
+		})
 		a.Wake()
 		b.Wake()
 		// The other account's messages are delivered while this one's

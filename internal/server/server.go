@@ -517,11 +517,13 @@ func KeyFile(dataDir string) ([]byte, error) {
 
 // admissionFor completes the admission queues' configuration for a store
 // dialect. On PostgreSQL a surface runs at most as many writes at once as
-// the store has connections: a write admitted beyond them would wait for
-// one unseen, a wait the admission queue does not bound (BENCHMARKS.md,
-// session 8: flat-out decision→ack p99 340–375 ms against 524–635 ms with
-// 64). SQLite's single writer commits the writes it is given together, so
-// more of them at once make its batches larger.
+// the store has connections: with more, a surface's own admitted writes
+// queued for a connection, a wait the admission queue does not bound
+// (BENCHMARKS.md, session 8: flat-out decision→ack p99 340–375 ms against
+// 524–635 ms with 64). The limit is per surface: several busy surfaces,
+// the delivery engine and maintenance still share the connections. SQLite's
+// single writer commits the writes it is given together, so more of them
+// at once make its batches larger.
 func admissionFor(c admission.Config, dialect string) admission.Config {
 	if c.Concurrency == 0 && dialect == "postgres" {
 		c.Concurrency = postgres.MaxConns

@@ -122,7 +122,8 @@ type Attention interface {
 	// AttentionForDecision reads what an operator's decision decisionID on
 	// item attentionID is checked against, in one round trip on
 	// PostgreSQL (DecisionCheck). With forUpdate the item's work is read
-	// as WorkGetForUpdate, and what follows it once the work is locked.
+	// first, as WorkGetForUpdate, and the item and the rest once the work
+	// is locked.
 	// Rows of another tenant's item are never read beyond the item.
 	AttentionForDecision(ctx context.Context, tenantID, attentionID, decisionID string, forUpdate bool) (*DecisionCheck, error)
 	// DecisionForReceipt reads what a runtime's receipt of decision

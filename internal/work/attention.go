@@ -529,7 +529,11 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			return agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was already decided (%s, decision %q).",
 				it.RequestID, it.Revision, won.Decision, won.ID)
 		}
-		if err := checkDecision(it, latestRevision(chk.Revisions, it.RequestID), in, now); err != nil {
+		latest := latestRevision(chk.Revisions, it.RequestID)
+		if latest == nil { // the item went between the reads (its work was purged)
+			return notFound(m, "attention item", id)
+		}
+		if err := checkDecision(it, latest, in, now); err != nil {
 			return err
 		}
 		doc := agentwork.Decision{Version: agentwork.Version, Type: agentwork.DecisionType, DecisionID: in.DecisionID, WorkID: w.ID,

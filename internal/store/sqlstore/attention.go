@@ -103,9 +103,12 @@ func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, de
 		lock = t.db.dialect.ForUpdate
 	}
 	c := &store.DecisionCheck{}
+	// The work first: once it is locked, the item and the rest are read as
+	// its last writer left them (a callback that ended the work resolved
+	// its items).
 	err := t.readGroup(ctx,
-		oneRow(&c.Item, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE id = ?`, attentionID),
 		oneRow(&c.Work, scanWork, `SELECT `+workCols+` FROM work WHERE id = `+work+lock, attentionID, tenantID),
+		oneRow(&c.Item, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE id = ?`, attentionID),
 		oneRow(&c.Endpoint, scanEndpoint, `SELECT `+endpointCols+` FROM endpoints
 			WHERE id = (SELECT endpoint_id FROM attention_items WHERE id = ? AND tenant_id = ?)`, attentionID, tenantID),
 		oneRow(&c.ByID, scanWorkDecision, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = `+work+` AND id = ?`,

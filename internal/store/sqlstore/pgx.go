@@ -449,6 +449,11 @@ type firstRow struct{ rows rows }
 func (r *firstRow) Scan(dest ...any) error {
 	defer r.rows.Close()
 	if !r.rows.Next() {
+		// database/sql reports a failed Next (a cancelled context) in Err,
+		// not Close: it is a failure, not an empty answer.
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
 		if err := r.rows.Close(); err != nil {
 			return err
 		}
