@@ -250,7 +250,7 @@ func (p *pgTx) queryRow(ctx context.Context, query string, args ...any) row {
 func (p *pgTx) queryEach(ctx context.Context, reads []groupRead) error {
 	stmts := make([]stmt, len(reads))
 	for i, r := range reads {
-		stmts[i] = stmt{r.query, r.args}
+		stmts[i] = r.stmt
 	}
 	br, err := p.sendAll(ctx, stmts)
 	if err != nil {
@@ -440,29 +440,6 @@ func (r *pgRows) Close() error {
 		}
 	}
 	return r.err
-}
-
-// firstRow is the first row of a query, with database/sql's sql.ErrNoRows
-// when there is none, which the shared code tests for.
-type firstRow struct{ rows rows }
-
-func (r *firstRow) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		// database/sql reports a failed Next (a cancelled context) in Err,
-		// not Close: it is a failure, not an empty answer.
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		if err := r.rows.Close(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	return r.rows.Close()
 }
 
 type errRow struct{ err error }

@@ -399,15 +399,37 @@ type stmt struct {
 // (tx.readGroup): its read scans the rows and closes them; an error it
 // returns fails the group.
 type groupRead struct {
-	query string
-	args  []any
-	read  func(rows) error
+	stmt
+	read func(rows) error
+}
+
+// firstRow is the first row of a query, with database/sql's sql.ErrNoRows
+// when there is none, which the shared code tests for.
+type firstRow struct{ rows rows }
+
+func (r *firstRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		// database/sql reports a failed Next (a cancelled context) in Err,
+		// not Close: it is a failure, not an empty answer.
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		if err := r.rows.Close(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	return r.rows.Close()
 }
 
 // oneRow reads at most one row into *dst; with none, *dst is left as is
 // (nil for a pointer): not finding a row is an answer, not a failure.
 func oneRow[T any](dst *T, scan func(scanner) (T, error), query string, args ...any) groupRead {
-	return groupRead{query, args, func(rs rows) error {
+	return groupRead{stmt{query, args}, func(rs rows) error {
 		v, err := one(&firstRow{rs}, scan)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
@@ -421,7 +443,7 @@ func oneRow[T any](dst *T, scan func(scanner) (T, error), query string, args ...
 
 // allRows reads every row into *dst.
 func allRows[T any](dst *[]T, scan func(scanner) (T, error), query string, args ...any) groupRead {
-	return groupRead{query, args, func(rs rows) (err error) {
+	return groupRead{stmt{query, args}, func(rs rows) (err error) {
 		*dst, err = all(rs, nil, scan)
 		return err
 	}}
