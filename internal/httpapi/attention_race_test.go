@@ -20,50 +20,44 @@ import (
 // SQLite runs one write at a time, so the decision cannot start while the
 // other write runs.
 func TestDecisionReadsItemAfterWorkLock(t *testing.T) {
-	for _, b := range storetest.Backends(t) {
-		if b.Name != "postgres" {
-			continue
+	onPostgres(t, func(t *testing.T, b storetest.Backend) {
+		e := setupWorkServer(t, b, func(c *server.Config) { c.NoDelivery = true })
+		h := e.handOffWithDecisions(t, "")
+		receipt(t, "needs_input", e.needsInput(h, 1, questionRequest("q1", 1, e.expiry(time.Hour))))
+		id := e.itemFor(t, h.workID, "q1", 1)["id"].(string)
+		ctx := context.Background()
+		locked, release := make(chan struct{}), make(chan struct{})
+		lockedOnce := sync.OnceFunc(func() { close(locked) })
+		ended := make(chan error, 1)
+		go func() {
+			ended <- e.server.Store().Write(ctx, func(tx store.Tx) error {
+				if _, err := tx.WorkGetForUpdate(ctx, h.workID); err != nil {
+					return err
+				}
+				lockedOnce()
+				<-release
+				it, err := tx.AttentionGet(ctx, id)
+				if err != nil {
+					return err
+				}
+				now := e.clock.Now()
+				it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = store.AttentionResolved, "work_ended", &now, now
+				return tx.AttentionUpdate(ctx, it)
+			})
+		}()
+		<-locked
+		answered := make(chan *response, 1)
+		go func() {
+			answered <- e.decide(id, map[string]any{"decision_id": "d1", "request_revision": 1, "decision": "answer",
+				"answer": "blue"}, false)
+		}()
+		waitForLockWait(t, `%FROM work WHERE id = (SELECT work_id FROM attention_items%`)
+		close(release)
+		if err := <-ended; err != nil {
+			t.Fatal(err)
 		}
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			e := setupWorkServer(t, b, func(c *server.Config) { c.NoDelivery = true })
-			h := e.handOffWithDecisions(t, "")
-			receipt(t, "needs_input", e.needsInput(h, 1, questionRequest("q1", 1, e.expiry(time.Hour))))
-			id := e.itemFor(t, h.workID, "q1", 1)["id"].(string)
-			ctx := context.Background()
-			locked, release := make(chan struct{}), make(chan struct{})
-			lockedOnce := sync.OnceFunc(func() { close(locked) })
-			ended := make(chan error, 1)
-			go func() {
-				ended <- e.server.Store().Write(ctx, func(tx store.Tx) error {
-					if _, err := tx.WorkGetForUpdate(ctx, h.workID); err != nil {
-						return err
-					}
-					lockedOnce()
-					<-release
-					it, err := tx.AttentionGet(ctx, id)
-					if err != nil {
-						return err
-					}
-					now := e.clock.Now()
-					it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = store.AttentionResolved, "work_ended", &now, now
-					return tx.AttentionUpdate(ctx, it)
-				})
-			}()
-			<-locked
-			answered := make(chan *response, 1)
-			go func() {
-				answered <- e.decide(id, map[string]any{"decision_id": "d1", "request_revision": 1, "decision": "answer",
-					"answer": "blue"}, false)
-			}()
-			waitForLockWait(t, `%FROM work WHERE id = (SELECT work_id FROM attention_items%`)
-			close(release)
-			if err := <-ended; err != nil {
-				t.Fatal(err)
-			}
-			expectRefused(t, "a decision on an item resolved while it waited", <-answered, http.StatusConflict, "already_terminal")
-		})
-	}
+		expectRefused(t, "a decision on an item resolved while it waited", <-answered, http.StatusConflict, "already_terminal")
+	})
 }
 
 // waitForLockWait polls PostgreSQL until a statement like pattern waits
