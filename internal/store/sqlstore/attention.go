@@ -133,7 +133,7 @@ func (t *tx) DecisionForReceipt(ctx context.Context, workID, decisionID string) 
 	var d *store.WorkDecision
 	var it *store.AttentionItem
 	err := t.readGroup(ctx,
-		oneRow(&w, scanWork, `SELECT `+workCols+` FROM work WHERE id = ?`+t.db.dialect.ForUpdate, workID),
+		oneRow(&w, scanWork, t.workByIDForUpdate(), workID),
 		oneRow(&d, scanWorkDecision, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? AND id = ?`, workID, decisionID),
 		oneRow(&it, scanAttention, `SELECT `+attentionCols+` FROM attention_items
 			WHERE id = (SELECT attention_id FROM work_decisions WHERE work_id = ? AND id = ?)`, workID, decisionID))

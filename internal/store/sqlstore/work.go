@@ -381,12 +381,19 @@ func (t *tx) WorkCreate(ctx context.Context, v *store.Work) error {
 		nullTS(v.EndedAt))
 }
 
+const workByID = `SELECT ` + workCols + ` FROM work WHERE id = ?`
+
+// workByIDForUpdate is workByID locking the row (WorkGetForUpdate): every
+// write that checks work against its callbacks, items or decisions reads
+// it so first.
+func (t *tx) workByIDForUpdate() string { return workByID + t.db.dialect.ForUpdate }
+
 func (t *tx) WorkGet(ctx context.Context, id string) (*store.Work, error) {
-	return one(t.queryRow(ctx, `SELECT `+workCols+` FROM work WHERE id = ?`, id), scanWork)
+	return one(t.queryRow(ctx, workByID, id), scanWork)
 }
 
 func (t *tx) WorkGetForUpdate(ctx context.Context, id string) (*store.Work, error) {
-	return one(t.queryRow(ctx, `SELECT `+workCols+` FROM work WHERE id = ?`+t.db.dialect.ForUpdate, id), scanWork)
+	return one(t.queryRow(ctx, t.workByIDForUpdate(), id), scanWork)
 }
 
 func (t *tx) WorkUpdate(ctx context.Context, v *store.Work) error {
@@ -478,7 +485,7 @@ func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, seq
 		}
 	}
 	err := t.readGroup(ctx,
-		oneRow(&c.Work, scanWork, `SELECT `+workCols+` FROM work WHERE id = ?`+t.db.dialect.ForUpdate, workID),
+		oneRow(&c.Work, scanWork, t.workByIDForUpdate(), workID),
 		allRows(&found, scanCallback, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND (callback_id = ? OR sequence = ?)`,
 			workID, callbackID, sequence),
 		allRows(&c.Items, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE work_id = ? AND (`+items+`)
