@@ -60,6 +60,9 @@ func printMaintenance(w io.Writer, st item) {
 		r = append(r, row)
 	}
 	table(w, "JOB\tINTERVAL\tLAST RUN\tTOOK\tOUTCOME\tAFFECTED\tRUNS/FAILED\tREPLICA", r)
+	if d, ok := st["delivery"].(map[string]any); ok {
+		printDeliveryHealth(w, d)
+	}
 	if o, ok := st["overdue_defaults"].(map[string]any); ok {
 		fmt.Fprintf(w, "\nOverdue defaults: accept_within %s, report_interval %s, input_expiry %s\n",
 			str(o["accept_within"]), str(o["report_interval"]), onOffText(o["input_expiry"] == true))
@@ -75,6 +78,43 @@ func printMaintenance(w io.Writer, st item) {
 			parts[i] = k + " " + str(ret[k])
 		}
 		fmt.Fprintf(w, "Retention: %s\n", strings.Join(parts, ", "))
+	}
+}
+
+// printDeliveryHealth prints each delivery engine's report, the pending
+// messages by surface and the stall findings.
+func printDeliveryHealth(w io.Writer, d map[string]any) {
+	fmt.Fprintln(w)
+	var r [][]string
+	for _, e := range itemList(d["engines"]) {
+		state := "live"
+		if e["live"] != true {
+			state = "silent since " + str(e["seen_at"])
+		}
+		r = append(r, []string{str(e["replica"]), str(e["started_at"]), state, str(e["attempts_in_flight"]),
+			str(e["slots_busy"]) + "/" + str(e["slots_idle"]), str(e["slots_without_attempt"]), str(e["slots_reclaimed"])})
+	}
+	if len(r) == 0 {
+		fmt.Fprintln(w, "Delivery: no replica delivers (start one with AGENTOWL_DELIVERY=on, the default).")
+	} else {
+		table(w, "DELIVERY REPLICA\tSTARTED\tSTATE\tATTEMPTS\tSLOTS BUSY/IDLE\tWITHOUT ATTEMPT\tRECLAIMED", r)
+	}
+	r = nil
+	for _, q := range itemList(d["queues"]) {
+		r = append(r, []string{str(q["surface"]), str(q["pending"]), str(q["oldest_created_at"]), str(q["oldest_due_at"])})
+	}
+	if len(r) > 0 {
+		fmt.Fprintln(w)
+		table(w, "SURFACE\tPENDING\tOLDEST CREATED\tDUE WITHOUT ATTEMPT SINCE", r)
+	}
+	findings, _ := d["findings"].([]any)
+	if len(findings) == 0 {
+		fmt.Fprintln(w, "\nDelivery: no stall found.")
+		return
+	}
+	fmt.Fprintln(w, "\nDelivery findings:")
+	for _, f := range findings {
+		fmt.Fprintf(w, "  - %s\n", str(f))
 	}
 }
 

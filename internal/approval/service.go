@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/agentowl/agentowl"
@@ -71,14 +72,17 @@ func (c Config) withDefaults() Config {
 
 // Service implements the provider use-cases.
 type Service struct {
-	store    store.Store
-	access   *access.Service
-	clock    agentowl.Clock
-	cfg      Config
-	log      *slog.Logger
-	hub      *hub
-	policies *policyEngine
-	async    *Receivers // nil: synchronous mode only
+	store  store.Store
+	access *access.Service
+	clock  agentowl.Clock
+	cfg    Config
+	log    *slog.Logger
+	hub    *hub
+	// draining closes when the server stops: waiting reads answer at once.
+	draining  chan struct{}
+	drainOnce sync.Once
+	policies  *policyEngine
+	async     *Receivers // nil: synchronous mode only
 	// submissions keeps keyed instance submissions alone per key.
 	submissions submissions
 	// Abuse limits, per process.
@@ -90,6 +94,7 @@ type Service struct {
 func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, receivers *Receivers, log *slog.Logger) *Service {
 	cfg = cfg.withDefaults()
 	return &Service{store: s, access: acc, clock: clock, cfg: cfg, log: log, hub: newHub(), policies: newPolicyEngine(), async: receivers,
+		draining:       make(chan struct{}),
 		createLimit:    ratelimit.New("create", cfg.CreateLimit, s, clock),
 		registerTenant: ratelimit.New("register-tenant", cfg.RegisterLimit, s, clock),
 	}
@@ -233,8 +238,14 @@ func (s *Service) resolve(ctx context.Context, tx store.Tx, inst *agentowl.Insta
 	return err
 }
 
+// Drain ends every waiting read now, with the request as it is, and makes
+// later ones answer at once: the server is stopping, and a client polls
+// again (another replica, or this one restarted).
+func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
 // GetRequest returns an instance's request. With wait > 0 it holds until the
-// request is terminal or the wait (capped at MaxWait) ends.
+// request is terminal, the wait (capped at MaxWait) ends or the server
+// drains (Drain).
 func (s *Service) GetRequest(ctx context.Context, p *access.Principal, id string, wait time.Duration) (*agentowl.ApprovalRequest, error) {
 	if wait <= 0 {
 		return s.readRequest(ctx, p.Token.InstanceID, id)
@@ -260,6 +271,9 @@ func (s *Service) GetRequest(ctx context.Context, p *access.Principal, id string
 		case <-s.clock.After(max(untilDeadline, 0)):
 		case <-s.clock.After(s.cfg.RecheckInterval):
 		case <-done:
+			cancel()
+			return s.readRequest(ctx, p.Token.InstanceID, id)
+		case <-s.draining:
 			cancel()
 			return s.readRequest(ctx, p.Token.InstanceID, id)
 		case <-ctx.Done():

@@ -19,10 +19,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -199,7 +201,26 @@ type Engine struct {
 	finishes   chan finishReq
 	destSlots  *sharedSlots
 	lag        lag
+	// holding counts the attempts holding destination slots; reclaimed
+	// the slots taken back from holders that kept them past maxHold.
+	holding   atomic.Int64
+	reclaimed atomic.Int64
+	started   time.Time
 }
+
+// maxHold is longer than any attempt holds its slots: an attempt starts
+// only while its message's lease has an attempt timeout and LeaseMargin
+// left, and ends by then. A slot busy for longer was lost by its holder.
+func (e *Engine) maxHold() time.Duration { return e.cfg.Lease + LeaseMargin }
+
+// heartbeat is how often a running engine records its report
+// (store.EngineReport); reports not renewed for forgetReports (an engine
+// killed or frozen) are deleted: maintenance status shows a silent engine
+// that long.
+const (
+	heartbeat     = 5 * time.Second
+	forgetReports = 10 * time.Minute
+)
 
 // New returns an Engine, or an error for a configuration it refuses (see
 // Config.Lease). The use-cases that send messages register their
@@ -212,11 +233,11 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 	e := &Engine{
 		store: st, clock: clock, client: client, routes: map[string]Resolver{}, cfg: cfg, log: log,
 		owner:      uuid.NewString(),
+		started:    clock.Now(),
 		wake:       make(chan struct{}, 1),
 		slots:      make(chan struct{}, cfg.Concurrency),
 		unrecorded: make(chan struct{}, 2*cfg.Concurrency),
 		finishes:   make(chan finishReq, 256),
-		metrics:    newMetrics(),
 		hostRate:   ratelimit.New("deliver-host", cfg.PerHostRate, st, clock),
 		tenantRate: ratelimit.New("deliver-tenant", cfg.PerTenantRate, st, clock),
 		dests:      &destinations{resolver: cfg.AddrResolver, cache: map[string]cachedAddrs{}},
@@ -230,6 +251,7 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 		}
 		return cfg.PerHostConcurrency
 	}
+	e.metrics = newMetrics(e)
 	e.destSlots = newSharedSlots(st, clock, log, e.owner, limit, cfg.Lease, cfg.AttemptTimeout+LeaseMargin)
 	return e, nil
 }
@@ -253,20 +275,38 @@ func (e *Engine) poke() {
 	}
 }
 
-// Run claims and attempts due messages until ctx ends, then waits for the
-// attempts in flight.
+// Run claims and attempts due messages until ctx ends. Then it stops
+// claiming, lets the attempts exchanging with receivers finish (each within
+// its timeout) and record their outcome, gives back the claimed messages
+// that had not begun (due at once, for another replica or the next start)
+// and hands back every destination slot, so nothing it held waits for a
+// lease to lapse.
 func (e *Engine) Run(ctx context.Context) {
 	finishing := make(chan struct{})
 	go func() { e.recordFinishes(); close(finishing) }()
 	slotsCtx, stopSlots := context.WithCancel(context.WithoutCancel(ctx))
 	slotsDone := make(chan struct{})
-	go func() { e.destSlots.run(slotsCtx); close(slotsDone) }()
+	go func() {
+		e.destSlots.run(slotsCtx, e.maxHold(), func(key string, held time.Duration) {
+			e.reclaimed.Add(1)
+			e.metrics.slotsReclaimed.Inc()
+			e.log.Error("destination slot held without an attempt: reclaimed", "key", key, "held", held.Round(time.Second))
+		})
+		close(slotsDone)
+	}()
+	reporting := make(chan struct{})
+	go func() { e.report(ctx); close(reporting) }()
 	defer func() {
 		e.inflight.Wait() // attempts in flight still record their outcome
 		stopSlots()       // and then every destination slot is handed back
 		<-slotsDone
 		close(e.finishes)
 		<-finishing
+		<-reporting
+		gone := context.Background()
+		if err := e.store.Write(gone, func(tx store.Tx) error { return tx.EngineGone(gone, e.owner) }); err != nil {
+			e.log.Error("remove delivery engine report", "err", err)
+		}
 	}()
 	for {
 		n, err := e.claimAndStart(ctx)
@@ -325,8 +365,16 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 			defer e.inflight.Done()
 			defer func() { <-e.unrecorded }()
 			defer freeSlot()
+			defer func() {
+				// A panic in one attempt (a resolver's or Accept's bug) must
+				// not end every other: its message is left leased, and
+				// maintenance recovers it when the lease lapses.
+				if v := recover(); v != nil {
+					e.log.Error("delivery attempt panicked", "event_id", m.ID, "panic", v, "stack", string(debug.Stack()))
+				}
+			}()
 			r := targets[m.Destination]
-			e.attempt(context.WithoutCancel(ctx), m, l, r.target, r.err, freeSlot)
+			e.attempt(context.WithoutCancel(ctx), ctx, m, l, r.target, r.err, freeSlot)
 		}()
 	}
 	return len(msgs), nil
@@ -379,8 +427,10 @@ func (e *Engine) resolveAll(ctx context.Context, msgs []*store.Message) map[stri
 
 // attempt makes one delivery attempt of a message leased by l to its target
 // (nil when the destination no longer exists) and records it; sent is
-// called once the exchange with the receiver is over.
-func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target *Target, err error, sent func()) {
+// called once the exchange with the receiver is over. Once stop ends (the
+// engine stops), an attempt that has not begun its exchange gives its
+// message back instead.
+func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, target *Target, err error, sent func()) {
 	e.lag.started(m.ID)
 	start := e.clock.Now()
 	a := store.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
@@ -407,28 +457,37 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target 
 	// attempt that has its slots and will be sent, so they count what
 	// receivers see.
 	keys := e.dests.keys(ctx, target.URL, start)
-	held, ok := e.acquireDestinations(ctx, append(slices.Clip(keys), accountKey(m.TenantID)))
+	held, ok := e.acquireDestinations(stop, append(slices.Clip(keys), accountKey(m.TenantID)))
 	if !ok {
-		e.deferMessage(ctx, m, e.clock.Now().Add(250*time.Millisecond))
+		next := e.clock.Now().Add(250 * time.Millisecond)
+		if stop.Err() != nil {
+			next = e.clock.Now() // stopping: another replica may take it at once
+		}
+		e.deferMessage(ctx, m, next)
 		return
 	}
+	// Every path from here hands the slots back, a panic's too; the
+	// exchange's end hands them back at once.
+	e.holding.Add(1)
+	release := sync.OnceFunc(func() { e.releaseDestinations(held); e.holding.Add(-1) })
+	defer release()
 	// An attempt starts only while its lease outlasts it with LeaseMargin
 	// to spare; otherwise (the claim was slow to get here) the message is
 	// given back, to be claimed again with a fresh lease.
 	now := e.clock.Now()
 	if !now.Before(m.DeadlineAt) {
-		e.releaseDestinations(held)
+		release()
 		a.EndedAt, a.Error = now, "retry window ended"
 		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
 		return
 	}
-	if l.left(now)-LeaseMargin < min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now)) {
-		e.releaseDestinations(held)
+	if l.left(now)-LeaseMargin < min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now)) || stop.Err() != nil {
+		release()
 		e.deferMessage(ctx, m, now)
 		return
 	}
 	if ok, wait := e.takeRates(ctx, m.TenantID, keys); !ok {
-		e.releaseDestinations(held)
+		release()
 		e.deferMessage(ctx, m, e.clock.Now().Add(max(wait, 100*time.Millisecond)))
 		return
 	}
@@ -437,12 +496,12 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target 
 		// Taking the rate tokens stalled (a slow counter write): the lease
 		// or the window no longer has room for a whole attempt. The tokens
 		// stay spent; the attempt is not started.
-		e.releaseDestinations(held)
+		release()
 		e.deferMessage(ctx, m, now)
 		return
 	}
 	status, retryAfter, sendErr := e.send(ctx, m, target, min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now), l.left(now)-LeaseMargin))
-	e.releaseDestinations(held)
+	release()
 	sent()
 	a.EndedAt, a.StatusCode = e.clock.Now(), status
 	e.metrics.attempts.WithLabelValues(m.Kind, outcomeLabel(status, sendErr)).Inc()
@@ -463,6 +522,58 @@ func (e *Engine) attempt(ctx context.Context, m *store.Message, l lease, target 
 		return
 	}
 	e.finish(ctx, m, a, store.MessagePending, next)
+}
+
+// TakeOverLeases frees every message and destination slot lease in the
+// store, so that what a dead predecessor had claimed is delivered now, not
+// when its lease lapses. Call it before Run, and only when no other process
+// can be delivering from the store (a SQLite file under its serve lock): a
+// live holder would then overlap with this engine.
+func (e *Engine) TakeOverLeases(ctx context.Context) error {
+	// Every lease ends before this far future: "lapsed by then" is all of
+	// them.
+	horizon := e.clock.Now().Add(100 * 365 * 24 * time.Hour)
+	for {
+		var msgs, slots int
+		err := e.store.Write(ctx, func(tx store.Tx) (err error) {
+			if msgs, err = tx.MessageRecoverLapsed(ctx, horizon, 1000); err != nil {
+				return err
+			}
+			slots, err = tx.SlotRecoverLapsed(ctx, horizon, 1000)
+			return err
+		})
+		if err != nil || msgs+slots == 0 {
+			return err
+		}
+		e.log.Info("took over delivery leases of a stopped process", "messages", msgs, "slots", slots)
+	}
+}
+
+// report records the engine's report (store.EngineReport) every heartbeat
+// until ctx ends, for work-doctor and maintenance status on any replica.
+func (e *Engine) report(ctx context.Context) {
+	tick := time.NewTicker(heartbeat) // real time: housekeeping, not a schedule
+	defer tick.Stop()
+	for {
+		r := e.Report()
+		err := e.store.Write(ctx, func(tx store.Tx) error { return tx.EngineReport(ctx, &r, r.SeenAt.Add(-forgetReports)) })
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("record delivery engine report", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Report is the engine's view of itself now: its attempts holding slots and
+// the slots it holds (account slots: one per attempt).
+func (e *Engine) Report() store.EngineReport {
+	c := e.destSlots.counts(e.maxHold())["account"]
+	return store.EngineReport{Owner: e.owner, StartedAt: e.started, SeenAt: e.clock.Now(), Attempts: int(e.holding.Load()),
+		SlotsBusy: c.Busy, SlotsIdle: c.Idle, SlotsStale: c.Stale, SlotsReclaimed: e.reclaimed.Load()}
 }
 
 // nextAttempt is when to retry a message whose attempt ended at ended and
@@ -561,14 +672,16 @@ func (e *Engine) retryFloor() time.Duration { return e.cfg.RetryMinDelay / 10 }
 
 // acquireDestinations takes one in-flight slot of every key (in sorted
 // order, so two attempts cannot wait on each other), waiting up to a second
-// in all (attempts usually take milliseconds).
-func (e *Engine) acquireDestinations(ctx context.Context, keys []string) ([]heldSlot, bool) {
+// in all (attempts usually take milliseconds), and not past stop. The wait
+// is a context, not a timer's channel: it ends every key's wait once over,
+// however many keys a wait took.
+func (e *Engine) acquireDestinations(stop context.Context, keys []string) ([]heldSlot, bool) {
 	sorted := slices.Sorted(slices.Values(keys))
-	t := time.NewTimer(time.Second) // real time: a wait for a slot, not a schedule
-	defer t.Stop()
+	ctx, cancel := context.WithTimeout(stop, time.Second) // real time: a wait for a slot, not a schedule
+	defer cancel()
 	held := make([]heldSlot, 0, len(sorted))
 	for _, k := range sorted {
-		h, ok := e.destSlots.acquire(ctx, k, t.C)
+		h, ok := e.destSlots.acquire(ctx, k)
 		if !ok {
 			e.releaseDestinations(held)
 			return nil, false

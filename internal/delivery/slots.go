@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,17 +13,31 @@ import (
 )
 
 // sharedSlots bounds the attempts in flight per destination key (host:port,
-// resolved address) across every process sharing the database. Slots are
-// rows in the store that a process leases for a while. A process keeps the
-// slots it leased in a local pool and reuses them attempt after attempt, so
-// a busy destination costs one lease write per burst rather than one per
-// attempt. Leases are renewed while held and handed back once nothing here
-// has used them for a moment, so other processes can take them; the slots
-// of a process that died come free when their lease lapses.
+// resolved address, account) across every process sharing the database.
+// Slots are rows in the store that a process leases for a while. A process
+// keeps the slots it leased in a local pool and reuses them attempt after
+// attempt, so a busy destination costs one lease write per burst rather
+// than one per attempt. Leases are renewed while held, and each slot is
+// handed back once nothing here has used it for slotIdle, so other
+// processes can take it; the slots of a process that died come free when
+// their lease lapses.
 //
-// Every lease is told from the slot's other leases by its end time, so a
-// holder whose lease lapsed can neither renew, hand back nor reuse a slot
-// that has been leased again since.
+// The invariant, for every key: the slots this process holds are the
+// attempts it has in flight on them plus idle slots it hands back within
+// slotIdle (and one housekeeping tick). Three rules keep it:
+//   - A held slot's identity is its *slotLease, never its lease end:
+//     renewal moves the end and nothing else, so a slot renewed while an
+//     attempt uses it is released like any other. A slot leased again
+//     after its lease lapsed is a new *slotLease, which a holder of the old
+//     one cannot give back.
+//   - Each taking of a slot has its own generation; a release whose
+//     generation is not the slot's current one changes nothing, so a
+//     double release, or a late one after the slot was reclaimed, cannot
+//     free a slot another attempt uses.
+//   - Every acquire waits with its own deadline (its context), and a slot
+//     busy for longer than any attempt can last is reported and reclaimed
+//     (reclaimStale): a bug that drops a slot costs a minute, not the
+//     destination.
 type sharedSlots struct {
 	store store.Store
 	clock agentowl.Clock
@@ -40,28 +55,39 @@ type sharedSlots struct {
 
 	mu      sync.Mutex
 	keys    map[string]*keySlots
-	dropped []store.Slot // leases given up here, to hand back
+	dropped []*slotLease // leases given up here, to hand back
 }
 
 // keySlots is this process's part of one key's slots.
 type keySlots struct {
-	held     map[int]time.Time // slot → end of its lease
-	free     []int             // held and idle
-	waiters  []chan heldSlot   // attempts waiting for a slot, oldest first
-	leasing  bool              // a lease loop is running for the waiters
-	made     bool              // the key's slot rows exist
-	lastUsed time.Time         // wall time a slot was last taken or given back
+	held    map[int]*slotLease // by slot number: every slot leased here, busy or idle
+	free    []*slotLease       // held and idle, most recently idle last
+	waiters []chan heldSlot    // attempts waiting for a slot, oldest first
+	leasing bool               // a lease loop is running for the waiters
+	made    bool               // the key's slot rows exist
 }
 
-// heldSlot is one leased slot as an attempt holds it.
-type heldSlot struct {
+// slotLease is one lease of one slot as this process holds it.
+type slotLease struct {
 	key   string
 	n     int
-	until time.Time
+	until time.Time // end of the lease as the store has it; renew moves it
+	gen   uint64    // counts the takings of this slot
+	busy  bool      // an attempt holds it
+	// since is when it was last taken (busy) or last became idle, in the
+	// process's real time: for hand-back and the stale check, not a
+	// schedule.
+	since time.Time
 }
 
-// slotIdle is how long a process keeps a key's idle slots before handing
-// them back; slotRetry is how soon it asks again when every slot is taken.
+// heldSlot is one slot as an attempt holds it: the lease and the taking.
+type heldSlot struct {
+	lease *slotLease
+	gen   uint64
+}
+
+// slotIdle is how long a process keeps an idle slot before handing it
+// back; slotRetry is how soon it asks again when every slot is taken.
 const (
 	slotIdle  = 200 * time.Millisecond
 	slotRetry = 20 * time.Millisecond
@@ -80,38 +106,44 @@ func newSharedSlots(st store.Store, clock agentowl.Clock, log *slog.Logger, owne
 func (s *sharedSlots) key(k string) *keySlots {
 	ks := s.keys[k]
 	if ks == nil {
-		ks = &keySlots{held: map[int]time.Time{}}
+		ks = &keySlots{held: map[int]*slotLease{}}
 		s.keys[k] = ks
 	}
 	return ks
 }
 
-// usable reports whether slot n of key may start an attempt now. A slot
+// usable reports whether idle slot l may start an attempt now. A slot
 // whose lease is too short is given up and handed back.
-func (s *sharedSlots) usable(key string, ks *keySlots, n int, now time.Time) bool {
-	end, ok := ks.held[n]
-	if !ok {
+func (s *sharedSlots) usable(ks *keySlots, l *slotLease, now time.Time) bool {
+	if ks.held[l.n] != l {
 		return false
 	}
-	if end.Sub(now) >= s.minLeft {
+	if l.until.Sub(now) >= s.minLeft {
 		return true
 	}
-	delete(ks.held, n)
-	s.dropped = append(s.dropped, store.Slot{Key: key, N: n, Until: end})
+	delete(ks.held, l.n)
+	s.dropped = append(s.dropped, l)
 	return false
 }
 
-// acquire takes one slot of key, waiting until give fires or ctx ends.
-func (s *sharedSlots) acquire(ctx context.Context, key string, give <-chan time.Time) (heldSlot, bool) {
+// take marks idle slot l busy for a new holder. Under s.mu.
+func take(l *slotLease) heldSlot {
+	l.gen++
+	l.busy, l.since = true, time.Now()
+	return heldSlot{lease: l, gen: l.gen}
+}
+
+// acquire takes one slot of key, waiting until ctx ends (its deadline, or
+// the engine stopping).
+func (s *sharedSlots) acquire(ctx context.Context, key string) (heldSlot, bool) {
 	s.mu.Lock()
 	ks := s.key(key)
 	now := s.clock.Now()
 	for len(ks.free) > 0 {
-		n := ks.free[len(ks.free)-1]
+		l := ks.free[len(ks.free)-1]
 		ks.free = ks.free[:len(ks.free)-1]
-		if s.usable(key, ks, n, now) {
-			ks.lastUsed = time.Now()
-			h := heldSlot{key: key, n: n, until: ks.held[n]}
+		if s.usable(ks, l, now) {
+			h := take(l)
 			s.mu.Unlock()
 			return h, true
 		}
@@ -127,35 +159,53 @@ func (s *sharedSlots) acquire(ctx context.Context, key string, give <-chan time.
 	select {
 	case h := <-ch:
 		return h, true
-	case <-give:
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if i := slices.Index(ks.waiters, ch); i >= 0 {
 		ks.waiters = slices.Delete(ks.waiters, i, i+1)
+		s.mu.Unlock()
 		return heldSlot{}, false
 	}
-	return <-ch, true // handed over just as the wait ended
+	s.mu.Unlock()
+	// Handed over just as the wait ended: the wait is over, so the slot
+	// goes to the next waiter or the pool.
+	s.release(<-ch)
+	return heldSlot{}, false
 }
 
-// release gives a slot back: to the oldest waiter, or to the pool. A slot
-// leased again since h's lease lapsed is not h's any more.
+// release gives a slot back: to the oldest waiter, or to the pool. It
+// changes nothing unless h is the slot's current taking and the slot is
+// still held here (its lease was not lost meanwhile).
 func (s *sharedSlots) release(h heldSlot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ks := s.key(h.key)
-	if end, ok := ks.held[h.n]; !ok || !end.Equal(h.until) || !s.usable(h.key, ks, h.n, s.clock.Now()) {
+	s.giveBack(h.lease, h.gen)
+}
+
+// giveBack ends taking gen of l. Under s.mu.
+func (s *sharedSlots) giveBack(l *slotLease, gen uint64) {
+	if l == nil || l.gen != gen || !l.busy {
 		return
 	}
-	ks.lastUsed = time.Now()
+	l.busy, l.since = false, time.Now()
+	ks := s.keys[l.key]
+	if ks == nil || !s.usable(ks, l, s.clock.Now()) {
+		return // lost (not renewed) or given up: nothing of it to pool
+	}
+	s.handOut(ks, l)
+}
+
+// handOut gives idle slot l to the oldest waiter, or to the pool. Under
+// s.mu.
+func (s *sharedSlots) handOut(ks *keySlots, l *slotLease) {
 	if len(ks.waiters) > 0 {
 		ch := ks.waiters[0]
 		ks.waiters = ks.waiters[1:]
-		ch <- h
+		ch <- take(l)
 		return
 	}
-	ks.free = append(ks.free, h.n)
+	ks.free = append(ks.free, l)
 }
 
 // leaseFor leases slots from the store for key's waiters until none waits.
@@ -188,16 +238,10 @@ func (s *sharedSlots) leaseFor(key string, ks *keySlots) {
 		s.mu.Lock()
 		ks.made = ks.made || err == nil
 		for _, n := range got {
-			ks.held[n] = until
-			if len(ks.waiters) > 0 {
-				ch := ks.waiters[0]
-				ks.waiters = ks.waiters[1:]
-				ch <- heldSlot{key: key, n: n, until: until}
-			} else {
-				ks.free = append(ks.free, n)
-			}
+			l := &slotLease{key: key, n: n, until: until, since: time.Now()}
+			ks.held[n] = l
+			s.handOut(ks, l)
 		}
-		ks.lastUsed = time.Now()
 		s.mu.Unlock()
 		if len(got) < want {
 			// Every slot is taken, here or by another process: ask again
@@ -210,9 +254,11 @@ func (s *sharedSlots) leaseFor(key string, ks *keySlots) {
 	}
 }
 
-// run renews the held leases and hands back idle slots until ctx ends;
-// then, once every attempt is over, it hands back every slot.
-func (s *sharedSlots) run(ctx context.Context) {
+// run renews the held leases, hands back idle slots and reclaims stale ones
+// until ctx ends; then, once every attempt is over, it hands back every
+// slot. onStale hears of each slot reclaimed from a holder that kept it
+// longer than maxHold.
+func (s *sharedSlots) run(ctx context.Context, maxHold time.Duration, onStale func(key string, held time.Duration)) {
 	tick := time.NewTicker(slotIdle / 2) // real time: housekeeping, not a schedule
 	defer tick.Stop()
 	for {
@@ -223,23 +269,31 @@ func (s *sharedSlots) run(ctx context.Context) {
 			s.releaseIdle(true)
 			return
 		case <-tick.C:
+			s.reclaimStale(maxHold, onStale)
 			s.renew()
 			s.releaseIdle(false)
 		}
 	}
 }
 
-// renew extends every held lease once some lease is a third over; slots
-// whose lease the store no longer has as given are forgotten.
+// renew extends every held lease, busy or idle, once some lease is a
+// third over; slots whose lease the store no longer has as given are
+// forgotten (an attempt on one finds it gone when it releases it).
 func (s *sharedSlots) renew() {
 	now := s.clock.Now()
+	type snapshot struct {
+		l     *slotLease
+		until time.Time
+	}
 	s.mu.Lock()
-	var held []store.Slot
+	var held []snapshot
+	var slots []store.Slot
 	due := false
-	for key, ks := range s.keys {
-		for n, end := range ks.held {
-			held = append(held, store.Slot{Key: key, N: n, Until: end})
-			due = due || end.Sub(now) < s.lease*2/3
+	for _, ks := range s.keys {
+		for _, l := range ks.held {
+			held = append(held, snapshot{l, l.until})
+			slots = append(slots, store.Slot{Key: l.key, N: l.n, Until: l.until})
+			due = due || l.until.Sub(now) < s.lease*2/3
 		}
 	}
 	s.mu.Unlock()
@@ -249,7 +303,7 @@ func (s *sharedSlots) renew() {
 	until := now.Add(s.lease)
 	var kept []store.Slot
 	err := s.store.Write(s.ctx, func(tx store.Tx) (err error) {
-		kept, err = tx.SlotRenew(s.ctx, s.owner, held, now, until)
+		kept, err = tx.SlotRenew(s.ctx, s.owner, slots, now, until)
 		return err
 	})
 	if err != nil {
@@ -264,36 +318,57 @@ func (s *sharedSlots) renew() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, sl := range held {
-		ks := s.keys[sl.Key]
-		if ks == nil || !ks.held[sl.N].Equal(sl.Until) {
-			continue // handed back or given up meanwhile
+	for _, h := range held {
+		l := h.l
+		if renewed[store.Slot{Key: l.key, N: l.n}] {
+			// Held, or given up since the snapshot and waiting to be handed
+			// back: either way the store's lease now ends at until.
+			l.until = until
+			continue
 		}
-		if renewed[store.Slot{Key: sl.Key, N: sl.N}] {
-			ks.held[sl.N] = until
-		} else {
-			delete(ks.held, sl.N)
-			ks.free = slices.DeleteFunc(ks.free, func(n int) bool { return n == sl.N })
+		if ks := s.keys[l.key]; ks != nil && ks.held[l.n] == l {
+			delete(ks.held, l.n)
+			ks.free = slices.DeleteFunc(ks.free, func(f *slotLease) bool { return f == l })
 		}
 	}
 }
 
-// releaseIdle hands back the slots given up here and those of keys that
-// nothing here has used for slotIdle (all of them when all is set), and
-// forgets keys with no slot.
+// reclaimStale takes back every slot busy for longer than maxHold, longer
+// than any attempt can last: its holder lost it without releasing it. It
+// is a bug, reported through onStale; reclaiming keeps it from stalling the
+// destination.
+func (s *sharedSlots) reclaimStale(maxHold time.Duration, onStale func(key string, held time.Duration)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ks := range s.keys {
+		for _, l := range ks.held {
+			if held := time.Since(l.since); l.busy && held > maxHold {
+				onStale(l.key, held)
+				s.giveBack(l, l.gen)
+			}
+		}
+	}
+}
+
+// releaseIdle hands back the slots given up here and those idle for
+// slotIdle (every idle one when all is set), and forgets keys with no
+// slot.
 func (s *sharedSlots) releaseIdle(all bool) {
 	s.mu.Lock()
-	back := s.dropped
+	var back []store.Slot
+	for _, l := range s.dropped {
+		back = append(back, store.Slot{Key: l.key, N: l.n, Until: l.until})
+	}
 	s.dropped = nil
 	for key, ks := range s.keys {
-		busy := len(ks.held) - len(ks.free)
-		if all || (busy == 0 && len(ks.waiters) == 0 && time.Since(ks.lastUsed) >= slotIdle) {
-			for _, n := range ks.free {
-				back = append(back, store.Slot{Key: key, N: n, Until: ks.held[n]})
-				delete(ks.held, n)
+		ks.free = slices.DeleteFunc(ks.free, func(l *slotLease) bool {
+			if !all && time.Since(l.since) < slotIdle {
+				return false
 			}
-			ks.free = nil
-		}
+			back = append(back, store.Slot{Key: key, N: l.n, Until: l.until})
+			delete(ks.held, l.n)
+			return true
+		})
 		if len(ks.held) == 0 && len(ks.waiters) == 0 && !ks.leasing {
 			delete(s.keys, key)
 		}
@@ -306,4 +381,37 @@ func (s *sharedSlots) releaseIdle(all bool) {
 	if err != nil {
 		s.log.Error("release destination slots", "err", err)
 	}
+}
+
+// slotCounts is what this process holds of one kind of key ("host",
+// "addr", "account").
+type slotCounts struct {
+	Busy, Idle int
+	// Stale counts busy slots taken longer ago than the maxHold asked
+	// about: held without an attempt.
+	Stale int
+}
+
+// counts reports the slots held here by kind of key.
+func (s *sharedSlots) counts(maxHold time.Duration) map[string]slotCounts {
+	out := map[string]slotCounts{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, ks := range s.keys {
+		kind, _, _ := strings.Cut(key, ":")
+		c := out[kind]
+		for _, l := range ks.held {
+			switch {
+			case !l.busy:
+				c.Idle++
+			case time.Since(l.since) > maxHold:
+				c.Busy++
+				c.Stale++
+			default:
+				c.Busy++
+			}
+		}
+		out[kind] = c
+	}
+	return out
 }

@@ -23,10 +23,9 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 			s := newSharedSlots(st, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), "p1", func(string) int { return 1 }, 30*time.Second, 15*time.Second)
 			t.Cleanup(func() { s.cancel(); s.lessor.Wait() })
 			ctx := context.Background()
-			never := make(chan time.Time)
 			take := func(key string) heldSlot {
 				t.Helper()
-				h, ok := s.acquire(ctx, key, never)
+				h, ok := s.acquire(ctx, key)
 				if !ok {
 					t.Fatalf("no slot of %s", key)
 				}
@@ -50,9 +49,9 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 			// Housekeeping fell behind (a big step of the clock): both
 			// leases run short; the next attempt gives k up.
 			clock.Advance(s.lease - s.minLeft + time.Second)
-			gone := make(chan time.Time)
-			close(gone)
-			if _, ok := s.acquire(ctx, "host:k", gone); ok {
+			gone, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, ok := s.acquire(gone, "host:k"); ok {
 				t.Fatal("a slot with too little lease left was used")
 			}
 			// The lease loop that the attempt started ends with no one
@@ -63,8 +62,8 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 				s.mu.Unlock()
 			}
 			s.renew() // renews j, must not renew k
-			if j2 := s.keys["host:j"].held[j.n]; !j2.After(j.until) {
-				t.Fatalf("j's lease was not renewed: %v", j2)
+			if j2 := s.keys["host:j"].held[j.lease.n]; j2 != j.lease || !j2.until.After(k.lease.until) {
+				t.Fatalf("j's lease was not renewed: %+v", j2)
 			}
 			s.releaseIdle(false) // hands k back
 			if otherLeases("host:k") != 1 {
@@ -72,6 +71,136 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 			}
 			if otherLeases("host:j") != 0 {
 				t.Fatal("another process leased a slot this one holds")
+			}
+		})
+	}
+}
+
+// newTestSlots is sharedSlots of owner p1 on st, limit slots per key, with
+// a 30 s lease and a driven clock.
+func newTestSlots(t *testing.T, st store.Store, limit int) (*sharedSlots, *clocktest.Fake) {
+	t.Helper()
+	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
+	s := newSharedSlots(st, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), "p1", func(string) int { return limit }, 30*time.Second, 15*time.Second)
+	t.Cleanup(func() { s.cancel(); s.lessor.Wait() })
+	return s, clock
+}
+
+// The regression of issue 25: a slot renewed while an attempt holds it is
+// released like any other. Before the fix, renewal moved the lease end that
+// release compared, the release was ignored, and the slot stayed busy for
+// ever: after about 15 s of continuous use a destination had no slot left.
+func TestSharedSlotsReleaseAfterRenewal(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
+			s, clock := newTestSlots(t, st, 1)
+			ctx := context.Background()
+			h, ok := s.acquire(ctx, "host:k")
+			if !ok {
+				t.Fatal("no slot")
+			}
+			before := h.lease.until
+			clock.Advance(s.lease/3 + time.Second) // over a third of the lease: renewal is due
+			s.renew()
+			if !h.lease.until.After(before) {
+				t.Fatal("the busy slot's lease was not renewed")
+			}
+			// Another attempt waits for the key's only slot; the release
+			// hands it over.
+			got := make(chan heldSlot, 1)
+			go func() {
+				w, ok := s.acquire(ctx, "host:k")
+				if ok {
+					got <- w
+				}
+				close(got)
+			}()
+			for waiting := false; !waiting; time.Sleep(time.Millisecond) { // synchronization, not a timing assertion
+				s.mu.Lock()
+				waiting = len(s.keys["host:k"].waiters) == 1
+				s.mu.Unlock()
+			}
+			s.release(h)
+			w, ok := <-got
+			if !ok || w.lease != h.lease {
+				t.Fatalf("the waiter did not get the released slot: %+v", w)
+			}
+			s.release(w)
+			if c := s.counts(time.Hour)["host"]; c != (slotCounts{Idle: 1}) {
+				t.Fatalf("after both releases: %+v, want one idle slot", c)
+			}
+			// Reused without a new lease: the same slot, the same lease.
+			again, ok := s.acquire(ctx, "host:k")
+			if !ok || again.lease != h.lease {
+				t.Fatalf("the idle slot was not reused: %+v", again)
+			}
+		})
+	}
+}
+
+// A release of an earlier taking changes nothing: a double release, or a
+// late one after the slot was reclaimed, cannot free a slot another attempt
+// uses.
+func TestSharedSlotsStaleReleaseIsIgnored(t *testing.T) {
+	st := storetest.Backends(t)[0].Open(t)
+	s, _ := newTestSlots(t, st, 1)
+	ctx := context.Background()
+	first, _ := s.acquire(ctx, "host:k")
+	s.release(first)
+	second, ok := s.acquire(ctx, "host:k")
+	if !ok || second.lease != first.lease {
+		t.Fatal("the slot was not reused")
+	}
+	s.release(first) // late: the slot is second's now
+	if c := s.counts(time.Hour)["host"]; c != (slotCounts{Busy: 1}) {
+		t.Fatalf("a stale release freed a busy slot: %+v", c)
+	}
+	s.release(second)
+	s.release(second)
+	if c := s.counts(time.Hour)["host"]; c != (slotCounts{Idle: 1}) {
+		t.Fatalf("after a double release: %+v, want one idle slot", c)
+	}
+}
+
+// A slot lost by its holder (an injected leak: taken, never released) is
+// reported as stale once held longer than any attempt lasts, reclaimed, and
+// handed to the next attempt; the lost holder's late release is ignored.
+func TestSharedSlotsReclaimLeakedSlot(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
+			s, _ := newTestSlots(t, st, 1)
+			ctx := context.Background()
+			leaked, _ := s.acquire(ctx, "account:t")
+			const maxHold = time.Minute
+			var reported []string
+			s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
+			if len(reported) != 0 {
+				t.Fatal("a slot in use was reclaimed")
+			}
+			s.mu.Lock()
+			leaked.lease.since = time.Now().Add(-maxHold - time.Second) // held past any attempt
+			s.mu.Unlock()
+			if c := s.counts(maxHold)["account"]; c != (slotCounts{Busy: 1, Stale: 1}) {
+				t.Fatalf("counts before reclaiming: %+v, want one busy, stale slot", c)
+			}
+			short, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, ok := s.acquire(short, "account:t"); ok {
+				t.Fatal("a leaked slot was handed out before it was reclaimed")
+			}
+			s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
+			if len(reported) != 1 || reported[0] != "account:t" {
+				t.Fatalf("reported %v, want the leaked slot", reported)
+			}
+			next, ok := s.acquire(ctx, "account:t")
+			if !ok || next.lease != leaked.lease {
+				t.Fatal("the reclaimed slot was not reused")
+			}
+			s.release(leaked) // the lost holder comes back: ignored
+			if c := s.counts(maxHold)["account"]; c != (slotCounts{Busy: 1}) {
+				t.Fatalf("the lost holder's release freed a slot in use: %+v", c)
 			}
 		})
 	}

@@ -43,6 +43,7 @@ const (
 	CheckQuota             = "quota"
 	CheckPlainBindings     = "bindings_without_agent_work"
 	CheckScheduler         = "scheduler_leader"
+	CheckDeliveryEngines   = "delivery_engines"
 )
 
 // Finding is one thing the report found.
@@ -95,6 +96,15 @@ type OverdueWork interface {
 	OverdueCount(ctx context.Context, tenantID string) (int, error)
 }
 
+// DeliveryEngines reports the delivery engines' stall signs on every
+// replica (internal/maintenance implements it).
+type DeliveryEngines interface {
+	// EngineFindings names each sign: slots held without an attempt
+	// (stalls), an engine gone silent (killed or frozen: a warning, its
+	// leases lapse in their time).
+	EngineFindings(ctx context.Context) (stalls, silent []string, err error)
+}
+
 // RateUsage reads a rate limit's use; *ratelimit.Limiter implements it.
 type RateUsage interface {
 	Used(ctx context.Context, key string) (current, previous int64, err error)
@@ -129,6 +139,7 @@ type Config struct {
 
 	Scheduler    SchedulerStatus
 	Overdue      OverdueWork
+	Engines      DeliveryEngines
 	CallbackRate RateUsage
 }
 
@@ -190,7 +201,7 @@ func (s *Service) Check(ctx context.Context, p *access.Principal, tenant string)
 	if err != nil {
 		return nil, err
 	}
-	for _, check := range []func(context.Context, *Report, []*store.Endpoint) error{s.callbackRate, s.overdue, s.scheduler} {
+	for _, check := range []func(context.Context, *Report, []*store.Endpoint) error{s.callbackRate, s.overdue, s.scheduler, s.engines} {
 		if err := check(ctx, r, eps); err != nil {
 			return nil, err
 		}
@@ -282,8 +293,9 @@ func (s *Service) deliveries(ctx context.Context, tx store.Tx, r *Report, eps []
 	}
 	if stuck > 0 {
 		r.add(CheckStuckOutbox, Error, "tenant", "agentowl work-outbox list --state pending --older-than "+s.cfg.StuckAfter.String(),
-			"%d messages have been due for over %s with no attempt in flight (the oldest since %s): no replica is delivering. "+
-				"Check that a replica runs with AGENTOWL_DELIVERY=on and watch agentowl_delivery_oldest_pending_seconds.",
+			"%d messages have been due for over %s without an attempt (the oldest since %s): no replica is delivering, or "+
+				"destination limits hold a backlog back. Check that a replica runs with AGENTOWL_DELIVERY=on (agentowl maintenance "+
+				"status) and watch agentowl_delivery_oldest_due_seconds.",
 			stuck, s.cfg.StuckAfter, ts(*oldest))
 	}
 	return nil
@@ -427,6 +439,28 @@ func (s *Service) overdue(ctx context.Context, r *Report, _ []*store.Endpoint) e
 	if n > 0 {
 		r.add(CheckOverdueWork, Warning, "tenant", "agentowl attention list --status open",
 			"%d work items are overdue (a runtime stopped reporting, or a question waits past its expiry); each has an open incident.", n)
+	}
+	return nil
+}
+
+// engines: delivery engines holding slots without an attempt, or gone
+// silent. They are server-wide, like the scheduler: every tenant's
+// deliveries share the engines.
+func (s *Service) engines(ctx context.Context, r *Report, _ []*store.Endpoint) error {
+	if s.cfg.Engines == nil {
+		r.add(CheckDeliveryEngines, Note, "delivery", "agentowl maintenance status",
+			"The delivery engines were not checked: this server reports no engine status.")
+		return nil
+	}
+	stalls, silent, err := s.cfg.Engines.EngineFindings(ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range stalls {
+		r.add(CheckDeliveryEngines, Error, "delivery", "agentowl maintenance status", "%s", f)
+	}
+	for _, f := range silent {
+		r.add(CheckDeliveryEngines, Warning, "delivery", "agentowl maintenance status", "%s", f)
 	}
 	return nil
 }

@@ -23,10 +23,23 @@ import (
 // fakeScheduler and fakeOverdue stand in for internal/maintenance, which
 // the assembly wires in: a hand-written fake at the package's edge.
 type fakeScheduler struct {
-	mu     sync.Mutex
-	clock  *clocktest.Fake
-	leader string
-	until  time.Time // zero: a lease renewed just now, for 30s
+	mu             sync.Mutex
+	clock          *clocktest.Fake
+	leader         string
+	until          time.Time // zero: a lease renewed just now, for 30s
+	stalls, silent []string  // the delivery engines' findings
+}
+
+func (f *fakeScheduler) EngineFindings(context.Context) ([]string, []string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stalls, f.silent, nil
+}
+
+func (f *fakeScheduler) setEngines(stalls, silent []string) {
+	f.mu.Lock()
+	f.stalls, f.silent = stalls, silent
+	f.mu.Unlock()
 }
 
 func (f *fakeScheduler) Leader(context.Context) (string, time.Time, bool, error) {
@@ -99,7 +112,7 @@ func setup(t *testing.T, b storetest.Backend) *env {
 	e := &env{t: t, ctx: ctx, st: st, clock: clock, admin: admin, tenantID: res.Tenant.ID,
 		sched: &fakeScheduler{clock: clock, leader: "replica-1"}, overdue: &fakeOverdue{n: map[string]int{}},
 		rate: ratelimit.New("runtime-callbacks", ratelimit.Limit{Events: 10, Per: time.Minute}, st, clock)}
-	e.doctor = doctor.New(st, clock, doctor.Config{Scheduler: e.sched, Overdue: e.overdue, CallbackRate: e.rate,
+	e.doctor = doctor.New(st, clock, doctor.Config{Scheduler: e.sched, Overdue: e.overdue, Engines: e.sched, CallbackRate: e.rate,
 		MaxCallbacksPerWork: callbackCap, RetainedBytesLimit: retainedCap})
 	return e
 }
@@ -464,6 +477,13 @@ func TestBindingSchedulerAndOverdueFindings(t *testing.T) {
 		e.sched.set("replica-2", time.Time{})
 		e.expect("a live leader", "ok")
 
+		e.sched.setEngines(nil, []string{"replica r1 stopped reporting"})
+		e.expect("a delivery engine gone silent", "warning", "delivery_engines warning delivery")
+		e.sched.setEngines([]string{"replica r2 holds 3 destination slots without an attempt"}, []string{"replica r1 stopped reporting"})
+		e.expect("slots held without an attempt", "error", "delivery_engines error delivery", "delivery_engines warning delivery")
+		e.sched.setEngines(nil, nil)
+		e.expect("healthy engines", "ok")
+
 		// Without a scheduler or overdue detection wired in, the report says
 		// it did not check, and stays ok.
 		bare := doctor.New(e.st, e.clock, doctor.Config{})
@@ -471,9 +491,13 @@ func TestBindingSchedulerAndOverdueFindings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status() != "ok" || len(r.Findings) != 2 || r.Findings[0].Severity != doctor.Note || r.Findings[1].Severity != doctor.Note ||
-			!strings.Contains(r.Findings[0].Message+r.Findings[1].Message, "not checked") {
-			t.Errorf("report without scheduler or overdue detection: %+v", r.Findings)
+		if r.Status() != "ok" || len(r.Findings) != 3 {
+			t.Errorf("report without scheduler, overdue detection or engine reports: %+v", r.Findings)
+		}
+		for _, f := range r.Findings {
+			if f.Severity != doctor.Note || !strings.Contains(f.Message, "not checked") {
+				t.Errorf("finding without its source: %+v, want a note that it was not checked", f)
+			}
 		}
 	})
 }

@@ -42,13 +42,39 @@ type wireExpectations struct {
 	InputExpiry    bool   `json:"input_expiry"`
 }
 
+type wireEngine struct {
+	Replica        string `json:"replica"`
+	StartedAt      string `json:"started_at"`
+	SeenAt         string `json:"seen_at"`
+	Live           bool   `json:"live"`
+	Attempts       int    `json:"attempts_in_flight"`
+	SlotsBusy      int    `json:"slots_busy"`
+	SlotsIdle      int    `json:"slots_idle"`
+	SlotsStale     int    `json:"slots_without_attempt"`
+	SlotsReclaimed int64  `json:"slots_reclaimed"`
+}
+
+type wireQueue struct {
+	Surface         string  `json:"surface"`
+	Pending         int     `json:"pending"`
+	OldestCreatedAt string  `json:"oldest_created_at"`
+	OldestDueAt     *string `json:"oldest_due_at"`
+}
+
+type wireDeliveryHealth struct {
+	Engines  []wireEngine `json:"engines"`
+	Queues   []wireQueue  `json:"queues"`
+	Findings []string     `json:"findings"`
+}
+
 type wireMaintenance struct {
-	Replica   string            `json:"replica"`
-	Enabled   bool              `json:"enabled"`
-	Leader    *wireLeader       `json:"leader"`
-	Jobs      []wireJob         `json:"jobs"`
-	Overdue   wireExpectations  `json:"overdue_defaults"`
-	Retention map[string]string `json:"retention"`
+	Replica   string             `json:"replica"`
+	Enabled   bool               `json:"enabled"`
+	Leader    *wireLeader        `json:"leader"`
+	Jobs      []wireJob          `json:"jobs"`
+	Delivery  wireDeliveryHealth `json:"delivery"`
+	Overdue   wireExpectations   `json:"overdue_defaults"`
+	Retention map[string]string  `json:"retention"`
 }
 
 // durationOrOff shows a duration of an expectation, "off" for zero.
@@ -59,9 +85,10 @@ func durationOrOff(d time.Duration) string {
 	return d.String()
 }
 
-// maintenanceStatus is GET /api/v1/maintenance: the scheduler's leader and
-// every job's latest run, as the database records them (any replica
-// answers the same). It is server-wide: admins of the system tenant only.
+// maintenanceStatus is GET /api/v1/maintenance: the scheduler's leader,
+// every job's latest run and how delivery fares (each engine's report, the
+// pending messages by surface and the stall findings), as the database
+// records them (any replica answers the same). It is server-wide: admins of the system tenant only.
 func (s *Server) maintenanceStatus(r *http.Request, p *access.Principal) (int, any, error) {
 	if err := s.access.SystemAdmin(r.Context(), p); err != nil {
 		return 0, nil, err
@@ -90,6 +117,16 @@ func (s *Server) maintenanceStatus(r *http.Request, p *access.Principal) (int, a
 				Outcome: r.Outcome, Error: r.Error, Affected: r.Affected, Runs: r.Runs, Failures: r.Failures, LastOKAt: timestampPtr(r.LastOKAt)}
 		}
 		out.Jobs = append(out.Jobs, wj)
+	}
+	out.Delivery = wireDeliveryHealth{Engines: []wireEngine{}, Queues: []wireQueue{}, Findings: append([]string{}, st.Delivery.Findings...)}
+	for _, e := range st.Delivery.Engines {
+		out.Delivery.Engines = append(out.Delivery.Engines, wireEngine{Replica: e.Owner, StartedAt: timestamp(e.StartedAt),
+			SeenAt: timestamp(e.SeenAt), Live: e.Live, Attempts: e.Attempts, SlotsBusy: e.SlotsBusy, SlotsIdle: e.SlotsIdle,
+			SlotsStale: e.SlotsStale, SlotsReclaimed: e.SlotsReclaimed})
+	}
+	for _, q := range st.Delivery.Queues {
+		out.Delivery.Queues = append(out.Delivery.Queues, wireQueue{Surface: q.Surface, Pending: q.Pending,
+			OldestCreatedAt: timestamp(q.OldestCreated), OldestDueAt: timestampPtr(q.OldestDue)})
 	}
 	return http.StatusOK, out, nil
 }

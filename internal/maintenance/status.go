@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +22,70 @@ type Status struct {
 	// no replica runs the jobs now.
 	Leader *Leader
 	Jobs   []JobStatus
+	// Delivery is how delivery fares on every replica.
+	Delivery DeliveryStatus
 	// Now is the time the status was read at.
 	Now time.Time
+}
+
+// DeliveryStatus is the delivery engines' reports and the outbox's pending
+// messages by surface, with what in them looks like a stall.
+type DeliveryStatus struct {
+	Engines []EngineStatus
+	Queues  []*store.QueueStats
+	// Findings name each stall sign; none when delivery
+	// is healthy.
+	Findings []string
+}
+
+// EngineStatus is one engine's latest report; Live is false when it has
+// not reported for engineSilence (killed, frozen, or cut off from the
+// database: its leases lapse in their own time).
+type EngineStatus struct {
+	store.EngineReport
+	Live bool
+}
+
+// engineSilence is how long an engine may go without reporting (it does
+// every 5 s) before it counts as gone; stuckAfter is how long a message may
+// be due without an attempt before it is reported.
+const (
+	engineSilence = 30 * time.Second
+	stuckAfter    = 5 * time.Minute
+)
+
+// deliveryFindings names the stall signs in d.
+func deliveryFindings(d DeliveryStatus, now time.Time) []string {
+	stalls, silent := engineFindings(d.Engines)
+	out := append(stalls, silent...)
+	for _, q := range d.Queues {
+		if q.OldestDue != nil && now.Sub(*q.OldestDue) > stuckAfter {
+			out = append(out, fmt.Sprintf("%s: a pending message has been due for %s without an attempt (over %s): no replica delivers "+
+				"(AGENTOWL_DELIVERY=on), or destination limits hold a backlog back (agentowl_delivery_deferred_total).",
+				q.Surface, now.Sub(*q.OldestDue).Round(time.Second), stuckAfter))
+		}
+	}
+	return out
+}
+
+// engineFindings names the engines' stall signs: slots held without an
+// attempt (stalls), and engines gone silent.
+func engineFindings(engines []EngineStatus) (stalls, silent []string) {
+	for _, e := range engines {
+		switch {
+		case e.Live && e.SlotsStale > 0:
+			stalls = append(stalls, fmt.Sprintf("replica %s holds %d destination slots without an attempt (busy longer than any attempt lasts): "+
+				"their destinations get fewer attempts until it reclaims them. This is a bug: report it with the replica's log.", e.Owner, e.SlotsStale))
+		case e.SlotsReclaimed > 0:
+			stalls = append(stalls, fmt.Sprintf("replica %s reclaimed %d destination slots held without an attempt since it started at %s. "+
+				"This is a bug: report it with the replica's log.", e.Owner, e.SlotsReclaimed, e.StartedAt.UTC().Format(time.RFC3339)))
+		}
+		if !e.Live {
+			silent = append(silent, fmt.Sprintf("replica %s stopped reporting at %s without stopping cleanly (killed, frozen or cut off "+
+				"from the database): what it had claimed is delivered once its leases lapse.", e.Owner, e.SeenAt.UTC().Format(time.RFC3339)))
+		}
+	}
+	return stalls, silent
 }
 
 // Leader is the holder of the leader lease.
@@ -51,6 +114,8 @@ type JobStatus struct {
 func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 	var lease *store.Lease
 	var runs []*store.JobRun
+	var reports []*store.EngineReport
+	var queues []*store.QueueStats
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		if lease, err = tx.LeaseGet(ctx, LeaseName); errors.Is(err, store.ErrNotFound) {
 			lease, err = nil, nil
@@ -58,7 +123,13 @@ func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 		if err != nil {
 			return err
 		}
-		runs, err = tx.JobList(ctx)
+		if runs, err = tx.JobList(ctx); err != nil {
+			return err
+		}
+		if reports, err = tx.EngineList(ctx); err != nil {
+			return err
+		}
+		queues, err = tx.MessageStats(ctx, s.clock.Now())
 		return err
 	})
 	if err != nil {
@@ -84,6 +155,11 @@ func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 		}
 		st.Jobs = append(st.Jobs, js)
 	}
+	st.Delivery.Queues = queues
+	for _, r := range reports {
+		st.Delivery.Engines = append(st.Delivery.Engines, EngineStatus{EngineReport: *r, Live: now.Sub(r.SeenAt) <= engineSilence})
+	}
+	st.Delivery.Findings = deliveryFindings(st.Delivery, now)
 	return st, nil
 }
 
@@ -190,6 +266,18 @@ func (s *Scheduler) Leader(ctx context.Context) (id string, until time.Time, ok 
 		return "", time.Time{}, false, err
 	}
 	return st.Leader.Owner, st.Leader.Until, true, nil
+}
+
+// EngineFindings names the delivery engines' stall signs on every replica
+// (work-doctor's doctor.DeliveryEngines): slots held without an attempt
+// (stalls), and engines that went silent without stopping cleanly.
+func (s *Scheduler) EngineFindings(ctx context.Context) (stalls, silent []string, err error) {
+	st, err := s.Status(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	stalls, silent = engineFindings(st.Delivery.Engines)
+	return stalls, silent, nil
 }
 
 // overdueCountLimit bounds the incidents OverdueCount reads: past it the

@@ -166,6 +166,8 @@ type Server struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 
+	lock *serveLock // SQLite only: the data directory's serve lock
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -192,6 +194,11 @@ func (s *Server) start(ctx context.Context) (err error) {
 	key := cfg.SecretKey
 	if key == nil {
 		if key, err = KeyFile(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	if cfg.DatabaseURL == "" {
+		if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
 			return err
 		}
 	}
@@ -262,7 +269,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 
 	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
 		RetainedBytesLimit: s.attach.Config().TenantRetainedBytes, CallbackRate: s.work.CallbackRate(), Scheduler: s.sched,
-		Overdue: s.sched})
+		Overdue: s.sched, Engines: s.sched})
 	s.notify = notify.New(s.store, cfg.Clock)
 	hc := cfg.HTTP
 	hc.PublicURL = s.work.Config().PublicURL
@@ -290,6 +297,17 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.api.Register(s.sched.Collectors()...)
 	s.http = s.api.HTTPServer()
 
+	if s.lock.exclusive() && !s.cfg.NoDelivery {
+		// No other process serves this SQLite file: the message and slot
+		// leases in it are a dead predecessor's (kill -9, a crash), and
+		// waiting for them to lapse would protect nothing. PostgreSQL
+		// replicas keep lease expiry as the bound: a frozen replica may
+		// still be sending.
+		if err := s.engine.TakeOverLeases(ctx); err != nil {
+			ln.Close()
+			return fmt.Errorf("take over delivery leases: %w", err)
+		}
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan struct{})
 	go func() {
@@ -429,6 +447,15 @@ func (s *Server) Close() error {
 
 func (s *Server) close() error {
 	var err error
+	if s.cancel != nil {
+		// Delivery and the scheduler stop while the HTTP server drains:
+		// the engine stops claiming at once, lets the attempts under way
+		// finish within their timeout and hands its leases back.
+		s.cancel()
+	}
+	if s.approval != nil {
+		s.approval.Drain() // long-polls answer now rather than hold the shutdown for their 30 s
+	}
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -452,7 +479,7 @@ func (s *Server) close() error {
 	if s.blobs != nil {
 		err = errors.Join(err, s.blobs.Close())
 	}
-	return err
+	return errors.Join(err, s.lock.unlock())
 }
 
 // OpenStore opens the configured store, its secrets sealed under key. It

@@ -58,11 +58,11 @@ type EndpointOutboxHealth struct {
 	// Failed: messages that ended failed and whose incident, if any, is not
 	// resolved yet.
 	Failed int
-	// Stuck: pending messages due since before the stuck bound and not in
-	// flight (no lease, or one that lapsed before the bound): no engine has
-	// taken them.
+	// Stuck: pending messages due since before the stuck bound without an
+	// attempt recorded since (deferrals by destination limits do not
+	// count): no engine is taking them, or limits hold them back.
 	Stuck int
-	// OldestStuck is when the longest-waiting stuck message was due.
+	// OldestStuck is since when the longest-waiting stuck message was due.
 	OldestStuck *time.Time
 }
 

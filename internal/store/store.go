@@ -153,6 +153,7 @@ type Tx interface {
 
 	Outbox
 	Slots
+	Engines
 	AgentWork
 	Attention
 	Attachments
@@ -330,8 +331,50 @@ type Outbox interface {
 	MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error)
 	MessageList(ctx context.Context, p MessageListParams) ([]*Message, error)
 	AttemptList(ctx context.Context, eventID string) ([]*Attempt, error)
-	// MessageStats returns the pending count and the oldest pending creation time.
-	MessageStats(ctx context.Context) (pending int, oldest *time.Time, err error)
+	// MessageStats returns the pending messages of each surface (the kind
+	// of their destination: "instance", "endpoint", "decision"), with the
+	// oldest one's creation and the longest wait since a message became due
+	// (DueSince at or before now). Surfaces with none pending are left out.
+	MessageStats(ctx context.Context, now time.Time) ([]*QueueStats, error)
+}
+
+// QueueStats is the pending part of one surface of the outbox.
+type QueueStats struct {
+	// Surface is the kind of destination: the text before its first ':'.
+	Surface string
+	Pending int
+	// OldestCreated is the creation of the oldest pending message.
+	OldestCreated time.Time
+	// OldestDue is the earliest DueSince at or before now: the message that
+	// has waited longest for an attempt (nil when none is due).
+	OldestDue *time.Time
+}
+
+// EngineReport is what a running delivery engine reports of itself, a few
+// seconds old at most while it runs (see delivery.Engine).
+type EngineReport struct {
+	Owner     string
+	StartedAt time.Time
+	SeenAt    time.Time
+	// Attempts are the attempts holding destination slots now.
+	Attempts int
+	// SlotsBusy and SlotsIdle are the slots it holds, used by an attempt
+	// or idle. SlotsStale counts busy slots held longer than any attempt
+	// can last: held without an attempt. SlotsReclaimed counts such slots
+	// it took back since it started.
+	SlotsBusy, SlotsIdle, SlotsStale int
+	SlotsReclaimed                   int64
+}
+
+// Engines is implemented by Tx: the delivery engines' reports.
+type Engines interface {
+	// EngineReport records r, replacing its owner's last report, and
+	// deletes reports not renewed since before forgetBefore.
+	EngineReport(ctx context.Context, r *EngineReport, forgetBefore time.Time) error
+	// EngineGone deletes owner's report: it stopped cleanly.
+	EngineGone(ctx context.Context, owner string) error
+	// EngineList returns every report, by owner.
+	EngineList(ctx context.Context) ([]*EngineReport, error)
 }
 
 // Slot is one lease on an in-flight slot of a delivery destination key.

@@ -83,11 +83,11 @@ func (t *tx) MessageRedrive(ctx context.Context, p store.RedriveParams) (*store.
 	if len(p.From) == 0 {
 		return nil, store.ErrConflict
 	}
-	args := []any{ts(p.Now), ts(p.DeadlineAt), p.ID}
+	args := []any{ts(p.Now), ts(p.Now), ts(p.DeadlineAt), p.ID}
 	for _, s := range p.From {
 		args = append(args, string(s))
 	}
-	m, err := one(t.queryRow(ctx, `UPDATE outbox SET state = 'pending', next_attempt_at = ?, deadline_at = ?,
+	m, err := one(t.queryRow(ctx, `UPDATE outbox SET state = 'pending', next_attempt_at = ?, due_since = ?, deadline_at = ?,
 		lease_owner = NULL, lease_until = NULL, last_status = NULL, last_error = NULL, ended_at = NULL, retain_until = NULL,
 		attempt_base = attempts, redrives = redrives + 1
 		WHERE id = ? AND state IN (?`+strings.Repeat(", ?", len(p.From)-1)+`) RETURNING `+messageSelectCols, args...), scanMessage)
@@ -101,16 +101,16 @@ func (t *tx) MessageRedrive(ctx context.Context, p store.RedriveParams) (*store.
 }
 
 func (t *tx) OutboxHealth(ctx context.Context, tenantID string, stuckBefore time.Time) ([]*store.EndpointOutboxHealth, error) {
-	const stuck = `o.state = 'pending' AND o.next_attempt_at <= ? AND (o.lease_until IS NULL OR o.lease_until <= ?)`
+	const stuck = `o.state = 'pending' AND o.due_since <= ?`
 	b := ts(stuckBefore)
 	rows, err := t.query(ctx, `SELECT COALESCE(w.endpoint_id, b.endpoint_id, '') AS ep,
 			SUM(CASE WHEN o.state = 'pending' AND o.last_error IS NOT NULL THEN 1 ELSE 0 END),
 			SUM(CASE WHEN o.state = 'failed' AND (a.status IS NULL OR a.status <> 'resolved') THEN 1 ELSE 0 END),
 			SUM(CASE WHEN `+stuck+` THEN 1 ELSE 0 END),
-			MIN(CASE WHEN `+stuck+` THEN o.next_attempt_at END)`+outboxEntryFrom+`
+			MIN(CASE WHEN `+stuck+` THEN o.due_since END)`+outboxEntryFrom+`
 		LEFT JOIN attention_items a ON a.message_id = o.id
 		WHERE o.tenant_id = ? AND o.state IN ('pending', 'failed')
-		GROUP BY COALESCE(w.endpoint_id, b.endpoint_id, '') ORDER BY 1`, b, b, b, b, tenantID)
+		GROUP BY COALESCE(w.endpoint_id, b.endpoint_id, '') ORDER BY 1`, b, b, tenantID)
 	hs, err := all(rows, err, func(s scanner) (*store.EndpointOutboxHealth, error) {
 		var h store.EndpointOutboxHealth
 		var oldest sql.NullInt64

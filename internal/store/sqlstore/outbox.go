@@ -73,10 +73,14 @@ func (t *tx) MessageCreate(ctx context.Context, m *store.Message) error {
 		body = append(slices.Clip(m.Body[:p.At]), m.Body[p.At+p.Len:]...)
 		event, at = p.EventID, p.At
 	}
-	return t.execLater(ctx, nil, `INSERT INTO outbox (`+messageCols+`, body_event, body_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	var due any
+	if m.State == store.MessagePending {
+		due = ts(m.NextAttempt)
+	}
+	return t.execLater(ctx, nil, `INSERT INTO outbox (`+messageCols+`, body_event, body_at, due_since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.TenantID, m.Kind, m.Destination, m.Subject, body, ts(m.CreatedAt), ts(m.DeadlineAt), string(m.State),
 		m.Attempts, ts(m.NextAttempt), nullStr(m.LeaseOwner), nullTS(m.LeaseUntil), nullInt(m.LastStatus),
-		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil), m.Redrives, m.AttemptBase, event, at)
+		nullStr(m.LastError), nullTS(m.EndedAt), nullTS(m.RetainUntil), m.Redrives, m.AttemptBase, event, at, due)
 }
 
 func nullInt(v int) any {
@@ -136,7 +140,8 @@ func (t *tx) MessageFinishAll(ctx context.Context, ps []store.FinishParams) ([]b
 		args = append(args, p.ID, string(p.State), ts(p.NextAttempt), nullInt(a.StatusCode), nullStr(a.Error),
 			ended, nullTS(p.RetainUntil), p.Owner, a.N)
 	}
-	rows, err := t.query(ctx, `UPDATE outbox SET state = v.column2, next_attempt_at = v.column3, lease_owner = NULL,
+	rows, err := t.query(ctx, `UPDATE outbox SET state = v.column2, next_attempt_at = v.column3,
+		due_since = CASE WHEN v.column2 = 'pending' THEN v.column3 END, lease_owner = NULL,
 		lease_until = NULL, last_status = v.column4, last_error = v.column5, ended_at = v.column6, retain_until = v.column7
 		FROM (VALUES `+repeatJoin(row, len(ps))+`) AS v
 		WHERE outbox.id = v.column1 AND outbox.state = 'pending' AND outbox.lease_owner = v.column8
@@ -234,9 +239,19 @@ func (t *tx) AttemptList(ctx context.Context, eventID string) ([]*store.Attempt,
 	})
 }
 
-func (t *tx) MessageStats(ctx context.Context) (int, *time.Time, error) {
-	var n int
-	var oldest sql.NullInt64
-	err := t.queryRow(ctx, `SELECT count(*), min(created_at) FROM outbox WHERE state = 'pending'`).Scan(&n, &oldest)
-	return n, fromNullTS(oldest), err
+func (t *tx) MessageStats(ctx context.Context, now time.Time) ([]*store.QueueStats, error) {
+	// The surface is the destination's kind; the CASE is portable where a
+	// string search function is not.
+	rows, err := t.query(ctx, `SELECT CASE WHEN destination LIKE 'instance:%' THEN 'instance'
+			WHEN destination LIKE 'endpoint:%' THEN 'endpoint' WHEN destination LIKE 'decision:%' THEN 'decision' ELSE 'other' END AS surface,
+			count(*), min(created_at), min(CASE WHEN due_since <= ? THEN due_since END)
+		FROM outbox WHERE state = 'pending' GROUP BY 1 ORDER BY 1`, ts(now))
+	return all(rows, err, func(s scanner) (*store.QueueStats, error) {
+		var q store.QueueStats
+		var created int64
+		var due sql.NullInt64
+		err := s.Scan(&q.Surface, &q.Pending, &created, &due)
+		q.OldestCreated, q.OldestDue = fromTS(created), fromNullTS(due)
+		return &q, err
+	})
 }

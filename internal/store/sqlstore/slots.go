@@ -52,3 +52,32 @@ func (t *tx) SlotRelease(ctx context.Context, owner string, slots []store.Slot) 
 	}
 	return nil
 }
+
+func (t *tx) EngineReport(ctx context.Context, r *store.EngineReport, forgetBefore time.Time) error {
+	if _, err := t.exec(ctx, `DELETE FROM delivery_engines WHERE seen_at < ?`, ts(forgetBefore)); err != nil {
+		return err
+	}
+	_, err := t.exec(ctx, `INSERT INTO delivery_engines (owner, started_at, seen_at, attempts, slots_busy, slots_idle, slots_stale, slots_reclaimed)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (owner) DO UPDATE SET seen_at = excluded.seen_at, attempts = excluded.attempts,
+		slots_busy = excluded.slots_busy, slots_idle = excluded.slots_idle, slots_stale = excluded.slots_stale,
+		slots_reclaimed = excluded.slots_reclaimed`,
+		r.Owner, ts(r.StartedAt), ts(r.SeenAt), r.Attempts, r.SlotsBusy, r.SlotsIdle, r.SlotsStale, r.SlotsReclaimed)
+	return err
+}
+
+func (t *tx) EngineGone(ctx context.Context, owner string) error {
+	_, err := t.exec(ctx, `DELETE FROM delivery_engines WHERE owner = ?`, owner)
+	return err
+}
+
+func (t *tx) EngineList(ctx context.Context) ([]*store.EngineReport, error) {
+	rows, err := t.query(ctx, `SELECT owner, started_at, seen_at, attempts, slots_busy, slots_idle, slots_stale, slots_reclaimed
+		FROM delivery_engines ORDER BY owner`)
+	return all(rows, err, func(s scanner) (*store.EngineReport, error) {
+		var r store.EngineReport
+		var started, seen int64
+		err := s.Scan(&r.Owner, &started, &seen, &r.Attempts, &r.SlotsBusy, &r.SlotsIdle, &r.SlotsStale, &r.SlotsReclaimed)
+		r.StartedAt, r.SeenAt = fromTS(started), fromTS(seen)
+		return &r, err
+	})
+}

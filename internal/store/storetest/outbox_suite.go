@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,7 @@ var outboxTests = []struct {
 	{"MessagePurgeKeepsRequest", testMessagePurgeKeepsRequest},
 	{"SlotLease", testSlotLease},
 	{"SlotLeaseConcurrent", testSlotLeaseConcurrent},
+	{"EngineReports", testEngineReports},
 }
 
 // ---- outbox factories and helpers
@@ -771,42 +773,87 @@ func testMessageList(t *testing.T, e *env) {
 
 func testMessageStats(t *testing.T, e *env) {
 	ten, other := e.tenant(t), e.tenant(t)
-	stats := func(what string, wantN int, wantOldest *time.Time) {
-		t.Helper()
-		var n int
-		var oldest *time.Time
-		err := e.readErr(func(tx store.Tx) error {
-			var err error
-			n, oldest, err = tx.MessageStats(e.ctx)
-			return err
-		})
-		if err != nil {
-			t.Fatalf("%s: MessageStats: %v", what, err)
-		}
-		equal(t, what, []any{n, oldest}, []any{wantN, wantOldest})
-	}
-	stats("empty outbox", 0, nil)
-
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	// stats reads the outbox at now (e.now unless said) as "surface pending
+	// oldest-created oldest-due" lines.
+	stats := func(what string, now time.Time, want ...string) {
+		t.Helper()
+		qs := read(t, e, func(tx store.Tx) ([]*store.QueueStats, error) { return tx.MessageStats(e.ctx, now) })
+		got := []string{}
+		for _, q := range qs {
+			due := "-"
+			if q.OldestDue != nil {
+				due = strconv.Itoa(int(q.OldestDue.Sub(e.now) / time.Second))
+			}
+			got = append(got, fmt.Sprintf("%s %d %d %s", q.Surface, q.Pending, int(q.OldestCreated.Sub(e.now)/time.Second), due))
+		}
+		equal(t, what, got, nonNil(want))
+	}
+	stats("empty outbox", e.now)
+
 	oldestEnded := msgEnded(ten.ID, store.MessageDelivered, at(-1), at(100))
 	oldestEnded.CreatedAt = at(-100)
 	p1, p2 := msgDue(ten.ID, at(-30), at(0)), msgDue(ten.ID, at(-10), at(5))
 	leased := withLease(msgDue(ten.ID, at(-20), at(0)), "w", at(60))
-	e.messages(t, oldestEnded, p2, leased, p1)
-	stats("pending and leased messages, not ended ones", 3, ptr(at(-30)))
+	push := msgDue(ten.ID, at(-5), at(-5))
+	push.Destination = "decision:" + uuid.NewString()
+	e.messages(t, oldestEnded, p2, leased, p1, push)
+	stats("pending and leased messages by surface, not ended ones", e.now, "decision 1 -5 -5", "instance 3 -30 0")
+	stats("a message due later is not due yet", at(10), "decision 1 -5 -5", "instance 3 -30 0")
 
-	u := msgDue(other.ID, at(-50), at(100))
+	u := msgDue(other.ID, at(-50), at(-40))
+	u.Destination = "endpoint:" + uuid.NewString()
 	e.messages(t, u)
-	stats("every tenant's", 4, ptr(at(-50)))
+	stats("every tenant's", e.now, "decision 1 -5 -5", "endpoint 1 -50 -40", "instance 3 -30 0")
+
+	// A deferral (a limit held the attempt back) keeps the time the
+	// message became due, not the next attempt time the deferral sets
+	// (one before the others, so that u is claimed again next); a recorded
+	// attempt moves it to the retry.
+	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{u.ID})
+	e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, u.ID, "w1", 1, at(-45)) })
+	stats("deferred: still due since it first was", at(1), "decision 1 -5 -5", "endpoint 1 -50 -40", "instance 3 -30 0")
+	equal(t, "claim", msgIDs(e.claim(t, "w1", at(2), at(30), 1)), []string{u.ID})
+	e.finish(t, store.FinishParams{ID: u.ID, Owner: "w1", Attempt: newAttempt(u, 1, at(2), 503, ""), State: store.MessagePending, NextAttempt: at(8)})
+	stats("retried: due at the retry", at(2), "decision 1 -5 -5", "endpoint 1 -50 -", "instance 3 -30 0")
+	stats("retried: due at the retry", at(9), "decision 1 -5 -5", "endpoint 1 -50 8", "instance 3 -30 0")
 
 	e.write(t, func(tx store.Tx) error {
 		_, err := tx.MessageCancelDestination(e.ctx, u.Destination, e.now, time.Hour)
 		return err
 	})
-	stats("after the oldest was cancelled", 3, ptr(at(-30)))
+	stats("after the endpoint's was cancelled", e.now, "decision 1 -5 -5", "instance 3 -30 0")
+	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{push.ID})
+	e.finish(t, store.FinishParams{ID: push.ID, Owner: "w1", Attempt: newAttempt(push, 1, at(1), 204, ""), State: store.MessageDelivered, RetainUntil: ptr(at(100))})
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{p1.ID})
 	e.finish(t, store.FinishParams{ID: p1.ID, Owner: "w1", Attempt: newAttempt(p1, 1, at(1), 204, ""), State: store.MessageDelivered, RetainUntil: ptr(at(100))})
-	stats("after the oldest was delivered", 2, ptr(at(-20)))
+	stats("after the oldest were delivered", e.now, "instance 2 -20 0")
+}
+
+func testEngineReports(t *testing.T, e *env) {
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	list := func() []*store.EngineReport {
+		return nonNil(read(t, e, func(tx store.Tx) ([]*store.EngineReport, error) { return tx.EngineList(e.ctx) }))
+	}
+	report := func(r store.EngineReport, forgetBefore time.Time) {
+		t.Helper()
+		e.write(t, func(tx store.Tx) error { return tx.EngineReport(e.ctx, &r, forgetBefore) })
+	}
+	equal(t, "none", list(), []*store.EngineReport{})
+	a := store.EngineReport{Owner: "a", StartedAt: at(-100), SeenAt: at(-50), Attempts: 3, SlotsBusy: 4, SlotsIdle: 1, SlotsStale: 1, SlotsReclaimed: 1 << 40}
+	b := store.EngineReport{Owner: "b", StartedAt: at(-10), SeenAt: at(-5)}
+	report(a, at(-1000))
+	report(b, at(-1000))
+	equal(t, "both", list(), []*store.EngineReport{&a, &b})
+	a.SeenAt, a.Attempts, a.SlotsStale = at(0), 0, 0
+	report(a, at(-1000))
+	equal(t, "a's report replaced", list(), []*store.EngineReport{&a, &b})
+	report(a, at(-5))
+	equal(t, "a report seen at the bound is kept", list(), []*store.EngineReport{&a, &b})
+	report(a, at(-4))
+	equal(t, "b forgotten: not renewed since before the bound", list(), []*store.EngineReport{&a})
+	e.write(t, func(tx store.Tx) error { return tx.EngineGone(e.ctx, "a") })
+	equal(t, "a gone", list(), []*store.EngineReport{})
 }
 
 func testMessagePurge(t *testing.T, e *env) {
