@@ -1,6 +1,11 @@
 // Command agentowl-bench measures approval request creation and decision
 // throughput of a running AgentOwl server over HTTP, with N concurrent
 // clients, and prints requests/s and p50/p99 latency. See BENCHMARKS.md.
+//
+// Subcommands: `deliver` measures decisions turned into acknowledged HTTPS
+// deliveries (deliver.go); `soak` runs servers under a mixed load against
+// misbehaving receivers, optionally killing and freezing replicas, and
+// checks that no message is lost or stuck (soak.go).
 package main
 
 import (
@@ -20,12 +25,15 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "deliver" {
-		if err := runDeliver(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "error:", err)
-			os.Exit(1)
+	if len(os.Args) > 1 {
+		sub := map[string]func([]string) error{"deliver": runDeliver, "soak": runSoak}[os.Args[1]]
+		if sub != nil {
+			if err := sub(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "error:", err)
+				os.Exit(1)
+			}
+			return
 		}
-		return
 	}
 	url := flag.String("url", envOr("AGENTOWL_URL", "http://127.0.0.1:8470"), "server URL")
 	token := flag.String("token", os.Getenv("AGENTOWL_TOKEN"), "admin operator token")

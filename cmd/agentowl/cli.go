@@ -293,6 +293,20 @@ func (c *cli) serveCommand() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if cfg.DatabaseURL == "" {
+				// SQLite is for one process: the data directory's lock
+				// makes it so, and lets this one take over what a dead
+				// predecessor left leased.
+				if cfg.DataDir == "" {
+					cfg.DataDir = server.DefaultDataDir
+				}
+				lock, err := lockDataDir(cfg.DataDir)
+				if err != nil {
+					return err
+				}
+				defer lock.unlock()
+				cfg.SoleProcess = lock.exclusive()
+			}
 			srv, err := server.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err

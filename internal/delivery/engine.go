@@ -457,9 +457,9 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 	// attempt that has its slots and will be sent, so they count what
 	// receivers see.
 	keys := e.dests.keys(ctx, target.URL, start)
-	held, ok := e.acquireDestinations(stop, append(slices.Clip(keys), accountKey(m.TenantID)))
+	held, ok, turn := e.acquireDestinations(stop, append(slices.Clip(keys), accountKey(m.TenantID)))
 	if !ok {
-		next := e.clock.Now().Add(250 * time.Millisecond)
+		next := e.clock.Now().Add(max(turn, 250*time.Millisecond))
 		if stop.Err() != nil {
 			next = e.clock.Now() // stopping: another replica may take it at once
 		}
@@ -674,21 +674,22 @@ func (e *Engine) retryFloor() time.Duration { return e.cfg.RetryMinDelay / 10 }
 // order, so two attempts cannot wait on each other), waiting up to a second
 // in all (attempts usually take milliseconds), and not past stop. The wait
 // is a context, not a timer's channel: it ends every key's wait once over,
-// however many keys a wait took.
-func (e *Engine) acquireDestinations(stop context.Context, keys []string) ([]heldSlot, bool) {
+// however many keys a wait took. Without them, it reports the turn the
+// busy key gave the attempt (sharedSlots.acquire).
+func (e *Engine) acquireDestinations(stop context.Context, keys []string) ([]heldSlot, bool, time.Duration) {
 	sorted := slices.Sorted(slices.Values(keys))
 	ctx, cancel := context.WithTimeout(stop, time.Second) // real time: a wait for a slot, not a schedule
 	defer cancel()
 	held := make([]heldSlot, 0, len(sorted))
 	for _, k := range sorted {
-		h, ok := e.destSlots.acquire(ctx, k)
+		h, ok, turn := e.destSlots.acquire(ctx, k)
 		if !ok {
 			e.releaseDestinations(held)
-			return nil, false
+			return nil, false, turn
 		}
 		held = append(held, h)
 	}
-	return held, true
+	return held, true, 0
 }
 
 // takeRates takes one event of the tenant's rate and of every key's rate,

@@ -725,9 +725,12 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 		}
 		a.Wake()
 		b.Wake()
-		// Some attempt waits for a slot in vain and is given back for later:
-		// by then every attempt that could start has started.
-		waitFor(t, "an attempt delayed for want of a slot", func() bool {
+		// Two attempts hold the two slots, and some other is given back for
+		// later (sent away with a turn, or after waiting in vain).
+		waitFor(t, "the limit reached and an attempt delayed for want of a slot", func() bool {
+			if most.Load() < 2 {
+				return false
+			}
 			for _, id := range ids {
 				if m := f.get(id); m.State == store.MessagePending && m.LeaseOwner == "" && m.NextAttempt.After(f.clock.Now()) {
 					return true
@@ -982,24 +985,46 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		window := f.clock.Now().Truncate(time.Minute)
 		e.Wake()
 
-		// One attempt holds the slot; the four others wait for it in vain
-		// and are put back for later.
+		// One attempt holds the slot; the four others wait for it in vain,
+		// or are sent away at once with their turns, and are put back for
+		// later.
 		waitFor(t, "four attempts put back", func() bool { return got.Load() == 1 && count(putBack) == 4 })
 		agree("while the slot was held", window, 1)
 		close(gate)
 		waitFor(t, "the first delivery", func() bool { return count(delivered) == 1 })
 
-		// Retried, two more fit the rate; the last two wait for the next window.
-		f.clock.Advance(time.Second)
+		// Retried (every turn has come: turns follow the slot's pace, a
+		// quarter of a second per attempt until one is measured, then the
+		// hold measured, here the first attempt's long one), two more fit
+		// the rate; the last two wait for the next window.
+		// The clock moves to each turn before the end of window as it comes,
+		// while no attempt is under way.
+		nextTurn := func(window time.Time) {
+			var next time.Time
+			for _, id := range ids {
+				m := f.get(id)
+				if m.State == store.MessagePending && m.LeaseOwner != "" {
+					return
+				}
+				if m.State == store.MessagePending && m.NextAttempt.Before(window.Add(time.Minute)) && (next.IsZero() || m.NextAttempt.Before(next)) {
+					next = m.NextAttempt
+				}
+			}
+			if next.After(f.clock.Now()) {
+				f.clock.Advance(next.Sub(f.clock.Now()))
+			}
+		}
 		waitFor(t, "three deliveries, two held to the next window", func() bool {
+			nextTurn(window)
 			return count(delivered) == 3 && count(func(m *store.Message) bool {
 				return m.State == store.MessagePending && m.LeaseOwner == "" && !m.NextAttempt.Before(window.Add(time.Minute))
 			}) == 2
 		}, e)
 		agree("when the window was full", window, 3)
 
-		f.clock.Advance(time.Minute)
-		waitFor(t, "every delivery", func() bool { return count(delivered) == 5 }, e)
+		// The next window, from its start: the turns come well within it.
+		f.clock.Advance(window.Add(time.Minute).Sub(f.clock.Now()))
+		waitFor(t, "every delivery", func() bool { nextTurn(window.Add(time.Minute)); return count(delivered) == 5 }, e)
 		agree("in the next window", window.Add(time.Minute), 2)
 		if n := got.Load(); n != 5 {
 			t.Fatalf("the receiver got %d attempts for 5 events", n)

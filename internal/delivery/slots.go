@@ -65,6 +65,11 @@ type keySlots struct {
 	waiters []chan heldSlot    // attempts waiting for a slot, oldest first
 	leasing bool               // a lease loop is running for the waiters
 	made    bool               // the key's slot rows exist
+	// hold is the moving average of how long an attempt holds one of the
+	// key's slots; nextTurn is the turn the last attempt sent away was
+	// given (see acquire).
+	hold     time.Duration
+	nextTurn time.Time
 }
 
 // slotLease is one lease of one slot as this process holds it.
@@ -91,6 +96,22 @@ type heldSlot struct {
 const (
 	slotIdle  = 200 * time.Millisecond
 	slotRetry = 20 * time.Millisecond
+)
+
+// Pacing. An attempt that would wait longer than maxSlotWait for one of
+// its key's slots does not wait: it is sent away with a turn, and its
+// message put back until then. Turns follow each other by the key's hold
+// time over its slots, the pace at which the key frees them, so a slow
+// destination's backlog comes back to the engine at the pace the
+// destination takes it, not all at once: its messages neither hold the
+// engine's own concurrency while they wait nor crowd other destinations'
+// messages out of the claims. defaultHold stands for a key's hold time
+// until one is measured; maxTurn caps a turn, so a destination that
+// speeds up is not left waiting on old estimates.
+const (
+	maxSlotWait = 250 * time.Millisecond
+	defaultHold = 250 * time.Millisecond
+	maxTurn     = time.Minute
 )
 
 // newSharedSlots returns the slots of keys, limit(key) of each. A slot must
@@ -134,8 +155,10 @@ func take(l *slotLease) heldSlot {
 }
 
 // acquire takes one slot of key, waiting until ctx ends (its deadline, or
-// the engine stopping).
-func (s *sharedSlots) acquire(ctx context.Context, key string) (heldSlot, bool) {
+// the engine stopping). Without a slot it reports in how long the attempt
+// may come back for one: its turn (see maxSlotWait), zero when the wait
+// was cut short by ctx alone.
+func (s *sharedSlots) acquire(ctx context.Context, key string) (heldSlot, bool, time.Duration) {
 	s.mu.Lock()
 	ks := s.key(key)
 	now := s.clock.Now()
@@ -145,8 +168,12 @@ func (s *sharedSlots) acquire(ctx context.Context, key string) (heldSlot, bool) 
 		if s.usable(ks, l, now) {
 			h := take(l)
 			s.mu.Unlock()
-			return h, true
+			return h, true, 0
 		}
+	}
+	if turn := s.turn(key, ks, false); turn > 0 {
+		s.mu.Unlock()
+		return heldSlot{}, false, turn
 	}
 	ch := make(chan heldSlot, 1) // a slot is handed over under s.mu, never blocking
 	ks.waiters = append(ks.waiters, ch)
@@ -158,20 +185,58 @@ func (s *sharedSlots) acquire(ctx context.Context, key string) (heldSlot, bool) 
 	s.mu.Unlock()
 	select {
 	case h := <-ch:
-		return h, true
+		return h, true, 0
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
 	if i := slices.Index(ks.waiters, ch); i >= 0 {
 		ks.waiters = slices.Delete(ks.waiters, i, i+1)
+		turn := s.turn(key, ks, true)
 		s.mu.Unlock()
-		return heldSlot{}, false
+		return heldSlot{}, false, turn
 	}
 	s.mu.Unlock()
 	// Handed over just as the wait ended: the wait is over, so the slot
 	// goes to the next waiter or the pool.
 	s.release(<-ch)
-	return heldSlot{}, false
+	return heldSlot{}, false, 0
+}
+
+// turn is how long an attempt that found no free slot of key should stay
+// away: zero when it may wait here (a slot may still be leased, or its
+// wait would be short), else a turn after the attempts already waiting and
+// those sent away before it. A wait that ran out (waited) always gets a
+// turn. Under s.mu.
+func (s *sharedSlots) turn(key string, ks *keySlots, waited bool) time.Duration {
+	hold := ks.hold
+	if hold <= 0 {
+		hold = defaultHold
+	}
+	limit := max(s.limit(key), 1)
+	busy := 0
+	for _, l := range ks.held {
+		if l.busy {
+			busy++
+		}
+	}
+	// Waiting for the attempts here to free a slot: those waiting first
+	// and this one take turns as the busy slots come free.
+	ahead := busy + len(ks.waiters) + 1 - limit
+	wait := hold * time.Duration(max(ahead, 0)) / time.Duration(limit)
+	if !waited && wait <= maxSlotWait {
+		return 0
+	}
+	wait = max(wait, hold/time.Duration(limit))
+	now := time.Now() // real time: the pace of receivers, not a schedule
+	at := now.Add(wait)
+	if next := ks.nextTurn.Add(hold / time.Duration(limit)); next.After(at) {
+		at = next
+	}
+	if cap := now.Add(maxTurn); at.After(cap) {
+		at = cap
+	}
+	ks.nextTurn = at
+	return at.Sub(now)
 }
 
 // release gives a slot back: to the oldest waiter, or to the pool. It
@@ -188,8 +253,17 @@ func (s *sharedSlots) giveBack(l *slotLease, gen uint64) {
 	if l == nil || l.gen != gen || !l.busy {
 		return
 	}
+	held := time.Since(l.since)
 	l.busy, l.since = false, time.Now()
 	ks := s.keys[l.key]
+	if ks != nil {
+		// A moving average over the last few attempts.
+		if ks.hold == 0 {
+			ks.hold = held
+		} else {
+			ks.hold = (ks.hold*4 + held) / 5
+		}
+	}
 	if ks == nil || !s.usable(ks, l, s.clock.Now()) {
 		return // lost (not renewed) or given up: nothing of it to pool
 	}

@@ -25,7 +25,7 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 			ctx := context.Background()
 			take := func(key string) heldSlot {
 				t.Helper()
-				h, ok := s.acquire(ctx, key)
+				h, ok, _ := s.acquire(ctx, key)
 				if !ok {
 					t.Fatalf("no slot of %s", key)
 				}
@@ -51,7 +51,7 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 			clock.Advance(s.lease - s.minLeft + time.Second)
 			gone, cancel := context.WithCancel(ctx)
 			cancel()
-			if _, ok := s.acquire(gone, "host:k"); ok {
+			if _, ok, _ := s.acquire(gone, "host:k"); ok {
 				t.Fatal("a slot with too little lease left was used")
 			}
 			// The lease loop that the attempt started ends with no one
@@ -96,7 +96,7 @@ func TestSharedSlotsReleaseAfterRenewal(t *testing.T) {
 			st := b.Open(t)
 			s, clock := newTestSlots(t, st, 1)
 			ctx := context.Background()
-			h, ok := s.acquire(ctx, "host:k")
+			h, ok, _ := s.acquire(ctx, "host:k")
 			if !ok {
 				t.Fatal("no slot")
 			}
@@ -110,7 +110,7 @@ func TestSharedSlotsReleaseAfterRenewal(t *testing.T) {
 			// hands it over.
 			got := make(chan heldSlot, 1)
 			go func() {
-				w, ok := s.acquire(ctx, "host:k")
+				w, ok, _ := s.acquire(ctx, "host:k")
 				if ok {
 					got <- w
 				}
@@ -131,7 +131,7 @@ func TestSharedSlotsReleaseAfterRenewal(t *testing.T) {
 				t.Fatalf("after both releases: %+v, want one idle slot", c)
 			}
 			// Reused without a new lease: the same slot, the same lease.
-			again, ok := s.acquire(ctx, "host:k")
+			again, ok, _ := s.acquire(ctx, "host:k")
 			if !ok || again.lease != h.lease {
 				t.Fatalf("the idle slot was not reused: %+v", again)
 			}
@@ -146,9 +146,9 @@ func TestSharedSlotsStaleReleaseIsIgnored(t *testing.T) {
 	st := storetest.Backends(t)[0].Open(t)
 	s, _ := newTestSlots(t, st, 1)
 	ctx := context.Background()
-	first, _ := s.acquire(ctx, "host:k")
+	first, _, _ := s.acquire(ctx, "host:k")
 	s.release(first)
-	second, ok := s.acquire(ctx, "host:k")
+	second, ok, _ := s.acquire(ctx, "host:k")
 	if !ok || second.lease != first.lease {
 		t.Fatal("the slot was not reused")
 	}
@@ -172,7 +172,7 @@ func TestSharedSlotsReclaimLeakedSlot(t *testing.T) {
 			st := b.Open(t)
 			s, _ := newTestSlots(t, st, 1)
 			ctx := context.Background()
-			leaked, _ := s.acquire(ctx, "account:t")
+			leaked, _, _ := s.acquire(ctx, "account:t")
 			const maxHold = time.Minute
 			var reported []string
 			s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
@@ -187,14 +187,14 @@ func TestSharedSlotsReclaimLeakedSlot(t *testing.T) {
 			}
 			short, cancel := context.WithCancel(ctx)
 			cancel()
-			if _, ok := s.acquire(short, "account:t"); ok {
+			if _, ok, _ := s.acquire(short, "account:t"); ok {
 				t.Fatal("a leaked slot was handed out before it was reclaimed")
 			}
 			s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
 			if len(reported) != 1 || reported[0] != "account:t" {
 				t.Fatalf("reported %v, want the leaked slot", reported)
 			}
-			next, ok := s.acquire(ctx, "account:t")
+			next, ok, _ := s.acquire(ctx, "account:t")
 			if !ok || next.lease != leaked.lease {
 				t.Fatal("the reclaimed slot was not reused")
 			}
@@ -203,5 +203,62 @@ func TestSharedSlotsReclaimLeakedSlot(t *testing.T) {
 				t.Fatalf("the lost holder's release freed a slot in use: %+v", c)
 			}
 		})
+	}
+}
+
+// Pacing: with a key's slots busy, an attempt whose wait would be short
+// waits; the next ones are sent away at once, each with a turn after the
+// last by the key's hold time over its slots (the pace the destination
+// frees them), so a slow destination's backlog neither holds the engine's
+// concurrency nor comes back all at once.
+func TestSharedSlotsPaceABusyKey(t *testing.T) {
+	st := storetest.Backends(t)[0].Open(t)
+	s, _ := newTestSlots(t, st, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		if _, ok, _ := s.acquire(ctx, "host:slow"); !ok {
+			t.Fatal("no slot")
+		}
+	}
+	s.mu.Lock()
+	s.keys["host:slow"].hold = 200 * time.Millisecond // measured from earlier attempts
+	s.mu.Unlock()
+	// Two waits of 100 and 200 ms (under maxSlotWait) wait here.
+	waiting := make(chan bool, 2)
+	for range 2 {
+		go func() {
+			_, ok, _ := s.acquire(ctx, "host:slow")
+			waiting <- ok
+		}()
+	}
+	for n := 0; n < 2; time.Sleep(time.Millisecond) { // synchronization, not a timing assertion
+		s.mu.Lock()
+		n = len(s.keys["host:slow"].waiters)
+		s.mu.Unlock()
+	}
+	// The rest are sent away with turns 100 ms apart (200 ms / 2 slots),
+	// the first after the two waiting: 300 ms.
+	var turns []time.Duration
+	for range 4 {
+		_, ok, turn := s.acquire(ctx, "host:slow")
+		if ok || turn <= 0 {
+			t.Fatalf("an attempt that would wait %s was not sent away (turn %s)", 300*time.Millisecond, turn)
+		}
+		turns = append(turns, turn)
+	}
+	if turns[0] < 290*time.Millisecond || turns[0] > 300*time.Millisecond {
+		t.Errorf("first turn %s, want 300ms: after the two waiting", turns[0])
+	}
+	for i := 1; i < len(turns); i++ {
+		// Each turn is the last one's plus 100 ms, less the real time
+		// between the two calls.
+		if gap := turns[i] - turns[i-1]; gap < 90*time.Millisecond || gap > 100*time.Millisecond {
+			t.Errorf("turn %d is %s after the one before, want 100ms (turns %v)", i, gap, turns)
+		}
+	}
+	cancel()
+	for range 2 {
+		<-waiting
 	}
 }

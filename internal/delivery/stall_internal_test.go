@@ -37,7 +37,7 @@ func TestEngineShowsLeakedSlot(t *testing.T) {
 			go func() { e.Run(ctx); close(done) }()
 			t.Cleanup(func() { stop(); <-done })
 
-			leaked, ok := e.destSlots.acquire(ctx, accountKey("t1"))
+			leaked, ok, _ := e.destSlots.acquire(ctx, accountKey("t1"))
 			if !ok {
 				t.Fatal("no slot")
 			}

@@ -77,9 +77,15 @@ type Config struct {
 	// delivers. For replicas that only serve the API (and tests that play the
 	// engine's part). Defaults to false.
 	NoDelivery bool
-	Egress     egress.Config
-	Work       work.Config
-	Ingress    ingress.Config
+	// SoleProcess tells that no other process uses the SQLite store
+	// (agentowl serve holds the data directory's lock): the delivery
+	// engine then takes over the leases in it at start, which can only be
+	// a dead predecessor's. Ignored with PostgreSQL, whose replicas keep
+	// lease expiry as the bound.
+	SoleProcess bool
+	Egress      egress.Config
+	Work        work.Config
+	Ingress     ingress.Config
 	// SMTP is the inbound SMTP listener; off unless SMTP.Listen is set.
 	SMTP smtp.Config
 	// BlobURL is the private object storage of retained attachments: ""
@@ -108,7 +114,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.DataDir == "" {
-		c.DataDir = "agentowl-data"
+		c.DataDir = DefaultDataDir
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8470"
@@ -166,11 +172,12 @@ type Server struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 
-	lock *serveLock // SQLite only: the data directory's serve lock
-
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// DefaultDataDir is the data directory of a Config that names none.
+const DefaultDataDir = "agentowl-data"
 
 // Start opens the store, bootstraps tenant "default" on a database's first
 // start, assembles every component and serves until Close. It returns once
@@ -194,11 +201,6 @@ func (s *Server) start(ctx context.Context) (err error) {
 	key := cfg.SecretKey
 	if key == nil {
 		if key, err = KeyFile(cfg.DataDir); err != nil {
-			return err
-		}
-	}
-	if cfg.DatabaseURL == "" {
-		if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
 			return err
 		}
 	}
@@ -297,7 +299,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	s.api.Register(s.sched.Collectors()...)
 	s.http = s.api.HTTPServer()
 
-	if s.lock.exclusive() && !s.cfg.NoDelivery {
+	if cfg.SoleProcess && cfg.DatabaseURL == "" && !cfg.NoDelivery {
 		// No other process serves this SQLite file: the message and slot
 		// leases in it are a dead predecessor's (kill -9, a crash), and
 		// waiting for them to lapse would protect nothing. PostgreSQL
@@ -479,7 +481,7 @@ func (s *Server) close() error {
 	if s.blobs != nil {
 		err = errors.Join(err, s.blobs.Close())
 	}
-	return errors.Join(err, s.lock.unlock())
+	return err
 }
 
 // OpenStore opens the configured store, its secrets sealed under key. It

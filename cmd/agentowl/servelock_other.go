@@ -1,6 +1,6 @@
 //go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
-package server
+package main
 
 // serveLock: without flock, no lock is taken and no process knows itself
 // the only one serving; delivery leases of a dead predecessor then lapse

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentowl/agentowl/internal/store/storetest"
+)
+
+// TestSoak runs a shortened soak against the built server: one SQLite
+// process killed with SIGKILL mid-load, and three PostgreSQL replicas of
+// which one is killed and another frozen. It asserts correctness only —
+// nothing lost or stuck, duplicates only around a kill or freeze, a prompt
+// exit on SIGTERM — and no latency or throughput figure (BENCHMARKS.md).
+func TestSoak(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "agentowl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/agentowl/agentowl/cmd/agentowl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	base := soakConfig{Binary: bin, Duration: 60 * time.Second, Rate: 10, Tenants: 2, Drain: 3 * time.Minute, Kill: true}
+
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		checkSoak(t, base, 1)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		url := storetest.PostgresURL(t) // fails with CI set and no URL
+		if url == "" {
+			t.Skip("AGENTOWL_TEST_DATABASE_URL is not set: replicas need PostgreSQL")
+		}
+		cfg := base
+		cfg.DatabaseURL, cfg.Replicas, cfg.Freeze = url, 3, true
+		checkSoak(t, cfg, 2)
+	})
+}
+
+// checkSoak runs cfg and fails the test on every failed assertion; faults
+// is how many kills and freezes must have happened.
+func checkSoak(t *testing.T, cfg soakConfig, faults int) {
+	t.Helper()
+	cfg.Out = testWriter{t}
+	res, err := soak(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.failures {
+		t.Error(f)
+	}
+	if len(res.windows) != faults {
+		t.Errorf("%d kills and freezes happened, want %d: %v", len(res.windows), faults, res.windows)
+	}
+	if n := sum(res.delivered[:]); n == 0 {
+		t.Error("nothing was delivered")
+	}
+}
+
+// testWriter logs what is written to it, a line at a time.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Log(line)
+	}
+	return len(p), nil
+}
+
+// The fast receiver gets an eighth of the operations in the mix, as in the
+// baseline, and the capped receivers keep their gaps.
+func TestChooserShares(t *testing.T) {
+	t.Parallel()
+	c := &chooser{tenants: 3}
+	var got [numBehaviours]int
+	now := time.Now()
+	const picks = 8000
+	for i := range picks {
+		b, _, tenant := c.pick(now.Add(time.Duration(i)*10*time.Millisecond), phaseMix)
+		got[b]++
+		if tenant < 0 || tenant >= 3 {
+			t.Fatalf("tenant %d", tenant)
+		}
+	}
+	if got[recvFast] != picks/int(numBehaviours) {
+		t.Errorf("fast got %d of %d picks, want an eighth", got[recvFast], picks)
+	}
+	// 80 s of picks: one per gap, and the first.
+	if got[recvTimeout] > 11 || got[recvSlow2s] > 54 {
+		t.Errorf("capped receivers got timeout %d, slow2s %d picks in 80s", got[recvTimeout], got[recvSlow2s])
+	}
+	for b, n := range got {
+		if n == 0 {
+			t.Errorf("receiver %s got no picks", behaviour(b))
+		}
+	}
+}
+
+// metrics sums a metric's samples over their labels and leaves out what
+// the server does not expose.
+func TestReplicaMetrics(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "# HELP agentowl_delivery_slots_held Slots.\n# TYPE agentowl_delivery_slots_held gauge\n"+
+			"agentowl_delivery_slots_held{key=\"host:a\"} 2\nagentowl_delivery_slots_held{key=\"addr:b\"} 3\n"+
+			"agentowl_delivery_queue_depth 7\nagentowl_delivery_queue_depth_other 1\n")
+	}))
+	defer srv.Close()
+	p := &replica{name: "r", url: srv.URL}
+	m, err := p.metrics(context.Background(), srv.Client(), "agentowl_delivery_slots_held", "agentowl_delivery_queue_depth", "agentowl_delivery_attempts_in_flight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["agentowl_delivery_slots_held"] != 5 || m["agentowl_delivery_queue_depth"] != 7 {
+		t.Errorf("metrics = %v, want slots 5 and depth 7", m)
+	}
+	if _, ok := m["agentowl_delivery_attempts_in_flight"]; ok {
+		t.Errorf("a metric the server does not expose was read: %v", m)
+	}
+}
