@@ -5,7 +5,9 @@
 // Subcommands: `deliver` measures decisions turned into acknowledged HTTPS
 // deliveries (deliver.go); `soak` runs servers under a mixed load against
 // misbehaving receivers, optionally killing and freezing replicas, and
-// checks that no message is lost or stuck (soak.go).
+// checks that no message is lost or stuck (soak.go); `stall` reproduces
+// issue 25 (a receiver that answers after 200 ms, 800 decided requests,
+// another tenant meanwhile) and measures it (stall.go).
 package main
 
 import (
@@ -26,7 +28,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 {
-		sub := map[string]func([]string) error{"deliver": runDeliver, "soak": runSoak}[os.Args[1]]
+		sub := map[string]func([]string) error{"deliver": runDeliver, "soak": runSoak, "stall": runStall}[os.Args[1]]
 		if sub != nil {
 			if err := sub(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "error:", err)

@@ -35,24 +35,13 @@ func setupTenants(ctx context.Context, f *fleet, rs *receiverSet, systemAdmin st
 	targets := make([][numBehaviours]*target, n)
 	for t := range n {
 		name := fmt.Sprintf("soak-%d", t+1)
-		var nt struct {
-			Admin struct {
-				Token string `json:"token"`
-			} `json:"admin"`
-		}
-		if _, _, err := f.call(ctx, http.MethodPost, "/api/v1/tenants", systemAdmin, map[string]any{"name": name}, nil, &nt); err != nil {
-			return nil, fmt.Errorf("create tenant %s: %w", name, err)
-		}
-		base := "/api/v1/tenants/" + name
-		var prov struct {
-			Token string `json:"token"`
-		}
-		if _, _, err := f.call(ctx, http.MethodPost, base+"/provisioner-tokens", nt.Admin.Token, map[string]any{"label": "soak"}, nil, &prov); err != nil {
-			return nil, fmt.Errorf("provisioner token of %s: %w", name, err)
+		admin, prov, err := createTenant(ctx, f, systemAdmin, name)
+		if err != nil {
+			return nil, err
 		}
 		for b := range numBehaviours {
-			tg := &target{tenant: name, admin: nt.Admin.Token, recv: b}
-			if err := tg.provision(ctx, f, rs, t, prov.Token); err != nil {
+			tg := &target{tenant: name, admin: admin, recv: b}
+			if err := tg.provision(ctx, f, rs, t, prov); err != nil {
 				return nil, fmt.Errorf("%s at %s: %w", name, b, err)
 			}
 			targets[t][b] = tg
@@ -61,30 +50,35 @@ func setupTenants(ctx context.Context, f *fleet, rs *receiverSet, systemAdmin st
 	return targets, nil
 }
 
+// createTenant creates tenant name through the system tenant's admin and
+// returns the new tenant's admin operator token and a provisioner token.
+func createTenant(ctx context.Context, f *fleet, systemAdmin, name string) (admin, prov string, err error) {
+	var nt struct {
+		Admin struct {
+			Token string `json:"token"`
+		} `json:"admin"`
+	}
+	if _, _, err := f.call(ctx, http.MethodPost, "/api/v1/tenants", systemAdmin, map[string]any{"name": name}, nil, &nt); err != nil {
+		return "", "", fmt.Errorf("create tenant %s: %w", name, err)
+	}
+	var pt struct {
+		Token string `json:"token"`
+	}
+	if _, _, err := f.call(ctx, http.MethodPost, "/api/v1/tenants/"+name+"/provisioner-tokens", nt.Admin.Token, map[string]any{"label": "soak"}, nil, &pt); err != nil {
+		return "", "", fmt.Errorf("provisioner token of %s: %w", name, err)
+	}
+	return nt.Admin.Token, pt.Token, nil
+}
+
 // provision creates the target's instance (its receiver verified on the
 // way), endpoint, runtime credential and binding; tenant t's messages
 // arrive under pathOf(t, …).
 func (tg *target) provision(ctx context.Context, f *fleet, rs *receiverSet, t int, provToken string) error {
-	base := "/api/v1/tenants/" + tg.tenant
-	at := rs.url(tg.recv)
-	regID, secret := uuid.NewString(), webhook.NewSecret()
-	if err := rs.rec.addRoute(tg.recv, pathOf(t, msgNotification), msgNotification, secret, ""); err != nil {
+	if err := tg.provisionInstance(ctx, f, rs, t, provToken); err != nil {
 		return err
 	}
-	var inst struct {
-		Credential struct {
-			Token string `json:"token"`
-		} `json:"credential"`
-	}
-	if _, _, err := f.call(ctx, http.MethodPost, "/v1/instances", provToken, map[string]any{
-		"instance_name": "soak-" + tg.recv.String(),
-		"delivery": map[string]any{"type": "webhook", "url": at + pathOf(t, msgNotification),
-			"registration_id": regID, "signing_secret": secret},
-	}, map[string]string{"Idempotency-Key": regID}, &inst); err != nil {
-		return fmt.Errorf("instance: %w", err)
-	}
-	tg.instanceCred = inst.Credential.Token
-
+	base := "/api/v1/tenants/" + tg.tenant
+	at := rs.url(tg.recv)
 	bearer := randomHex(16)
 	var ep struct {
 		ID            string `json:"id"`
@@ -120,6 +114,30 @@ func (tg *target) provision(ctx context.Context, f *fleet, rs *receiverSet, t in
 		return fmt.Errorf("binding's ingress URL %q: %w", bnd.IngressURL, err)
 	}
 	tg.ingressPath = u.Path
+	return nil
+}
+
+// provisionInstance creates the target's AAP instance, its webhook at the
+// target's receiver under pathOf(t, msgNotification) (verified on the way).
+func (tg *target) provisionInstance(ctx context.Context, f *fleet, rs *receiverSet, t int, provToken string) error {
+	at := rs.url(tg.recv)
+	regID, secret := uuid.NewString(), webhook.NewSecret()
+	if err := rs.rec.addRoute(tg.recv, pathOf(t, msgNotification), msgNotification, secret, ""); err != nil {
+		return err
+	}
+	var inst struct {
+		Credential struct {
+			Token string `json:"token"`
+		} `json:"credential"`
+	}
+	if _, _, err := f.call(ctx, http.MethodPost, "/v1/instances", provToken, map[string]any{
+		"instance_name": "soak-" + tg.recv.String(),
+		"delivery": map[string]any{"type": "webhook", "url": at + pathOf(t, msgNotification),
+			"registration_id": regID, "signing_secret": secret},
+	}, map[string]string{"Idempotency-Key": regID}, &inst); err != nil {
+		return fmt.Errorf("instance: %w", err)
+	}
+	tg.instanceCred = inst.Credential.Token
 	return nil
 }
 

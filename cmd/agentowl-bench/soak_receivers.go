@@ -31,7 +31,7 @@ type behaviour int
 
 const (
 	recvFast        behaviour = iota // answers at once
-	recvSlow200                      // answers after 200 ms
+	recvSlow200                      // answers after 200 ms (recorder.slowDelay)
 	recvSlow2s                       // answers after 2 s
 	recvTimeout                      // first attempt of a message outlasts the server's attempt timeout
 	recvUnavailable                  // first two attempts: 503 with Retry-After: 1
@@ -109,16 +109,23 @@ func (m *message) acks() []time.Time {
 // that changed between attempts).
 type recorder struct {
 	done chan struct{} // closed at the end, to free held handlers
+	// slowDelay is how long receiver slow200 takes to answer (200 ms
+	// unless the stall benchmark's -delay says otherwise); set it before
+	// the receivers start.
+	slowDelay time.Duration
 
 	mu       sync.Mutex
 	routes   map[string]route // behaviour + path -> route
 	byID     map[string]*message
 	flaps    int
 	problems []string
+	// active and peak are, per receiver, the attempts it is answering now
+	// and the most it has answered at once.
+	active, peak [numBehaviours]int
 }
 
 func newRecorder() *recorder {
-	return &recorder{done: make(chan struct{}), routes: map[string]route{}, byID: map[string]*message{}}
+	return &recorder{done: make(chan struct{}), slowDelay: 200 * time.Millisecond, routes: map[string]route{}, byID: map[string]*message{}}
 }
 
 // addRoute registers a path of receiver b, signed with secret.
@@ -159,6 +166,8 @@ func (rc *recorder) begin(b behaviour, id string, subj subject, typ string, body
 	}
 	m.inflight++
 	m.begun++
+	rc.active[b]++
+	rc.peak[b] = max(rc.peak[b], rc.active[b])
 	if b == recvFlapping {
 		rc.flaps++
 	}
@@ -166,11 +175,12 @@ func (rc *recorder) begin(b behaviour, id string, subj subject, typ string, body
 }
 
 // end records the answer of an attempt begun with begin.
-func (rc *recorder) end(id string, status int) {
+func (rc *recorder) end(b behaviour, id string, status int) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	m := rc.byID[id]
 	m.inflight--
+	rc.active[b]--
 	m.attempts = append(m.attempts, attempt{at: time.Now(), status: status})
 }
 
@@ -186,6 +196,13 @@ func (rc *recorder) snapshot() (map[string]message, []string) {
 		out[id] = c
 	}
 	return out, append([]string(nil), rc.problems...)
+}
+
+// peakInFlight is the most attempts receiver b has answered at once.
+func (rc *recorder) peakInFlight(b behaviour) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.peak[b]
 }
 
 // acked returns, per subject, whether some message about it got a 2xx.
@@ -265,7 +282,7 @@ func (rc *recorder) handler(b behaviour) http.HandlerFunc {
 		}
 		n, flap := rc.begin(b, id, subj, msg.Type, body)
 		status := rc.answer(w, r, b, rt.kind, n, flap, msg.DecisionID)
-		rc.end(id, status)
+		rc.end(b, id, status)
 	}
 }
 
@@ -285,7 +302,7 @@ func (rc *recorder) answer(w http.ResponseWriter, r *http.Request, b behaviour, 
 	}
 	status, retryAfter := http.StatusOK, ""
 	switch {
-	case b == recvSlow200 && !wait(200*time.Millisecond), b == recvSlow2s && !wait(2*time.Second):
+	case b == recvSlow200 && !wait(rc.slowDelay), b == recvSlow2s && !wait(2*time.Second):
 		return 0
 	case b == recvTimeout && n == 1:
 		if !wait(hangFor) {

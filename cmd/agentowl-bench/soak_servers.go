@@ -183,6 +183,25 @@ func (p *replica) logTail(n int) string {
 // metrics reads the samples of the named metrics from the replica's
 // /metrics, summed over their labels; a name it does not expose is absent.
 func (p *replica) metrics(ctx context.Context, client *http.Client, names ...string) (map[string]float64, error) {
+	samples, err := p.samples(ctx, client, names...)
+	out := map[string]float64{}
+	for _, s := range samples {
+		out[s.name] += s.value
+	}
+	return out, err
+}
+
+// sample is one line of a /metrics exposition: a metric, its labels and
+// its value.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// samples reads every sample of the named metrics from the replica's
+// /metrics.
+func (p *replica) samples(ctx context.Context, client *http.Client, names ...string) ([]sample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -195,12 +214,22 @@ func (p *replica) metrics(ctx context.Context, client *http.Client, names ...str
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s /metrics: %s", p.name, resp.Status)
 	}
+	out, err := parseSamples(resp.Body, names...)
+	if err != nil {
+		return out, fmt.Errorf("%s /metrics: %w", p.name, err)
+	}
+	return out, nil
+}
+
+// parseSamples reads the samples of the named metrics from a Prometheus
+// text exposition.
+func parseSamples(r io.Reader, names ...string) ([]sample, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	var out []sample
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -208,9 +237,15 @@ func (p *replica) metrics(ctx context.Context, client *http.Client, names ...str
 			continue
 		}
 		name, rest, _ := strings.Cut(line, " ")
+		var labels map[string]string
 		if i := strings.IndexByte(name, '{'); i >= 0 {
 			name = line[:i]
-			_, rest, _ = strings.Cut(line[strings.LastIndexByte(line, '}'):], " ")
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				return out, fmt.Errorf("%q: unterminated labels", line)
+			}
+			labels = parseLabels(line[i+1 : j])
+			_, rest, _ = strings.Cut(line[j:], " ")
 		}
 		if !want[name] {
 			continue
@@ -221,11 +256,40 @@ func (p *replica) metrics(ctx context.Context, client *http.Client, names ...str
 		}
 		v, err := strconv.ParseFloat(fields[0], 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s /metrics: %q: %w", p.name, line, err)
+			return out, fmt.Errorf("%q: %w", line, err)
 		}
-		out[name] += v
+		out = append(out, sample{name: name, labels: labels, value: v})
 	}
 	return out, sc.Err()
+}
+
+// parseLabels parses `a="x",b="y\"z"` (the inside of a sample's braces).
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for s != "" {
+		k, rest, ok := strings.Cut(s, "=")
+		if !ok || !strings.HasPrefix(rest, `"`) {
+			return out
+		}
+		var v strings.Builder
+		i := 1
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' && i+1 < len(rest) {
+				i++
+				switch rest[i] {
+				case 'n':
+					v.WriteByte('\n')
+				default:
+					v.WriteByte(rest[i])
+				}
+				continue
+			}
+			v.WriteByte(rest[i])
+		}
+		out[strings.TrimSpace(k)] = v.String()
+		s = strings.TrimLeft(rest[min(i+1, len(rest)):], ", ")
+	}
+	return out
 }
 
 // fleet is the replicas the load is sent to, in turn.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -122,5 +123,35 @@ func TestReplicaMetrics(t *testing.T) {
 	}
 	if _, ok := m["agentowl_delivery_attempts_in_flight"]; ok {
 		t.Errorf("a metric the server does not expose was read: %v", m)
+	}
+}
+
+// samples keep their labels, quoted values with escapes and commas
+// included, and leave out the metrics not asked for.
+func TestParseSamples(t *testing.T) {
+	t.Parallel()
+	text := "# TYPE agentowl_delivery_slots_held gauge\n" +
+		"agentowl_delivery_slots_held{kind=\"host\",state=\"busy\"} 3\n" +
+		"agentowl_delivery_slots_held{kind=\"addr\", state=\"idle\"} 1 1700000000\n" +
+		"agentowl_delivery_oldest_due_seconds{surface=\"a,\\\"b\\\"\"} 2.5\n" +
+		"agentowl_delivery_attempts_in_flight 4\n" +
+		"agentowl_other{state=\"busy\"} 9\n"
+	got, err := parseSamples(strings.NewReader(text), "agentowl_delivery_slots_held", "agentowl_delivery_oldest_due_seconds", "agentowl_delivery_attempts_in_flight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sample{
+		{"agentowl_delivery_slots_held", map[string]string{"kind": "host", "state": "busy"}, 3},
+		{"agentowl_delivery_slots_held", map[string]string{"kind": "addr", "state": "idle"}, 1},
+		{"agentowl_delivery_oldest_due_seconds", map[string]string{"surface": `a,"b"`}, 2.5},
+		{"agentowl_delivery_attempts_in_flight", nil, 4},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].name != want[i].name || got[i].value != want[i].value || !maps.Equal(got[i].labels, want[i].labels) {
+			t.Errorf("sample %d = %v, want %v", i, got[i], want[i])
+		}
 	}
 }

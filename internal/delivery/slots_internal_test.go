@@ -237,8 +237,8 @@ func TestSharedSlotsPaceABusyKey(t *testing.T) {
 		n = len(s.keys["host:slow"].waiters)
 		s.mu.Unlock()
 	}
-	// The rest are sent away with turns 100 ms apart (200 ms / 2 slots),
-	// the first after the two waiting: 300 ms.
+	// The rest are sent away with turns 75 ms apart (200 ms / 2 slots, a
+	// quarter faster: turnPace), the first after the two waiting: 300 ms.
 	var turns []time.Duration
 	for range 4 {
 		_, ok, turn := s.acquire(ctx, "host:slow")
@@ -251,10 +251,10 @@ func TestSharedSlotsPaceABusyKey(t *testing.T) {
 		t.Errorf("first turn %s, want 300ms: after the two waiting", turns[0])
 	}
 	for i := 1; i < len(turns); i++ {
-		// Each turn is the last one's plus 100 ms, less the real time
+		// Each turn is the last one's plus 75 ms, less the real time
 		// between the two calls.
-		if gap := turns[i] - turns[i-1]; gap < 90*time.Millisecond || gap > 100*time.Millisecond {
-			t.Errorf("turn %d is %s after the one before, want 100ms (turns %v)", i, gap, turns)
+		if gap := turns[i] - turns[i-1]; gap < 65*time.Millisecond || gap > 75*time.Millisecond {
+			t.Errorf("turn %d is %s after the one before, want 75ms (turns %v)", i, gap, turns)
 		}
 	}
 	cancel()
