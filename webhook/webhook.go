@@ -96,6 +96,12 @@ func (k Key) Verify(h http.Header, body []byte, now time.Time, tolerance time.Du
 	if id == "" || tsText == "" || sigs == "" {
 		return "", ErrMissingHeaders
 	}
+	// Plain decimal digits only: ParseInt also takes "+…" and leading
+	// zeros, which would let one signed timestamp be written several
+	// ways (Standard Webhooks: an integer of Unix seconds).
+	if !decimal(tsText) {
+		return "", ErrInvalidTimestamp
+	}
 	sec, err := strconv.ParseInt(tsText, 10, 64)
 	if err != nil || sec < 0 {
 		return "", ErrInvalidTimestamp
@@ -115,4 +121,18 @@ func (k Key) Verify(h http.Header, body []byte, now time.Time, tolerance time.Du
 		}
 	}
 	return "", ErrNoValidSignature
+}
+
+// decimal reports whether s is an unsigned decimal number without leading
+// zeros ("0" itself is one).
+func decimal(s string) bool {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,9 @@
 package webhook_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"strconv"
@@ -95,6 +98,11 @@ func TestVerify(t *testing.T) {
 		{"no id", headers(func(h http.Header) { h.Del(webhook.HeaderID) }), body, seedTime, webhook.ErrMissingHeaders},
 		{"no signature", headers(func(h http.Header) { h.Del(webhook.HeaderSignature) }), body, seedTime, webhook.ErrMissingHeaders},
 		{"bad timestamp", headers(func(h http.Header) { h.Set(webhook.HeaderTimestamp, "12:00") }), body, seedTime, webhook.ErrInvalidTimestamp},
+		// Other spellings of the same second, each validly signed over its
+		// own text: only plain decimal digits are a timestamp.
+		{"timestamp with a plus sign", signedAs(key, "+"+seedTS, body), body, seedTime, webhook.ErrInvalidTimestamp},
+		{"timestamp with a leading zero", signedAs(key, "0"+seedTS, body), body, seedTime, webhook.ErrInvalidTimestamp},
+		{"timestamp with a space", signedAs(key, " "+seedTS, body), body, seedTime, webhook.ErrInvalidTimestamp},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,4 +142,20 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("accepted a message without its valid signature: id=%q ts=%q sig=%q", id, ts, sig)
 		}
 	})
+}
+
+// seedTS is seedTime as the webhook-timestamp header writes it.
+var seedTS = strconv.FormatInt(seedTime.Unix(), 10)
+
+// signedAs returns the headers of the seed message with webhook-timestamp
+// ts, signed over that exact text (as a sender writing it that way would).
+func signedAs(key webhook.Key, ts string, body []byte) http.Header {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(seedID + "." + ts + "."))
+	mac.Write(body)
+	h := http.Header{}
+	h.Set(webhook.HeaderID, seedID)
+	h.Set(webhook.HeaderTimestamp, ts)
+	h.Set(webhook.HeaderSignature, "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	return h
 }

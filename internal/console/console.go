@@ -143,7 +143,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" even on the console's own form posts, and an opaque
+	// origin must not pass sameOrigin. Other sites still get no referrer.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.sameOrigin(r) {
 		c.fail(w, r, nil, http.StatusForbidden, "This form was sent from another site.")
@@ -155,13 +158,14 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // sameOrigin reports whether a state-changing request comes from the
 // console's own pages, as far as the browser says (Sec-Fetch-Site, Origin):
 // the origin must be the request's host or the public URL's (behind a
-// proxy that rewrites Host). It backs the CSRF token up; it does not
-// replace it.
+// proxy that rewrites Host). An opaque origin ("null": a sandboxed frame,
+// a data: URL, a cross-site redirect) is not the console's. It backs the
+// CSRF token up; it does not replace it.
 func (c *Console) sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		return false
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
 		if err != nil {
 			return false

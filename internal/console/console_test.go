@@ -69,7 +69,7 @@ func TestConsoleSessions(t *testing.T) {
 			t.Fatalf("signed in: %d", page.Status)
 		}
 		for h, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
-			"Referrer-Policy": "no-referrer", "Cache-Control": "no-store"} {
+			"Referrer-Policy": "same-origin", "Cache-Control": "no-store"} {
 			if got := page.Header.Get(h); got != want {
 				t.Errorf("%s = %q, want %q", h, got, want)
 			}
@@ -220,6 +220,9 @@ func TestConsoleCSRFAndOrigin(t *testing.T) {
 			{"a token one character off", url.Values{"assignee": {"x"}, "csrf": {flip(csrf)}}, nil},
 			{"another site", url.Values{"assignee": {"x"}, "csrf": {csrf}}, []string{"Origin", "https://evil.example"}},
 			{"a cross-site fetch", url.Values{"assignee": {"x"}, "csrf": {csrf}}, []string{"Sec-Fetch-Site", "cross-site"}},
+			// An opaque origin: a sandboxed frame or a data: URL of another
+			// site, even with a token it has come by.
+			{"an opaque origin", url.Values{"assignee": {"x"}, "csrf": {csrf}}, []string{"Origin", "null"}},
 		} {
 			if p := c.post(ack, tc.form, tc.headers...); p.Status != http.StatusForbidden {
 				t.Fatalf("%s: %d", tc.what, p.Status)

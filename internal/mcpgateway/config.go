@@ -114,6 +114,11 @@ type UpstreamConfig struct {
 	Headers map[string]string `yaml:"headers"`
 	Command []string          `yaml:"command"`
 	Env     map[string]string `yaml:"env"`
+	// InheritEnv names variables of the gateway's environment that pass to
+	// the subprocess as they are. Nothing else of it passes but the
+	// basics (baseEnv): the gateway's own environment holds its token,
+	// agents' tokens and other upstreams' credentials.
+	InheritEnv []string `yaml:"inherit_env"`
 	// Prefix is put before the upstream's tool names towards agents (to
 	// keep names of several upstreams apart). Patterns and approvals use
 	// the upstream's own names.
@@ -131,6 +136,9 @@ type ToolRule struct {
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// envName is an environment variable name as a shell writes it.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // LoadConfig reads and checks a configuration file.
 func LoadConfig(file string) (*Config, error) {
@@ -218,8 +226,13 @@ func (c *Config) check() error {
 		if (u.URL == "") == (len(u.Command) == 0) {
 			return fmt.Errorf("upstream %s: give either url or command", u.Name)
 		}
-		if u.URL == "" && len(u.Headers) > 0 || u.URL != "" && len(u.Env) > 0 {
-			return fmt.Errorf("upstream %s: headers go with url, env with command", u.Name)
+		if u.URL == "" && len(u.Headers) > 0 || u.URL != "" && (len(u.Env) > 0 || len(u.InheritEnv) > 0) {
+			return fmt.Errorf("upstream %s: headers go with url, env and inherit_env with command", u.Name)
+		}
+		for _, name := range u.InheritEnv {
+			if !envName.MatchString(name) {
+				return fmt.Errorf("upstream %s: inherit_env: %q is not an environment variable name", u.Name, name)
+			}
 		}
 		if len(u.Tools) == 0 {
 			return fmt.Errorf("upstream %s: no tools rules (add {match: \"*\", gate: true} to expose every tool gated)", u.Name)

@@ -18,8 +18,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,6 +211,29 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
+// baseEnv are the variables of the gateway's environment every stdio
+// upstream gets: what finding programs, files and the locale needs.
+var baseEnv = []string{"PATH", "HOME", "LANG", "TMPDIR", "TZ"}
+
+// upstreamEnv is a stdio upstream's environment: from the gateway's
+// (environ), only baseEnv, the LC_* locale variables and what the upstream
+// inherits by name; then its own env, ${VAR} expanded from the gateway's.
+// The gateway's token, the agents' tokens and other upstreams'
+// credentials stay out unless named.
+func upstreamEnv(environ []string, u *UpstreamConfig) []string {
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(baseEnv, name) || strings.HasPrefix(name, "LC_") || slices.Contains(u.InheritEnv, name) {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range u.Env {
+		env = append(env, k+"="+os.ExpandEnv(v))
+	}
+	return env
+}
+
 func connectUpstream(ctx context.Context, u *UpstreamConfig, version string) (*upstream, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentowl-mcp-gateway", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	var t mcp.Transport
@@ -221,10 +246,7 @@ func connectUpstream(ctx context.Context, u *UpstreamConfig, version string) (*u
 			HTTPClient: &http.Client{Transport: &headerTransport{base: PooledTransport(), headers: headers}}}
 	} else {
 		cmd := exec.Command(u.Command[0], u.Command[1:]...)
-		cmd.Env = os.Environ()
-		for k, v := range u.Env {
-			cmd.Env = append(cmd.Env, k+"="+os.ExpandEnv(v))
-		}
+		cmd.Env = upstreamEnv(os.Environ(), u)
 		cmd.Stderr = os.Stderr
 		t = &mcp.CommandTransport{Command: cmd}
 	}
