@@ -50,6 +50,13 @@ type Config struct {
 	// MaxConnections caps concurrent connections; one more is answered
 	// "421 4.7.0" and closed, so the sender retries later. Defaults to 500.
 	MaxConnections int
+	// MaxClientConnections caps one client address's concurrent
+	// connections, so that one client cannot hold them all. Defaults to a
+	// tenth of MaxConnections (at least 1).
+	MaxClientConnections int
+	// ClientConnectionRate caps one client address's new connections per
+	// minute. Defaults to 600.
+	ClientConnectionRate int
 }
 
 func (c Config) withDefaults() Config {
@@ -70,6 +77,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = 500
+	}
+	if c.MaxClientConnections <= 0 {
+		c.MaxClientConnections = max(c.MaxConnections/10, 1)
+	}
+	if c.ClientConnectionRate <= 0 {
+		c.ClientConnectionRate = 600
 	}
 	return c
 }
@@ -120,7 +133,8 @@ func New(cfg Config, in *ingress.Service, clock agentowl.Clock, logger *slog.Log
 // Serve accepts connections on l until Close, at most MaxConnections at
 // once.
 func (s *Server) Serve(l net.Listener) error {
-	err := s.srv.Serve(&capListener{Listener: l, slots: make(chan struct{}, s.cfg.MaxConnections), host: s.cfg.Hostname})
+	err := s.srv.Serve(&capListener{Listener: l, slots: make(chan struct{}, s.cfg.MaxConnections), host: s.cfg.Hostname,
+		perClient: s.cfg.MaxClientConnections, rate: s.cfg.ClientConnectionRate, clock: s.clock, clients: map[string]int{}, opened: map[string]int{}})
 	if errors.Is(err, gosmtp.ErrServerClosed) {
 		return nil
 	}
@@ -306,13 +320,24 @@ func (s *session) Data(r io.Reader) error {
 	return nil
 }
 
-// capListener hands out at most cap(slots) connections at once. One more
-// is refused the way MTAs refuse a busy server: a 421 greeting, which
-// senders treat as "try again later", then the connection is closed.
+// capListener hands out at most cap(slots) connections at once, at most
+// perClient of them to one client address, and at most rate new ones per
+// minute to one address. One more is refused the way MTAs refuse a busy
+// server: a 421 greeting, which senders treat as "try again later", then
+// the connection is closed. The refusal is that client's only: the others'
+// connections go on.
 type capListener struct {
 	net.Listener
-	slots chan struct{}
-	host  string
+	slots     chan struct{}
+	host      string
+	perClient int
+	rate      int
+	clock     agentowl.Clock // the rate's minutes
+
+	mu      sync.Mutex
+	clients map[string]int // open connections by client address
+	opened  map[string]int // connections accepted this minute by client address
+	minute  time.Time
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -321,13 +346,54 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		client := clientAddr(c)
+		if !l.admit(client) {
+			go refuseBusy(c, l.host)
+			continue
+		}
 		select {
 		case l.slots <- struct{}{}:
-			return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+			return &slotConn{Conn: c, release: func() { <-l.slots; l.leave(client) }}, nil
 		default:
+			l.leave(client)
 			go refuseBusy(c, l.host)
 		}
 	}
+}
+
+// admit counts a new connection of client, unless the client is at its
+// limit of open connections or of new ones this minute.
+func (l *capListener) admit(client string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := l.clock.Now().Truncate(time.Minute); !now.Equal(l.minute) {
+		l.minute, l.opened = now, map[string]int{}
+	}
+	if l.clients[client] >= l.perClient || l.opened[client] >= l.rate {
+		return false
+	}
+	l.clients[client]++
+	l.opened[client]++
+	return true
+}
+
+// leave forgets one of client's open connections.
+func (l *capListener) leave(client string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clients[client]--; l.clients[client] <= 0 {
+		delete(l.clients, client)
+	}
+}
+
+// clientAddr is the address a connection comes from (its IP, without the
+// port).
+func clientAddr(c net.Conn) string {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
 }
 
 // refuseBusy answers a connection over the cap with 421 and closes it,
