@@ -87,6 +87,10 @@ func TestSettings(t *testing.T) {
 		"AGENTOWL_DELIVERY":                         {"maybe", "true"},
 		"AGENTOWL_ADMISSION_MAX_WAIT":               {"soon", "0s"},
 		"AGENTOWL_ADMISSION_CONCURRENCY":            {"0", "many"},
+		// The seed's parser ceilings: lower is allowed, higher refused.
+		"AGENTOWL_EMAIL_MAX_PARTS":              {"0", "21"},
+		"AGENTOWL_EMAIL_MAX_PART_BYTES":         {"0", "10485761"},
+		"AGENTOWL_ATTACHMENT_MAX_DECODED_BYTES": {"0", "26214401"},
 	} {
 		for _, bad := range bads {
 			if _, err := configureWith(t, map[string]string{env: bad}); err == nil || !strings.Contains(err.Error(), env) {
@@ -117,6 +121,31 @@ func TestSettingsDoc(t *testing.T) {
 	for _, s := range settings {
 		if !strings.Contains(help, s.env) {
 			t.Errorf("serve --help does not name %s", s.env)
+		}
+	}
+}
+
+// The email parser's ceilings are the seed's (20 parts, 10 MiB a file,
+// 25 MiB decoded): lower limits are taken, and a server configured above
+// them in code is refused at start with the reason.
+func TestParserCeilings(t *testing.T) {
+	cfg, err := configureWith(t, map[string]string{"AGENTOWL_EMAIL_MAX_PARTS": "5", "AGENTOWL_EMAIL_MAX_PART_BYTES": "1048576",
+		"AGENTOWL_ATTACHMENT_MAX_DECODED_BYTES": "26214400"})
+	if err != nil || cfg.Ingress.Mail.MaxParts != 5 || cfg.Ingress.Mail.MaxPartBytes != 1<<20 || cfg.Attachments.MaxDecodedBytes != 25<<20 {
+		t.Fatalf("limits at or under the ceilings: %v", err)
+	}
+	for what, adjust := range map[string]func(*server.Config){
+		"parts":         func(c *server.Config) { c.Ingress.Mail.MaxParts = 21 },
+		"part size":     func(c *server.Config) { c.Ingress.Mail.MaxPartBytes = 10<<20 + 1 },
+		"decoded bytes": func(c *server.Config) { c.Attachments.MaxDecodedBytes = 25<<20 + 1 },
+	} {
+		c := server.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0"}
+		adjust(&c)
+		if srv, err := server.Start(t.Context(), c); err == nil {
+			srv.Close()
+			t.Errorf("%s over the ceiling: the server started", what)
+		} else if !strings.Contains(err.Error(), "ceiling") {
+			t.Errorf("%s over the ceiling: %v, want the reason", what, err)
 		}
 	}
 }

@@ -56,6 +56,18 @@ const (
 // MiB is 2^20 bytes.
 const MiB = 1 << 20
 
+// MaxDecodedCeiling is the seed's ceiling of MaxDecodedBytes: lower is
+// allowed, higher refused (Validate).
+const MaxDecodedCeiling = 25 * MiB
+
+// Validate refuses limits over the seed's ceilings.
+func (c Config) Validate() error {
+	if c.MaxDecodedBytes > MaxDecodedCeiling {
+		return fmt.Errorf("attachments: decoded bytes per message %d is over the ceiling of %d", c.MaxDecodedBytes, MaxDecodedCeiling)
+	}
+	return nil
+}
+
 // WithDefaults is c with every zero field at its profile's default.
 func (c Config) WithDefaults() Config {
 	if c.Profile == "" {

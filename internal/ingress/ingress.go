@@ -48,6 +48,12 @@ func (c Config) Validate() error {
 	if c.Mail.MaxMessageBytes > MaxMailBytes {
 		return fmt.Errorf("ingress: email message limit %d is over %d bytes", c.Mail.MaxMessageBytes, MaxMailBytes)
 	}
+	if c.Mail.MaxParts > MaxMailParts {
+		return fmt.Errorf("ingress: email part limit %d is over the ceiling of %d parts", c.Mail.MaxParts, MaxMailParts)
+	}
+	if c.Mail.MaxPartBytes > MaxMailPartBytes {
+		return fmt.Errorf("ingress: email part size limit %d is over the ceiling of %d bytes", c.Mail.MaxPartBytes, MaxMailPartBytes)
+	}
 	return nil
 }
 

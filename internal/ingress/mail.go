@@ -46,6 +46,11 @@ type MailLimits struct {
 const (
 	// MaxMailBytes is the largest MaxMessageBytes allowed.
 	MaxMailBytes = 25 << 20
+	// MaxMailParts and MaxMailPartBytes are the seed's ceilings of the
+	// parts of one email and of one part's decoded bytes: lower limits are
+	// allowed, higher ones refused.
+	MaxMailParts     = 20
+	MaxMailPartBytes = 10 << 20
 	// maxMailTextBytes caps the text (and HTML) body kept in an event; the
 	// rest is counted, and the event says it was truncated.
 	maxMailTextBytes = 1 << 20
@@ -65,10 +70,10 @@ func (l MailLimits) withDefaults() MailLimits {
 		l.MaxMessageBytes = MaxMailBytes
 	}
 	if l.MaxParts <= 0 {
-		l.MaxParts = 20
+		l.MaxParts = MaxMailParts
 	}
 	if l.MaxPartBytes <= 0 {
-		l.MaxPartBytes = 10 << 20
+		l.MaxPartBytes = MaxMailPartBytes
 	}
 	return l
 }

@@ -137,6 +137,9 @@ func (c *Config) validate() error {
 	if c.DatabaseURL != "" && !IsPostgresURL(c.DatabaseURL) {
 		return errors.New("database URL must start with postgres:// or postgresql://")
 	}
+	if err := c.Attachments.Validate(); err != nil {
+		return err
+	}
 	return c.Ingress.Validate()
 }
 
