@@ -234,7 +234,7 @@ func (c *cli) runtimeCredentialsCommand() *cobra.Command {
 		}}
 	c.tenantFlag(create)
 	create.Flags().IntVar(&days, "days", 0, "expire after this many days (1-90; default 90)")
-	create.Flags().StringSliceVar(&scopes, "scope", nil, "callbacks:write (default), attachments:read, decisions:read; repeat or comma-separate")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "callbacks:write, attachments:read, decisions:read (default: all three); repeat or comma-separate")
 	create.Flags().StringVar(&label, "label", "", "a note to recognise the credential by")
 	list := &cobra.Command{Use: "list ENDPOINT", Short: "List an endpoint's runtime credentials (never their tokens)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

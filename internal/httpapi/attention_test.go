@@ -400,7 +400,7 @@ func TestDecisionRecovery(t *testing.T) {
 		}
 		expectRefused(t, "unknown decision", e.do(http.MethodPost, path+"/nope/receipt", h.token, nil), http.StatusNotFound, "not_found")
 		// A credential without decisions:read.
-		plain := e.credential(t, h.endpointID, nil)["token"].(string)
+		plain := e.credential(t, h.endpointID, map[string]any{"scopes": []string{"callbacks:write"}})["token"].(string)
 		expectRefused(t, "no scope", e.do(http.MethodGet, path, plain, nil), http.StatusForbidden, "insufficient_scope")
 		// Receipt on completed work changes nothing.
 		receipt(t, "needs_input 2", e.needsInput(h, 2, questionRequest("q2", 1, e.expiry(time.Hour))))

@@ -417,7 +417,10 @@ func TestRuntimeCredentialsLifecycle(t *testing.T) {
 		base := tenantPath + "/endpoints/" + id + "/runtime-credentials"
 		c := e.credential(t, id, map[string]any{"days": 30, "label": "runtime v1"})
 		if !strings.HasPrefix(c["token"].(string), "owl_rt_") || !strings.HasPrefix(c["id"].(string), "rtc_") ||
-			fmt.Sprint(c["scopes"]) != "[callbacks:write]" || c["status"] != "active" {
+			// Without scopes: every scope the seed's runtime uses with its
+			// one token (issue 27: the default could not download
+			// attachments or recover decisions).
+			fmt.Sprint(c["scopes"]) != "[attachments:read callbacks:write decisions:read]" || c["status"] != "active" {
 			t.Fatalf("created credential = %v", c)
 		}
 		exp, _ := time.Parse(time.RFC3339, c["expires_at"].(string))

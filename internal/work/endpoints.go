@@ -27,15 +27,18 @@ const (
 const (
 	// ScopeCallbacks allows POST /runtime/v1/work/{work}/callbacks.
 	ScopeCallbacks = "callbacks:write"
-	// ScopeAttachments is reserved for reading retained attachments: it
-	// may be granted today, but no route uses it until attachments exist.
+	// ScopeAttachments allows reading the work's retained attachments
+	// (GET /runtime/v1/work/{work}/attachments…).
 	ScopeAttachments = "attachments:read"
 	// ScopeDecisions allows decision recovery: GET
 	// /runtime/v1/work/{work}/decisions and POST …/decisions/{decision}/receipt.
 	ScopeDecisions = "decisions:read"
 )
 
-// Scopes lists every scope a runtime credential may hold.
+// Scopes lists every scope a runtime credential may hold. A credential
+// created without scopes gets them all: what the seed's runtime does with
+// its one token (callbacks, decision recovery and receipts, attachments).
+// Narrower credentials name theirs.
 var Scopes = []string{ScopeCallbacks, ScopeAttachments, ScopeDecisions}
 
 // EndpointInput is a proposed endpoint, or a change to one: nil fields are
@@ -432,7 +435,7 @@ type IssuedCredential struct {
 
 func (s *Service) checkScopes(scopes []string) ([]string, error) {
 	if len(scopes) == 0 {
-		return []string{ScopeCallbacks}, nil
+		return slices.Sorted(slices.Values(Scopes)), nil
 	}
 	var out []string
 	for _, sc := range scopes {
@@ -450,8 +453,8 @@ func (s *Service) checkScopes(scopes []string) ([]string, error) {
 
 // CreateCredential issues a runtime credential bound to an endpoint:
 // expiring after days, 1 to Config.MaxCredentialDays (nil: the configured
-// default; 0 is refused, it is no lifetime), with scopes (default
-// callbacks:write). Admin only.
+// default; 0 is refused, it is no lifetime), with scopes (default: all of
+// Scopes). Admin only.
 func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, tenant, endpointID, label string, days *int, scopes []string) (*IssuedCredential, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
