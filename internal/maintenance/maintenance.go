@@ -54,7 +54,8 @@ type Config struct {
 	// Defaults to 1000.
 	PurgeBatch int
 	// RetainedBytes deletes expired attachment bytes and releases their
-	// quota; nil until attachments exist (the job then reports skipped).
+	// quota; nil leaves the job with nothing to do (it reports skipped).
+	// The server always wires the attachments service in.
 	RetainedBytes RetainedBytes
 }
 
