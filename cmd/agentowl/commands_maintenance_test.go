@@ -28,17 +28,19 @@ func TestCLIMaintenance(t *testing.T) {
 			}
 			return true
 		})
-		if l, _ := st["leader"].(map[string]any); l == nil || l["self"] != true || st["enabled"] != true || len(itemList(st["jobs"])) != 6 {
+		if l, _ := st["leader"].(map[string]any); l == nil || l["self"] != true || st["enabled"] != true || len(itemList(st["jobs"])) != 7 {
 			t.Fatalf("maintenance status --json = %v", st)
 		}
 		out := op("maintenance", "status").ok(t)
-		for _, want := range []string{"(the replica that answered)", "JOB", maintenance.JobRetention, maintenance.JobRetainedBytes, "accept_within 5m0s",
-			"input_expiry on", "audit 8760h0m0s"} {
+		for _, want := range []string{"(the replica that answered)", "JOB", maintenance.JobRetention, maintenance.JobRetainedBytes,
+			maintenance.JobConversationWindows, "accept_within 5m0s", "input_expiry on", "audit 8760h0m0s",
+			"DELIVERY REPLICA", "live", "Delivery: no stall found."} {
 			if !strings.Contains(out, want) {
 				t.Errorf("maintenance status lacks %q:\n%s", want, out)
 			}
 		}
-		_, rows := parseTable(t, out[strings.Index(out, "JOB"):strings.Index(out, "\nOverdue")])
+		jobs := out[strings.Index(out, "JOB"):]
+		_, rows := parseTable(t, jobs[:strings.Index(jobs, "\n\n")])
 		if row := rowWith(t, "maintenance status", rows, maintenance.JobExpiry); row[1] != "1s" || row[4] != "ok" {
 			t.Errorf("request_expiry row = %q", row)
 		}

@@ -218,3 +218,27 @@ func (w WindowThread) Start(c *store.Conversation) { c.Key = w.Key }
 func (WindowThread) Joined(context.Context, store.Tx, *store.Event, *store.Conversation) error {
 	return nil
 }
+
+// endIdleBatch bounds the conversations one EndIdleConversations
+// transaction ends.
+const endIdleBatch = 1000
+
+// EndIdleConversations ends the SMS conversations whose window has passed
+// (SMSWindow after their last message), each as of the moment it closed,
+// so that lists and inspect show them ended rather than open until the
+// sender writes again (a new message starts a new conversation either
+// way). The maintenance scheduler runs it; it returns how many it ended.
+func (s *Service) EndIdleConversations(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		var n int
+		err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+			n, err = tx.ConversationEndIdle(ctx, ChannelSMS, s.clock.Now(), SMSWindow, endIdleBatch)
+			return err
+		})
+		total += n
+		if err != nil || n < endIdleBatch {
+			return total, err
+		}
+	}
+}

@@ -25,6 +25,15 @@ func (s *Scheduler) deliveryIncidents(ctx context.Context) (int64, string, error
 	return int64(n), outcomeOK, err
 }
 
+// endConversationWindows ends the SMS conversations whose window passed.
+func (s *Scheduler) endConversationWindows(ctx context.Context) (int64, string, error) {
+	if s.svc.Ingress == nil {
+		return 0, outcomeSkipped, nil
+	}
+	n, err := s.svc.Ingress.EndIdleConversations(ctx)
+	return int64(n), outcomeOK, err
+}
+
 // recoverBatch bounds the leases one recovery transaction frees.
 const recoverBatch = 1000
 

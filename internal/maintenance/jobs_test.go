@@ -250,8 +250,8 @@ func TestRetainedBytesAndStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Enabled || st.Leader != nil || len(st.Jobs) != 6 {
-			t.Fatalf("status = %+v, want disabled, no leader, six jobs", st)
+		if st.Enabled || st.Leader != nil || len(st.Jobs) != 7 {
+			t.Fatalf("status = %+v, want disabled, no leader, seven jobs", st)
 		}
 		for _, j := range st.Jobs {
 			if (j.LastRun != nil) != (j.Name == maintenance.JobRetainedBytes) || j.Late {
@@ -400,6 +400,65 @@ func TestDeliveryStallFindings(t *testing.T) {
 		}
 		if len(silent) != 2 || !strings.Contains(silent[0], "r-reclaimed") || !strings.Contains(silent[1], "r-silent") {
 			t.Errorf("silent: %q", silent)
+		}
+	})
+}
+
+// An SMS conversation shows ended once its 24-hour window has passed,
+// whether or not its sender writes again (issue 27: past the window it
+// still showed open in lists and inspect); a conversation of another
+// channel, and one still in its window, stay open.
+func TestConversationWindows(t *testing.T) {
+	forEachBackend(t, maintenance.Config{}, func(t *testing.T, f *fixture) {
+		ep := f.endpoint(nil)
+		b, err := f.srv.Ingress().CreateBinding(f.ctx, f.admin, "default", ingress.BindingInput{Channel: ingress.ChannelSMS,
+			EndpointID: ep.id, AuthToken: "twilio-auth-token-0123456789abcdef"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sms := func(from string) string {
+			t.Helper()
+			acc, err := f.srv.Ingress().Accept(f.ctx, b.Binding, ingress.Inbound{Sender: from, Payload: []byte(`{"Body":"hello"}`),
+				Thread: ingress.WindowThread{Key: from, Window: ingress.SMSWindow}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return acc.ConversationID
+		}
+		status := func(channel string) map[string]string {
+			t.Helper()
+			page, err := f.srv.Ingress().ListConversations(f.ctx, f.admin, "default", ingress.ConversationFilter{Channel: channel})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, c := range page.Items {
+				out[c.ID] = c.Status
+			}
+			return out
+		}
+		first := sms("+15550001")
+		f.handOff(ep) // a webhook conversation, idle as long
+		f.clock.Advance(12 * time.Hour)
+		second := sms("+15550002")
+		if r := f.run(maintenance.JobConversationWindows); r.Affected != 0 {
+			t.Fatalf("within the window: %d ended", r.Affected)
+		}
+		f.clock.Advance(12 * time.Hour) // the first's window has closed, the second's not
+		if r := f.run(maintenance.JobConversationWindows); r.Affected != 1 {
+			t.Fatalf("one window closed: %d ended", r.Affected)
+		}
+		if got := status(ingress.ChannelSMS); got[first] != store.ConversationEnded || got[second] != store.ConversationOpen {
+			t.Errorf("SMS conversations: %v, want %s ended and %s open", got, first, second)
+		}
+		for id, st := range status(ingress.ChannelWebhook) {
+			if st != store.ConversationOpen {
+				t.Errorf("webhook conversation %s is %s: windows are SMS's", id, st)
+			}
+		}
+		// The sender writes again: a new conversation, as before.
+		if again := sms("+15550001"); again == first {
+			t.Error("a message after the window joined the ended conversation")
 		}
 	})
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/approval"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -78,6 +79,9 @@ const (
 	// JobRetainedBytes deletes attachment bytes past their retention and
 	// releases their quota (RetainedBytes).
 	JobRetainedBytes = "retained_bytes"
+	// JobConversationWindows ends the SMS conversations whose 24-hour
+	// window has passed.
+	JobConversationWindows = "conversation_windows"
 )
 
 // DefaultIntervals are the jobs' default intervals.
@@ -88,6 +92,8 @@ var DefaultIntervals = map[string]time.Duration{
 	JobLeaseRecovery:     30 * time.Second,
 	JobRetention:         10 * time.Minute,
 	JobRetainedBytes:     5 * time.Minute,
+	// A conversation shows ended within a minute of its window closing.
+	JobConversationWindows: time.Minute,
 }
 
 // Expectations are when agent work counts as overdue, by default: each
@@ -208,6 +214,9 @@ func (c Config) validate() error {
 type Services struct {
 	Approval *approval.Service
 	Work     *work.Service
+	// Ingress ends idle windowed conversations; nil leaves the job with
+	// nothing to do.
+	Ingress *ingress.Service
 }
 
 // Scheduler runs the jobs while this process holds the leader lease.
@@ -254,6 +263,7 @@ func New(st store.Store, clock agentowl.Clock, cfg Config, svc Services, log *sl
 		{name: JobLeaseRecovery, run: s.recoverLeases},
 		{name: JobRetention, run: s.retain},
 		{name: JobRetainedBytes, run: s.deleteRetainedBytes},
+		{name: JobConversationWindows, run: s.endConversationWindows},
 	}
 	for _, j := range s.jobs {
 		j.interval = cfg.Intervals[j.name]

@@ -267,7 +267,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	if cfg.Maintenance.RetainedBytes == nil {
 		cfg.Maintenance.RetainedBytes = s.attach // the retained_bytes job: expired files and orphaned uploads
 	}
-	if s.sched, err = maintenance.New(s.store, cfg.Clock, cfg.Maintenance, maintenance.Services{Approval: s.approval, Work: s.work}, cfg.Logger); err != nil {
+	if s.sched, err = maintenance.New(s.store, cfg.Clock, cfg.Maintenance, maintenance.Services{Approval: s.approval, Work: s.work, Ingress: s.ingress}, cfg.Logger); err != nil {
 		ln.Close()
 		return err
 	}

@@ -309,6 +309,10 @@ type AgentWork interface {
 	// ConversationEnd ends an open conversation at at; ErrNotFound if there
 	// is no such conversation, ErrConflict if it has already ended.
 	ConversationEnd(ctx context.Context, id string, at time.Time) error
+	// ConversationEndIdle ends up to limit open conversations of channel
+	// whose last event is at or before now - window, each as of the moment
+	// its window closed (last event + window), and returns how many.
+	ConversationEndIdle(ctx context.Context, channel string, now time.Time, window time.Duration, limit int) (int, error)
 	// ConversationSetSession records the runtime session ID.
 	ConversationSetSession(ctx context.Context, id, sessionID string) error
 

@@ -296,6 +296,14 @@ func (t *tx) ConversationEnd(ctx context.Context, id string, at time.Time) error
 	return store.ErrConflict
 }
 
+func (t *tx) ConversationEndIdle(ctx context.Context, channel string, now time.Time, window time.Duration, limit int) (int, error) {
+	idle := ts(now.Add(-window))
+	res, err := t.exec(ctx, `UPDATE conversations SET status = 'ended', ended_at = last_event_at + ?
+		WHERE id IN (SELECT id FROM conversations WHERE status = 'open' AND channel = ? AND last_event_at <= ? LIMIT ?)
+			AND status = 'open' AND last_event_at <= ?`, window.Microseconds(), channel, idle, limit, idle)
+	return affected(res, err)
+}
+
 func (t *tx) ConversationSetSession(ctx context.Context, id, sessionID string) error {
 	return t.execLater(ctx, mustExist, `UPDATE conversations SET runtime_session_id = ? WHERE id = ?`, nullStr(sessionID), id)
 }

@@ -21,6 +21,64 @@ var conversationTests = []struct {
 	{"EventMove", testEventMove},
 	{"WorkCountOpen", testWorkCountOpen},
 	{"MessageRewrite", testMessageRewrite},
+	{"ConversationEndIdle", testConversationEndIdle},
+}
+
+// Open conversations of a channel idle past the window end as of the moment
+// it closed; those of other channels, ended ones and recent ones stay.
+func testConversationEndIdle(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	ep := e.endpoint(t, ten.ID)
+	sms, hook := newBinding(ep, e.now), newBinding(ep, e.now)
+	sms.Channel, sms.ProviderSecret = "sms", []byte("sealed")
+	e.write(t, func(tx store.Tx) error {
+		if err := tx.BindingCreate(e.ctx, sms); err != nil {
+			return err
+		}
+		return tx.BindingCreate(e.ctx, hook)
+	})
+	const window = 24 * time.Hour
+	conv := func(b *store.Binding, key string, last time.Time) *store.Conversation {
+		c := newConversation(b, key, last.Add(-time.Hour))
+		c.LastEventAt = last
+		return c
+	}
+	idle, recent := conv(sms, "+15550001", e.now.Add(-window-time.Minute)), conv(sms, "+15550002", e.now.Add(-window+time.Minute))
+	atBound := conv(sms, "+15550003", e.now.Add(-window))
+	webhookIdle := conv(hook, "k", e.now.Add(-48*time.Hour))
+	ended := conv(sms, "+15550004", e.now.Add(-72*time.Hour))
+	ended.Status, ended.EndedAt = store.ConversationEnded, ptr(e.now.Add(-71*time.Hour))
+	e.write(t, func(tx store.Tx) error {
+		for _, c := range []*store.Conversation{idle, recent, atBound, webhookIdle, ended} {
+			if err := tx.ConversationCreate(e.ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	endIdle := func(limit int) int {
+		t.Helper()
+		var n int
+		e.write(t, func(tx store.Tx) (err error) {
+			n, err = tx.ConversationEndIdle(e.ctx, "sms", e.now, window, limit)
+			return err
+		})
+		return n
+	}
+	equal(t, "a batch of one", endIdle(1), 1)
+	equal(t, "the rest", endIdle(10), 1)
+	equal(t, "nothing left", endIdle(10), 0)
+	get := func(c *store.Conversation) *store.Conversation {
+		return read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, c.ID) })
+	}
+	for _, c := range []*store.Conversation{idle, atBound} {
+		got := get(c)
+		equal(t, "idle past the window: ended", got.Status, store.ConversationEnded)
+		equal(t, "ended as its window closed", *got.EndedAt, c.LastEventAt.Add(window))
+	}
+	equal(t, "within the window", get(recent).Status, store.ConversationOpen)
+	equal(t, "another channel", get(webhookIdle).Status, store.ConversationOpen)
+	equal(t, "ended before", *get(ended).EndedAt, *ended.EndedAt)
 }
 
 func convIDs(cs []*store.Conversation) []string {
