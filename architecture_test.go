@@ -67,12 +67,13 @@ func TestArchitectureLayers(t *testing.T) {
 	allowed := map[string][]string{
 		"agentwork":  {},
 		"webhook":    {},
+		"ijson":      {},
 		"":           {"agentwork"},
 		"workclient": {"agentwork", "webhook"},
-		"aap":        {"webhook"},
+		"aap":        {"webhook", "ijson"},
 		// The MCP gateway is a harness: it stands on the kit alone (its
-		// command picks the store).
-		"internal/mcpgateway": {"aap"},
+		// command picks the store) and the JSON rule every surface shares.
+		"internal/mcpgateway": {"aap", "ijson"},
 	}
 	for p, may := range allowed {
 		imps, ok := graph[p]

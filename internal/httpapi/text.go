@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/ijson"
 )
 
 // readBody reads an application/json request body of at most limit bytes
@@ -53,6 +54,12 @@ func readBodyOf(r *http.Request, mediaType string, limit int64) ([]byte, error) 
 	}
 	if err := checkText(data); err != nil {
 		return nil, err
+	}
+	if mediaType == "application/json" {
+		if path, dup := ijson.DuplicateName(data); dup {
+			return nil, agentowl.FieldError(agentowl.ECodeInvalidJSON, path,
+				"%s appears twice in one object: member names must be unique (RFC 8259 §4, I-JSON).", path)
+		}
 	}
 	return data, nil
 }

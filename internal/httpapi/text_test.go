@@ -148,3 +148,53 @@ func ok(t *testing.T, what string, r *response) {
 		t.Fatalf("%s: %d %s", what, r.Status, r.Body)
 	}
 }
+
+// Duplicate member names in any JSON object received are refused with 400
+// invalid_json naming the path, on every surface, before any use-case
+// runs (issue 27: {"amount":5000,"amount":1} was auto-approved by a policy
+// "arguments.amount <= 10", CEL reading the last value, while the raw
+// bytes with both went to the tool, whose parser may keep the first).
+func TestDuplicateMemberNames(t *testing.T) {
+	t.Parallel()
+	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+		oh := newOpHarness(t, e.env)
+		prov, _ := oh.provisioner("default")
+		_, cred := oh.provision(prov, nil)
+		op := e.operatorToken
+		if r := e.do("POST", tenantPath+"/policies", op, []byte(`{"name":"small refunds","tool":"refund","condition":"arguments.amount <= 10","effect":"approve"}`)); r.Status != http.StatusCreated {
+			t.Fatalf("policy: %d %s", r.Status, r.Body)
+		}
+		req := oh.submit(cred, "deploy", map[string]any{"env": "prod"}, "1h")
+		h := e.handOff(t)
+		key := func() []string { return []string{"Idempotency-Key", uuid.NewString()} }
+		cb := `{"version":"agent-work.v1","callback_id":"` + h.workID + `:2","work_id":"` + h.workID +
+			`","sequence":2,"status":"running","status":"completed","occurred_at":"2026-10-06T12:00:00.000Z"}`
+		for _, c := range []textCase{
+			{"the policy bypass", "POST", "/v1/requests", cred, `{"tool":"refund","arguments":{"amount":5000,"amount":1},"timeout":"1h"}`, key(), "arguments.amount"},
+			{"a top-level member", "POST", "/v1/requests", cred, `{"tool":"refund","tool":"deploy","arguments":{},"timeout":"1h"}`, key(), "tool"},
+			{"deep in the arguments", "POST", "/v1/requests", cred, `{"tool":"t","arguments":{"lines":[{"sku":"a"},{"sku":"b","sku":"c"}]},"timeout":"1h"}`, key(), "arguments.lines[1].sku"},
+			{"an operator's decision", "POST", tenantPath + "/approvals/" + req["id"].(string) + "/decision", op, `{"decision":"deny","decision":"approve"}`, nil, "decision"},
+			{"a runtime callback", "POST", "/runtime/v1/work/" + h.workID + "/callbacks", h.token, cb, nil, "status"},
+			{"an inbound event", "POST", h.ingress, "", `{"text":"refund me","text":"hi"}`, nil, "text"},
+		} {
+			r := e.do(c.method, c.path, c.token, []byte(c.body), c.headers...)
+			if r.Status != http.StatusBadRequest || r.ErrorCode(t) != "invalid_json" {
+				t.Errorf("%s: got %d %s, want 400 invalid_json", c.name, r.Status, r.Body)
+				continue
+			}
+			if e, _ := r.JSON(t)["error"].(map[string]any); e["param"] != c.param {
+				t.Errorf("%s: error.param %v, want %q: %s", c.name, e["param"], c.param, r.Body)
+			}
+		}
+		// Nothing of the refused input was stored or decided.
+		if rs := oh.list(op, tenantPath+"/approvals"); len(rs) != 1 {
+			t.Errorf("requests after refusals: %d, want the one pending", len(rs))
+		}
+		if ws := e.listWork(t, ""); len(ws) != 1 {
+			t.Errorf("work after a refused event: %d", len(ws))
+		}
+		if st := jsonAt(e.getWork(t, h.workID), "runtime", "status"); st == "completed" || st == "running" {
+			t.Errorf("work status after a refused callback: %v", st)
+		}
+	})
+}

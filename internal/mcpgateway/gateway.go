@@ -27,9 +27,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentowl/agentowl/aap"
+	"github.com/agentowl/agentowl/ijson"
 )
 
 // Options are what the gateway needs besides its configuration.
@@ -370,6 +372,12 @@ func (g *Gateway) Close() error {
 // handler serves one exposed tool for one agent.
 func (g *Gateway) handler(a *agent, up *upstream, tool string, gated bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if path, dup := ijson.DuplicateName(req.Params.Arguments); dup {
+			// Invalid params, not a tool result: the call is refused before
+			// any policy reads it or the upstream runs it.
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "arguments." + path + " appears twice in one object: member names must be unique (RFC 8259 §4, I-JSON)"}
+		}
 		args, err := objectArgs(req.Params.Arguments)
 		if err != nil {
 			return toolError(err.Error()), nil

@@ -3,6 +3,7 @@ package mcpgateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentowl/agentowl/aap"
@@ -399,5 +401,30 @@ func TestPoliciesDecideGatedCalls(t *testing.T) {
 	}
 	if e.up.refundCount() != 1 {
 		t.Errorf("%d refunds", e.up.refundCount())
+	}
+}
+
+// A tools/call whose arguments name a member twice is refused with
+// JSON-RPC -32602 (invalid params) before anything reads it: no approval
+// request, no upstream call (issue 27: the raw bytes with both values went
+// to the tool while a policy read one of them).
+func TestDuplicateArgumentNamesRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for _, c := range []struct{ tool, args string }{
+		{"issue_refund", `{"order":"A-1","amount_cents":125000,"amount_cents":1}`}, // gated
+		{"lookup_order", `{"order":"A-1","order":"B-2"}`},                          // passed through
+	} {
+		_, err := e.agent.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: json.RawMessage(c.args)})
+		var rpc *jsonrpc.Error
+		if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, "appears twice") {
+			t.Errorf("%s %s: %v, want a -32602 error naming the member", c.tool, c.args, err)
+		}
+	}
+	if n := e.up.refundCount(); n != 0 {
+		t.Errorf("the upstream ran %d refunds", n)
+	}
+	if list, err := e.gw.store.ListExecutions(ctx, aap.ExecWaiting); err != nil || len(list) != 0 {
+		t.Errorf("executions waiting after the refusals: %v %v", list, err)
 	}
 }
