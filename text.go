@@ -1,6 +1,15 @@
 package agentowl
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// IsText reports whether s is text as every surface takes it: UTF-8 without
+// U+0000. PostgreSQL refuses the others in text columns (SQLSTATE 22021)
+// and SQLite keeps them, so they are refused where they enter, alike on
+// both stores.
+func IsText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // Clip returns s cut to at most n bytes at a character boundary, ending in
 // "…" when it was cut: for showing text someone else wrote within a bound.

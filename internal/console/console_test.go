@@ -318,3 +318,34 @@ func flip(s string) string {
 	}
 	return "A" + s[1:]
 }
+
+// The console's forms keep the text rule of every surface: a decision note
+// with a NUL or bytes that are not UTF-8 is refused 400 and changes
+// nothing, on both stores (issue 27: a 500 on PostgreSQL, and a U+0000
+// stored on SQLite that reached the runtime in a decision push).
+func TestConsoleFormsKeepTheTextRule(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		s := start(t, b, nil)
+		id := s.request(s.instance(), refund("Duplicate charge."))
+		c := s.client()
+		c.signIn(s.admin)
+		csrf := c.get(attention + "/att_aap_" + id).CSRF()
+		decide := "/console/t/default/approvals/" + id + "/decide"
+		for what, note := range map[string]string{"a NUL": "ok\x00then", "invalid UTF-8": "caf\xe9"} {
+			p := c.post(decide, url.Values{"csrf": {csrf}, "decision": {"approve"}, "note": {note}})
+			if p.Status != http.StatusBadRequest || !strings.Contains(string(p.Body), "not text") {
+				t.Errorf("a note with %s: %d, want 400 saying why", what, p.Status)
+			}
+		}
+		if p := c.post(decide, url.Values{"csrf": {csrf}, "decision": {"approve"}, "no\x00te": {"x"}}); p.Status != http.StatusBadRequest {
+			t.Errorf("a field name with a NUL: %d, want 400", p.Status)
+		}
+		if it := s.must(http.StatusOK, http.MethodGet, "/api/v1/tenants/default/attention/att_aap_"+id, s.admin, nil); it["status"] != "open" {
+			t.Fatalf("the request after refused forms: %v", it)
+		}
+		if p := c.post(decide, url.Values{"csrf": {csrf}, "decision": {"approve"}, "note": {"Refund approved."}}); p.Status != http.StatusSeeOther {
+			t.Fatalf("a text note: %d %s", p.Status, p.Body)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -119,6 +120,11 @@ func (c *Console) tenantPage(h func(q *req) error) http.HandlerFunc {
 				c.fail(w, r, q, http.StatusForbidden, "The form's security token is missing or stale; reload the page and try again. Nothing was changed.")
 				return
 			}
+			if field, ok := formText(r); !ok {
+				c.fail(w, r, q, http.StatusBadRequest, "The field "+field+" holds something that is not text (a NUL character "+
+					"or bytes that are not UTF-8). Nothing was changed.")
+				return
+			}
 		}
 		if err := h(q); err != nil {
 			c.failErr(w, r, q, err)
@@ -149,7 +155,27 @@ func (c *Console) preCSRF(w http.ResponseWriter, r *http.Request) string {
 
 func (c *Console) checkPreCSRF(r *http.Request) bool {
 	ck, err := r.Cookie(preCSRFCookie)
-	return err == nil && r.ParseForm() == nil && validToken(r.PostForm.Get("csrf"), ck.Value)
+	if err != nil || r.ParseForm() != nil || !validToken(r.PostForm.Get("csrf"), ck.Value) {
+		return false
+	}
+	_, ok := formText(r)
+	return ok
+}
+
+// formText applies the text rule (agentowl.IsText) to every name and value
+// of a posted form; it names the first field that breaks it.
+func formText(r *http.Request) (field string, ok bool) {
+	for name, values := range r.PostForm {
+		if !agentowl.IsText(name) {
+			return "name", false
+		}
+		for _, v := range values {
+			if !agentowl.IsText(v) {
+				return strconv.Quote(name), false
+			}
+		}
+	}
+	return "", true
 }
 
 type signInView struct {

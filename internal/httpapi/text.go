@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
@@ -64,9 +63,8 @@ func readBodyOf(r *http.Request, mediaType string, limit int64) ([]byte, error) 
 	return data, nil
 }
 
-// isText reports whether s is UTF-8 without U+0000: the text rule for
-// one value.
-func isText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+// isText is the text rule for one value (agentowl.IsText).
+func isText(s string) bool { return agentowl.IsText(s) }
 
 // checkURL applies the text rule to the URL before routing: a path that is
 // not text names nothing (404 not_found), and a query parameter that is not
