@@ -29,8 +29,12 @@ type soakConfig struct {
 	// at half the duration (PostgreSQL, two replicas or more).
 	Kill, Freeze bool
 	FreezeFor    time.Duration
-	Rate         float64 // operations per second, all receivers together
-	Tenants      int
+	// Term SIGTERMs the busiest replica (SQLite: the process) at two
+	// thirds of the duration, under load, requires it to exit within
+	// exitLimit, and starts it again.
+	Term    bool
+	Rate    float64 // operations per second, all receivers together
+	Tenants int
 	// AssertIsolation runs a baseline with only the fast receiver for the
 	// first fifth of the duration, and requires the fast receiver's p99 in
 	// the mix to stay within twice the baseline's.
@@ -61,6 +65,7 @@ func runSoak(args []string) error {
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Minute, "how long the load runs")
 	fs.BoolVar(&cfg.Kill, "kill", false, "SIGKILL a replica at a third of the duration and start it again")
 	fs.BoolVar(&cfg.Freeze, "freeze", false, "SIGSTOP a replica at half the duration for 40s (PostgreSQL, 2+ replicas)")
+	fs.BoolVar(&cfg.Term, "term", false, "SIGTERM the busiest replica at two thirds of the duration, under load; it must exit within 15s; start it again")
 	fs.Float64Var(&cfg.Rate, "rate", 20, "operations per second overall (each causes a notification, a handoff, or a handoff and a decision push)")
 	fs.IntVar(&cfg.Tenants, "tenants", 3, "tenants, each with an instance and an endpoint at every receiver")
 	fs.BoolVar(&cfg.AssertIsolation, "assert-isolation", false, "baseline with the fast receiver alone first; fail if its p99 in the mix is over twice the baseline's")
@@ -117,6 +122,8 @@ type soakRun struct {
 	windows   []chaosWindow
 	chaosErrs []string
 	skipped   int
+	// termExits are how long replicas SIGTERMed under load took to exit.
+	termExits []time.Duration
 }
 
 // chaosWindow is when a replica was killed (from = to) or frozen.
@@ -241,6 +248,9 @@ func (s *soakRun) describeChaos() string {
 	if s.cfg.Freeze {
 		parts = append(parts, fmt.Sprintf("SIGSTOP at %s for %s", s.cfg.Duration/2, s.cfg.FreezeFor))
 	}
+	if s.cfg.Term {
+		parts = append(parts, fmt.Sprintf("SIGTERM under load at %s", s.cfg.Duration*2/3))
+	}
 	if len(parts) == 0 {
 		return ""
 	}
@@ -314,6 +324,27 @@ func (s *soakRun) startChaos(ctx context.Context, start time.Time, wg *sync.Wait
 				return
 			}
 			s.say("%s: %s is back", time.Since(start).Round(time.Second), victim.name)
+		})
+	}
+	if s.cfg.Term {
+		wg.Go(func() {
+			if !sleepCtx(ctx, time.Until(start.Add(s.cfg.Duration*2/3))) {
+				return
+			}
+			victim := s.busiest(ctx, nil)
+			took, err := victim.terminate(time.Minute)
+			if err != nil {
+				s.chaosError(fmt.Errorf("SIGTERM under load: %w", err))
+				return
+			}
+			s.mu.Lock()
+			s.termExits = append(s.termExits, took)
+			s.mu.Unlock()
+			s.say("%s: SIGTERMed %s under load: it exited in %s; starting it again", time.Since(start).Round(time.Second), victim.name,
+				took.Round(10*time.Millisecond))
+			if err := victim.start(ctx); err != nil {
+				s.chaosError(fmt.Errorf("restart after SIGTERM: %w", err))
+			}
 		})
 	}
 	if s.cfg.Freeze {

@@ -30,6 +30,7 @@ type soakResult struct {
 	windows                     []chaosWindow // the kills and freezes that happened
 	perRecv                     [numBehaviours]recvStats
 	baselineFast                []time.Duration
+	termExits                   []time.Duration // replicas SIGTERMed under load: how long each took to exit
 	replicas                    []replicaMetrics
 	pending                     []string // outbox messages left pending, when the drain gave up
 	problems                    []string
@@ -65,6 +66,7 @@ func (s *soakRun) assess(res *soakResult) {
 	windows := slices.Clone(s.windows)
 	chaosErrs := slices.Clone(s.chaosErrs)
 	res.skipped = s.skipped
+	res.termExits = slices.Clone(s.termExits)
 	s.mu.Unlock()
 	s.ledger.mu.Lock()
 	want := make(map[subject]expectation, len(s.ledger.want))
@@ -203,6 +205,11 @@ func (s *soakRun) assess(res *soakResult) {
 			res.fail("%s took %s to exit after SIGTERM, limit %s", rm.name, rm.exit.Round(10*time.Millisecond), exitLimit)
 		}
 	}
+	for _, took := range res.termExits {
+		if took > exitLimit {
+			res.fail("a replica SIGTERMed under load took %s to exit, limit %s", took.Round(10*time.Millisecond), exitLimit)
+		}
+	}
 	if !depthKnown {
 		res.fail("no replica reported the outbox's depth: stuck messages unknown")
 	} else if stuck > 0 {
@@ -292,6 +299,9 @@ func (r *soakResult) print(w io.Writer) {
 		}
 		p("%s: stuck (queue depth) %s, slots held %s, attempts in flight %s; exited %s after SIGTERM",
 			rm.name, opt(rm.depth, rm.hasDepth), opt(rm.slots, rm.hasSlots), opt(rm.inFlight, rm.hasInFlight), exit)
+	}
+	for _, took := range r.termExits {
+		p("SIGTERM under load: exited in %s (limit %s)", took.Round(10*time.Millisecond), exitLimit)
 	}
 	for _, m := range r.pending {
 		p("pending: %s", m)

@@ -17,9 +17,11 @@ import (
 
 // TestSoak runs a shortened soak against the built server: one SQLite
 // process killed with SIGKILL mid-load, and three PostgreSQL replicas of
-// which one is killed and another frozen. It asserts correctness only —
-// nothing lost or stuck, duplicates only around a kill or freeze, a prompt
-// exit on SIGTERM — and no latency or throughput figure (BENCHMARKS.md).
+// which one is killed, another frozen and one SIGTERMed under load and
+// started again. It asserts correctness only — nothing lost or stuck,
+// duplicates only around a kill or freeze, a prompt exit on SIGTERM under
+// load and after the drain — and no latency or throughput figure
+// (BENCHMARKS.md).
 func TestSoak(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "agentowl")
@@ -39,14 +41,17 @@ func TestSoak(t *testing.T) {
 			t.Skip("AGENTOWL_TEST_DATABASE_URL is not set: replicas need PostgreSQL")
 		}
 		cfg := base
-		cfg.DatabaseURL, cfg.Replicas, cfg.Freeze = url, 3, true
-		checkSoak(t, cfg, 2)
+		cfg.DatabaseURL, cfg.Replicas, cfg.Freeze, cfg.Term = url, 3, true, true
+		res := checkSoak(t, cfg, 2)
+		if len(res.termExits) != 1 {
+			t.Errorf("%d replicas SIGTERMed under load, want 1", len(res.termExits))
+		}
 	})
 }
 
 // checkSoak runs cfg and fails the test on every failed assertion; faults
-// is how many kills and freezes must have happened.
-func checkSoak(t *testing.T, cfg soakConfig, faults int) {
+// is how many kills and freezes must have happened. It returns the result.
+func checkSoak(t *testing.T, cfg soakConfig, faults int) *soakResult {
 	t.Helper()
 	cfg.Out = testWriter{t}
 	res, err := soak(context.Background(), cfg)
@@ -62,6 +67,7 @@ func checkSoak(t *testing.T, cfg soakConfig, faults int) {
 	if n := sum(res.delivered[:]); n == 0 {
 		t.Error("nothing was delivered")
 	}
+	return res
 }
 
 // testWriter logs what is written to it, a line at a time.
