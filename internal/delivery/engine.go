@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -206,6 +207,12 @@ type Engine struct {
 	holding   atomic.Int64
 	reclaimed atomic.Int64
 	started   time.Time
+	// paced holds the messages this engine sent away with a turn (see
+	// sharedSlots.acquire), until their turn: the turn is this process's
+	// estimate, so a stopping engine makes them due again for whoever
+	// delivers next.
+	pacedMu sync.Mutex
+	paced   map[string]time.Time
 }
 
 // maxHold is longer than any attempt holds its slots: an attempt starts
@@ -234,6 +241,7 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 		store: st, clock: clock, client: client, routes: map[string]Resolver{}, cfg: cfg, log: log,
 		owner:      uuid.NewString(),
 		started:    clock.Now(),
+		paced:      map[string]time.Time{},
 		wake:       make(chan struct{}, 1),
 		slots:      make(chan struct{}, cfg.Concurrency),
 		unrecorded: make(chan struct{}, 2*cfg.Concurrency),
@@ -298,6 +306,7 @@ func (e *Engine) Run(ctx context.Context) {
 	go func() { e.report(ctx); close(reporting) }()
 	defer func() {
 		e.inflight.Wait() // attempts in flight still record their outcome
+		e.undeferPaced()  // turns given here end with this engine
 		stopSlots()       // and then every destination slot is handed back
 		<-slotsDone
 		close(e.finishes)
@@ -343,8 +352,13 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 	l := e.newLease()
 	e.lag.claiming()
 	var msgs []*store.Message
-	err := e.store.Write(ctx, func(tx store.Tx) (err error) {
-		msgs, err = tx.MessageClaim(ctx, store.ClaimParams{Now: l.clockStart, LeaseUntil: l.clockStart.Add(l.length), Owner: e.owner, Limit: free})
+	// The claim runs to its end even when the engine stops meanwhile: a
+	// claim cut off at its COMMIT may have leased messages that no attempt
+	// then gives back, and another process would wait out their lease. The
+	// attempts see the stop and give the messages back at once.
+	claim := context.WithoutCancel(ctx)
+	err := e.store.Write(claim, func(tx store.Tx) (err error) {
+		msgs, err = tx.MessageClaim(claim, store.ClaimParams{Now: l.clockStart, LeaseUntil: l.clockStart.Add(l.length), Owner: e.owner, Limit: free})
 		return err
 	})
 	if err != nil {
@@ -463,9 +477,11 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 		if stop.Err() != nil {
 			next = e.clock.Now() // stopping: another replica may take it at once
 		}
+		e.pace(m.ID, next)
 		e.deferMessage(ctx, m, next)
 		return
 	}
+	e.pace(m.ID, time.Time{})
 	// Every path from here hands the slots back, a panic's too; the
 	// exchange's end hands them back at once.
 	e.holding.Add(1)
@@ -524,9 +540,55 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 	e.finish(ctx, m, a, store.MessagePending, next)
 }
 
+// pace records (next non-zero) or forgets that message id was sent away
+// until next.
+func (e *Engine) pace(id string, next time.Time) {
+	e.pacedMu.Lock()
+	defer e.pacedMu.Unlock()
+	if next.IsZero() {
+		delete(e.paced, id)
+		return
+	}
+	e.paced[id] = next
+	if len(e.paced) > 100_000 { // bound the memory: forget the turns that have come
+		now := e.clock.Now()
+		maps.DeleteFunc(e.paced, func(_ string, at time.Time) bool { return !at.After(now) })
+	}
+}
+
+// undeferPaced makes due now the messages this engine sent away whose turn
+// has not come: a turn is this engine's estimate of a destination's pace,
+// and the process that delivers next should not wait for it.
+func (e *Engine) undeferPaced() {
+	now := e.clock.Now()
+	e.pacedMu.Lock()
+	var ids []string
+	for id, at := range e.paced {
+		if at.After(now) {
+			ids = append(ids, id)
+		}
+	}
+	e.paced = map[string]time.Time{}
+	e.pacedMu.Unlock()
+	ctx := context.Background()
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), 500)]
+		ids = ids[len(batch):]
+		err := e.store.Write(ctx, func(tx store.Tx) error {
+			_, err := tx.MessageUndefer(ctx, batch, now, len(batch))
+			return err
+		})
+		if err != nil {
+			e.log.Error("give back paced deliveries", "err", err)
+			return
+		}
+	}
+}
+
 // TakeOverLeases frees every message and destination slot lease in the
-// store, so that what a dead predecessor had claimed is delivered now, not
-// when its lease lapses. Call it before Run, and only when no other process
+// store, and makes its deferred messages due, so that what a dead
+// predecessor had claimed or paced is delivered now, not when its lease
+// lapses or its turn comes. Call it before Run, and only when no other process
 // can be delivering from the store (a SQLite file under its serve lock): a
 // live holder would then overlap with this engine.
 func (e *Engine) TakeOverLeases(ctx context.Context) error {
@@ -534,18 +596,22 @@ func (e *Engine) TakeOverLeases(ctx context.Context) error {
 	// them.
 	horizon := e.clock.Now().Add(100 * 365 * 24 * time.Hour)
 	for {
-		var msgs, slots int
+		var msgs, slots, paced int
 		err := e.store.Write(ctx, func(tx store.Tx) (err error) {
 			if msgs, err = tx.MessageRecoverLapsed(ctx, horizon, 1000); err != nil {
 				return err
 			}
-			slots, err = tx.SlotRecoverLapsed(ctx, horizon, 1000)
+			if slots, err = tx.SlotRecoverLapsed(ctx, horizon, 1000); err != nil {
+				return err
+			}
+			// Its deferrals too: turns paced by a process that is gone.
+			paced, err = tx.MessageUndefer(ctx, nil, e.clock.Now(), 1000)
 			return err
 		})
-		if err != nil || msgs+slots == 0 {
+		if err != nil || msgs+slots+paced == 0 {
 			return err
 		}
-		e.log.Info("took over delivery leases of a stopped process", "messages", msgs, "slots", slots)
+		e.log.Info("took over delivery leases of a stopped process", "messages", msgs, "slots", slots, "deferred", paced)
 	}
 }
 

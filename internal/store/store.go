@@ -326,6 +326,10 @@ type Outbox interface {
 	// (a destination limit delayed it) and schedules it at next;
 	// ErrConflict if the lease was lost.
 	MessageDefer(ctx context.Context, id, owner string, attempt int, next time.Time) error
+	// MessageUndefer makes due at now up to limit deferred messages (put
+	// back by MessageDefer to a time after now, not leased): those of ids,
+	// or every deferred one when ids is nil. It returns how many.
+	MessageUndefer(ctx context.Context, ids []string, now time.Time, limit int) (int, error)
 	// MessageCancelDestination ends every pending message to destination,
 	// returning their IDs. In-flight ones end when their lease would.
 	MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error)

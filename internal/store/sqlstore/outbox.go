@@ -191,6 +191,29 @@ func (t *tx) MessageDefer(ctx context.Context, id, owner string, attempt int, ne
 	return err
 }
 
+func (t *tx) MessageUndefer(ctx context.Context, ids []string, now time.Time, limit int) (int, error) {
+	// A deferral moves next_attempt_at past due_since (a recorded attempt
+	// sets both): that is what tells a deferred message from a retry.
+	const deferred = `state = 'pending' AND lease_owner IS NULL AND next_attempt_at > ? AND next_attempt_at > due_since`
+	n := ts(now)
+	if ids == nil {
+		res, err := t.exec(ctx, `UPDATE outbox SET next_attempt_at = ? WHERE id IN (SELECT id FROM outbox WHERE `+deferred+` LIMIT ?)
+			AND `+deferred, n, n, limit, n)
+		return affected(res, err)
+	}
+	ids = ids[:min(len(ids), limit)]
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	args := []any{n}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := t.exec(ctx, `UPDATE outbox SET next_attempt_at = ? WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`) AND `+deferred,
+		append(args, n)...)
+	return affected(res, err)
+}
+
 func (t *tx) MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error) {
 	// A message in flight ends when its lease would, so the delivery grace
 	// period starts after that attempt.

@@ -35,6 +35,7 @@ var outboxTests = []struct {
 	{"MessageCancelDestination", testMessageCancelDestination},
 	{"MessageList", testMessageList},
 	{"MessageStats", testMessageStats},
+	{"MessageUndefer", testMessageUndefer},
 	{"MessagePurge", testMessagePurge},
 	{"MessagePurgeKeepsRequest", testMessagePurgeKeepsRequest},
 	{"SlotLease", testSlotLease},
@@ -828,6 +829,43 @@ func testMessageStats(t *testing.T, e *env) {
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{p1.ID})
 	e.finish(t, store.FinishParams{ID: p1.ID, Owner: "w1", Attempt: newAttempt(p1, 1, at(1), 204, ""), State: store.MessageDelivered, RetainUntil: ptr(at(100))})
 	stats("after the oldest were delivered", e.now, "instance 2 -20 0")
+}
+
+// Deferred messages (put back to a later time, not leased) are made due
+// again, by ID or all of them; retries, leased and due messages are left.
+func testMessageUndefer(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	deferTo := func(m *store.Message, next time.Time) {
+		t.Helper()
+		equal(t, "claim", msgIDs(e.claim(t, "w", at(0), at(30), 1)), []string{m.ID})
+		e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, m.ID, "w", 1, next) })
+	}
+	d1, d2, retry, leased := msgDue(ten.ID, at(-10), at(-10)), msgDue(ten.ID, at(-9), at(-9)), msgDue(ten.ID, at(-8), at(-8)), msgDue(ten.ID, at(-7), at(-7))
+	e.messages(t, d1)
+	deferTo(d1, at(60))
+	e.messages(t, d2)
+	deferTo(d2, at(90))
+	e.messages(t, retry)
+	equal(t, "claim", msgIDs(e.claim(t, "w", at(0), at(30), 1)), []string{retry.ID})
+	e.finish(t, store.FinishParams{ID: retry.ID, Owner: "w", Attempt: newAttempt(retry, 1, at(0), 503, ""), State: store.MessagePending, NextAttempt: at(120)})
+	e.messages(t, withLease(leased, "other", at(30)))
+	undefer := func(ids []string, limit int) int {
+		t.Helper()
+		var n int
+		e.write(t, func(tx store.Tx) (err error) {
+			n, err = tx.MessageUndefer(e.ctx, ids, e.now, limit)
+			return err
+		})
+		return n
+	}
+	equal(t, "by ID: only deferred ones", undefer([]string{d2.ID, retry.ID, leased.ID, "nope"}, 10), 1)
+	equal(t, "d2 due now", e.getMessage(t, d2.ID).NextAttempt, e.now)
+	equal(t, "the retry keeps its time", e.getMessage(t, retry.ID).NextAttempt, at(120))
+	equal(t, "all deferred", undefer(nil, 10), 1)
+	equal(t, "d1 due now", e.getMessage(t, d1.ID).NextAttempt, e.now)
+	equal(t, "nothing left", undefer(nil, 10), 0)
+	equal(t, "the leased one keeps its lease", e.getMessage(t, leased.ID).LeaseOwner, "other")
 }
 
 func testEngineReports(t *testing.T, e *env) {
