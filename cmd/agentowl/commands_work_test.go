@@ -139,7 +139,7 @@ func TestCLIAgentWork(t *testing.T) {
 		}
 		header, rows = parseTable(t, op("runtime-credentials", "list", epID).ok(t))
 		expectHeader(t, "runtime-credentials list", header, "ID", "STATUS", "SCOPES", "CREATED", "EXPIRES", "LABEL")
-		if row := rowWith(t, "runtime-credentials list", rows, credID); row[1] != "active" || row[2] != "callbacks:write" {
+		if row := rowWith(t, "runtime-credentials list", rows, credID); row[1] != "active" || row[2] != "attachments:read,callbacks:write,decisions:read" {
 			t.Errorf("runtime-credentials list row %q", row)
 		}
 		op("--json", "runtime-credentials", "create", epID, "--days", "91").failed(t, "invalid_field")
