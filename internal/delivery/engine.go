@@ -208,9 +208,11 @@ type Engine struct {
 	reclaimed atomic.Int64
 	started   time.Time
 	// paced holds the messages this engine sent away with a turn (see
-	// sharedSlots.acquire), until their turn: the turn is this process's
-	// estimate, so a stopping engine makes them due again for whoever
-	// delivers next.
+	// sharedSlots.acquire) and when: the turn is this process's estimate,
+	// so a stopping engine makes those whose turn has not come due again
+	// for whoever delivers next. A turn that has come is of no more use:
+	// such entries are dropped when the map grows, never one by one on the
+	// attempt's path.
 	pacedMu sync.Mutex
 	paced   map[string]time.Time
 }
@@ -474,14 +476,15 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 	held, ok, turn := e.acquireDestinations(stop, append(slices.Clip(keys), accountKey(m.TenantID)))
 	if !ok {
 		next := e.clock.Now().Add(max(turn, 250*time.Millisecond))
-		if stop.Err() != nil {
+		switch {
+		case stop.Err() != nil:
 			next = e.clock.Now() // stopping: another replica may take it at once
+		case turn > 0:
+			e.pace(m.ID, next)
 		}
-		e.pace(m.ID, next)
 		e.deferMessage(ctx, m, next)
 		return
 	}
-	e.pace(m.ID, time.Time{})
 	// Every path from here hands the slots back, a panic's too; the
 	// exchange's end hands them back at once.
 	e.holding.Add(1)
@@ -540,15 +543,10 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 	e.finish(ctx, m, a, store.MessagePending, next)
 }
 
-// pace records (next non-zero) or forgets that message id was sent away
-// until next.
+// pace records that message id was sent away until next.
 func (e *Engine) pace(id string, next time.Time) {
 	e.pacedMu.Lock()
 	defer e.pacedMu.Unlock()
-	if next.IsZero() {
-		delete(e.paced, id)
-		return
-	}
 	e.paced[id] = next
 	if len(e.paced) > 100_000 { // bound the memory: forget the turns that have come
 		now := e.clock.Now()

@@ -112,10 +112,40 @@ type JobStatus struct {
 
 // Status reads the scheduler's status.
 func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
+	st, err := s.schedulerStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var reports []*store.EngineReport
+	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+		if reports, err = tx.EngineList(ctx); err != nil {
+			return err
+		}
+		st.Delivery.Queues, err = tx.MessageStats(ctx, st.Now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Delivery.Engines = engineStatuses(reports, st.Now)
+	st.Delivery.Findings = deliveryFindings(st.Delivery, st.Now)
+	return st, nil
+}
+
+// engineStatuses are the engines' reports as of now.
+func engineStatuses(reports []*store.EngineReport, now time.Time) []EngineStatus {
+	var out []EngineStatus
+	for _, r := range reports {
+		out = append(out, EngineStatus{EngineReport: *r, Live: now.Sub(r.SeenAt) <= engineSilence})
+	}
+	return out
+}
+
+// schedulerStatus is Status without its delivery part: what the
+// scheduler's metrics and its leader check read at every scrape.
+func (s *Scheduler) schedulerStatus(ctx context.Context) (*Status, error) {
 	var lease *store.Lease
 	var runs []*store.JobRun
-	var reports []*store.EngineReport
-	var queues []*store.QueueStats
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		if lease, err = tx.LeaseGet(ctx, LeaseName); errors.Is(err, store.ErrNotFound) {
 			lease, err = nil, nil
@@ -123,13 +153,7 @@ func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 		if err != nil {
 			return err
 		}
-		if runs, err = tx.JobList(ctx); err != nil {
-			return err
-		}
-		if reports, err = tx.EngineList(ctx); err != nil {
-			return err
-		}
-		queues, err = tx.MessageStats(ctx, s.clock.Now())
+		runs, err = tx.JobList(ctx)
 		return err
 	})
 	if err != nil {
@@ -155,11 +179,6 @@ func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 		}
 		st.Jobs = append(st.Jobs, js)
 	}
-	st.Delivery.Queues = queues
-	for _, r := range reports {
-		st.Delivery.Engines = append(st.Delivery.Engines, EngineStatus{EngineReport: *r, Live: now.Sub(r.SeenAt) <= engineSilence})
-	}
-	st.Delivery.Findings = deliveryFindings(st.Delivery, now)
 	return st, nil
 }
 
@@ -230,7 +249,7 @@ func (c *jobCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := c.s.Status(ctx)
+	st, err := c.s.schedulerStatus(ctx)
 	if err != nil {
 		return // the scrape goes on without them; /readyz reports the database
 	}
@@ -261,7 +280,7 @@ func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
 // unless renewed; ok is false when no replica leads (work-doctor's
 // doctor.SchedulerStatus).
 func (s *Scheduler) Leader(ctx context.Context) (id string, until time.Time, ok bool, err error) {
-	st, err := s.Status(ctx)
+	st, err := s.schedulerStatus(ctx)
 	if err != nil || st.Leader == nil {
 		return "", time.Time{}, false, err
 	}
@@ -272,11 +291,11 @@ func (s *Scheduler) Leader(ctx context.Context) (id string, until time.Time, ok 
 // (work-doctor's doctor.DeliveryEngines): slots held without an attempt
 // (stalls), and engines that went silent without stopping cleanly.
 func (s *Scheduler) EngineFindings(ctx context.Context) (stalls, silent []string, err error) {
-	st, err := s.Status(ctx)
-	if err != nil {
+	var reports []*store.EngineReport
+	if err := s.store.Read(ctx, func(tx store.Tx) (err error) { reports, err = tx.EngineList(ctx); return err }); err != nil {
 		return nil, nil, err
 	}
-	stalls, silent = engineFindings(st.Delivery.Engines)
+	stalls, silent = engineFindings(engineStatuses(reports, s.clock.Now()))
 	return stalls, silent, nil
 }
 
