@@ -138,35 +138,15 @@ func soak(ctx context.Context, cfg soakConfig) (*soakResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "agentowl-soak-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-
 	s := &soakRun{cfg: cfg, rec: newRecorder(), ledger: &ledger{want: map[subject]expectation{}}}
-	caPEM, cert, err := newLoopbackPKI()
+	site, err := openSite(ctx, "agentowl-soak-", s.rec, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
-	caFile := filepath.Join(dir, "receivers-ca.pem")
-	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
-		return nil, err
-	}
-	if s.rs, err = startReceivers(s.rec, cert); err != nil {
-		return nil, err
-	}
-	defer s.rs.close()
-
-	dbURL := ""
-	if cfg.DatabaseURL != "" {
-		var drop func()
-		if dbURL, drop, err = freshSchema(ctx, cfg.DatabaseURL); err != nil {
-			return nil, err
-		}
-		defer drop()
-	}
-	env := serverEnv(caFile)
+	defer site.close()
+	s.rs = site.rs
+	dir, dbURL := site.dir, site.dbURL
+	env := serverEnv(site.caFile)
 	s.fleet = &fleet{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 15 * time.Second}}
 	defer func() {
 		for _, p := range s.fleet.replicas {

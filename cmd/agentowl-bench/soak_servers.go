@@ -464,3 +464,54 @@ func serverEnv(caFile string) []string {
 		"AGENTOWL_REGISTER_DESTINATION_RATE=10000",
 	}
 }
+
+// site is what a soak or stall run stands on: a temporary directory, the
+// loopback HTTPS receivers, the CA file servers trust them with, and the
+// database (a fresh PostgreSQL schema, or "" for SQLite).
+type site struct {
+	dir, caFile, dbURL string
+	rs                 *receiverSet
+	drop               func()
+}
+
+// openSite makes a site for rec's receivers in a directory named after
+// prefix, on a fresh schema of databaseURL when it is set.
+func openSite(ctx context.Context, prefix string, rec *recorder, databaseURL string) (_ *site, err error) {
+	st := &site{drop: func() {}}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	if st.dir, err = os.MkdirTemp("", prefix); err != nil {
+		return nil, err
+	}
+	caPEM, cert, err := newLoopbackPKI()
+	if err != nil {
+		return nil, err
+	}
+	st.caFile = filepath.Join(st.dir, "receivers-ca.pem")
+	if err := os.WriteFile(st.caFile, caPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if st.rs, err = startReceivers(rec, cert); err != nil {
+		return nil, err
+	}
+	if databaseURL != "" {
+		if st.dbURL, st.drop, err = freshSchema(ctx, databaseURL); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// close drops the schema, stops the receivers and removes the directory.
+func (st *site) close() {
+	st.drop()
+	if st.rs != nil {
+		st.rs.close()
+	}
+	if st.dir != "" {
+		os.RemoveAll(st.dir)
+	}
+}

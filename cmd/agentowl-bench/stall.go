@@ -132,37 +132,18 @@ func stall(ctx context.Context, cfg stallConfig) (*stallResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "agentowl-stall-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
 	s := &stallRun{cfg: cfg, rec: newRecorder(), run: strconv.FormatInt(time.Now().UnixNano(), 36), slowWant: map[subject]bool{}}
 	s.rec.slowDelay = cfg.Delay
-	caPEM, cert, err := newLoopbackPKI()
+	site, err := openSite(ctx, "agentowl-stall-", s.rec, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
-	caFile := filepath.Join(dir, "receivers-ca.pem")
-	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
-		return nil, err
-	}
-	if s.rs, err = startReceivers(s.rec, cert); err != nil {
-		return nil, err
-	}
-	defer s.rs.close()
-
-	dbURL := ""
-	if cfg.DatabaseURL != "" {
-		var drop func()
-		if dbURL, drop, err = freshSchema(ctx, cfg.DatabaseURL); err != nil {
-			return nil, err
-		}
-		defer drop()
-	}
+	defer site.close()
+	s.rs = site.rs
+	dir, dbURL := site.dir, site.dbURL
 	// The later of two settings of a variable is the one a process sees
 	// (os/exec keeps the last).
-	env := append(serverEnv(caFile), fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", cfg.Concurrency))
+	env := append(serverEnv(site.caFile), fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", cfg.Concurrency))
 	s.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2*cfg.Clients + 64}, Timeout: 30 * time.Second}
 	defer s.terminate()
 	// One at a time: the first bootstraps the database and its admin.
