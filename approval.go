@@ -143,3 +143,16 @@ func canonicalJSON(raw json.RawMessage) any {
 // RetentionAfterDecision is how long a terminal request, its idempotency key,
 // instance creation keys and deletion records are kept: seven days (168 h).
 const RetentionAfterDecision = 168 * time.Hour
+
+// Idempotency is the remembered outcome of a keyed provider operation
+// (instance creation and update). Request creation keys live on the request.
+type Idempotency struct {
+	Scope       string // who the key belongs to, e.g. the provisioner token ID
+	Operation   string
+	Key         string
+	InputHash   []byte
+	ResourceID  string
+	Response    []byte // the original response; sealed when it holds a secret
+	CreatedAt   time.Time
+	RetainUntil time.Time
+}

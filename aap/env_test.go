@@ -249,7 +249,7 @@ func (p *provider) flush() {
 	p.t.Helper()
 	eventually(p.t, "due notifications to be attempted", func() bool {
 		p.wake()
-		msgs, err := delivery.List(context.Background(), p.store(), store.MessageListParams{TenantID: p.tenant, State: store.MessagePending, Limit: 1000})
+		msgs, err := delivery.List(context.Background(), p.store(), store.MessageListParams{TenantID: p.tenant, State: agentowl.MessagePending, Limit: 1000})
 		must(p.t, err)
 		now := p.clock.Now()
 		for _, m := range msgs {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/blob"
 	"github.com/agentowl/agentowl/internal/clocktest"
@@ -111,8 +112,8 @@ func TestAttachmentsKilledBeforeCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer blobs.Close()
-			var records []*store.Attachment
-			var uploads []*store.AttachmentUpload
+			var records []*agentowl.Attachment
+			var uploads []*agentowl.AttachmentUpload
 			read := func() {
 				t.Helper()
 				err := st.Read(ctx, func(tx store.Tx) error {

@@ -72,7 +72,7 @@ func TestCLIAttachments(t *testing.T) {
 		r.cli(t, token, "attachments", "download", "evt_unknown", report, filepath.Join(dir, "x")).failed(t, "not_found")
 
 		// Bytes that differ from the recorded SHA-256 are not saved.
-		var a *store.Attachment
+		var a *agentowl.Attachment
 		if err := r.m.Store().Read(context.Background(), func(tx store.Tx) (err error) {
 			a, err = tx.AttachmentGet(context.Background(), report)
 			return err
@@ -96,20 +96,20 @@ func TestCLIAttachments(t *testing.T) {
 
 // storeMessage stores an event with files at a fresh binding of tenant
 // default, through the real retaining writer.
-func storeMessage(t *testing.T, r *running, files ...attachmenttest.File) *store.Event {
+func storeMessage(t *testing.T, r *running, files ...attachmenttest.File) *agentowl.Event {
 	t.Helper()
 	ctx := context.Background()
 	st := r.m.Store()
-	var b *store.Binding
+	var b *agentowl.Binding
 	err := st.Write(ctx, func(tx store.Tx) error {
 		tn, err := tx.TenantGetByName(ctx, "default")
 		if err != nil {
 			return err
 		}
 		now := time.Now()
-		ep := &store.Endpoint{ID: work.NewID("ep"), TenantID: tn.ID, Name: "mail-runtime", URL: "https://runtime.example.com/",
+		ep := &agentowl.Endpoint{ID: work.NewID("ep"), TenantID: tn.ID, Name: "mail-runtime", URL: "https://runtime.example.com/",
 			SigningSecret: []byte("sealed"), CreatedAt: now, UpdatedAt: now}
-		b = &store.Binding{ID: work.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
+		b = &agentowl.Binding{ID: work.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
 			TokenHash: agentowl.HashToken(work.NewID("in")), CreatedAt: now}
 		if err := tx.EndpointCreate(ctx, ep); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -86,7 +87,7 @@ func TestCLIAttention(t *testing.T) {
 			}
 			eventID = w.EventID
 			now := time.Now()
-			return tx.AttachmentCreate(ctx, &store.Attachment{ID: work.NewID("att"), TenantID: w.TenantID, EventID: w.EventID,
+			return tx.AttachmentCreate(ctx, &agentowl.Attachment{ID: work.NewID("att"), TenantID: w.TenantID, EventID: w.EventID,
 				Name: "scan.pdf", Size: 11 << 20, DeclaredType: "application/pdf", SniffedType: "application/pdf", Blocked: "file_too_large",
 				CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 		}); err != nil {

@@ -53,7 +53,7 @@ func newConsoleSecret(prefix string) string {
 
 // Session is a signed-in console session.
 type Session struct {
-	Record *store.ConsoleSessionRecord
+	Record *agentowl.ConsoleSessionRecord
 	// Principal acts as the session's operator in their one tenant; audit
 	// entries name that operator.
 	Principal *Principal
@@ -77,10 +77,10 @@ func (s *Service) SignIn(ctx context.Context, tokenSecret string) (*Session, err
 
 // newSession stores a session for principal p, vouched for by p's token;
 // link, when set, is the login link it consumes in the same transaction.
-func (s *Service) newSession(ctx context.Context, p *Principal, link *store.ConsoleSessionRecord) (*Session, error) {
+func (s *Service) newSession(ctx context.Context, p *Principal, link *agentowl.ConsoleSessionRecord) (*Session, error) {
 	now := s.clock.Now()
 	secret := newConsoleSecret(sessionPrefix)
-	rec := &store.ConsoleSessionRecord{ID: newID(), Kind: store.ConsoleSession, Hash: agentowl.HashToken(secret),
+	rec := &agentowl.ConsoleSessionRecord{ID: newID(), Kind: agentowl.ConsoleSession, Hash: agentowl.HashToken(secret),
 		TenantID: p.Scope.TenantID, OperatorID: p.Operator.ID, TokenID: p.Token.ID, CreatedAt: now, LastSeenAt: now,
 		ExpiresAt: now.Add(s.cfg.SessionMax)}
 	if p.Token.ExpiresAt != nil && p.Token.ExpiresAt.Before(rec.ExpiresAt) {
@@ -138,7 +138,7 @@ func (s *Service) CreateLoginLink(ctx context.Context, p *Principal, tenant, ope
 			return err
 		}
 		out.OperatorName = op.Name
-		rec := &store.ConsoleSessionRecord{ID: newID(), Kind: store.ConsoleLoginLink, Hash: agentowl.HashToken(secret),
+		rec := &agentowl.ConsoleSessionRecord{ID: newID(), Kind: agentowl.ConsoleLoginLink, Hash: agentowl.HashToken(secret),
 			TenantID: m.TenantID, OperatorID: op.ID, TokenID: p.Token.ID, CreatedAt: now, LastSeenAt: now, ExpiresAt: out.ExpiresAt}
 		if err := tx.ConsoleSessionCreate(ctx, rec); err != nil {
 			return err
@@ -154,11 +154,11 @@ func (s *Service) CreateLoginLink(ctx context.Context, p *Principal, tenant, ope
 // lookup returns the live record of kind for secret and the principal it
 // acts as, or unauthenticated: unknown, revoked, expired, idle too long, a
 // link already used, or a vouching token that is no longer active.
-func (s *Service) lookup(ctx context.Context, secret, prefix string, kind store.ConsoleSessionKind) (*store.ConsoleSessionRecord, *Principal, error) {
+func (s *Service) lookup(ctx context.Context, secret, prefix string, kind agentowl.ConsoleSessionKind) (*agentowl.ConsoleSessionRecord, *Principal, error) {
 	if !strings.HasPrefix(secret, prefix) || len(secret) > 256 {
 		return nil, nil, sessionExpired()
 	}
-	var rec *store.ConsoleSessionRecord
+	var rec *agentowl.ConsoleSessionRecord
 	var p *Principal
 	err := s.store.Read(ctx, func(tx store.Tx) error {
 		r, tok, err := tx.ConsoleSessionGetByHash(ctx, agentowl.HashToken(secret))
@@ -168,7 +168,7 @@ func (s *Service) lookup(ctx context.Context, secret, prefix string, kind store.
 		now := s.clock.Now()
 		if r.Kind != kind || !agentowl.TokenMatches(secret, r.Hash) || r.RevokedAt != nil || r.UsedAt != nil ||
 			!now.Before(r.ExpiresAt) || tok.Kind != agentowl.TokenOperator || !tok.Active(now) ||
-			(kind == store.ConsoleSession && now.Sub(r.LastSeenAt) >= s.cfg.SessionIdle) {
+			(kind == agentowl.ConsoleSession && now.Sub(r.LastSeenAt) >= s.cfg.SessionIdle) {
 			return store.ErrNotFound
 		}
 		op, scope, err := tx.OperatorScope(ctx, r.OperatorID)
@@ -190,14 +190,14 @@ func (s *Service) lookup(ctx context.Context, secret, prefix string, kind store.
 // InspectLoginLink returns the operator and tenant a login link signs in
 // as, without using it (so that a link preview does not spend it).
 func (s *Service) InspectLoginLink(ctx context.Context, secret string) (*Principal, error) {
-	_, p, err := s.lookup(ctx, secret, linkPrefix, store.ConsoleLoginLink)
+	_, p, err := s.lookup(ctx, secret, linkPrefix, agentowl.ConsoleLoginLink)
 	return p, err
 }
 
 // SignInWithLink uses a login link, once, and makes a session for its
 // operator. The session is vouched for by the token that issued the link.
 func (s *Service) SignInWithLink(ctx context.Context, secret string) (*Session, error) {
-	rec, p, err := s.lookup(ctx, secret, linkPrefix, store.ConsoleLoginLink)
+	rec, p, err := s.lookup(ctx, secret, linkPrefix, agentowl.ConsoleLoginLink)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (s *Service) SignInWithLink(ctx context.Context, secret string) (*Session, 
 // touch it records the activity that keeps the session from idling out (a
 // person's request, not a page refreshing itself).
 func (s *Service) AuthenticateSession(ctx context.Context, secret string, touch bool) (*Session, error) {
-	rec, p, err := s.lookup(ctx, secret, sessionPrefix, store.ConsoleSession)
+	rec, p, err := s.lookup(ctx, secret, sessionPrefix, agentowl.ConsoleSession)
 	if err != nil {
 		return nil, err
 	}

@@ -191,7 +191,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 		out.DecisionID = in.DecisionID
 		keep := now.Add(agentowl.RetentionAfterDecision)
 		// The decision_id is remembered with the request, for replays.
-		return tx.IdempotencyCreate(ctx, &store.Idempotency{Scope: id, Operation: opAttentionDecide, Key: in.DecisionID,
+		return tx.IdempotencyCreate(ctx, &agentowl.Idempotency{Scope: id, Operation: opAttentionDecide, Key: in.DecisionID,
 			InputHash: sum, ResourceID: in.DecisionID, Response: []byte("{}"), CreatedAt: now, RetainUntil: keep})
 	})
 	if errors.Is(err, store.ErrConflict) {
@@ -210,7 +210,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 // AckAttention acknowledges (assigns) the pending AAP request id of the
 // tenant named tenant in the inbox, for its members: it never decides it. assignee defaults to the
 // caller. A request that is no longer pending is a conflict.
-func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant, id, assignee string) (*agentowl.ApprovalRequest, *store.AAPAck, error) {
+func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant, id, assignee string) (*agentowl.ApprovalRequest, *agentowl.AAPAck, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, nil, err
@@ -226,7 +226,7 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 		return nil, nil, notFoundIn(m, "attention item", AttentionID(id))
 	}
 	var r *agentowl.ApprovalRequest
-	var ack *store.AAPAck
+	var ack *agentowl.AAPAck
 	err = s.writeRequest(ctx, func(tx store.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
@@ -241,7 +241,7 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 		if r.Status != agentowl.StatusPending {
 			return agentowl.Errorf(agentowl.ECodeConflict, "The AAP request is already %s; its item is resolved.", r.Status)
 		}
-		ack = &store.AAPAck{RequestID: id, TenantID: tenantID, Assignee: assignee, At: s.now()}
+		ack = &agentowl.AAPAck{RequestID: id, TenantID: tenantID, Assignee: assignee, At: s.now()}
 		if err := tx.AAPAckSet(ctx, ack); err != nil {
 			return err
 		}
@@ -254,8 +254,8 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 }
 
 // Acks returns the acknowledgements of the given requests that have one.
-func (s *Service) Acks(ctx context.Context, ids []string) (map[string]*store.AAPAck, error) {
-	out := map[string]*store.AAPAck{}
+func (s *Service) Acks(ctx context.Context, ids []string) (map[string]*agentowl.AAPAck, error) {
+	out := map[string]*agentowl.AAPAck{}
 	err := s.store.Read(ctx, func(tx store.Tx) error {
 		for _, id := range ids {
 			a, err := tx.AAPAckGet(ctx, id)

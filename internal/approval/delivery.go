@@ -109,10 +109,10 @@ func (s *Service) recordNotification(ctx context.Context, tx store.Tx, inst *age
 		return false, err
 	}
 	now := s.clock.Now()
-	return true, tx.MessageCreate(ctx, &store.Message{
+	return true, tx.MessageCreate(ctx, &agentowl.OutboxMessage{
 		ID: id, TenantID: inst.TenantID, Kind: MessageKindRequestResolved, Destination: InstanceDestination(inst.ID),
 		Subject: r.ID, Body: body, CreatedAt: now, DeadlineAt: r.Decision.DecidedAt.Add(NotificationWindow),
-		State: store.MessagePending, NextAttempt: now,
+		State: agentowl.MessagePending, NextAttempt: now,
 	})
 }
 

@@ -132,7 +132,7 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 			if err != nil {
 				return err
 			}
-			if err := tx.IdempotencyCreate(ctx, &store.Idempotency{
+			if err := tx.IdempotencyCreate(ctx, &agentowl.Idempotency{
 				Scope: p.Token.ID, Operation: opInstanceCreate, Key: idemKey, InputHash: hash, ResourceID: inst.ID,
 				Response: sealed, CreatedAt: now, RetainUntil: now.Add(agentowl.RetentionAfterDecision),
 			}); err != nil {
@@ -169,7 +169,7 @@ func (s *Service) provisionReplay(ctx context.Context, p *access.Principal, idem
 	return out, err
 }
 
-func (s *Service) replayProvision(ctx context.Context, tx store.Tx, p *access.Principal, idemKey string, hash []byte, rec *store.Idempotency) (*Provisioned, error) {
+func (s *Service) replayProvision(ctx context.Context, tx store.Tx, p *access.Principal, idemKey string, hash []byte, rec *agentowl.Idempotency) (*Provisioned, error) {
 	if string(rec.InputHash) != string(hash) {
 		return nil, errKeyReused()
 	}
@@ -310,7 +310,7 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 		if err != nil {
 			return err
 		}
-		if err := tx.IdempotencyCreate(ctx, &store.Idempotency{
+		if err := tx.IdempotencyCreate(ctx, &agentowl.Idempotency{
 			Scope: scope, Operation: opInstanceUpdate, Key: idemKey, InputHash: hash, ResourceID: id,
 			Response: resp, CreatedAt: now, RetainUntil: now.Add(agentowl.RetentionAfterDecision),
 		}); err != nil {

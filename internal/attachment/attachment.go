@@ -86,7 +86,7 @@ type Entry struct {
 }
 
 // EntryOf is a as shown at now.
-func EntryOf(a *store.Attachment, now time.Time) Entry {
+func EntryOf(a *agentowl.Attachment, now time.Time) Entry {
 	e := Entry{ID: a.ID, Name: a.Name, Size: a.Size, ContentID: a.ContentID, ContentType: a.DeclaredType,
 		SniffedType: a.SniffedType, Inline: a.Inline, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339),
 		Availability: string(a.Availability(now)), BlockedReason: a.Blocked}
@@ -102,7 +102,7 @@ type Manifest struct {
 	EventID string
 	// WorkID is set for a runtime's manifest.
 	WorkID string
-	Items  []*store.Attachment
+	Items  []*agentowl.Attachment
 	At     time.Time
 }
 
@@ -115,7 +115,7 @@ func (m *Manifest) Entries() []Entry {
 	return out
 }
 
-func entriesJSON(as []*store.Attachment, at time.Time) (json.RawMessage, error) {
+func entriesJSON(as []*agentowl.Attachment, at time.Time) (json.RawMessage, error) {
 	m := Manifest{Items: as, At: at}
 	return json.Marshal(m.Entries())
 }
@@ -133,7 +133,7 @@ func noAttachment(id string) error {
 }
 
 // runtimeWork reads work of c's endpoint.
-func runtimeWork(ctx context.Context, tx store.Tx, c *store.RuntimeCredential, workID string) (*store.Work, error) {
+func runtimeWork(ctx context.Context, tx store.Tx, c *agentowl.RuntimeCredential, workID string) (*agentowl.Work, error) {
 	w, err := tx.WorkGet(ctx, workID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {
 		return nil, noWork(workID)
@@ -144,7 +144,7 @@ func runtimeWork(ctx context.Context, tx store.Tx, c *store.RuntimeCredential, w
 // WorkManifest lists the attachments of the event that work workID handles,
 // for runtime credential c (attachments:read) of the work's endpoint. Work
 // replayed from the same event shows the same manifest.
-func (s *Service) WorkManifest(ctx context.Context, c *store.RuntimeCredential, workID string) (*Manifest, error) {
+func (s *Service) WorkManifest(ctx context.Context, c *agentowl.RuntimeCredential, workID string) (*Manifest, error) {
 	if err := work.RequireScope(c, work.ScopeAttachments); err != nil {
 		return nil, err
 	}
@@ -165,11 +165,11 @@ func (s *Service) WorkManifest(ctx context.Context, c *store.RuntimeCredential, 
 // WorkAttachment returns attachment id of work workID's event for runtime
 // credential c, if its bytes can be downloaded now: otherwise
 // attachment_blocked, attachment_expired or attachment_missing.
-func (s *Service) WorkAttachment(ctx context.Context, c *store.RuntimeCredential, workID, id string) (*store.Attachment, error) {
+func (s *Service) WorkAttachment(ctx context.Context, c *agentowl.RuntimeCredential, workID, id string) (*agentowl.Attachment, error) {
 	if err := work.RequireScope(c, work.ScopeAttachments); err != nil {
 		return nil, err
 	}
-	var a *store.Attachment
+	var a *agentowl.Attachment
 	err := s.store.Read(ctx, func(tx store.Tx) error {
 		w, err := runtimeWork(ctx, tx, c, workID)
 		if err != nil {
@@ -184,7 +184,7 @@ func (s *Service) WorkAttachment(ctx context.Context, c *store.RuntimeCredential
 	return a, downloadable(a, s.clock.Now())
 }
 
-func eventAttachment(ctx context.Context, tx store.Tx, eventID, id string) (*store.Attachment, error) {
+func eventAttachment(ctx context.Context, tx store.Tx, eventID, id string) (*agentowl.Attachment, error) {
 	a, err := tx.AttachmentGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && a.EventID != eventID) {
 		return nil, noAttachment(id)
@@ -193,15 +193,15 @@ func eventAttachment(ctx context.Context, tx store.Tx, eventID, id string) (*sto
 }
 
 // downloadable reports why a's bytes cannot be served at now, if so.
-func downloadable(a *store.Attachment, now time.Time) error {
+func downloadable(a *agentowl.Attachment, now time.Time) error {
 	switch a.Availability(now) {
-	case store.Blocked:
+	case agentowl.AttachmentBlocked:
 		return agentowl.Errorf(agentowl.ECodeAttachmentBlocked, "Attachment %q was blocked when the message arrived (%s): no bytes were kept.",
 			a.ID, a.Blocked)
-	case store.Expired:
+	case agentowl.AttachmentExpired:
 		return agentowl.Errorf(agentowl.ECodeAttachmentExpired, "Attachment %q expired at %s.", a.ID,
 			a.ExpiresAt.UTC().Format(time.RFC3339))
-	case store.Missing:
+	case agentowl.AttachmentMissing:
 		return agentowl.Errorf(agentowl.ECodeAttachmentMissing, "The bytes of attachment %q are missing from the attachment store.", a.ID)
 	}
 	return nil
@@ -213,7 +213,7 @@ func notFound(m *agentowl.TenantScope, what, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in tenant %q.", what, id, m.TenantName)
 }
 
-func tenantEvent(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Event, error) {
+func tenantEvent(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Event, error) {
 	ev, err := tx.EventGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && ev.TenantID != m.TenantID) {
 		return nil, notFound(m, "event", id)
@@ -266,12 +266,12 @@ func (s *Service) WorkFiles(ctx context.Context, p *access.Principal, tenant, wo
 
 // EventAttachment is WorkAttachment for an operator: attachment id of an
 // event of the tenant. Members may.
-func (s *Service) EventAttachment(ctx context.Context, p *access.Principal, tenant, eventID, id string) (*store.Attachment, error) {
+func (s *Service) EventAttachment(ctx context.Context, p *access.Principal, tenant, eventID, id string) (*agentowl.Attachment, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	var a *store.Attachment
+	var a *agentowl.Attachment
 	err = s.store.Read(ctx, func(tx store.Tx) error {
 		ev, err := tenantEvent(ctx, tx, m, eventID)
 		if err != nil {
@@ -294,7 +294,7 @@ func (s *Service) EventAttachment(ctx context.Context, p *access.Principal, tena
 // attachment that WorkAttachment or EventAttachment returned. Bytes found
 // gone before a's expiry are recorded missing (attachment_missing); past
 // its expiry the answer is attachment_expired. Nothing substitutes them.
-func (s *Service) Open(ctx context.Context, a *store.Attachment, offset, length int64) (io.ReadCloser, error) {
+func (s *Service) Open(ctx context.Context, a *agentowl.Attachment, offset, length int64) (io.ReadCloser, error) {
 	r, err := s.blobs.Open(ctx, a.BlobKey, offset, length)
 	if err == nil {
 		return r, nil
@@ -353,7 +353,7 @@ func (s *Service) DeleteExpired(ctx context.Context, now time.Time, limit int) (
 // sweepExpired deletes one batch of up to limit expired files; full
 // reports that the batch was full (more may be due).
 func (s *Service) sweepExpired(ctx context.Context, now time.Time, limit int) (n int, full bool, err error) {
-	var due []*store.Attachment
+	var due []*agentowl.Attachment
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		due, err = tx.AttachmentDue(ctx, now, limit)
 		return err
@@ -403,7 +403,7 @@ func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (int, error) 
 
 // sweepOrphans clears one batch of up to limit stale uploads.
 func (s *Service) sweepOrphans(ctx context.Context, now time.Time, limit int) (n int, full bool, err error) {
-	var stale []*store.AttachmentUpload
+	var stale []*agentowl.AttachmentUpload
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		stale, err = tx.AttachmentUploadStale(ctx, now.Add(-s.cfg.OrphanGrace), limit)
 		return err
@@ -426,7 +426,7 @@ func (s *Service) sweepOrphans(ctx context.Context, now time.Time, limit int) (n
 // discard deletes an upload's bytes: it marks the upload abandoned first
 // (from then on its event cannot commit; ErrNotFound if it committed), then
 // deletes the bytes, then the upload.
-func (s *Service) discard(ctx context.Context, u *store.AttachmentUpload, now time.Time) error {
+func (s *Service) discard(ctx context.Context, u *agentowl.AttachmentUpload, now time.Time) error {
 	if u.AbandonedAt == nil {
 		if err := s.store.Write(ctx, func(tx store.Tx) error { return tx.AttachmentUploadAbandon(ctx, u.ID, now) }); err != nil {
 			return err

@@ -34,9 +34,9 @@ type env struct {
 	clock  *clocktest.Fake
 	svc    *attachment.Service
 	tenant string
-	ep     *store.Endpoint
-	b      *store.Binding
-	cred   *store.RuntimeCredential
+	ep     *agentowl.Endpoint
+	b      *agentowl.Binding
+	cred   *agentowl.RuntimeCredential
 }
 
 // forEachBackend runs fn on every store backend with every object store.
@@ -79,13 +79,13 @@ func (e *env) write(fn func(tx store.Tx) error) {
 
 // thread makes a tenant with an agent-work endpoint and an smtp-like
 // binding routed to it.
-func (e *env) thread() (string, *store.Endpoint, *store.Binding) {
+func (e *env) thread() (string, *agentowl.Endpoint, *agentowl.Binding) {
 	e.t.Helper()
 	now := e.clock.Now()
 	tn := &agentowl.Tenant{ID: work.NewID("t"), Name: work.NewID("tenant"), CreatedAt: now}
-	ep := &store.Endpoint{ID: work.NewID("ep"), TenantID: tn.ID, Name: "runtime", URL: "https://runtime.example.com/",
+	ep := &agentowl.Endpoint{ID: work.NewID("ep"), TenantID: tn.ID, Name: "runtime", URL: "https://runtime.example.com/",
 		AgentWork: true, SigningSecret: []byte("sealed"), CreatedAt: now, UpdatedAt: now}
-	b := &store.Binding{ID: work.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
+	b := &agentowl.Binding{ID: work.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
 		TokenHash: []byte(work.NewID("h")), CreatedAt: now}
 	e.write(func(tx store.Tx) error {
 		if err := tx.TenantCreate(e.ctx, tn); err != nil {
@@ -99,35 +99,35 @@ func (e *env) thread() (string, *store.Endpoint, *store.Binding) {
 	return tn.ID, ep, b
 }
 
-func (e *env) credential(ep *store.Endpoint, scopes ...string) *store.RuntimeCredential {
+func (e *env) credential(ep *agentowl.Endpoint, scopes ...string) *agentowl.RuntimeCredential {
 	e.t.Helper()
 	now := e.clock.Now()
-	c := &store.RuntimeCredential{ID: work.NewID("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: []byte(work.NewID("h")),
+	c := &agentowl.RuntimeCredential{ID: work.NewID("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: []byte(work.NewID("h")),
 		Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(30 * 24 * time.Hour)}
 	e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 	return c
 }
 
 // handoff creates work of generation 1 for the event, as a handoff does.
-func handoff(ep *store.Endpoint, workID *string) attachmenttest.Handoff {
-	return func(ctx context.Context, tx store.Tx, ev *store.Event, conv *store.Conversation) error {
+func handoff(ep *agentowl.Endpoint, workID *string) attachmenttest.Handoff {
+	return func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 		*workID = work.NewID("work")
-		return tx.WorkCreate(ctx, &store.Work{ID: *workID, TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: conv.ID,
-			EventID: ev.ID, Generation: 1, DeliveryID: work.NewID("d"), Status: store.WorkPending, CreatedAt: ev.ReceivedAt,
+		return tx.WorkCreate(ctx, &agentowl.Work{ID: *workID, TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: conv.ID,
+			EventID: ev.ID, Generation: 1, DeliveryID: work.NewID("d"), Status: agentowl.WorkPending, CreatedAt: ev.ReceivedAt,
 			UpdatedAt: ev.ReceivedAt})
 	}
 }
 
 // accept stores m at e's binding with work for it; it returns the event
 // and the work ID.
-func (e *env) accept(m attachmenttest.Message) (*store.Event, string, error) {
+func (e *env) accept(m attachmenttest.Message) (*agentowl.Event, string, error) {
 	e.t.Helper()
 	var workID string
 	ev, err := attachmenttest.Accept(e.ctx, e.st, e.svc, e.b, m, e.clock.Now(), handoff(e.ep, &workID))
 	return ev, workID, err
 }
 
-func (e *env) mustAccept(m attachmenttest.Message) (*store.Event, string) {
+func (e *env) mustAccept(m attachmenttest.Message) (*agentowl.Event, string) {
 	e.t.Helper()
 	ev, w, err := e.accept(m)
 	if err != nil {
@@ -390,11 +390,11 @@ func TestQuotaRaceAtCommit(t *testing.T) {
 		if keys := e.keys(); len(keys) != 2 {
 			t.Fatalf("objects while streaming %v", keys)
 		}
-		commit := func(u *attachment.Upload) *store.Event {
-			ev := &store.Event{ID: work.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
+		commit := func(u *attachment.Upload) *agentowl.Event {
+			ev := &agentowl.Event{ID: work.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
 				Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
 			e.write(func(tx store.Tx) error {
-				conv := &store.Conversation{ID: work.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
+				conv := &agentowl.Conversation{ID: work.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
 					CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 				ev.ConversationID = conv.ID
 				if err := tx.ConversationCreate(e.ctx, conv); err != nil {
@@ -527,7 +527,7 @@ func TestRuntimeAccess(t *testing.T) {
 		elsewhere := e.credential(otherEp, work.ScopeAttachments)
 		for _, c := range []struct {
 			name string
-			cred *store.RuntimeCredential
+			cred *agentowl.RuntimeCredential
 			code string
 		}{
 			{"a credential without attachments:read", noScope, agentowl.ECodeInsufficientScope},
@@ -551,8 +551,8 @@ func TestRuntimeAccess(t *testing.T) {
 		// Replayed work of the event shows the same manifest.
 		replay := work.NewID("work")
 		e.write(func(tx store.Tx) error {
-			return tx.WorkCreate(e.ctx, &store.Work{ID: replay, TenantID: e.tenant, EndpointID: e.ep.ID, ConversationID: ev.ConversationID,
-				EventID: ev.ID, Generation: 2, ReplayOf: w, DeliveryID: work.NewID("d"), Status: store.WorkPending,
+			return tx.WorkCreate(e.ctx, &agentowl.Work{ID: replay, TenantID: e.tenant, EndpointID: e.ep.ID, ConversationID: ev.ConversationID,
+				EventID: ev.ID, Generation: 2, ReplayOf: w, DeliveryID: work.NewID("d"), Status: agentowl.WorkPending,
 				CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()})
 		})
 		if a, b := e.manifest(w), e.manifest(replay); !slices.Equal(a, b) {
@@ -628,10 +628,10 @@ func TestSweptUploadCannotCommit(t *testing.T) {
 		if n, err := e.svc.SweepOrphans(e.ctx, e.clock.Now()); err != nil || n != 1 {
 			t.Fatalf("sweep: %d, %v", n, err)
 		}
-		ev := &store.Event{ID: work.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
+		ev := &agentowl.Event{ID: work.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
 			Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
 		err = e.st.Write(e.ctx, func(tx store.Tx) error {
-			conv := &store.Conversation{ID: work.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
+			conv := &agentowl.Conversation{ID: work.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
 				CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 			ev.ConversationID = conv.ID
 			if err := tx.ConversationCreate(e.ctx, conv); err != nil {

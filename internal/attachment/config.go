@@ -47,7 +47,7 @@ type Config struct {
 	OrphanGrace time.Duration
 }
 
-// Reasons a part is recorded blocked (store.Attachment.Blocked).
+// Reasons a part is recorded blocked (agentowl.Attachment.Blocked).
 const (
 	BlockedFileTooLarge = "file_too_large"
 	BlockedQuota        = "quota"

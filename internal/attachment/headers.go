@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 )
 
 // Header is one response header of a download.
@@ -17,7 +17,7 @@ type Header struct{ Name, Value string }
 // console): always application/octet-stream with nosniff and a sandboxing
 // policy, offered as an attachment under its safe name, never cached, with
 // its ETag and RFC 9530 digest of the whole file.
-func InertHeaders(a *store.Attachment) []Header {
+func InertHeaders(a *agentowl.Attachment) []Header {
 	return []Header{
 		{"Content-Type", "application/octet-stream"},
 		{"X-Content-Type-Options", "nosniff"},
@@ -30,7 +30,7 @@ func InertHeaders(a *store.Attachment) []Header {
 }
 
 // ETag is a's entity tag: its SHA-256.
-func ETag(a *store.Attachment) string { return `"` + hex.EncodeToString(a.SHA256) + `"` }
+func ETag(a *agentowl.Attachment) string { return `"` + hex.EncodeToString(a.SHA256) + `"` }
 
 // ContentDisposition offers a download as an attachment named name (already
 // safe: SafeName): an ASCII fallback filename for old clients, and the

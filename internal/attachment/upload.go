@@ -58,13 +58,13 @@ type Upload struct {
 	// refused is the first refusal: every later call returns it.
 	refused error
 	// records are the prepared records of PrepareTx.
-	records  []*store.Attachment
+	records  []*agentowl.Attachment
 	open     *PartWriter
 	finished bool
 }
 
 type part struct {
-	rec *store.Attachment // without EventID and ExpiresAt until PrepareTx
+	rec *agentowl.Attachment // without EventID and ExpiresAt until PrepareTx
 }
 
 // NewUpload starts receiving a message for tenantID.
@@ -105,7 +105,7 @@ func (u *Upload) Decoded(n int) error {
 func (u *Upload) start(ctx context.Context) error {
 	id := work.NewID("upl")
 	err := u.s.store.Write(ctx, func(tx store.Tx) error {
-		return tx.AttachmentUploadCreate(ctx, &store.AttachmentUpload{ID: id, TenantID: u.tenantID, StartedAt: u.s.clock.Now()})
+		return tx.AttachmentUploadCreate(ctx, &agentowl.AttachmentUpload{ID: id, TenantID: u.tenantID, StartedAt: u.s.clock.Now()})
 	})
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func (u *Upload) Begin(ctx context.Context, p Part) (*PartWriter, error) {
 		}
 	}
 	pos := len(u.parts)
-	rec := &store.Attachment{ID: work.NewID("att"), TenantID: u.tenantID, Position: pos, Name: SafeName(p.Filename, pos),
+	rec := &agentowl.Attachment{ID: work.NewID("att"), TenantID: u.tenantID, Position: pos, Name: SafeName(p.Filename, pos),
 		ContentID: headerValue(strings.Trim(p.ContentID, "<> ")), DeclaredType: declaredType(p.ContentType), Inline: p.Inline}
 	w := &PartWriter{u: u, rec: rec}
 	if u.usage+u.stored >= u.s.cfg.TenantRetainedBytes {
@@ -155,7 +155,7 @@ const sniffLen = 512
 // PartWriter receives one attachment's decoded bytes.
 type PartWriter struct {
 	u       *Upload
-	rec     *store.Attachment
+	rec     *agentowl.Attachment
 	w       *blob.Writer // nil once blocked
 	size    int64
 	sniff   []byte
@@ -248,7 +248,7 @@ func (u *Upload) Parts() int { return len(u.parts) }
 // its share of the tenant's quota, reserved now (a part that no longer fits
 // is recorded blocked: quota). It sets ev.Attachments to the attachments as
 // the event carries them. It may run again if the transaction is retried.
-func (u *Upload) PrepareTx(ctx context.Context, tx store.Tx, ev *store.Event) error {
+func (u *Upload) PrepareTx(ctx context.Context, tx store.Tx, ev *agentowl.Event) error {
 	if u.open != nil || u.refused != nil {
 		return errors.New("attachment: PrepareTx of an unfinished or refused upload")
 	}
@@ -329,7 +329,7 @@ func (u *Upload) Finish(ctx context.Context, committed bool) {
 		return
 	}
 	if !committed {
-		err := u.s.discard(ctx, &store.AttachmentUpload{ID: u.id, TenantID: u.tenantID}, u.s.clock.Now())
+		err := u.s.discard(ctx, &agentowl.AttachmentUpload{ID: u.id, TenantID: u.tenantID}, u.s.clock.Now())
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			u.s.log.Warn("attachment upload not cleared; the orphan sweep will", "upload", u.id, "err", err)
 		}

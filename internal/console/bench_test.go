@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
@@ -64,12 +65,12 @@ func seed(b *testing.B, s *site, n int) {
 	st := s.srv.Store()
 	now := time.Now().UTC().Add(-time.Duration(n) * time.Second).Truncate(time.Microsecond)
 	var tenantID string
-	ep := &store.Endpoint{ID: "ep_bench", Name: "bench", URL: "https://runtime.example/hook", AgentWork: true,
+	ep := &agentowl.Endpoint{ID: "ep_bench", Name: "bench", URL: "https://runtime.example/hook", AgentWork: true,
 		SigningSecret: []byte("x"), CreatedAt: now, UpdatedAt: now}
-	bnd := &store.Binding{ID: "bnd_bench", Channel: "webhook", Name: "bench", EndpointID: ep.ID, TokenHash: []byte(uuid.NewString()),
+	bnd := &agentowl.Binding{ID: "bnd_bench", Channel: "webhook", Name: "bench", EndpointID: ep.ID, TokenHash: []byte(uuid.NewString()),
 		CreatedAt: now}
-	conv := &store.Conversation{ID: "conv_bench", BindingID: bnd.ID, Status: "open", CreatedAt: now, LastEventAt: now}
-	ev := &store.Event{ID: "evt_bench", BindingID: bnd.ID, ConversationID: conv.ID, Channel: "webhook", Sender: "bench",
+	conv := &agentowl.Conversation{ID: "conv_bench", BindingID: bnd.ID, Status: "open", CreatedAt: now, LastEventAt: now}
+	ev := &agentowl.Event{ID: "evt_bench", BindingID: bnd.ID, ConversationID: conv.ID, Channel: "webhook", Sender: "bench",
 		ReceivedAt: now, Headers: map[string][]string{}, Payload: []byte(`{}`), Attachments: []byte(`[]`)}
 	err := st.Write(ctx, func(tx store.Tx) error {
 		t, err := tx.TenantGetByName(ctx, "default")
@@ -95,14 +96,14 @@ func seed(b *testing.B, s *site, n int) {
 		err := st.Write(ctx, func(tx store.Tx) error {
 			for i := from; i < min(from+500, n); i++ {
 				at := now.Add(time.Duration(i) * time.Second)
-				w := &store.Work{ID: fmt.Sprintf("work_bench%06d", i), TenantID: tenantID, EndpointID: ep.ID, ConversationID: conv.ID,
-					EventID: ev.ID, Generation: i + 1, DeliveryID: uuid.NewString(), Status: store.WorkRunning, Sequence: 1, Callbacks: 1,
+				w := &agentowl.Work{ID: fmt.Sprintf("work_bench%06d", i), TenantID: tenantID, EndpointID: ep.ID, ConversationID: conv.ID,
+					EventID: ev.ID, Generation: i + 1, DeliveryID: uuid.NewString(), Status: agentowl.WorkRunning, Sequence: 1, Callbacks: 1,
 					CreatedAt: at, UpdatedAt: at}
 				if err := tx.WorkCreate(ctx, w); err != nil {
 					return err
 				}
-				it := &store.AttentionItem{ID: fmt.Sprintf("att_bench%06d", i), TenantID: tenantID, Kind: "incident",
-					Status: store.AttentionOpen, WorkID: w.ID, EndpointID: ep.ID, Summary: "The runtime reported the work failed.",
+				it := &agentowl.AttentionItem{ID: fmt.Sprintf("att_bench%06d", i), TenantID: tenantID, Kind: "incident",
+					Status: agentowl.AttentionOpen, WorkID: w.ID, EndpointID: ep.ID, Summary: "The runtime reported the work failed.",
 					CreatedAt: at, UpdatedAt: at}
 				if i%10 == 0 {
 					exp := at.Add(24 * time.Hour)

@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -27,13 +26,13 @@ func (c *Console) ingressService() (*ingress.Service, error) {
 	return c.svc.Ingress, nil
 }
 
-var conversationStatuses = []string{"", store.ConversationOpen, store.ConversationEnded}
+var conversationStatuses = []string{"", agentowl.ConversationOpen, agentowl.ConversationEnded}
 
 type conversationListView struct {
 	Channel, Status string
 	Channels        []string
 	Statuses        []string
-	Items           []*store.Conversation
+	Items           []*agentowl.Conversation
 	Next            string
 }
 
@@ -189,7 +188,7 @@ func (c *Console) workFiles(q *req, workID string) ([]fileView, error) {
 	var out []fileView
 	for _, e := range m.Entries() {
 		v := fileView{Entry: e}
-		if e.Availability == string(store.Available) {
+		if e.Availability == string(agentowl.AttachmentAvailable) {
 			v.URL = q.path("/events/" + url.PathEscape(m.EventID) + "/attachments/" + url.PathEscape(e.ID))
 		}
 		out = append(out, v)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment/attachmenttest"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/store"
@@ -142,7 +143,7 @@ func TestConsoleWorkFiles(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
 		s := startConversations(t, b)
 		ctx := context.Background()
-		var bnd *store.Binding
+		var bnd *agentowl.Binding
 		var workID string
 		st := s.srv.Store()
 		if err := st.Read(ctx, func(tx store.Tx) (err error) { bnd, err = tx.BindingGet(ctx, s.binding); return err }); err != nil {
@@ -151,7 +152,7 @@ func TestConsoleWorkFiles(t *testing.T) {
 		ev, err := attachmenttest.Accept(ctx, st, s.srv.Attachments(), bnd, attachmenttest.Message{Sender: "ann@example.com",
 			Files: []attachmenttest.File{{Name: `"><img src=x onerror=alert(1)>.pdf`, ContentType: "application/pdf", Data: []byte("%PDF-1.7 report")},
 				{Name: "huge.iso", ContentType: "application/octet-stream", Size: 10<<20 + 1}}}, time.Now(),
-			func(ctx context.Context, tx store.Tx, ev *store.Event, conv *store.Conversation) error {
+			func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 				ep, err := tx.EndpointGet(ctx, s.endpoint)
 				if err != nil {
 					return err

@@ -272,12 +272,12 @@ type attentionListView struct {
 	Next         string
 }
 
-func (q *req) after() (*store.Cursor, error) {
+func (q *req) after() (*agentowl.Cursor, error) {
 	v := q.r.URL.Query().Get("after")
 	if v == "" {
 		return nil, nil
 	}
-	c, ok := store.ParseCursor(v)
+	c, ok := agentowl.ParseCursor(v)
 	if !ok {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "after", "The page link is not valid.")
 	}
@@ -287,7 +287,7 @@ func (q *req) after() (*store.Cursor, error) {
 func (c *Console) attentionList(q *req) error {
 	qs := q.r.URL.Query()
 	filter := qs.Get("status")
-	st := store.AttentionUnresolved
+	st := agentowl.AttentionUnresolved
 	switch filter {
 	case "":
 	case "all":
@@ -447,7 +447,7 @@ func (c *Console) approvalList(q *req) error {
 	}
 	if len(reqs) == c.cfg.PageSize {
 		last := reqs[len(reqs)-1]
-		v.Next = store.Cursor{At: last.CreatedAt, ID: last.ID}.String()
+		v.Next = agentowl.Cursor{At: last.CreatedAt, ID: last.ID}.String()
 	}
 	return c.render(q, http.StatusOK, "approvals", "Approvals", "approvals", v)
 }
@@ -528,7 +528,7 @@ func (c *Console) workList(q *req) error {
 	}
 	if len(ws) == c.cfg.PageSize {
 		last := ws[len(ws)-1].Work
-		v.Next = store.Cursor{At: last.CreatedAt, ID: last.ID}.String()
+		v.Next = agentowl.Cursor{At: last.CreatedAt, ID: last.ID}.String()
 	}
 	return c.render(q, http.StatusOK, "work", "Agent work", "work", v)
 }
@@ -604,7 +604,7 @@ func (c *Console) renderNotifications(q *req, status int, prefsErr error) error 
 		v.Items = append(v.Items, noticeView{N: n, Link: notify.Link(q.tenant, n)})
 	}
 	if len(ns) == c.cfg.PageSize {
-		v.Next = store.Cursor{At: ns[len(ns)-1].CreatedAt, ID: ns[len(ns)-1].ID}.String()
+		v.Next = agentowl.Cursor{At: ns[len(ns)-1].CreatedAt, ID: ns[len(ns)-1].ID}.String()
 	}
 	muted := map[string]bool{}
 	for _, k := range prefs.MutedKinds {

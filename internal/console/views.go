@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/inbox"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -177,8 +176,8 @@ type itemView struct {
 	ResolvedAt                   *time.Time
 	// Decision, Push and Receipt: the winning decision of a work item, its
 	// push delivery and the runtime's receipt.
-	Decision *store.WorkDecision
-	Push     *store.Message
+	Decision *agentowl.WorkDecision
+	Push     *agentowl.OutboxMessage
 	// Files are the retained files of the work's event (the item page's).
 	Files []fileView
 	// Approval is the AAP request of an approval item.
@@ -187,7 +186,7 @@ type itemView struct {
 }
 
 // Open reports whether the item still waits for someone.
-func (v itemView) Open() bool { return v.Status != string(store.AttentionResolved) }
+func (v itemView) Open() bool { return v.Status != string(agentowl.AttentionResolved) }
 
 // Decidable reports whether a decision can be submitted now.
 func (v itemView) Decidable() bool {
@@ -245,11 +244,11 @@ func approvalViewOf(r *agentowl.ApprovalRequest) approvalView {
 // delivery, the runtime's progress or outcome, and the human decisions
 // with their receipts.
 type workView struct {
-	W         *store.Work
+	W         *agentowl.Work
 	Delivery  string
 	Attempts  int
 	Decision  string
-	Decisions []*store.WorkDecision
+	Decisions []*agentowl.WorkDecision
 }
 
 func workViewOf(s *work.Summary) workView {
@@ -257,7 +256,7 @@ func workViewOf(s *work.Summary) workView {
 	if m := s.Handoff; m != nil {
 		v.Delivery, v.Attempts = string(m.State), m.Attempts
 	}
-	if s.Work.Status == store.WorkNeedsInput {
+	if s.Work.Status == agentowl.WorkNeedsInput {
 		v.Decision = "requested"
 	}
 	if len(s.Decisions) > 0 {
@@ -286,8 +285,8 @@ type timelineView struct {
 	At    time.Time
 	Kind  string
 	Quiet bool
-	A     *store.Attempt
-	C     *store.Callback
+	A     *agentowl.Attempt
+	C     *agentowl.Callback
 	Body  string
 }
 
@@ -301,7 +300,7 @@ func timelineViewOf(e work.TimelineEntry) timelineView {
 
 // noticeView is a notification with its deep link.
 type noticeView struct {
-	N    *store.Notification
+	N    *agentowl.Notification
 	Link string
 }
 

@@ -223,7 +223,7 @@ type Engine struct {
 func (e *Engine) maxHold() time.Duration { return e.cfg.Lease + LeaseMargin }
 
 // heartbeat is how often a running engine records its report
-// (store.EngineReport); reports not renewed for forgetReports (an engine
+// (agentowl.EngineReport); reports not renewed for forgetReports (an engine
 // killed or frozen) are deleted: maintenance status shows a silent engine
 // that long.
 const (
@@ -353,7 +353,7 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 	}
 	l := e.newLease()
 	e.lag.claiming()
-	var msgs []*store.Message
+	var msgs []*agentowl.OutboxMessage
 	// The claim runs to its end even when the engine stops meanwhile: a
 	// claim cut off at its COMMIT may have leased messages that no attempt
 	// then gives back, and another process would wait out their lease. The
@@ -422,7 +422,7 @@ type resolved struct {
 
 // resolveAll looks up the current target of every destination of a claim
 // in one read: a busy destination's messages cost one lookup per claim.
-func (e *Engine) resolveAll(ctx context.Context, msgs []*store.Message) map[string]resolved {
+func (e *Engine) resolveAll(ctx context.Context, msgs []*agentowl.OutboxMessage) map[string]resolved {
 	out := make(map[string]resolved, len(msgs))
 	err := e.store.Read(ctx, func(tx store.Tx) error {
 		for _, m := range msgs {
@@ -446,25 +446,25 @@ func (e *Engine) resolveAll(ctx context.Context, msgs []*store.Message) map[stri
 // called once the exchange with the receiver is over. Once stop ends (the
 // engine stops), an attempt that has not begun its exchange gives its
 // message back instead.
-func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, target *Target, err error, sent func()) {
+func (e *Engine) attempt(ctx, stop context.Context, m *agentowl.OutboxMessage, l lease, target *Target, err error, sent func()) {
 	e.lag.started(m.ID)
 	start := e.clock.Now()
-	a := store.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
+	a := agentowl.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
 	if err != nil {
 		e.log.Error("resolve destination", "event_id", m.ID, "err", err)
 		a.EndedAt, a.Error = e.clock.Now(), "destination lookup failed"
-		e.finish(ctx, m, a, store.MessagePending, start.Add(e.cfg.RetryMinDelay))
+		e.finish(ctx, m, a, agentowl.MessagePending, start.Add(e.cfg.RetryMinDelay))
 		return
 	}
 	if target == nil {
 		a.EndedAt, a.Error = e.clock.Now(), "destination removed"
-		e.finish(ctx, m, a, store.MessageCancelled, time.Time{})
+		e.finish(ctx, m, a, agentowl.MessageCancelled, time.Time{})
 		return
 	}
 	a.URL = target.URL
 	if !start.Before(m.DeadlineAt) {
 		a.EndedAt, a.Error = start, "retry window ended"
-		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
+		e.finish(ctx, m, a, agentowl.MessageFailed, time.Time{})
 		return
 	}
 	// Destination limits (host:port and each resolved address), the
@@ -497,7 +497,7 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 	if !now.Before(m.DeadlineAt) {
 		release()
 		a.EndedAt, a.Error = now, "retry window ended"
-		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
+		e.finish(ctx, m, a, agentowl.MessageFailed, time.Time{})
 		return
 	}
 	if l.left(now)-LeaseMargin < min(e.cfg.AttemptTimeout, m.DeadlineAt.Sub(now)) || stop.Err() != nil {
@@ -526,7 +526,7 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 	e.metrics.attempts.WithLabelValues(m.Kind, outcomeLabel(status, sendErr)).Inc()
 	if sendErr == nil && status >= 200 && status < 300 {
 		e.metrics.decisionToAck.WithLabelValues(m.Kind).Observe(a.EndedAt.Sub(m.CreatedAt).Seconds())
-		e.finish(ctx, m, a, store.MessageDelivered, time.Time{})
+		e.finish(ctx, m, a, agentowl.MessageDelivered, time.Time{})
 		return
 	}
 	if sendErr != nil {
@@ -537,10 +537,10 @@ func (e *Engine) attempt(ctx, stop context.Context, m *store.Message, l lease, t
 	// A redriven message's backoff starts over with its new series.
 	next := e.nextAttempt(m, a.EndedAt, max(e.backoff(m.Attempts-m.AttemptBase), retryAfter))
 	if !next.Before(m.DeadlineAt) {
-		e.finish(ctx, m, a, store.MessageFailed, time.Time{})
+		e.finish(ctx, m, a, agentowl.MessageFailed, time.Time{})
 		return
 	}
-	e.finish(ctx, m, a, store.MessagePending, next)
+	e.finish(ctx, m, a, agentowl.MessagePending, next)
 }
 
 // pace records that message id was sent away until next.
@@ -613,7 +613,7 @@ func (e *Engine) TakeOverLeases(ctx context.Context) error {
 	}
 }
 
-// report records the engine's report (store.EngineReport) every heartbeat
+// report records the engine's report (agentowl.EngineReport) every heartbeat
 // until ctx ends, for work-doctor and maintenance status on any replica.
 func (e *Engine) report(ctx context.Context) {
 	tick := time.NewTicker(heartbeat) // real time: housekeeping, not a schedule
@@ -634,9 +634,9 @@ func (e *Engine) report(ctx context.Context) {
 
 // Report is the engine's view of itself now: its attempts holding slots and
 // the slots it holds (account slots: one per attempt).
-func (e *Engine) Report() store.EngineReport {
+func (e *Engine) Report() agentowl.EngineReport {
 	c := e.destSlots.counts(e.maxHold())["account"]
-	return store.EngineReport{Owner: e.owner, StartedAt: e.started, SeenAt: e.clock.Now(), Attempts: int(e.holding.Load()),
+	return agentowl.EngineReport{Owner: e.owner, StartedAt: e.started, SeenAt: e.clock.Now(), Attempts: int(e.holding.Load()),
 		SlotsBusy: c.Busy, SlotsIdle: c.Idle, SlotsStale: c.Stale, SlotsReclaimed: e.reclaimed.Load()}
 }
 
@@ -647,7 +647,7 @@ func (e *Engine) Report() store.EngineReport {
 // the deadline is made at that moment instead. So a far Retry-After (or a
 // long backoff) leads to one final attempt that ends by the deadline, not to
 // giving up days early. A time at or past the deadline ends delivery.
-func (e *Engine) nextAttempt(m *store.Message, ended time.Time, delay time.Duration) time.Time {
+func (e *Engine) nextAttempt(m *agentowl.OutboxMessage, ended time.Time, delay time.Duration) time.Time {
 	next := ended.Add(delay)
 	if last := m.DeadlineAt.Add(-e.cfg.AttemptTimeout); next.After(last) && last.After(ended.Add(e.retryFloor())) {
 		return last
@@ -657,7 +657,7 @@ func (e *Engine) nextAttempt(m *store.Message, ended time.Time, delay time.Durat
 
 // send posts the exact body bytes, freshly signed, and reports the status
 // and any Retry-After of a 429 or 503.
-func (e *Engine) send(ctx context.Context, m *store.Message, t *Target, timeout time.Duration) (int, time.Duration, error) {
+func (e *Engine) send(ctx context.Context, m *agentowl.OutboxMessage, t *Target, timeout time.Duration) (int, time.Duration, error) {
 	key, err := webhook.ParseSecret(t.Secret)
 	if err != nil {
 		return 0, 0, errors.New("invalid signing secret")
@@ -784,7 +784,7 @@ func (e *Engine) releaseDestinations(held []heldSlot) {
 }
 
 // deferMessage gives a claimed message back, uncounted, for later.
-func (e *Engine) deferMessage(ctx context.Context, m *store.Message, next time.Time) {
+func (e *Engine) deferMessage(ctx context.Context, m *agentowl.OutboxMessage, next time.Time) {
 	e.metrics.deferred.WithLabelValues(m.Kind).Inc()
 	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageDefer(ctx, m.ID, e.owner, m.Attempts, next) })
 	if err != nil && !errors.Is(err, store.ErrConflict) {
@@ -794,9 +794,9 @@ func (e *Engine) deferMessage(ctx context.Context, m *store.Message, next time.T
 
 // finish records the attempt; a lost lease means another worker owns the
 // message now, and this outcome is dropped.
-func (e *Engine) finish(ctx context.Context, m *store.Message, a store.Attempt, state store.MessageState, next time.Time) {
+func (e *Engine) finish(ctx context.Context, m *agentowl.OutboxMessage, a agentowl.Attempt, state agentowl.MessageState, next time.Time) {
 	p := store.FinishParams{ID: m.ID, Owner: e.owner, Attempt: a, State: state, NextAttempt: next}
-	if state != store.MessagePending {
+	if state != agentowl.MessagePending {
 		retain := m.CreatedAt.Add(e.cfg.Retention)
 		if grace := a.EndedAt.Add(e.cfg.DeliveredGrace); grace.After(retain) {
 			retain = grace

@@ -143,25 +143,25 @@ func (f *fixture) engine(client *http.Client, cfg delivery.Config) *delivery.Eng
 	return e
 }
 
-func (f *fixture) message(dest string, window time.Duration) *store.Message {
+func (f *fixture) message(dest string, window time.Duration) *agentowl.OutboxMessage {
 	return f.messageFor(f.tenant, dest, window)
 }
 
 // messageFor is message of another tenant (provisioning account).
-func (f *fixture) messageFor(tenant, dest string, window time.Duration) *store.Message {
+func (f *fixture) messageFor(tenant, dest string, window time.Duration) *agentowl.OutboxMessage {
 	id := uuid.NewString()
 	now := f.clock.Now()
-	m := &store.Message{ID: id, TenantID: tenant, Kind: "test", Destination: dest, Subject: "s-" + id,
+	m := &agentowl.OutboxMessage{ID: id, TenantID: tenant, Kind: "test", Destination: dest, Subject: "s-" + id,
 		Body: []byte(fmt.Sprintf(`{"id":%q,"type":"test"}`, id)), CreatedAt: now, DeadlineAt: now.Add(window),
-		State: store.MessagePending, NextAttempt: now}
+		State: agentowl.MessagePending, NextAttempt: now}
 	if err := f.store.Write(context.Background(), func(tx store.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
 		f.t.Fatal(err)
 	}
 	return m
 }
 
-func (f *fixture) get(id string) *store.Message {
-	var m *store.Message
+func (f *fixture) get(id string) *agentowl.OutboxMessage {
+	var m *agentowl.OutboxMessage
 	if err := f.store.Read(context.Background(), func(tx store.Tx) (err error) { m, err = tx.MessageGet(context.Background(), id); return err }); err != nil {
 		f.t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func (f *fixture) states(ids []string) string {
 
 func (f *fixture) allDelivered(ids []string) bool {
 	for _, id := range ids {
-		if f.get(id).State != store.MessageDelivered {
+		if f.get(id).State != agentowl.MessageDelivered {
 			return false
 		}
 	}
@@ -202,9 +202,9 @@ func (f *fixture) deliverAll(t *testing.T, ids []string, engines ...*delivery.En
 		var next time.Time
 		for _, id := range ids {
 			switch m := f.get(id); {
-			case m.State == store.MessageDelivered:
+			case m.State == agentowl.MessageDelivered:
 				delivered++
-			case m.State != store.MessagePending:
+			case m.State != agentowl.MessagePending:
 				t.Fatalf("message %s is %s, want it delivered", id, m.State)
 			case m.LeaseOwner != "":
 				leased = true
@@ -225,8 +225,8 @@ func (f *fixture) deliverAll(t *testing.T, ids []string, engines ...*delivery.En
 	t.Fatalf("messages not all delivered within a minute")
 }
 
-func (f *fixture) attempts(id string) []*store.Attempt {
-	var as []*store.Attempt
+func (f *fixture) attempts(id string) []*agentowl.Attempt {
+	var as []*agentowl.Attempt
 	if err := f.store.Read(context.Background(), func(tx store.Tx) (err error) { as, err = tx.AttemptList(context.Background(), id); return err }); err != nil {
 		f.t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestEngineDeliversSignedMessage(t *testing.T) {
 		e := f.engine(r.srv.Client(), delivery.Config{})
 		m := f.message("d", time.Hour)
 		e.Wake()
-		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == agentowl.MessageDelivered }, e)
 		got := r.received()
 		if len(got) != 1 || got[0].id != m.ID || string(got[0].body) != string(m.Body) || got[0].verifyErr != nil {
 			t.Fatalf("received %+v", got)
@@ -325,7 +325,7 @@ func TestEngineRetriesWithSameBodyAndFreshSignature(t *testing.T) {
 			t.Fatalf("next attempt %v not within the backoff bound after %v", next, f.clock.Now())
 		}
 		f.clock.Advance(5 * time.Second)
-		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == agentowl.MessageDelivered }, e)
 		got := r.received()
 		if len(got) != 2 || got[0].id != got[1].id || string(got[0].body) != string(got[1].body) {
 			t.Fatalf("retry changed id or body: %+v", got)
@@ -355,8 +355,8 @@ func TestEngineRedrivenSeriesBacksOffAfresh(t *testing.T) {
 		// As a redrive leaves it: 20 attempts made, the new series starting
 		// after them.
 		id, now := uuid.NewString(), f.clock.Now()
-		m := &store.Message{ID: id, TenantID: f.tenant, Kind: "test", Destination: "d", Subject: "s-" + id, Body: []byte(`{}`),
-			CreatedAt: now, DeadlineAt: now.Add(48 * time.Hour), State: store.MessagePending, NextAttempt: now, Attempts: 20,
+		m := &agentowl.OutboxMessage{ID: id, TenantID: f.tenant, Kind: "test", Destination: "d", Subject: "s-" + id, Body: []byte(`{}`),
+			CreatedAt: now, DeadlineAt: now.Add(48 * time.Hour), State: agentowl.MessagePending, NextAttempt: now, Attempts: 20,
 			AttemptBase: 20, Redrives: 1}
 		if err := f.store.Write(context.Background(), func(tx store.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
 			t.Fatal(err)
@@ -411,14 +411,14 @@ func TestEngineRetryAfterPastDeadlineRetriesUntilIt(t *testing.T) {
 				e.Wake()
 				waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
 				last := m.DeadlineAt.Add(-10 * time.Second)
-				if got := f.get(m.ID); got.State != store.MessagePending || !got.NextAttempt.Equal(last) {
+				if got := f.get(m.ID); got.State != agentowl.MessagePending || !got.NextAttempt.Equal(last) {
 					t.Fatalf("after a Retry-After past the deadline: state %s, next attempt %v; want pending, retried at %v",
 						got.State, got.NextAttempt, last)
 				}
 				f.clock.Advance(last.Sub(f.clock.Now()))
-				waitFor(t, "the final attempt", func() bool { return f.get(m.ID).State != store.MessagePending }, e)
+				waitFor(t, "the final attempt", func() bool { return f.get(m.ID).State != agentowl.MessagePending }, e)
 				as := f.attempts(m.ID)
-				if got := f.get(m.ID); got.State != store.MessageFailed || len(as) != 2 || len(r.received()) != 2 {
+				if got := f.get(m.ID); got.State != agentowl.MessageFailed || len(as) != 2 || len(r.received()) != 2 {
 					t.Fatalf("state %s after %d attempts (%d received); want failed after 2", got.State, len(as), len(r.received()))
 				}
 				if final := as[1]; !final.StartedAt.Equal(last) || final.EndedAt.After(m.DeadlineAt) {
@@ -436,15 +436,15 @@ func TestEngineFailsWhenWindowEnds(t *testing.T) {
 		e := f.engine(r.srv.Client(), delivery.Config{})
 		m := f.message("d", 30*time.Second)
 		e.Wake()
-		for f.get(m.ID).State == store.MessagePending {
+		for f.get(m.ID).State == agentowl.MessagePending {
 			n := len(f.attempts(m.ID))
 			f.clock.Advance(5 * time.Second)
 			waitFor(t, "an attempt or the end", func() bool {
-				return len(f.attempts(m.ID)) > n || f.get(m.ID).State != store.MessagePending || f.get(m.ID).NextAttempt.After(f.clock.Now())
+				return len(f.attempts(m.ID)) > n || f.get(m.ID).State != agentowl.MessagePending || f.get(m.ID).NextAttempt.After(f.clock.Now())
 			}, e)
 		}
 		got := f.get(m.ID)
-		if got.State != store.MessageFailed || got.EndedAt == nil {
+		if got.State != agentowl.MessageFailed || got.EndedAt == nil {
 			t.Fatalf("state %s", got.State)
 		}
 		for _, a := range f.attempts(m.ID) {
@@ -470,7 +470,7 @@ func TestEngineDoesNotFollowRedirects(t *testing.T) {
 		m := f.message("d", time.Hour)
 		e.Wake()
 		waitFor(t, "attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
-		if a := f.attempts(m.ID)[0]; a.StatusCode != 302 || f.get(m.ID).State != store.MessagePending || hits.Load() != 0 {
+		if a := f.attempts(m.ID)[0]; a.StatusCode != 302 || f.get(m.ID).State != agentowl.MessagePending || hits.Load() != 0 {
 			t.Fatalf("redirect treated as %+v, state %s, target hits %d", a, f.get(m.ID).State, hits.Load())
 		}
 	})
@@ -489,14 +489,14 @@ func TestEngineUsesCurrentTargetAndCancelsRemoved(t *testing.T) {
 		waitFor(t, "first attempt", func() bool { return len(f.attempts(m.ID)) == 1 }, e)
 		f.point("d", repl) // the receiver was replaced: new URL and secret
 		f.clock.Advance(5 * time.Second)
-		waitFor(t, "delivery to the replacement", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
+		waitFor(t, "delivery to the replacement", func() bool { return f.get(m.ID).State == agentowl.MessageDelivered }, e)
 		if got := repl.received(); len(got) != 1 || got[0].id != m.ID || got[0].verifyErr != nil || string(got[0].body) != string(m.Body) {
 			t.Fatalf("replacement received %+v", got)
 		}
 		f.point("gone", nil)
 		gone := f.message("gone", time.Hour)
 		e.Wake()
-		waitFor(t, "cancellation", func() bool { return f.get(gone.ID).State == store.MessageCancelled }, e)
+		waitFor(t, "cancellation", func() bool { return f.get(gone.ID).State == agentowl.MessageCancelled }, e)
 	})
 }
 
@@ -523,7 +523,7 @@ func TestEngineReclaimsAfterLeaseLapses(t *testing.T) {
 			t.Fatalf("attempted while another owner held the lease: %+v", got)
 		}
 		f.clock.Advance(21 * time.Second)
-		waitFor(t, "delivery after the lease lapsed", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
+		waitFor(t, "delivery after the lease lapsed", func() bool { return f.get(m.ID).State == agentowl.MessageDelivered }, e)
 		if got := f.get(m.ID); got.Attempts != 2 {
 			t.Fatalf("attempts = %d, want 2 (the lost one counts)", got.Attempts)
 		}
@@ -573,7 +573,7 @@ func testLimitDelays(t *testing.T, cfg delivery.Config) {
 		r := newReceiver(t, f.clock, nil)
 		f.point("d", r)
 		e := f.engine(r.srv.Client(), cfg)
-		var ms []*store.Message
+		var ms []*agentowl.OutboxMessage
 		for range 3 {
 			ms = append(ms, f.message("d", time.Hour))
 		}
@@ -581,17 +581,17 @@ func testLimitDelays(t *testing.T, cfg delivery.Config) {
 		delivered := func() int {
 			n := 0
 			for _, m := range ms {
-				if f.get(m.ID).State == store.MessageDelivered {
+				if f.get(m.ID).State == agentowl.MessageDelivered {
 					n++
 				}
 			}
 			return n
 		}
-		var held *store.Message
+		var held *agentowl.OutboxMessage
 		waitFor(t, "two deliveries and the third given back", func() bool {
 			held = nil
 			for _, m := range ms {
-				if got := f.get(m.ID); got.State == store.MessagePending && got.LeaseOwner == "" {
+				if got := f.get(m.ID); got.State == agentowl.MessagePending && got.LeaseOwner == "" {
 					held = got
 				}
 			}
@@ -636,13 +636,13 @@ func TestEngineHostNamesShareTheirAddressLimit(t *testing.T) {
 			PerHostRate:  ratelimit.Limit{Events: 2, Per: time.Minute},
 			AddrResolver: stubAddrs{"a.test": shared, "b.test": shared},
 		})
-		ms := []*store.Message{f.message("a", time.Hour), f.message("b", time.Hour), f.message("b", time.Hour)}
+		ms := []*agentowl.OutboxMessage{f.message("a", time.Hour), f.message("b", time.Hour), f.message("b", time.Hour)}
 		e.Wake()
 		waitFor(t, "two deliveries and one held back", func() bool {
 			delivered, held := 0, 0
 			for _, m := range ms {
 				switch got := f.get(m.ID); {
-				case got.State == store.MessageDelivered:
+				case got.State == agentowl.MessageDelivered:
 					delivered++
 				case got.LeaseOwner == "" && got.Attempts == 0 && got.NextAttempt.After(f.clock.Now()):
 					held++
@@ -732,7 +732,7 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 				return false
 			}
 			for _, id := range ids {
-				if m := f.get(id); m.State == store.MessagePending && m.LeaseOwner == "" && m.NextAttempt.After(f.clock.Now()) {
+				if m := f.get(id); m.State == agentowl.MessagePending && m.LeaseOwner == "" && m.NextAttempt.After(f.clock.Now()) {
 					return true
 				}
 			}
@@ -905,7 +905,7 @@ func TestEngineAttemptEndsBeforeItsLease(t *testing.T) {
 		t.Cleanup(func() { cancel(); <-done })
 		m := f.message("d", time.Hour)
 		e.Wake()
-		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == store.MessageDelivered }, e)
+		waitFor(t, "delivery", func() bool { return f.get(m.ID).State == agentowl.MessageDelivered }, e)
 		doer.mu.Lock()
 		defer doer.mu.Unlock()
 		if len(doer.late) > 0 || doer.sent != 1 || len(r.received()) != 1 || len(f.attempts(m.ID)) != 1 {
@@ -963,7 +963,7 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 			}
 			return host, addr
 		}
-		count := func(state func(*store.Message) bool) int {
+		count := func(state func(*agentowl.OutboxMessage) bool) int {
 			n := 0
 			for _, id := range ids {
 				if state(f.get(id)) {
@@ -972,9 +972,9 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 			}
 			return n
 		}
-		delivered := func(m *store.Message) bool { return m.State == store.MessageDelivered }
-		putBack := func(m *store.Message) bool {
-			return m.State == store.MessagePending && m.LeaseOwner == "" && m.NextAttempt.After(f.clock.Now())
+		delivered := func(m *agentowl.OutboxMessage) bool { return m.State == agentowl.MessageDelivered }
+		putBack := func(m *agentowl.OutboxMessage) bool {
+			return m.State == agentowl.MessagePending && m.LeaseOwner == "" && m.NextAttempt.After(f.clock.Now())
 		}
 		agree := func(step string, window time.Time, sent int) {
 			t.Helper()
@@ -1003,10 +1003,10 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 			var next time.Time
 			for _, id := range ids {
 				m := f.get(id)
-				if m.State == store.MessagePending && m.LeaseOwner != "" {
+				if m.State == agentowl.MessagePending && m.LeaseOwner != "" {
 					return
 				}
-				if m.State == store.MessagePending && m.NextAttempt.Before(window.Add(time.Minute)) && (next.IsZero() || m.NextAttempt.Before(next)) {
+				if m.State == agentowl.MessagePending && m.NextAttempt.Before(window.Add(time.Minute)) && (next.IsZero() || m.NextAttempt.Before(next)) {
 					next = m.NextAttempt
 				}
 			}
@@ -1016,8 +1016,8 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		}
 		waitFor(t, "three deliveries, two held to the next window", func() bool {
 			nextTurn(window)
-			return count(delivered) == 3 && count(func(m *store.Message) bool {
-				return m.State == store.MessagePending && m.LeaseOwner == "" && !m.NextAttempt.Before(window.Add(time.Minute))
+			return count(delivered) == 3 && count(func(m *agentowl.OutboxMessage) bool {
+				return m.State == agentowl.MessagePending && m.LeaseOwner == "" && !m.NextAttempt.Before(window.Add(time.Minute))
 			}) == 2
 		}, e)
 		agree("when the window was full", window, 3)
@@ -1053,7 +1053,7 @@ func TestEngineBacklog(t *testing.T) {
 		}
 		// Claimed and under way, with room for another: no backlog,
 		// however long its receiver takes.
-		ms := []*store.Message{f.message("d", time.Hour)}
+		ms := []*agentowl.OutboxMessage{f.message("d", time.Hour)}
 		e.Wake()
 		waitFor(t, "the first attempt", func() bool { return len(r.received()) == 1 })
 		waitFor(t, "no backlog with one attempt under way", func() bool { return e.Backlog() == 0 })

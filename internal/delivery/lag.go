@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 )
 
 // lag tracks how far the engine itself is behind, for Backlog: since when
@@ -59,7 +59,7 @@ func (l *lag) claiming() {
 // claimed records what the claim took; full tells that it took as many as
 // it asked for, so more may be due: they go on waiting since the claim's
 // oldest.
-func (l *lag) claimed(msgs []*store.Message, full bool) {
+func (l *lag) claimed(msgs []*agentowl.OutboxMessage, full bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, m := range msgs {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -84,13 +85,13 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	now := g.engine.clock.Now()
-	var qs []*store.QueueStats
+	var qs []*agentowl.QueueStats
 	err := g.store.Read(ctx, func(tx store.Tx) (err error) {
 		qs, err = tx.MessageStats(ctx, now)
 		return err
 	})
 	if err == nil { // a store that cannot answer reports no queue rather than an empty one
-		byName := map[string]*store.QueueStats{}
+		byName := map[string]*agentowl.QueueStats{}
 		for _, q := range qs {
 			byName[surfaces[q.Surface]] = q
 		}

@@ -368,12 +368,12 @@ func (s *sharedSlots) renew() {
 	}
 	s.mu.Lock()
 	var held []snapshot
-	var slots []store.Slot
+	var slots []agentowl.Slot
 	due := false
 	for _, ks := range s.keys {
 		for _, l := range ks.held {
 			held = append(held, snapshot{l, l.until})
-			slots = append(slots, store.Slot{Key: l.key, N: l.n, Until: l.until})
+			slots = append(slots, agentowl.Slot{Key: l.key, N: l.n, Until: l.until})
 			due = due || l.until.Sub(now) < s.lease*2/3
 		}
 	}
@@ -382,7 +382,7 @@ func (s *sharedSlots) renew() {
 		return
 	}
 	until := now.Add(s.lease)
-	var kept []store.Slot
+	var kept []agentowl.Slot
 	err := s.store.Write(s.ctx, func(tx store.Tx) (err error) {
 		kept, err = tx.SlotRenew(s.ctx, s.owner, slots, now, until)
 		return err
@@ -393,15 +393,15 @@ func (s *sharedSlots) renew() {
 		}
 		return // leases run out in time; usable stops using them first
 	}
-	renewed := map[store.Slot]bool{}
+	renewed := map[agentowl.Slot]bool{}
 	for _, sl := range kept {
-		renewed[store.Slot{Key: sl.Key, N: sl.N}] = true
+		renewed[agentowl.Slot{Key: sl.Key, N: sl.N}] = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range held {
 		l := h.l
-		if renewed[store.Slot{Key: l.key, N: l.n}] {
+		if renewed[agentowl.Slot{Key: l.key, N: l.n}] {
 			// Held, or given up since the snapshot and waiting to be handed
 			// back: either way the store's lease now ends at until.
 			l.until = until
@@ -436,9 +436,9 @@ func (s *sharedSlots) reclaimStale(maxHold time.Duration, onStale func(key strin
 // slot.
 func (s *sharedSlots) releaseIdle(all bool) {
 	s.mu.Lock()
-	var back []store.Slot
+	var back []agentowl.Slot
 	for _, l := range s.dropped {
-		back = append(back, store.Slot{Key: l.key, N: l.n, Until: l.until})
+		back = append(back, agentowl.Slot{Key: l.key, N: l.n, Until: l.until})
 	}
 	s.dropped = nil
 	for key, ks := range s.keys {
@@ -446,7 +446,7 @@ func (s *sharedSlots) releaseIdle(all bool) {
 			if !all && time.Since(l.since) < slotIdle {
 				return false
 			}
-			back = append(back, store.Slot{Key: key, N: l.n, Until: l.until})
+			back = append(back, agentowl.Slot{Key: key, N: l.n, Until: l.until})
 			delete(ks.held, l.n)
 			return true
 		})

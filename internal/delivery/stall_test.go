@@ -86,9 +86,9 @@ func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 				now := clock.Now()
 				for i := range ids {
 					ids[i] = uuid.NewString()
-					m := &store.Message{ID: ids[i], TenantID: tenant, Kind: "test", Destination: "slow:1", Subject: ids[i],
+					m := &agentowl.OutboxMessage{ID: ids[i], TenantID: tenant, Kind: "test", Destination: "slow:1", Subject: ids[i],
 						Body: fmt.Appendf(nil, `{"n":%d}`, i), CreatedAt: now, DeadlineAt: now.Add(time.Hour),
-						State: store.MessagePending, NextAttempt: now}
+						State: agentowl.MessagePending, NextAttempt: now}
 					if err := tx.MessageCreate(ctx, m); err != nil {
 						return err
 					}

@@ -9,8 +9,8 @@ import (
 )
 
 // List returns a tenant's messages, newest first.
-func List(ctx context.Context, st store.Store, p store.MessageListParams) ([]*store.Message, error) {
-	var out []*store.Message
+func List(ctx context.Context, st store.Store, p store.MessageListParams) ([]*agentowl.OutboxMessage, error) {
+	var out []*agentowl.OutboxMessage
 	err := st.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.MessageList(ctx, p)
 		return err
@@ -20,9 +20,9 @@ func List(ctx context.Context, st store.Store, p store.MessageListParams) ([]*st
 
 // Inspect returns one message of the tenant scope m and its attempts; not
 // found names the tenant searched.
-func Inspect(ctx context.Context, st store.Store, m *agentowl.TenantScope, id string) (*store.Message, []*store.Attempt, error) {
-	var msg *store.Message
-	var attempts []*store.Attempt
+func Inspect(ctx context.Context, st store.Store, m *agentowl.TenantScope, id string) (*agentowl.OutboxMessage, []*agentowl.Attempt, error) {
+	var msg *agentowl.OutboxMessage
+	var attempts []*agentowl.Attempt
 	err := st.Read(ctx, func(tx store.Tx) (err error) {
 		msg, err = tx.MessageGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && msg.TenantID != m.TenantID) {

@@ -184,12 +184,12 @@ func (s *Service) Check(ctx context.Context, p *access.Principal, tenant string)
 		return nil, err
 	}
 	r := &Report{TenantID: m.TenantID, Tenant: m.TenantName, CheckedAt: s.clock.Now()}
-	var eps []*store.Endpoint
+	var eps []*agentowl.Endpoint
 	err = s.store.Read(ctx, func(tx store.Tx) error {
 		if eps, err = tx.EndpointList(ctx, m.TenantID); err != nil {
 			return err
 		}
-		for _, check := range []func(context.Context, store.Tx, *Report, []*store.Endpoint) error{
+		for _, check := range []func(context.Context, store.Tx, *Report, []*agentowl.Endpoint) error{
 			s.credentials, s.deliveries, s.receipts, s.callbackQuota, s.retainedBytes, s.plainBindings,
 		} {
 			if err := check(ctx, tx, r, eps); err != nil {
@@ -201,7 +201,7 @@ func (s *Service) Check(ctx context.Context, p *access.Principal, tenant string)
 	if err != nil {
 		return nil, err
 	}
-	for _, check := range []func(context.Context, *Report, []*store.Endpoint) error{s.callbackRate, s.overdue, s.scheduler, s.engines} {
+	for _, check := range []func(context.Context, *Report, []*agentowl.Endpoint) error{s.callbackRate, s.overdue, s.scheduler, s.engines} {
 		if err := check(ctx, r, eps); err != nil {
 			return nil, err
 		}
@@ -221,7 +221,7 @@ func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // credentials: an agent-work endpoint needs a live credential allowed to
 // post callbacks, and one that does not expire soon.
-func (s *Service) credentials(ctx context.Context, tx store.Tx, r *Report, eps []*store.Endpoint) error {
+func (s *Service) credentials(ctx context.Context, tx store.Tx, r *Report, eps []*agentowl.Endpoint) error {
 	now := r.CheckedAt
 	for _, ep := range eps {
 		if !ep.AgentWork {
@@ -231,7 +231,7 @@ func (s *Service) credentials(ctx context.Context, tx store.Tx, r *Report, eps [
 		if err != nil {
 			return err
 		}
-		var latest *store.RuntimeCredential
+		var latest *agentowl.RuntimeCredential
 		for _, c := range creds {
 			if c.Active(now) && slices.Contains(c.Scopes, work.ScopeCallbacks) && (latest == nil || c.ExpiresAt.After(latest.ExpiresAt)) {
 				latest = c
@@ -254,12 +254,12 @@ func (s *Service) credentials(ctx context.Context, tx store.Tx, r *Report, eps [
 
 // deliveries: failed (unreviewed) and failing deliveries per endpoint, and
 // messages no engine is taking.
-func (s *Service) deliveries(ctx context.Context, tx store.Tx, r *Report, eps []*store.Endpoint) error {
+func (s *Service) deliveries(ctx context.Context, tx store.Tx, r *Report, eps []*agentowl.Endpoint) error {
 	hs, err := tx.OutboxHealth(ctx, r.TenantID, r.CheckedAt.Add(-s.cfg.StuckAfter))
 	if err != nil {
 		return err
 	}
-	byID := map[string]*store.Endpoint{}
+	byID := map[string]*agentowl.Endpoint{}
 	for _, ep := range eps {
 		byID[ep.ID] = ep
 	}
@@ -303,7 +303,7 @@ func (s *Service) deliveries(ctx context.Context, tx store.Tx, r *Report, eps []
 
 // receipts: decisions the runtime has not confirmed a while after they
 // were made, on work that goes on.
-func (s *Service) receipts(ctx context.Context, tx store.Tx, r *Report, _ []*store.Endpoint) error {
+func (s *Service) receipts(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
 	ds, err := tx.DecisionsAwaitingReceipt(ctx, r.TenantID, r.CheckedAt.Add(-s.cfg.ReceiptGrace), s.cfg.Limit)
 	if err != nil {
 		return err
@@ -312,11 +312,11 @@ func (s *Service) receipts(ctx context.Context, tx store.Tx, r *Report, _ []*sto
 		dec := d.Decision
 		var how, command string
 		switch d.PushState {
-		case store.MessageFailed, store.MessageCancelled:
+		case agentowl.MessageFailed, agentowl.MessageCancelled:
 			how, command = "its push "+string(d.PushState), "agentowl work-outbox redrive "+dec.MessageID
-		case store.MessagePending:
+		case agentowl.MessagePending:
 			how, command = "its push is still being retried", "agentowl work-outbox inspect "+dec.MessageID
-		case store.MessageDelivered:
+		case agentowl.MessageDelivered:
 			how, command = "its push was acknowledged without a receipt", "agentowl work inspect "+dec.WorkID
 		default:
 			how = "it was not pushed (the endpoint has no decision URL): the runtime must recover it from GET /runtime/v1/work/" +
@@ -332,7 +332,7 @@ func (s *Service) receipts(ctx context.Context, tx store.Tx, r *Report, _ []*sto
 
 // callbackQuota: work near or at its callback cap cannot report its outcome
 // once the cap is reached.
-func (s *Service) callbackQuota(ctx context.Context, tx store.Tx, r *Report, _ []*store.Endpoint) error {
+func (s *Service) callbackQuota(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
 	bound := int(float64(s.cfg.MaxCallbacksPerWork) * s.cfg.QuotaShare)
 	ws, err := tx.WorkByCallbacks(ctx, r.TenantID, bound, s.cfg.Limit)
 	if err != nil {
@@ -353,7 +353,7 @@ func (s *Service) callbackQuota(ctx context.Context, tx store.Tx, r *Report, _ [
 
 // retainedBytes: past its quota of retained attachment bytes, a tenant's
 // new files are recorded blocked instead of kept.
-func (s *Service) retainedBytes(ctx context.Context, tx store.Tx, r *Report, _ []*store.Endpoint) error {
+func (s *Service) retainedBytes(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
 	limit := s.cfg.RetainedBytesLimit
 	if limit <= 0 {
 		return nil
@@ -378,7 +378,7 @@ func (s *Service) retainedBytes(ctx context.Context, tx store.Tx, r *Report, _ [
 
 // callbackRate: an endpoint whose runtime used most of its callback rate in
 // this minute or the last is about to get 429s.
-func (s *Service) callbackRate(ctx context.Context, r *Report, eps []*store.Endpoint) error {
+func (s *Service) callbackRate(ctx context.Context, r *Report, eps []*agentowl.Endpoint) error {
 	if s.cfg.CallbackRate == nil {
 		return nil
 	}
@@ -406,12 +406,12 @@ func (s *Service) callbackRate(ctx context.Context, r *Report, eps []*store.Endp
 // plainBindings: events routed to an endpoint without agent work are
 // delivered in the original format, without work, callbacks or decisions —
 // deliberate for plain webhooks, a mistake mid-rollout.
-func (s *Service) plainBindings(ctx context.Context, tx store.Tx, r *Report, eps []*store.Endpoint) error {
+func (s *Service) plainBindings(ctx context.Context, tx store.Tx, r *Report, eps []*agentowl.Endpoint) error {
 	bs, err := tx.BindingList(ctx, r.TenantID)
 	if err != nil {
 		return err
 	}
-	byID := map[string]*store.Endpoint{}
+	byID := map[string]*agentowl.Endpoint{}
 	for _, ep := range eps {
 		byID[ep.ID] = ep
 	}
@@ -426,7 +426,7 @@ func (s *Service) plainBindings(ctx context.Context, tx store.Tx, r *Report, eps
 }
 
 // overdue asks the maintenance scheduler's overdue rules.
-func (s *Service) overdue(ctx context.Context, r *Report, _ []*store.Endpoint) error {
+func (s *Service) overdue(ctx context.Context, r *Report, _ []*agentowl.Endpoint) error {
 	if s.cfg.Overdue == nil {
 		r.add(CheckOverdueWork, Note, "tenant", "agentowl attention list --status open",
 			"Overdue work was not checked: this server has no overdue-work detection.")
@@ -446,7 +446,7 @@ func (s *Service) overdue(ctx context.Context, r *Report, _ []*store.Endpoint) e
 // engines: delivery engines holding slots without an attempt, or gone
 // silent. They are server-wide, like the scheduler: every tenant's
 // deliveries share the engines.
-func (s *Service) engines(ctx context.Context, r *Report, _ []*store.Endpoint) error {
+func (s *Service) engines(ctx context.Context, r *Report, _ []*agentowl.Endpoint) error {
 	if s.cfg.Engines == nil {
 		r.add(CheckDeliveryEngines, Note, "delivery", "agentowl maintenance status",
 			"The delivery engines were not checked: this server reports no engine status.")
@@ -466,7 +466,7 @@ func (s *Service) engines(ctx context.Context, r *Report, _ []*store.Endpoint) e
 }
 
 // scheduler: periodic maintenance needs exactly one live leader.
-func (s *Service) scheduler(ctx context.Context, r *Report, _ []*store.Endpoint) error {
+func (s *Service) scheduler(ctx context.Context, r *Report, _ []*agentowl.Endpoint) error {
 	if s.cfg.Scheduler == nil {
 		r.add(CheckScheduler, Note, "scheduler", "agentowl maintenance status",
 			"The scheduler's leadership was not checked: this server reports no scheduler status.")

@@ -156,35 +156,35 @@ func id(prefix string) string {
 	return prefix + "_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
 }
 
-func (e *env) endpoint(agentWork bool) *store.Endpoint {
-	ep := &store.Endpoint{ID: id("ep"), TenantID: e.tenantID, Name: id("name"), URL: "https://runtime.example/hook",
+func (e *env) endpoint(agentWork bool) *agentowl.Endpoint {
+	ep := &agentowl.Endpoint{ID: id("ep"), TenantID: e.tenantID, Name: id("name"), URL: "https://runtime.example/hook",
 		AgentWork: agentWork, SigningSecret: []byte("sealed"), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
 	e.write(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, ep) })
 	return ep
 }
 
-func (e *env) credential(ep *store.Endpoint, days int, scopes ...string) *store.RuntimeCredential {
-	c := &store.RuntimeCredential{ID: id("rtc"), TenantID: e.tenantID, EndpointID: ep.ID, Hash: []byte(uuid.NewString()),
+func (e *env) credential(ep *agentowl.Endpoint, days int, scopes ...string) *agentowl.RuntimeCredential {
+	c := &agentowl.RuntimeCredential{ID: id("rtc"), TenantID: e.tenantID, EndpointID: ep.ID, Hash: []byte(uuid.NewString()),
 		Scopes: scopes, CreatedAt: e.clock.Now(), ExpiresAt: e.clock.Now().Add(time.Duration(days) * 24 * time.Hour)}
 	e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 	return c
 }
 
-func (e *env) binding(ep *store.Endpoint) *store.Binding {
-	b := &store.Binding{ID: id("bnd"), TenantID: e.tenantID, Channel: "webhook", EndpointID: ep.ID, TokenHash: []byte(uuid.NewString()),
+func (e *env) binding(ep *agentowl.Endpoint) *agentowl.Binding {
+	b := &agentowl.Binding{ID: id("bnd"), TenantID: e.tenantID, Channel: "webhook", EndpointID: ep.ID, TokenHash: []byte(uuid.NewString()),
 		CreatedAt: e.clock.Now()}
 	e.write(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	return b
 }
 
 // work persists an event of b and its work.
-func (e *env) work(b *store.Binding) *store.Work {
+func (e *env) work(b *agentowl.Binding) *agentowl.Work {
 	now := e.clock.Now()
-	c := &store.Conversation{ID: id("conv"), TenantID: e.tenantID, BindingID: b.ID, Status: "open", CreatedAt: now, LastEventAt: now}
-	ev := &store.Event{ID: id("evt"), TenantID: e.tenantID, BindingID: b.ID, ConversationID: c.ID, Channel: "webhook", ReceivedAt: now,
+	c := &agentowl.Conversation{ID: id("conv"), TenantID: e.tenantID, BindingID: b.ID, Status: "open", CreatedAt: now, LastEventAt: now}
+	ev := &agentowl.Event{ID: id("evt"), TenantID: e.tenantID, BindingID: b.ID, ConversationID: c.ID, Channel: "webhook", ReceivedAt: now,
 		Payload: []byte(`{}`), Attachments: []byte(`[]`)}
-	w := &store.Work{ID: id("work"), TenantID: e.tenantID, EndpointID: b.EndpointID, ConversationID: c.ID, EventID: ev.ID, Generation: 1,
-		DeliveryID: uuid.NewString(), Status: store.WorkPending, CreatedAt: now, UpdatedAt: now}
+	w := &agentowl.Work{ID: id("work"), TenantID: e.tenantID, EndpointID: b.EndpointID, ConversationID: c.ID, EventID: ev.ID, Generation: 1,
+		DeliveryID: uuid.NewString(), Status: agentowl.WorkPending, CreatedAt: now, UpdatedAt: now}
 	e.write(func(tx store.Tx) error {
 		if err := tx.ConversationCreate(e.ctx, c); err != nil {
 			return err
@@ -197,17 +197,17 @@ func (e *env) work(b *store.Binding) *store.Work {
 	return w
 }
 
-func (e *env) handoff(w *store.Work) *store.Message {
+func (e *env) handoff(w *agentowl.Work) *agentowl.OutboxMessage {
 	now := e.clock.Now()
-	m := &store.Message{ID: uuid.NewString(), TenantID: e.tenantID, Kind: work.MessageKindHandoff, Destination: work.Destination(w.EndpointID),
-		Subject: w.ID, Body: []byte(`{}`), CreatedAt: now, DeadlineAt: now.Add(72 * time.Hour), State: store.MessagePending, NextAttempt: now}
+	m := &agentowl.OutboxMessage{ID: uuid.NewString(), TenantID: e.tenantID, Kind: work.MessageKindHandoff, Destination: work.Destination(w.EndpointID),
+		Subject: w.ID, Body: []byte(`{}`), CreatedAt: now, DeadlineAt: now.Add(72 * time.Hour), State: agentowl.MessagePending, NextAttempt: now}
 	e.write(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, m) })
 	return m
 }
 
 // attempt claims message m and records one attempt answered with status;
 // a failure is retried in a minute unless end, when the message fails.
-func (e *env) attempt(m *store.Message, status int, end bool) {
+func (e *env) attempt(m *agentowl.OutboxMessage, status int, end bool) {
 	e.t.Helper()
 	now := e.clock.Now()
 	var n int
@@ -223,15 +223,15 @@ func (e *env) attempt(m *store.Message, status int, end bool) {
 	if n == 0 {
 		e.t.Fatalf("message %s was not due", m.ID)
 	}
-	p := store.FinishParams{ID: m.ID, Owner: "engine", Attempt: store.Attempt{EventID: m.ID, N: n, URL: "https://runtime.example/hook",
-		StartedAt: now, EndedAt: now, StatusCode: status}, State: store.MessageDelivered}
+	p := store.FinishParams{ID: m.ID, Owner: "engine", Attempt: agentowl.Attempt{EventID: m.ID, N: n, URL: "https://runtime.example/hook",
+		StartedAt: now, EndedAt: now, StatusCode: status}, State: agentowl.MessageDelivered}
 	if status >= 300 {
-		p.Attempt.Error, p.State, p.NextAttempt = fmt.Sprintf("HTTP %d", status), store.MessagePending, now.Add(time.Minute)
+		p.Attempt.Error, p.State, p.NextAttempt = fmt.Sprintf("HTTP %d", status), agentowl.MessagePending, now.Add(time.Minute)
 		if end {
-			p.State, p.NextAttempt = store.MessageFailed, now
+			p.State, p.NextAttempt = agentowl.MessageFailed, now
 		}
 	}
-	if p.State != store.MessagePending {
+	if p.State != agentowl.MessagePending {
 		p.RetainUntil = ptr(now.Add(7 * 24 * time.Hour))
 	}
 	e.write(func(tx store.Tx) error { return tx.MessageFinish(e.ctx, p) })
@@ -241,7 +241,7 @@ func ptr[T any](v T) *T { return &v }
 
 // healthy makes an agent-work endpoint with a credential for 30 days and a
 // binding, and a first work delivered.
-func (e *env) healthy() (*store.Endpoint, *store.Binding, *store.Work) {
+func (e *env) healthy() (*agentowl.Endpoint, *agentowl.Binding, *agentowl.Work) {
 	ep := e.endpoint(true)
 	e.credential(ep, 30, work.ScopeCallbacks, work.ScopeDecisions)
 	b := e.binding(ep)
@@ -314,7 +314,7 @@ func TestDeliveryFindings(t *testing.T) {
 			t.Errorf("command %q", f.Command)
 		}
 		e.write(func(tx store.Tx) error {
-			_, err := tx.MessageRedrive(e.ctx, store.RedriveParams{ID: m.ID, From: []store.MessageState{store.MessageFailed},
+			_, err := tx.MessageRedrive(e.ctx, store.RedriveParams{ID: m.ID, From: []agentowl.MessageState{agentowl.MessageFailed},
 				Now: e.clock.Now(), DeadlineAt: e.clock.Now().Add(time.Hour)})
 			return err
 		})
@@ -325,11 +325,11 @@ func TestDeliveryFindings(t *testing.T) {
 		// ... or until its incident is resolved after review.
 		m = e.handoff(e.work(b))
 		e.attempt(m, 500, true)
-		it := &store.AttentionItem{ID: id("att"), TenantID: e.tenantID, Kind: "incident", Status: store.AttentionOpen, WorkID: m.Subject,
+		it := &agentowl.AttentionItem{ID: id("att"), TenantID: e.tenantID, Kind: "incident", Status: agentowl.AttentionOpen, WorkID: m.Subject,
 			EndpointID: ep.ID, Summary: "failed", MessageID: m.ID, CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
 		e.write(func(tx store.Tx) error { return tx.AttentionCreate(e.ctx, it) })
 		e.expect("a failed handoff with an open incident", "error", "failing_deliveries error "+subject)
-		it.Status, it.Resolution, it.ResolvedAt = store.AttentionResolved, "reviewed", ptr(e.clock.Now())
+		it.Status, it.Resolution, it.ResolvedAt = agentowl.AttentionResolved, "reviewed", ptr(e.clock.Now())
 		e.write(func(tx store.Tx) error { return tx.AttentionUpdate(e.ctx, it) })
 		e.expect("its incident reviewed", "ok")
 
@@ -337,9 +337,9 @@ func TestDeliveryFindings(t *testing.T) {
 		plain := e.endpoint(false)
 		pb := e.binding(plain)
 		ev := e.work(pb) // the event; its work is not used
-		pm := &store.Message{ID: uuid.NewString(), TenantID: e.tenantID, Kind: work.MessageKindEvent, Destination: work.Destination(plain.ID),
+		pm := &agentowl.OutboxMessage{ID: uuid.NewString(), TenantID: e.tenantID, Kind: work.MessageKindEvent, Destination: work.Destination(plain.ID),
 			Subject: ev.EventID, Body: []byte(`{}`), CreatedAt: e.clock.Now(), DeadlineAt: e.clock.Now().Add(time.Hour),
-			State: store.MessagePending, NextAttempt: e.clock.Now()}
+			State: agentowl.MessagePending, NextAttempt: e.clock.Now()}
 		e.write(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, pm) })
 		e.attempt(pm, 500, true)
 		r = e.expect("a failed publication", "error", "failing_deliveries error endpoint:"+plain.ID,
@@ -372,10 +372,10 @@ func TestReceiptFindings(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		_, _, w := e.healthy()
 		now := e.clock.Now()
-		it := &store.AttentionItem{ID: id("att"), TenantID: e.tenantID, Kind: "question", Status: store.AttentionOpen, WorkID: w.ID,
+		it := &agentowl.AttentionItem{ID: id("att"), TenantID: e.tenantID, Kind: "question", Status: agentowl.AttentionOpen, WorkID: w.ID,
 			EndpointID: w.EndpointID, RequestID: "q1", Revision: 1, Prompt: "Which?", AllowedDecisions: []string{"answer"},
 			ExpiresAt: ptr(now.Add(time.Hour)), ContentHash: []byte("h"), Request: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
-		d := &store.WorkDecision{WorkID: w.ID, ID: "d1", TenantID: e.tenantID, AttentionID: it.ID, RequestID: "q1", Revision: 1,
+		d := &agentowl.WorkDecision{WorkID: w.ID, ID: "d1", TenantID: e.tenantID, AttentionID: it.ID, RequestID: "q1", Revision: 1,
 			Decision: "answer", Answer: "blue", ContentHash: []byte("c"), Body: []byte(`{}`), DecidedBy: "op", DecidedAt: now}
 		e.write(func(tx store.Tx) error {
 			if err := tx.AttentionCreate(e.ctx, it); err != nil {
@@ -399,20 +399,20 @@ func TestQuotaFindings(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ep, _, w := e.healthy()
-		setCallbacks := func(n int, status store.WorkStatus) {
+		setCallbacks := func(n int, status agentowl.WorkStatus) {
 			w.Callbacks, w.Status, w.Sequence = n, status, int64(n)
 			if status.Terminal() {
 				w.EndedAt = ptr(e.clock.Now())
 			}
 			e.write(func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 		}
-		setCallbacks(79, store.WorkRunning)
+		setCallbacks(79, agentowl.WorkRunning)
 		e.expect("79 of 100 callbacks", "ok")
-		setCallbacks(80, store.WorkRunning)
+		setCallbacks(80, agentowl.WorkRunning)
 		e.expect("80 of 100 callbacks", "warning", "quota warning work:"+w.ID)
-		setCallbacks(100, store.WorkRunning)
+		setCallbacks(100, agentowl.WorkRunning)
 		e.expect("the cap reached", "error", "quota error work:"+w.ID)
-		setCallbacks(100, store.WorkCompleted)
+		setCallbacks(100, agentowl.WorkCompleted)
 		e.expect("the work ended", "ok")
 
 		// The callback rate: 8 of 10 in a minute is near the limit.
@@ -525,7 +525,7 @@ func TestAccess(t *testing.T) {
 		}
 		// The other tenant's failing deliveries do not show in acme's report.
 		e.healthy()
-		otherEP := &store.Endpoint{ID: id("ep"), TenantID: other.Tenant.ID, Name: "x", URL: "https://x.example/", AgentWork: true,
+		otherEP := &agentowl.Endpoint{ID: id("ep"), TenantID: other.Tenant.ID, Name: "x", URL: "https://x.example/", AgentWork: true,
 			SigningSecret: []byte("s"), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
 		e.write(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, otherEP) })
 		e.expect("acme, beside a tenant with an endpoint without credentials", "ok")

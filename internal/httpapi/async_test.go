@@ -590,7 +590,7 @@ func (e *asyncEnv) waitAttemptsWithin(t *testing.T, id string, n int, limit time
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, limit, fmt.Sprintf("delivery %s to record %d attempts", id, n), func() bool {
-		var m *store.Message
+		var m *agentowl.OutboxMessage
 		if err := e.store.Read(ctx, func(tx store.Tx) (err error) {
 			m, err = tx.MessageGet(ctx, id)
 			return err

@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/attachment"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Retained attachments (docs/attachments.md): manifests and private,
@@ -46,7 +45,7 @@ func manifestOf(m *attachment.Manifest, base string) wireManifest {
 }
 
 // listWorkAttachments is a runtime's manifest of its work's event.
-func (s *Server) listWorkAttachments(r *http.Request, c *store.RuntimeCredential) (int, any, error) {
+func (s *Server) listWorkAttachments(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
 	svc, err := s.attachments()
 	if err != nil {
 		return 0, nil, err
@@ -60,7 +59,7 @@ func (s *Server) listWorkAttachments(r *http.Request, c *store.RuntimeCredential
 }
 
 // downloadWorkAttachment streams a file of a runtime's work.
-func (s *Server) downloadWorkAttachment(r *http.Request, c *store.RuntimeCredential) (int, any, error) {
+func (s *Server) downloadWorkAttachment(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
 	svc, err := s.attachments()
 	if err != nil {
 		return 0, nil, err
@@ -111,7 +110,7 @@ type streamed interface {
 // sandboxing policy, as an attachment under its safe name, never cached.
 type download struct {
 	svc *attachment.Service
-	a   *store.Attachment
+	a   *agentowl.Attachment
 }
 
 // downloadChunk is how much of a file one write carries; each write gets

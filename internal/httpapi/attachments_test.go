@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment/attachmenttest"
 	"github.com/agentowl/agentowl/internal/blob/blobtest"
 	"github.com/agentowl/agentowl/internal/server"
@@ -33,7 +34,7 @@ type attachEnv struct {
 	*workEnv
 	rt        *fakeRuntime
 	endpoint  string
-	binding   *store.Binding
+	binding   *agentowl.Binding
 	token     string
 	callbacks string // a token of the endpoint without attachments:read
 }
@@ -68,12 +69,12 @@ func setupAttachments(t *testing.T, w *workEnv) *attachEnv {
 
 // receive stores a message with files at the binding and hands it to the
 // endpoint; it returns the event and its work.
-func (e *attachEnv) receive(t *testing.T, files ...attachmenttest.File) (*store.Event, string) {
+func (e *attachEnv) receive(t *testing.T, files ...attachmenttest.File) (*agentowl.Event, string) {
 	t.Helper()
 	var workID string
 	ev, err := attachmenttest.Accept(context.Background(), e.store, e.server.Attachments(), e.binding,
 		attachmenttest.Message{Sender: "ann@example.com", Files: files}, e.clock.Now(),
-		func(ctx context.Context, tx store.Tx, ev *store.Event, conv *store.Conversation) error {
+		func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 			ep, err := tx.EndpointGet(ctx, e.endpoint)
 			if err != nil {
 				return err
@@ -258,7 +259,7 @@ func TestAttachmentDownloads(t *testing.T) {
 
 func blobKeyOf(t *testing.T, e *attachEnv, id string) string {
 	t.Helper()
-	var a *store.Attachment
+	var a *agentowl.Attachment
 	if err := e.store.Read(context.Background(), func(tx store.Tx) (err error) {
 		a, err = tx.AttachmentGet(context.Background(), id)
 		return err

@@ -9,7 +9,6 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/maintenance"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -51,7 +50,7 @@ type wireWorkDecisionRecord struct {
 	Body                 json.RawMessage  `json:"body"`
 }
 
-func toWireDecision(d *store.WorkDecision, withActor bool) wireWorkDecisionRecord {
+func toWireDecision(d *agentowl.WorkDecision, withActor bool) wireWorkDecisionRecord {
 	out := wireWorkDecisionRecord{DecisionID: d.ID, WorkID: d.WorkID, RequestID: d.RequestID, RequestRevision: d.Revision,
 		Decision: d.Decision, Answer: d.Answer, ExpectedActionDigest: d.ExpectedActionDigest,
 		DecidedAt: timestamp(d.DecidedAt), Receipt: wireReceiptState{Status: "pending"}, Body: d.Body}
@@ -122,7 +121,7 @@ func toWireAttention(v *work.AttentionView) wireAttention {
 	if m := v.Push; m != nil {
 		p := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
 			LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
-		if m.State == store.MessagePending {
+		if m.State == agentowl.MessagePending {
 			p.NextAttempt = timestampPtr(&m.NextAttempt)
 		}
 		out.Push = p
@@ -168,7 +167,7 @@ func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, pageOf(listOf(items, toWireItem), len(items) == limit, func() store.Cursor {
+	return http.StatusOK, pageOf(listOf(items, toWireItem), len(items) == limit, func() agentowl.Cursor {
 		return items[len(items)-1].Cursor()
 	}), nil
 }
@@ -267,7 +266,7 @@ type wireDecisionList struct {
 	Items      []wireWorkDecisionRecord `json:"items"`
 }
 
-func (s *Server) listDecisions(r *http.Request, c *store.RuntimeCredential) (int, any, error) {
+func (s *Server) listDecisions(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
 	ds, st, err := s.work.work.ListDecisions(r.Context(), c, r.PathValue("work"))
 	if err != nil {
 		return 0, nil, err
@@ -284,7 +283,7 @@ type wireDecisionReceipt struct {
 	WorkStatus string                 `json:"work_status"`
 }
 
-func (s *Server) postReceipt(r *http.Request, c *store.RuntimeCredential) (int, any, error) {
+func (s *Server) postReceipt(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
 	v, err := s.work.work.RecordReceipt(r.Context(), c, r.PathValue("work"), r.PathValue("decision"))
 	if err != nil {
 		return 0, nil, err

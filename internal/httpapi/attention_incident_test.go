@@ -7,19 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
 // failedMessage waits, advancing the clock, until the outbox message of
 // kind about workID has failed, and returns it.
-func (e *workEnv) failedMessage(t *testing.T, workID, kind string) *store.Message {
+func (e *workEnv) failedMessage(t *testing.T, workID, kind string) *agentowl.OutboxMessage {
 	t.Helper()
-	var failed *store.Message
+	var failed *agentowl.OutboxMessage
 	eventually(t, syncLimit, kind+" failed", func() bool {
 		e.advanceBetweenAttempts(t, workID, 10*time.Second)
 		for _, m := range e.messages(t, workID) {
-			if m.Kind == kind && m.State == store.MessageFailed {
+			if m.Kind == kind && m.State == agentowl.MessageFailed {
 				failed = m
 			}
 		}
@@ -29,9 +30,9 @@ func (e *workEnv) failedMessage(t *testing.T, workID, kind string) *store.Messag
 }
 
 // messages returns the outbox messages about workID.
-func (e *workEnv) messages(t *testing.T, workID string) []*store.Message {
+func (e *workEnv) messages(t *testing.T, workID string) []*agentowl.OutboxMessage {
 	t.Helper()
-	var ms []*store.Message
+	var ms []*agentowl.OutboxMessage
 	err := e.store.Read(context.Background(), func(tx store.Tx) error {
 		tenant, err := tx.TenantGetByName(context.Background(), "default")
 		if err != nil {
@@ -53,7 +54,7 @@ func (e *workEnv) messages(t *testing.T, workID string) []*store.Message {
 func (e *workEnv) advanceBetweenAttempts(t *testing.T, workID string, d time.Duration) {
 	t.Helper()
 	for _, m := range e.messages(t, workID) {
-		if m.State == store.MessagePending && m.LeaseOwner != "" {
+		if m.State == agentowl.MessagePending && m.LeaseOwner != "" {
 			return
 		}
 	}

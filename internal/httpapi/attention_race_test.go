@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -41,7 +42,7 @@ func TestDecisionReadsItemAfterWorkLock(t *testing.T) {
 					return err
 				}
 				now := e.clock.Now()
-				it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = store.AttentionResolved, "work_ended", &now, now
+				it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = agentowl.AttentionResolved, "work_ended", &now, now
 				return tx.AttentionUpdate(ctx, it)
 			})
 		}()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
@@ -95,7 +96,7 @@ func TestBindingChannels(t *testing.T) {
 		secrets["the cloudflare-email ingress token"] = cf["ingress_url"].(string)[strings.LastIndex(cf["ingress_url"].(string), "/")+1:]
 		// The provider secrets are sealed for their row: they open for it.
 		for id, want := range provider {
-			var b *store.Binding
+			var b *agentowl.Binding
 			if err := e.store.Read(t.Context(), func(tx store.Tx) (err error) { b, err = tx.BindingGet(t.Context(), id); return err }); err != nil {
 				t.Fatal(err)
 			}

@@ -8,14 +8,13 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Conversations for operators: list (keyset pages), inspect, events, link
 // and reset (docs/channels.md).
 
 // encodeCursor renders a keyset position as an opaque after parameter.
-func encodeCursor(c *store.Cursor) string {
+func encodeCursor(c *agentowl.Cursor) string {
 	if c == nil {
 		return ""
 	}
@@ -24,7 +23,7 @@ func encodeCursor(c *store.Cursor) string {
 
 // pageParams reads the limit and after parameters of a keyset page; an
 // absent limit is 0 (the use-case's default).
-func pageParams(r *http.Request) (limit int, after *store.Cursor, err error) {
+func pageParams(r *http.Request) (limit int, after *agentowl.Cursor, err error) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
 			return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "limit", "limit must be a positive whole number.")
@@ -49,7 +48,7 @@ type wireConversation struct {
 	OpenWork *int `json:"open_work,omitempty"`
 }
 
-func toWireConversation(c *store.Conversation) wireConversation {
+func toWireConversation(c *agentowl.Conversation) wireConversation {
 	return wireConversation{ID: c.ID, BindingID: c.BindingID, Channel: c.Channel, Key: c.Key, Status: c.Status,
 		RuntimeSessionID: c.RuntimeSessionID, CreatedAt: timestamp(c.CreatedAt), LastEventAt: timestamp(c.LastEventAt),
 		EndedAt: timestampPtr(c.EndedAt)}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -91,7 +92,7 @@ func (e *convEnv) workOf(t *testing.T, conv, eventID string) map[string]any {
 // handoff reads the body of a work's handoff as it will be sent.
 func (e *convEnv) handoff(t *testing.T, w map[string]any) agentwork.Handoff {
 	t.Helper()
-	var m *store.Message
+	var m *agentowl.OutboxMessage
 	if err := e.store.Read(t.Context(), func(tx store.Tx) (err error) {
 		m, err = tx.MessageGet(t.Context(), jsonAt(w, "delivery", "id").(string))
 		return err

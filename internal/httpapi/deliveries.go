@@ -35,11 +35,11 @@ type wireMessage struct {
 	History     []wireAttempt `json:"attempt_history,omitempty"`
 }
 
-func toWireMessage(m *store.Message) wireMessage {
+func toWireMessage(m *agentowl.OutboxMessage) wireMessage {
 	w := wireMessage{ID: m.ID, Kind: m.Kind, Destination: m.Destination, Subject: m.Subject, State: string(m.State),
 		Attempts: m.Attempts, CreatedAt: timestamp(m.CreatedAt), DeadlineAt: timestamp(m.DeadlineAt),
 		LastStatus: m.LastStatus, LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
-	if m.State == store.MessagePending {
+	if m.State == agentowl.MessagePending {
 		w.NextAttempt = timestampPtr(&m.NextAttempt)
 	}
 	return w
@@ -58,8 +58,8 @@ func (s *Server) listDeliveries(r *http.Request, p *access.Principal) (int, any,
 	if inst := r.URL.Query().Get("instance"); inst != "" {
 		params.Prefix = approval.InstanceDestination(inst)
 	}
-	switch st := store.MessageState(r.URL.Query().Get("state")); st {
-	case "", store.MessagePending, store.MessageDelivered, store.MessageFailed, store.MessageCancelled:
+	switch st := agentowl.MessageState(r.URL.Query().Get("state")); st {
+	case "", agentowl.MessagePending, agentowl.MessageDelivered, agentowl.MessageFailed, agentowl.MessageCancelled:
 		params.State = st
 	default:
 		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "state", "state must be pending, delivered, failed or cancelled.")

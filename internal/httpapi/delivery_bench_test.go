@@ -256,9 +256,9 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 	// delivered (the outcome commits just after the receiver answers).
 	deadline := time.Now().Add(ackWaitLimit)
 	for {
-		var msgs []*store.Message
+		var msgs []*agentowl.OutboxMessage
 		if err := srv.Store().Read(ctx, func(tx store.Tx) (err error) {
-			msgs, err = tx.MessageList(ctx, store.MessageListParams{TenantID: op.Scope.TenantID, State: store.MessageDelivered, Limit: n + 1})
+			msgs, err = tx.MessageList(ctx, store.MessageListParams{TenantID: op.Scope.TenantID, State: agentowl.MessageDelivered, Limit: n + 1})
 			return err
 		}); err != nil {
 			b.Fatal(err)

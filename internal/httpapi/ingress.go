@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress/cloudflare"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // wireAccepted answers an inbound event.
@@ -23,7 +22,7 @@ type wireAccepted struct {
 // The address is checked by its route, before the body is read. The event and its
 // handoff are committed before the answer: 202 for a new event, 200 for a
 // retry the sender's idempotency key identified.
-func (s *Server) receiveWebhook(r *http.Request, b *store.Binding) (int, any, error) {
+func (s *Server) receiveWebhook(r *http.Request, b *agentowl.Binding) (int, any, error) {
 	data, err := readBody(r, s.work.ingress.MaxEventBytes())
 	if err != nil {
 		return 0, nil, err
@@ -43,7 +42,7 @@ func (s *Server) receiveWebhook(r *http.Request, b *store.Binding) (int, any, er
 // receiveCloudflareEmail is the cloudflare-email channel: POST
 // /in/cloudflare-email/{token} with the raw message a Worker forwards. The
 // body is streamed through the email parser, never read whole first.
-func (s *Server) receiveCloudflareEmail(r *http.Request, b *store.Binding) (int, any, error) {
+func (s *Server) receiveCloudflareEmail(r *http.Request, b *agentowl.Binding) (int, any, error) {
 	acc, err := cloudflare.Receive(r.Context(), s.work.ingress, b, r.Header, r.ContentLength, requestBody{r.Body})
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		panic(http.ErrAbortHandler) // the body did not arrive within ReadTimeout, as readBody does

@@ -425,7 +425,7 @@ func TestIngressWriteRoundTrips(t *testing.T) {
 		bid, _ := we.binding(t, id, nil)
 		ctx := context.Background()
 		st := we.server.Store()
-		var bnd *store.Binding
+		var bnd *agentowl.Binding
 		if err := st.Read(ctx, func(tx store.Tx) (err error) { bnd, err = tx.BindingGet(ctx, bid); return err }); err != nil {
 			t.Fatal(err)
 		}

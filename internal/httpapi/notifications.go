@@ -7,7 +7,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/notify"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // In-app notifications (docs/console.md) and console login links: the
@@ -31,7 +30,7 @@ type wireNotification struct {
 	CreatedAt  string      `json:"created_at"`
 }
 
-func toWireNotification(tenant string, n *store.Notification) wireNotification {
+func toWireNotification(tenant string, n *agentowl.Notification) wireNotification {
 	typ, id, _ := strings.Cut(n.Subject, ":")
 	return wireNotification{ID: n.ID, Kind: n.Kind, Cause: n.Cause, Title: n.Title, Subject: wireSubject{Type: typ, ID: id},
 		EndpointID: n.EndpointID, Link: notify.Link(tenant, n), Read: n.ReadAt != nil, ReadAt: timestampPtr(n.ReadAt),
@@ -55,7 +54,7 @@ type page[T any] struct {
 
 // pageOf is l with its next page token when full (last gives the cursor of
 // its last item).
-func pageOf[T any](l list[T], full bool, last func() store.Cursor) page[T] {
+func pageOf[T any](l list[T], full bool, last func() agentowl.Cursor) page[T] {
 	out := page[T]{Items: l.Items}
 	if full && len(l.Items) > 0 {
 		out.Next = last().String()
@@ -64,12 +63,12 @@ func pageOf[T any](l list[T], full bool, last func() store.Cursor) page[T] {
 }
 
 // cursorParam reads the ?after= page token.
-func cursorParam(r *http.Request) (*store.Cursor, error) {
+func cursorParam(r *http.Request) (*agentowl.Cursor, error) {
 	v := r.URL.Query().Get("after")
 	if v == "" {
 		return nil, nil
 	}
-	c, ok := store.ParseCursor(v)
+	c, ok := agentowl.ParseCursor(v)
 	if !ok {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "after", "after must be a page token from a previous list's next.")
 	}
@@ -99,7 +98,7 @@ func (s *Server) listNotifications(r *http.Request, p *access.Principal) (int, a
 		out.Items = append(out.Items, toWireNotification(tenant, x))
 	}
 	if len(ns) == limit {
-		out.Next = store.Cursor{At: ns[len(ns)-1].CreatedAt, ID: ns[len(ns)-1].ID}.String()
+		out.Next = agentowl.Cursor{At: ns[len(ns)-1].CreatedAt, ID: ns[len(ns)-1].ID}.String()
 	}
 	return http.StatusOK, out, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/server/servertest"
@@ -1218,7 +1219,7 @@ func TestOperatorDeliveries(t *testing.T) {
 			h.fails(h.admin("GET", opTenant+"/deliveries?limit=0", nil), 400, "invalid_field", "limit")
 
 			// One failed attempt, then a delivered one, recorded as the engine does.
-			attempt := func(status int, errText string, state store.MessageState, next time.Time) {
+			attempt := func(status int, errText string, state agentowl.MessageState, next time.Time) {
 				t.Helper()
 				now := e.clock.Now()
 				err := e.store.Write(ctx, func(tx store.Tx) error {
@@ -1226,10 +1227,10 @@ func TestOperatorDeliveries(t *testing.T) {
 					if err != nil || len(claimed) != 1 {
 						return fmt.Errorf("claim: %v %v", claimed, err)
 					}
-					p := store.FinishParams{ID: id, Owner: "test", State: state, NextAttempt: next, Attempt: store.Attempt{
+					p := store.FinishParams{ID: id, Owner: "test", State: state, NextAttempt: next, Attempt: agentowl.Attempt{
 						EventID: id, N: claimed[0].Attempts, URL: receiver["url"].(string), StartedAt: now, EndedAt: now.Add(time.Second),
 						StatusCode: status, Error: errText}}
-					if state != store.MessagePending {
+					if state != agentowl.MessagePending {
 						until := now.Add(24 * time.Hour)
 						p.RetainUntil = &until
 					}
@@ -1239,7 +1240,7 @@ func TestOperatorDeliveries(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			attempt(503, "", store.MessagePending, e.clock.Now().Add(30*time.Second))
+			attempt(503, "", agentowl.MessagePending, e.clock.Now().Add(30*time.Second))
 			got := h.ok(h.admin("GET", opTenant+"/deliveries/"+id, nil), 200)
 			first := map[string]any{"n": float64(1), "url": receiver["url"], "started_at": h.now(),
 				"ended_at": e.clock.Now().Add(time.Second).UTC().Format(time.RFC3339), "status_code": float64(503)}
@@ -1253,7 +1254,7 @@ func TestOperatorDeliveries(t *testing.T) {
 			}
 
 			e.clock.Advance(30 * time.Second)
-			attempt(200, "", store.MessageDelivered, time.Time{})
+			attempt(200, "", agentowl.MessageDelivered, time.Time{})
 			got = h.ok(h.admin("GET", opTenant+"/deliveries/"+id, nil), 200)
 			if got["state"] != "delivered" || got["attempts"] != float64(2) || got["ended_at"] == nil || got["next_attempt_at"] != nil ||
 				len(got["attempt_history"].([]any)) != 2 {

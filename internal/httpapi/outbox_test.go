@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -19,18 +19,18 @@ import (
 // returns it. The clock moves only while no message of subject is due or
 // in flight, and then just to the next attempt, so it never runs ahead of
 // the engine: a decision push ends as early as its window makes it end.
-func (e *workEnv) failUntilEnded(t *testing.T, subject, kind string) *store.Message {
+func (e *workEnv) failUntilEnded(t *testing.T, subject, kind string) *agentowl.OutboxMessage {
 	t.Helper()
-	var failed *store.Message
+	var failed *agentowl.OutboxMessage
 	eventually(t, syncLimit, kind+" failed", func() bool {
 		now := e.clock.Now()
 		var next time.Time
 		for _, m := range e.messages(t, subject) {
-			if m.Kind == kind && m.State == store.MessageFailed {
+			if m.Kind == kind && m.State == agentowl.MessageFailed {
 				failed = m
 				return true
 			}
-			if m.State != store.MessagePending {
+			if m.State != agentowl.MessagePending {
 				continue
 			}
 			if m.LeaseOwner != "" || !m.NextAttempt.After(now) {
@@ -51,9 +51,9 @@ func (e *workEnv) failUntilEnded(t *testing.T, subject, kind string) *store.Mess
 }
 
 // waitState waits until message id of subject is in state.
-func (e *workEnv) waitState(t *testing.T, subject, id string, state store.MessageState) *store.Message {
+func (e *workEnv) waitState(t *testing.T, subject, id string, state agentowl.MessageState) *agentowl.OutboxMessage {
 	t.Helper()
-	var got *store.Message
+	var got *agentowl.OutboxMessage
 	eventually(t, syncLimit, "message "+id+" "+string(state), func() bool {
 		for _, m := range e.messages(t, subject) {
 			if m.ID == id && m.State == state {
@@ -214,7 +214,7 @@ func TestRedriveHandoff(t *testing.T) {
 		if got.Header.Get("webhook-id") != m.ID || got.WorkID() != workID || got.Doc["id"] != m.ID {
 			t.Fatalf("redriven delivery: webhook-id %q, work %q; want %s and %s", got.Header.Get("webhook-id"), got.WorkID(), m.ID, workID)
 		}
-		done := e.waitState(t, workID, m.ID, store.MessageDelivered)
+		done := e.waitState(t, workID, m.ID, agentowl.MessageDelivered)
 		if done.Attempts != m.Attempts+1 || done.Redrives != 1 {
 			t.Errorf("after the new series: %d attempts, %d redrives; want %d and 1", done.Attempts, done.Redrives, m.Attempts+1)
 		}
@@ -248,7 +248,7 @@ func TestRedriveHandoff(t *testing.T) {
 		wantJSON(t, "delete endpoint", e.do(http.MethodDelete, tenantPath+"/endpoints/"+epID, e.operatorToken, nil), http.StatusNoContent)
 		expectRefused(t, "redrive to a deleted endpoint", e.do(http.MethodPost, outbox+"/"+failed.ID+"/redrive", e.operatorToken, nil),
 			409, "conflict")
-		if m := e.messages(t, second)[0]; m.State != store.MessageFailed || m.Redrives != 0 {
+		if m := e.messages(t, second)[0]; m.State != agentowl.MessageFailed || m.Redrives != 0 {
 			t.Errorf("a refused redrive changed the message: %+v", m)
 		}
 	})
@@ -286,7 +286,7 @@ func TestRedrivePublication(t *testing.T) {
 		if got.Header.Get("webhook-id") != m.ID || jsonAt(got.Doc, "event", "id") != eventID || got.Doc["work"] != nil {
 			t.Fatalf("redriven publication: %s", got.Body)
 		}
-		e.waitState(t, eventID, m.ID, store.MessageDelivered)
+		e.waitState(t, eventID, m.ID, agentowl.MessageDelivered)
 		expectRefused(t, "redrive of a delivered publication", e.do(http.MethodPost, tenantPath+"/ingress-publications/"+m.ID+"/redrive",
 			e.operatorToken, nil), 409, "already_delivered")
 	})
@@ -300,7 +300,7 @@ func TestRedriveDecisionPush(t *testing.T) {
 	t.Parallel()
 	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
 		// push fails one decision's push, the request expiring in a minute.
-		push := func(dr *pushRuntime, decisionID string) (*handedOff, *store.Message) {
+		push := func(dr *pushRuntime, decisionID string) (*handedOff, *agentowl.OutboxMessage) {
 			t.Helper()
 			h := e.handOffWithDecisions(t, dr.srv.URL+"/decisions")
 			receipt(t, "needs_input", e.needsInput(h, 1, approvalRequest("a1", 1, digestA, e.expiry(time.Minute))))
@@ -327,7 +327,7 @@ func TestRedriveDecisionPush(t *testing.T) {
 		if r["deadline_at"] != m.DeadlineAt.UTC().Format(time.RFC3339) {
 			t.Errorf("redriven push ends %v, want the request's expiry %v", r["deadline_at"], m.DeadlineAt)
 		}
-		e.waitState(t, h.workID, m.ID, store.MessageDelivered)
+		e.waitState(t, h.workID, m.ID, agentowl.MessageDelivered)
 		if pushes := dr.pushes(); len(pushes) != before+1 || pushes[before]["decision_id"] != "d1" {
 			t.Fatalf("redriven push: %d pushes after %d: %v", len(pushes), before, pushes)
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/agentowl/agentowl/internal/admission"
 	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -309,8 +308,8 @@ func (s *Server) admin(h handler[*access.Principal]) gate {
 
 // runtime serves a runtime route: a live runtime credential that holds
 // scope, checked before the body is read.
-func (s *Server) runtime(scope string, h handler[*store.RuntimeCredential]) gate {
-	return serveAs(s, authRuntime, scope, func(r *http.Request) (*store.RuntimeCredential, error) {
+func (s *Server) runtime(scope string, h handler[*agentowl.RuntimeCredential]) gate {
+	return serveAs(s, authRuntime, scope, func(r *http.Request) (*agentowl.RuntimeCredential, error) {
 		c, err := s.authenticateRuntime(r)
 		if err != nil {
 			return nil, err
@@ -321,8 +320,8 @@ func (s *Server) runtime(scope string, h handler[*store.RuntimeCredential]) gate
 
 // ingress serves an ingress route of channel: the path's token must name a
 // binding of that channel, checked before the body is read.
-func (s *Server) ingress(channel string, h handler[*store.Binding]) gate {
-	return serveAs(s, authIngress, "", func(r *http.Request) (*store.Binding, error) {
+func (s *Server) ingress(channel string, h handler[*agentowl.Binding]) gate {
+	return serveAs(s, authIngress, "", func(r *http.Request) (*agentowl.Binding, error) {
 		return s.work.ingress.Admit(r.Context(), channel, r.PathValue("token"))
 	}, h)
 }
@@ -391,7 +390,7 @@ func (s *Server) authenticate(r *http.Request, kind agentowl.TokenKind) (*access
 }
 
 // authenticateRuntime resolves a runtime credential.
-func (s *Server) authenticateRuntime(r *http.Request) (*store.RuntimeCredential, error) {
+func (s *Server) authenticateRuntime(r *http.Request) (*agentowl.RuntimeCredential, error) {
 	secret := bearer(r)
 	if secret == "" {
 		return nil, agentowl.Errorf(agentowl.ECodeUnauthenticated, "A runtime credential is required in the Authorization header.")

@@ -3,10 +3,10 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -35,7 +35,7 @@ type wireReceipt struct {
 // postCallback records one runtime callback. Authentication and the scope
 // are checked by its route; here the rate limit of the credential's
 // endpoint, the body bound, then the callback rules of internal/work.
-func (s *Server) postCallback(r *http.Request, c *store.RuntimeCredential) (int, any, error) {
+func (s *Server) postCallback(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
 	if err := s.work.work.AllowCallback(r.Context(), c); err != nil {
 		return 0, nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ingress/twilio"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // receiveProvider is the sms and voice channels: POST /in/sms/{token} and
@@ -16,7 +15,7 @@ import (
 // else is read from the form. The event (and its handoff, when it becomes
 // work) is committed before the answer: 200 with an empty TwiML response,
 // for a new event, a provider's retry or a request that records nothing.
-func (s *Server) receiveProvider(r *http.Request, b *store.Binding) (int, any, error) {
+func (s *Server) receiveProvider(r *http.Request, b *agentowl.Binding) (int, any, error) {
 	data, err := readBodyOf(r, twilio.ContentType, s.work.ingress.MaxEventBytes())
 	if err != nil {
 		return 0, nil, err

@@ -36,7 +36,7 @@ type wireEndpoint struct {
 	RuntimeCredentials *[]wireRuntimeCredential `json:"runtime_credentials,omitempty"`
 }
 
-func toWireEndpoint(ep *store.Endpoint) wireEndpoint {
+func toWireEndpoint(ep *agentowl.Endpoint) wireEndpoint {
 	return wireEndpoint{ID: ep.ID, Name: ep.Name, URL: ep.URL, Config: wireEndpointConfig{AgentWork: ep.AgentWork}, DecisionURL: ep.DecisionURL,
 		DecisionSecretSet: ep.DecisionSecret != nil, CreatedAt: timestamp(ep.CreatedAt), UpdatedAt: timestamp(ep.UpdatedAt),
 		Overdue: work.OverdueDetails(ep.Overdue)}
@@ -176,7 +176,7 @@ type wireRuntimeCredential struct {
 	Token      string   `json:"token,omitempty"`
 }
 
-func (s *Server) toWireRuntimeCredential(c *store.RuntimeCredential) wireRuntimeCredential {
+func (s *Server) toWireRuntimeCredential(c *agentowl.RuntimeCredential) wireRuntimeCredential {
 	status := "active"
 	switch {
 	case c.RevokedAt != nil:
@@ -242,7 +242,7 @@ type wireBinding struct {
 	Secret     string `json:"secret,omitempty"`
 }
 
-func toWireBinding(b *store.Binding) wireBinding {
+func toWireBinding(b *agentowl.Binding) wireBinding {
 	return wireBinding{ID: b.ID, Channel: b.Channel, Name: b.Name, EndpointID: b.EndpointID, Signed: b.SigningSecret != nil,
 		Address: b.Address, CreatedAt: timestamp(b.CreatedAt)}
 }
@@ -394,7 +394,7 @@ func toWireWork(sum *work.Summary) wireWork {
 	if w.ResultSummary != "" || w.ResultURL != "" {
 		out.Runtime.Result = &wireResult{Summary: w.ResultSummary, URL: w.ResultURL}
 	}
-	if w.Status == store.WorkNeedsInput {
+	if w.Status == agentowl.WorkNeedsInput {
 		out.Decision.Status = "requested"
 	}
 	for _, d := range sum.Decisions {
@@ -405,7 +405,7 @@ func toWireWork(sum *work.Summary) wireWork {
 	if m := sum.Handoff; m != nil {
 		d := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
 			LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
-		if m.State == store.MessagePending {
+		if m.State == agentowl.MessagePending {
 			d.NextAttempt = timestampPtr(&m.NextAttempt)
 		}
 		out.Delivery = d
@@ -432,9 +432,9 @@ func (s *Server) listWork(r *http.Request, p *access.Principal) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	out := pageOf(listOf(ws, toWireWork), len(ws) == limit, func() store.Cursor {
+	out := pageOf(listOf(ws, toWireWork), len(ws) == limit, func() agentowl.Cursor {
 		w := ws[len(ws)-1].Work
-		return store.Cursor{At: w.CreatedAt, ID: w.ID}
+		return agentowl.Cursor{At: w.CreatedAt, ID: w.ID}
 	})
 	return http.StatusOK, out, nil
 }
@@ -476,8 +476,8 @@ func (s *Server) replayWork(r *http.Request, p *access.Principal) (int, any, err
 // accept_within and report_interval (durations such as "10m", or "off")
 // and input_expiry (true or false); fields left out keep the server's
 // defaults. null (on update) restores every default.
-func readOverdue(raw json.RawMessage, update bool) (*store.EndpointOverdue, error) {
-	out := &store.EndpointOverdue{}
+func readOverdue(raw json.RawMessage, update bool) (*agentowl.EndpointOverdue, error) {
+	out := &agentowl.EndpointOverdue{}
 	if string(raw) == "null" && update {
 		return out, nil
 	}

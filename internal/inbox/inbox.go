@@ -40,11 +40,11 @@ type Item struct {
 }
 
 // Cursor is the item's position in a list: its creation and attention ID.
-func (it *Item) Cursor() store.Cursor {
+func (it *Item) Cursor() agentowl.Cursor {
 	if it.Approval != nil {
-		return store.Cursor{At: it.Approval.CreatedAt, ID: it.Approval.ID}
+		return agentowl.Cursor{At: it.Approval.CreatedAt, ID: it.Approval.ID}
 	}
-	return store.Cursor{At: it.Work.Item.CreatedAt, ID: it.Work.Item.ID}
+	return agentowl.Cursor{At: it.Work.Item.CreatedAt, ID: it.Work.Item.ID}
 }
 
 // ApprovalItem is the item of an AAP approval request, derived at read time
@@ -55,7 +55,7 @@ type ApprovalItem struct {
 	Request *agentowl.ApprovalRequest
 	// Status is open, acknowledged (assigned, still pending) or resolved
 	// (decided, cancelled or expired: Resolution says which).
-	Status         store.AttentionStatus
+	Status         agentowl.AttentionStatus
 	Resolution     string
 	Assignee       string
 	AcknowledgedAt *time.Time
@@ -82,18 +82,18 @@ const (
 // approvalItem is the item of AAP request r at now; ack, when set, is its
 // acknowledgement. A request that is no longer pending is resolved, at its
 // decision or else its deadline.
-func approvalItem(r *agentowl.ApprovalRequest, ack *store.AAPAck, now time.Time) *ApprovalItem {
-	it := &ApprovalItem{ID: approval.AttentionID(r.ID), Request: r, Status: store.AttentionOpen,
+func approvalItem(r *agentowl.ApprovalRequest, ack *agentowl.AAPAck, now time.Time) *ApprovalItem {
+	it := &ApprovalItem{ID: approval.AttentionID(r.ID), Request: r, Status: agentowl.AttentionOpen,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt, Prompt: approval.AttentionPrompt(r),
 		AllowedDecisions: []string{"approve", "reject"}, ActionDescription: approval.ActionDescription(r),
 		ActionDigest: approval.ActionDigest(r), ExpiresAt: r.DeadlineAt, Expired: !now.Before(r.DeadlineAt)}
 	if ack != nil {
 		at := ack.At
 		it.Assignee, it.AcknowledgedAt, it.UpdatedAt = ack.Assignee, &at, at
-		it.Status = store.AttentionAcknowledged
+		it.Status = agentowl.AttentionAcknowledged
 	}
 	if st := r.EffectiveStatus(now); st != agentowl.StatusPending {
-		it.Status = store.AttentionResolved
+		it.Status = agentowl.AttentionResolved
 		at := r.DeadlineAt
 		if r.Decision != nil {
 			at = r.Decision.DecidedAt
@@ -113,11 +113,11 @@ func approvalItem(r *agentowl.ApprovalRequest, ack *store.AAPAck, now time.Time)
 
 // ListParams filters a listing.
 type ListParams struct {
-	Status store.AttentionStatus // "" for every status; store.AttentionUnresolved for open and acknowledged
-	WorkID string                // only the items of this work (no approval requests then)
+	Status agentowl.AttentionStatus // "" for every status; agentowl.AttentionUnresolved for open and acknowledged
+	WorkID string                   // only the items of this work (no approval requests then)
 	// After is the cursor of the next page: the items after it in the
 	// list's order (newest first, then by attention ID).
-	After *store.Cursor
+	After *agentowl.Cursor
 	Limit int
 }
 
@@ -141,7 +141,7 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 		rows = append(rows, row{v.Item.CreatedAt, v.Item.ID, &Item{Work: v}})
 	}
 	st := params.Status
-	if (st == "" || st == store.AttentionOpen || st == store.AttentionAcknowledged || st == store.AttentionUnresolved) && params.WorkID == "" {
+	if (st == "" || st == agentowl.AttentionOpen || st == agentowl.AttentionAcknowledged || st == agentowl.AttentionUnresolved) && params.WorkID == "" {
 		now := s.clock.Now()
 		reqs, err := s.approval.ListRequests(ctx, p, tenant, store.RequestListParams{Status: agentowl.StatusPending,
 			After: requestCursor(params.After), Limit: params.Limit})
@@ -158,8 +158,8 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 		}
 		for _, q := range reqs {
 			ack := acks[q.ID]
-			if q.EffectiveStatus(now) != agentowl.StatusPending || (st == store.AttentionOpen && ack != nil) ||
-				(st == store.AttentionAcknowledged && ack == nil) {
+			if q.EffectiveStatus(now) != agentowl.StatusPending || (st == agentowl.AttentionOpen && ack != nil) ||
+				(st == agentowl.AttentionAcknowledged && ack == nil) {
 				continue
 			}
 			rows = append(rows, row{q.CreatedAt, approval.AttentionID(q.ID), &Item{Approval: approvalItem(q, ack, now)}})
@@ -187,18 +187,18 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 // whose IDs, prefixed, sort after c.ID. That is every request at c.At when
 // c.ID sorts before the prefix, none when it sorts after without starting
 // with it, and otherwise those whose ID sorts after the rest of c.ID.
-func requestCursor(c *store.Cursor) *store.Cursor {
+func requestCursor(c *agentowl.Cursor) *agentowl.Cursor {
 	switch {
 	case c == nil:
 		return nil
 	case strings.HasPrefix(c.ID, approval.AttentionPrefix):
-		return &store.Cursor{At: c.At, ID: strings.TrimPrefix(c.ID, approval.AttentionPrefix)}
+		return &agentowl.Cursor{At: c.At, ID: strings.TrimPrefix(c.ID, approval.AttentionPrefix)}
 	case c.ID < approval.AttentionPrefix:
-		return &store.Cursor{At: c.At, ID: ""}
+		return &agentowl.Cursor{At: c.At, ID: ""}
 	}
 	// Stored times are whole microseconds: a microsecond earlier with any
 	// ID leaves out every request at c.At.
-	return &store.Cursor{At: c.At.Add(-time.Microsecond), ID: ""}
+	return &agentowl.Cursor{At: c.At.Add(-time.Microsecond), ID: ""}
 }
 
 // Inspect returns one item. Members may.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -26,30 +25,30 @@ func TestApprovalItemStatus(t *testing.T) {
 		}
 		return r
 	}
-	ack := &store.AAPAck{Assignee: "ann", At: acked}
+	ack := &agentowl.AAPAck{Assignee: "ann", At: acked}
 	for _, c := range []struct {
 		name       string
 		r          *agentowl.ApprovalRequest
-		ack        *store.AAPAck
+		ack        *agentowl.AAPAck
 		now        time.Time
-		status     store.AttentionStatus
+		status     agentowl.AttentionStatus
 		resolution string
 		updated    time.Time
 		expired    bool
 	}{
-		{"pending", req(agentowl.StatusPending), nil, created, store.AttentionOpen, "", created, false},
-		{"acknowledged", req(agentowl.StatusPending), ack, acked, store.AttentionAcknowledged, "", acked, false},
-		{"past deadline", req(agentowl.StatusPending), ack, deadline, store.AttentionResolved, work.ResolvedExpired, deadline, true},
-		{"approved", req(agentowl.StatusApproved), nil, decided, store.AttentionResolved, ResolvedDecided, decided, false},
-		{"denied", req(agentowl.StatusDenied), ack, decided, store.AttentionResolved, ResolvedDecided, decided, false},
-		{"cancelled", req(agentowl.StatusCancelled), nil, decided, store.AttentionResolved, ResolvedCancelled, decided, false},
+		{"pending", req(agentowl.StatusPending), nil, created, agentowl.AttentionOpen, "", created, false},
+		{"acknowledged", req(agentowl.StatusPending), ack, acked, agentowl.AttentionAcknowledged, "", acked, false},
+		{"past deadline", req(agentowl.StatusPending), ack, deadline, agentowl.AttentionResolved, work.ResolvedExpired, deadline, true},
+		{"approved", req(agentowl.StatusApproved), nil, decided, agentowl.AttentionResolved, ResolvedDecided, decided, false},
+		{"denied", req(agentowl.StatusDenied), ack, decided, agentowl.AttentionResolved, ResolvedDecided, decided, false},
+		{"cancelled", req(agentowl.StatusCancelled), nil, decided, agentowl.AttentionResolved, ResolvedCancelled, decided, false},
 	} {
 		it := approvalItem(c.r, c.ack, c.now)
 		if it.Status != c.status || it.Resolution != c.resolution || !it.UpdatedAt.Equal(c.updated) || it.Expired != c.expired {
 			t.Errorf("%s: status %s, resolution %q, updated %s, expired %v; want %s, %q, %s, %v", c.name,
 				it.Status, it.Resolution, it.UpdatedAt, it.Expired, c.status, c.resolution, c.updated, c.expired)
 		}
-		if (it.ResolvedAt != nil) != (c.status == store.AttentionResolved) {
+		if (it.ResolvedAt != nil) != (c.status == agentowl.AttentionResolved) {
 			t.Errorf("%s: resolved_at %v with status %s", c.name, it.ResolvedAt, it.Status)
 		}
 		if (c.ack != nil) != (it.AcknowledgedAt != nil) || it.ID != "att_aap_"+c.r.ID || it.ActionDigest == "" {
@@ -67,11 +66,11 @@ func TestRequestCursor(t *testing.T) {
 	reqIDs := []string{"0b6a52c4-8f4e-4c1e-9a57-2f0d4b0a8e11", "ffffffff-0000-4000-8000-000000000000", "00000000-0000-4000-8000-000000000000"}
 	cursorIDs := []string{"att_aap_0b6a52c4-8f4e-4c1e-9a57-2f0d4b0a8e11", "att_aap_", "att_2abc", "att_aaa", "att_zzz", "att_aap", "att_ab",
 		"", "a", "zzz", "att_aap_ffffffff", "att_aap_0"}
-	after := func(c *store.Cursor, created time.Time, id string) bool {
+	after := func(c *agentowl.Cursor, created time.Time, id string) bool {
 		return created.Before(c.At) || (created.Equal(c.At) && id > c.ID)
 	}
 	for _, cid := range cursorIDs {
-		c := &store.Cursor{At: at, ID: cid}
+		c := &agentowl.Cursor{At: at, ID: cid}
 		rc := requestCursor(c)
 		for _, created := range []time.Time{at.Add(-time.Microsecond), at, at.Add(time.Microsecond)} {
 			for _, rid := range reqIDs {

@@ -72,13 +72,13 @@ type Thread interface {
 	// received at now continues, or nil to start a new one. open is b's
 	// open conversation of OpenKey, if any. It may end conversations it
 	// finds stale (tx.ConversationEnd).
-	Continue(ctx context.Context, tx store.Tx, b *store.Binding, open *store.Conversation, now time.Time) (*store.Conversation, error)
+	Continue(ctx context.Context, tx store.Tx, b *agentowl.Binding, open *agentowl.Conversation, now time.Time) (*agentowl.Conversation, error)
 	// Start fills in the thread identity (Key) of a conversation about to
 	// be created for the event.
-	Start(c *store.Conversation)
+	Start(c *agentowl.Conversation)
 	// Joined runs once the event is stored in c, to record what later
 	// events thread on (an email's Message-ID, its participants).
-	Joined(ctx context.Context, tx store.Tx, ev *store.Event, c *store.Conversation) error
+	Joined(ctx context.Context, tx store.Tx, ev *agentowl.Event, c *agentowl.Conversation) error
 }
 
 // Accepted is the outcome of one inbound event.
@@ -107,24 +107,24 @@ func noSuchAddress() error {
 // so that an unknown address or a sender over its limit is refused without
 // waiting for a body. An unknown or deleted binding, or one of another
 // channel, is not_found.
-func (s *Service) Admit(ctx context.Context, channel, token string) (*store.Binding, error) {
+func (s *Service) Admit(ctx context.Context, channel, token string) (*agentowl.Binding, error) {
 	if token == "" || len(token) > 256 {
 		return nil, noSuchAddress()
 	}
-	return s.admit(ctx, channel, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(ctx, hashToken(token)) })
+	return s.admit(ctx, channel, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(ctx, hashToken(token)) })
 }
 
 // AdmitAddress is Admit for an smtp binding's email address, in any case.
-func (s *Service) AdmitAddress(ctx context.Context, address string) (*store.Binding, error) {
+func (s *Service) AdmitAddress(ctx context.Context, address string) (*agentowl.Binding, error) {
 	norm, ok := NormalizeAddress(address)
 	if !ok {
 		return nil, noSuchAddress()
 	}
-	return s.admit(ctx, ChannelSMTP, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByAddress(ctx, norm) })
+	return s.admit(ctx, ChannelSMTP, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(ctx, norm) })
 }
 
-func (s *Service) admit(ctx context.Context, channel string, get func(tx store.Tx) (*store.Binding, error)) (*store.Binding, error) {
-	var b *store.Binding
+func (s *Service) admit(ctx context.Context, channel string, get func(tx store.Tx) (*agentowl.Binding, error)) (*agentowl.Binding, error) {
+	var b *agentowl.Binding
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		b, err = get(tx)
 		return err
@@ -147,7 +147,7 @@ func (s *Service) admit(ctx context.Context, channel string, get func(tx store.T
 // binding's endpoint, nothing the event or its conversation says, decides
 // where it goes. A binding deleted since it was admitted is not_found and
 // stores nothing.
-func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Accepted, error) {
+func (s *Service) Accept(ctx context.Context, b *agentowl.Binding, in Inbound) (*Accepted, error) {
 	attachments := in.Attachments
 	if len(attachments) == 0 {
 		attachments = json.RawMessage(`[]`)
@@ -156,7 +156,7 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 	if headers == nil {
 		headers = map[string][]string{}
 	}
-	ev := &store.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: in.Sender,
+	ev := &agentowl.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: in.Sender,
 		ReceivedAt: s.clock.Now(), Headers: headers, Payload: in.Payload, Attachments: attachments, DedupeKey: in.DedupeKey}
 	// The envelope's costly part is encoded here, not in the write: the
 	// store's writer is serial (work.EncodeEvent).
@@ -193,7 +193,7 @@ func (s *Service) Accept(ctx context.Context, b *store.Binding, in Inbound) (*Ac
 // (a provider's retry is rare, and the look is a statement, a round trip on
 // PostgreSQL, on every event), and an insert that conflicts fails the
 // attempt; the next one (again) looks first and answers the duplicate.
-func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Event, enc *work.EncodedEvent, in Inbound,
+func (s *Service) accept(ctx context.Context, b *agentowl.Binding, proto *agentowl.Event, enc *work.EncodedEvent, in Inbound,
 	lookFirst bool) (*Accepted, error) {
 	var out *Accepted
 	err := s.store.Write(ctx, func(tx store.Tx) error {
@@ -222,7 +222,7 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 		}
 		ev := *proto
 		ev.ID = work.NewID("evt")
-		var conv *store.Conversation
+		var conv *agentowl.Conversation
 		if in.Thread != nil {
 			c, err := in.Thread.Continue(ctx, tx, b, route.Open, ev.ReceivedAt)
 			if err != nil {
@@ -236,8 +236,8 @@ func (s *Service) accept(ctx context.Context, b *store.Binding, proto *store.Eve
 			}
 		}
 		if conv == nil {
-			conv = &store.Conversation{ID: work.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel,
-				Status: store.ConversationOpen, CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
+			conv = &agentowl.Conversation{ID: work.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel,
+				Status: agentowl.ConversationOpen, CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 			if in.Thread != nil {
 				in.Thread.Start(conv)
 			}
@@ -294,14 +294,14 @@ type KeyThread string
 func (k KeyThread) OpenKey() string { return string(k) }
 
 // Continue implements Thread: the open conversation of the key, if any.
-func (k KeyThread) Continue(_ context.Context, _ store.Tx, _ *store.Binding, open *store.Conversation, _ time.Time) (*store.Conversation, error) {
+func (k KeyThread) Continue(_ context.Context, _ store.Tx, _ *agentowl.Binding, open *agentowl.Conversation, _ time.Time) (*agentowl.Conversation, error) {
 	return open, nil
 }
 
 // Start implements Thread.
-func (k KeyThread) Start(c *store.Conversation) { c.Key = string(k) }
+func (k KeyThread) Start(c *agentowl.Conversation) { c.Key = string(k) }
 
 // Joined implements Thread.
-func (KeyThread) Joined(context.Context, store.Tx, *store.Event, *store.Conversation) error {
+func (KeyThread) Joined(context.Context, store.Tx, *agentowl.Event, *agentowl.Conversation) error {
 	return nil
 }

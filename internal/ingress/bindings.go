@@ -44,7 +44,7 @@ type BindingInput struct {
 // (every channel but smtp; only the token's hash is stored) and, for
 // cloudflare-email, the secret the Worker sends.
 type IssuedBinding struct {
-	Binding *store.Binding
+	Binding *agentowl.Binding
 	URL     string
 	Secret  string
 }
@@ -73,7 +73,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 		}
 	}
 	now := s.clock.Now()
-	b := &store.Binding{ID: work.NewID("bnd"), TenantID: m.TenantID, Channel: in.Channel, Name: in.Name,
+	b := &agentowl.Binding{ID: work.NewID("bnd"), TenantID: m.TenantID, Channel: in.Channel, Name: in.Name,
 		EndpointID: in.EndpointID, CreatedAt: now}
 	out := &IssuedBinding{Binding: b}
 	if err := s.channelInputs(b, in, out); err != nil {
@@ -115,7 +115,7 @@ func channelTakes(channel, field string) bool {
 
 // channelInputs fills in what a binding of b's channel needs: its address
 // or URL token, and its sealed secrets, and what out shows once.
-func (s *Service) channelInputs(b *store.Binding, in BindingInput, out *IssuedBinding) error {
+func (s *Service) channelInputs(b *agentowl.Binding, in BindingInput, out *IssuedBinding) error {
 	if b.Channel == ChannelSMTP {
 		addr := in.Address
 		if addr == "" {
@@ -220,12 +220,12 @@ func hostName(s string) bool {
 }
 
 // ListBindings lists a tenant's live bindings. Members may.
-func (s *Service) ListBindings(ctx context.Context, p *access.Principal, tenant string) ([]*store.Binding, error) {
+func (s *Service) ListBindings(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Binding, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.Binding
+	var out []*agentowl.Binding
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.BindingList(ctx, m.TenantID)
 		return err
@@ -235,7 +235,7 @@ func (s *Service) ListBindings(ctx context.Context, p *access.Principal, tenant 
 
 // tenantBinding reads a live binding of tenant scope m; not found names the
 // tenant searched.
-func tenantBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Binding, error) {
+func tenantBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Binding, error) {
 	b, err := tx.BindingGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (b.TenantID != m.TenantID || b.DeletedAt != nil)) {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No binding %q in tenant %q.", id, m.TenantName)
@@ -244,12 +244,12 @@ func tenantBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id
 }
 
 // InspectBinding returns a live binding of the tenant. Members may.
-func (s *Service) InspectBinding(ctx context.Context, p *access.Principal, tenant, id string) (*store.Binding, error) {
+func (s *Service) InspectBinding(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Binding, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	var out *store.Binding
+	var out *agentowl.Binding
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tenantBinding(ctx, tx, m, id)
 		return err

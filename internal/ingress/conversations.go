@@ -35,20 +35,20 @@ type ConversationFilter struct {
 	BindingID string // optional
 	Status    string // optional: open or ended
 	// After is the previous page's Next; nil for the first page.
-	After *store.Cursor
+	After *agentowl.Cursor
 	Limit int // 1 to MaxConversationPage; 0: DefaultPageSize
 }
 
 // ConversationPage is one page of conversations, the most recently active
 // first. Next, when set, is where the following page starts.
 type ConversationPage struct {
-	Items []*store.Conversation
-	Next  *store.Cursor
+	Items []*agentowl.Conversation
+	Next  *agentowl.Cursor
 }
 
 // ConversationDetail is a conversation with its counts.
 type ConversationDetail struct {
-	*store.Conversation
+	*agentowl.Conversation
 	Events int
 	// OpenWork counts its work not ended yet (what a reset would leave
 	// running).
@@ -57,18 +57,18 @@ type ConversationDetail struct {
 
 // EventView is an event of a conversation with its handoff.
 type EventView struct {
-	*store.Event
+	*agentowl.Event
 	// Handoff is work.HandoffRecorded, HandoffQueued or HandoffSent: only a
 	// recorded or queued event can be linked elsewhere.
 	Handoff string
 	// Work is the event's work, oldest first.
-	Work []*store.Work
+	Work []*agentowl.Work
 }
 
 // EventPage is one page of a conversation's events, oldest first.
 type EventPage struct {
 	Items []*EventView
-	Next  *store.Cursor
+	Next  *agentowl.Cursor
 }
 
 func conversationNotFound(m *agentowl.TenantScope, id string) error {
@@ -76,7 +76,7 @@ func conversationNotFound(m *agentowl.TenantScope, id string) error {
 }
 
 // tenantConversation reads a conversation of tenant scope m.
-func tenantConversation(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Conversation, error) {
+func tenantConversation(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Conversation, error) {
 	c, err := tx.ConversationGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
 		return nil, conversationNotFound(m, id)
@@ -106,14 +106,14 @@ func (s *Service) ListConversations(ctx context.Context, p *access.Principal, te
 	if f.Channel != "" && !slices.Contains(Channels, f.Channel) {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "channel", "channel must be one of %s.", strings.Join(Channels, ", "))
 	}
-	if f.Status != "" && f.Status != store.ConversationOpen && f.Status != store.ConversationEnded {
+	if f.Status != "" && f.Status != agentowl.ConversationOpen && f.Status != agentowl.ConversationEnded {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open or ended.")
 	}
 	limit, err := pageLimit(f.Limit, MaxConversationPage)
 	if err != nil {
 		return nil, err
 	}
-	var cs []*store.Conversation
+	var cs []*agentowl.Conversation
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		cs, err = tx.ConversationList(ctx, store.ConversationListParams{TenantID: m.TenantID, Channel: f.Channel,
 			BindingID: f.BindingID, Status: f.Status, After: f.After, Limit: limit + 1})
@@ -126,7 +126,7 @@ func (s *Service) ListConversations(ctx context.Context, p *access.Principal, te
 	if len(cs) > limit {
 		page.Items = cs[:limit]
 		last := page.Items[limit-1]
-		page.Next = &store.Cursor{At: last.LastEventAt, ID: last.ID}
+		page.Next = &agentowl.Cursor{At: last.LastEventAt, ID: last.ID}
 	}
 	return page, nil
 }
@@ -157,7 +157,7 @@ func (s *Service) InspectConversation(ctx context.Context, p *access.Principal, 
 
 // ConversationEvents lists a page of a conversation's events, oldest
 // first, each with its handoff state and work. Members may.
-func (s *Service) ConversationEvents(ctx context.Context, p *access.Principal, tenant, id string, after *store.Cursor, limit int) (*EventPage, error) {
+func (s *Service) ConversationEvents(ctx context.Context, p *access.Principal, tenant, id string, after *agentowl.Cursor, limit int) (*EventPage, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func (s *Service) ConversationEvents(ctx context.Context, p *access.Principal, t
 		}
 		if len(evs) > limit {
 			evs = evs[:limit]
-			page.Next = &store.Cursor{At: evs[limit-1].ReceivedAt, ID: evs[limit-1].ID}
+			page.Next = &agentowl.Cursor{At: evs[limit-1].ReceivedAt, ID: evs[limit-1].ID}
 		}
 		for _, ev := range evs {
 			v := &EventView{Event: ev}
@@ -195,11 +195,11 @@ func (s *Service) ConversationEvents(ctx context.Context, p *access.Principal, t
 
 // Linked is the outcome of a link.
 type Linked struct {
-	Event *store.Event
+	Event *agentowl.Event
 	// From is the conversation the event left; it ended if no event was
 	// left in it.
-	From *store.Conversation
-	To   *store.Conversation
+	From *agentowl.Conversation
+	To   *agentowl.Conversation
 }
 
 // LinkEvent moves an event of the tenant into conversation to, of the same
@@ -238,7 +238,7 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 				"Conversation %q belongs to another binding than event %q: routing follows the binding, so an event joins conversations of its own binding only.",
 				target.ID, ev.ID)
 		}
-		if target.Status != store.ConversationOpen {
+		if target.Status != agentowl.ConversationOpen {
 			return agentowl.Errorf(agentowl.ECodeConversationEnded, "Conversation %q has ended; it takes no more events.", target.ID)
 		}
 		if err := s.work.RelinkTx(ctx, tx, ev, target); err != nil {
@@ -262,11 +262,11 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 		if err != nil {
 			return err
 		}
-		if left == 0 && out.From.Status == store.ConversationOpen {
+		if left == 0 && out.From.Status == agentowl.ConversationOpen {
 			if err := tx.ConversationEnd(ctx, out.From.ID, now); err != nil {
 				return err
 			}
-			out.From.Status, out.From.EndedAt = store.ConversationEnded, &now
+			out.From.Status, out.From.EndedAt = agentowl.ConversationEnded, &now
 		}
 		return access.Audit(ctx, tx, now, m.TenantID, p, "conversation.link", "event:"+ev.ID,
 			map[string]any{"from": out.From.ID, "to": target.ID, "from_ended": left == 0})
@@ -280,7 +280,7 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 // joinMailThread makes an email event linked into c part of c's thread:
 // its addresses become c's participants (its Message-ID moved with the
 // event, EventMove), so that replies to it continue c.
-func (s *Service) joinMailThread(ctx context.Context, tx store.Tx, ev *store.Event, c *store.Conversation) error {
+func (s *Service) joinMailThread(ctx context.Context, tx store.Tx, ev *agentowl.Event, c *agentowl.Conversation) error {
 	if ev.Channel != ChannelSMTP && ev.Channel != ChannelCloudflareEmail {
 		return nil
 	}
@@ -310,7 +310,7 @@ func (s *Service) ResetConversation(ctx context.Context, p *access.Principal, te
 		if err != nil {
 			return err
 		}
-		if c.Status != store.ConversationOpen {
+		if c.Status != agentowl.ConversationOpen {
 			return agentowl.Errorf(agentowl.ECodeConversationEnded, "Conversation %q has already ended.", c.ID)
 		}
 		if d.OpenWork, err = tx.WorkCountOpen(ctx, c.ID); err != nil {
@@ -327,7 +327,7 @@ func (s *Service) ResetConversation(ctx context.Context, p *access.Principal, te
 		if err := tx.ConversationEnd(ctx, c.ID, now); err != nil {
 			return err
 		}
-		c.Status, c.EndedAt = store.ConversationEnded, &now
+		c.Status, c.EndedAt = agentowl.ConversationEnded, &now
 		d.Conversation = c
 		return access.Audit(ctx, tx, now, m.TenantID, p, "conversation.reset", "conversation:"+c.ID,
 			map[string]any{"force": force, "open_work": d.OpenWork})

@@ -157,6 +157,6 @@ func (s *Service) IngressURL(channel, token string) string {
 // ProviderSecret opens a binding's sealed provider secret (the Worker's
 // shared secret, the Twilio auth token), for the channel adapter that
 // checks a request's authentication.
-func (s *Service) ProviderSecret(b *store.Binding) ([]byte, error) {
+func (s *Service) ProviderSecret(b *agentowl.Binding) ([]byte, error) {
 	return s.box.Open(bindingsTable, bindingProviderColumn, b.ID, b.ProviderSecret)
 }

@@ -124,7 +124,7 @@ type PartSink interface {
 	End(p *MailPart) error
 	Close(err error) error
 	// Retention is what the sink kept for binding b's event; nil for none.
-	Retention(b *store.Binding) Retention
+	Retention(b *agentowl.Binding) Retention
 	// Release drops what no committed event took.
 	Release(ctx context.Context)
 }
@@ -135,14 +135,14 @@ type PartSink interface {
 // the transaction is retried), then Finish with whether the event
 // committed (a duplicate did not).
 type Retention interface {
-	PrepareTx(ctx context.Context, tx store.Tx, ev *store.Event) error
+	PrepareTx(ctx context.Context, tx store.Tx, ev *agentowl.Event) error
 	RecordTx(ctx context.Context, tx store.Tx) error
 	Finish(ctx context.Context, committed bool)
 }
 
 // PartSinks returns the sink of one message about to be parsed for
 // bindings; nil: the bytes are counted, hashed and discarded.
-type PartSinks func(ctx context.Context, bindings []*store.Binding) PartSink
+type PartSinks func(ctx context.Context, bindings []*agentowl.Binding) PartSink
 
 // SetPartSinks installs where part bytes go (attachment retention). Call
 // it while wiring, before any message is received.
@@ -230,7 +230,7 @@ func (r *rawReader) Read(p []byte) (int, error) {
 // request_too_large, one that is not MIME malformed_message; an error of r
 // itself is returned as is. The part sink keeps attachments for bindings;
 // call Release on the message once it was accepted at each.
-func (s *Service) ParseMail(ctx context.Context, r io.Reader, bindings ...*store.Binding) (m *Mail, err error) {
+func (s *Service) ParseMail(ctx context.Context, r io.Reader, bindings ...*agentowl.Binding) (m *Mail, err error) {
 	lim := s.cfg.Mail
 	var sink PartSink
 	if s.partSinks != nil {
@@ -578,7 +578,7 @@ func (m *Mail) sender(env Envelope) string {
 // AdmitAddress or Admit) and hands it over (Accept). Retries of one message
 // are one event: its Message-ID, or without one the digest of the message
 // as received, deduplicates it per binding.
-func (s *Service) AcceptMail(ctx context.Context, b *store.Binding, env Envelope, m *Mail) (*Accepted, error) {
+func (s *Service) AcceptMail(ctx context.Context, b *agentowl.Binding, env Envelope, m *Mail) (*Accepted, error) {
 	pl := mailPayload{
 		Envelope:  wireEnvelope{From: clean(env.From, maxAddressBytes), To: nonNil(env.To)},
 		MessageID: m.MessageID, InReplyTo: nonNil(m.InReplyTo), References: nonNil(m.References), Subject: m.Subject,

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // recordingSink is a PartSink that records its calls.
@@ -46,14 +45,14 @@ func (s *recordingSink) Close(err error) error {
 	return nil
 }
 
-func (s *recordingSink) Retention(*store.Binding) Retention { return nil }
+func (s *recordingSink) Retention(*agentowl.Binding) Retention { return nil }
 
 func (s *recordingSink) Release(context.Context) {}
 
 func parser(limits MailLimits, sink *recordingSink) *Service {
 	s := &Service{cfg: Config{Mail: limits}.withDefaults()}
 	if sink != nil {
-		s.SetPartSinks(func(context.Context, []*store.Binding) PartSink { return sink })
+		s.SetPartSinks(func(context.Context, []*agentowl.Binding) PartSink { return sink })
 	}
 	return s
 }

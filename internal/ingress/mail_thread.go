@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -45,7 +46,7 @@ type mailThread struct {
 // in Continue.
 func (t *mailThread) OpenKey() string { return "" }
 
-func (t *mailThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding, _ *store.Conversation, _ time.Time) (*store.Conversation, error) {
+func (t *mailThread) Continue(ctx context.Context, tx store.Tx, b *agentowl.Binding, _ *agentowl.Conversation, _ time.Time) (*agentowl.Conversation, error) {
 	if len(t.refs) == 0 || t.sender == "" {
 		return nil, nil
 	}
@@ -54,7 +55,7 @@ func (t *mailThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding
 		return nil, err // none known, or ambiguous
 	}
 	c, err := tx.ConversationGet(ctx, ids[0])
-	if err != nil || c.Status != store.ConversationOpen {
+	if err != nil || c.Status != agentowl.ConversationOpen {
 		return nil, err
 	}
 	if ok, err := tx.ConversationHasParticipant(ctx, c.ID, t.sender); err != nil || !ok {
@@ -63,13 +64,13 @@ func (t *mailThread) Continue(ctx context.Context, tx store.Tx, b *store.Binding
 	return c, nil
 }
 
-func (t *mailThread) Start(*store.Conversation) {}
+func (t *mailThread) Start(*agentowl.Conversation) {}
 
 // Joined records the message's Message-ID and its addresses as
 // participants.
-func (t *mailThread) Joined(ctx context.Context, tx store.Tx, ev *store.Event, c *store.Conversation) error {
+func (t *mailThread) Joined(ctx context.Context, tx store.Tx, ev *agentowl.Event, c *agentowl.Conversation) error {
 	if t.m.MessageID != "" {
-		if err := tx.EmailMessageCreate(ctx, &store.EmailMessage{TenantID: ev.TenantID, BindingID: ev.BindingID,
+		if err := tx.EmailMessageCreate(ctx, &agentowl.EmailMessage{TenantID: ev.TenantID, BindingID: ev.BindingID,
 			MessageID: t.m.MessageID, ConversationID: c.ID, EventID: ev.ID}); err != nil {
 			return err
 		}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // RetainParts is the part sink of retained attachments (docs/attachments.md):
@@ -14,7 +14,7 @@ import (
 // addressed to (every event owns its files: their expiry, quota and
 // deletion are its own), and is committed with that binding's event.
 func RetainParts(svc *attachment.Service) PartSinks {
-	return func(ctx context.Context, bindings []*store.Binding) PartSink {
+	return func(ctx context.Context, bindings []*agentowl.Binding) PartSink {
 		s := &retainer{ctx: ctx, uploads: map[string]*attachment.Upload{}}
 		for _, b := range bindings {
 			if _, dup := s.uploads[b.ID]; !dup {
@@ -78,7 +78,7 @@ func (s *retainer) Close(err error) error {
 }
 
 // Retention implements PartSink.
-func (s *retainer) Retention(b *store.Binding) Retention {
+func (s *retainer) Retention(b *agentowl.Binding) Retention {
 	if u, ok := s.uploads[b.ID]; ok {
 		return u
 	}

@@ -41,7 +41,7 @@ type ProviderRequest struct {
 // for the binding's auth token is invalid_provider_signature and stores
 // nothing. A status callback of a message sent from the account stores
 // nothing either: the answer is nil, without error.
-func (s *Service) AcceptProvider(ctx context.Context, b *store.Binding, req ProviderRequest) (*Accepted, error) {
+func (s *Service) AcceptProvider(ctx context.Context, b *agentowl.Binding, req ProviderRequest) (*Accepted, error) {
 	token, err := s.ProviderSecret(b)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ type smsPayload struct {
 	Params     map[string]string `json:"params"`
 }
 
-func (s *Service) acceptSMS(ctx context.Context, b *store.Binding, req ProviderRequest) (*Accepted, error) {
+func (s *Service) acceptSMS(ctx context.Context, b *agentowl.Binding, req ProviderRequest) (*Accepted, error) {
 	m, err := twilio.ParseMessage(req.Form)
 	if err != nil {
 		return nil, fieldError(err)
@@ -161,7 +161,7 @@ func callWork(c *twilio.Call) bool {
 	return c.Ended()
 }
 
-func (s *Service) acceptCall(ctx context.Context, b *store.Binding, req ProviderRequest) (*Accepted, error) {
+func (s *Service) acceptCall(ctx context.Context, b *agentowl.Binding, req ProviderRequest) (*Accepted, error) {
 	c, err := twilio.ParseCall(req.Form)
 	if err != nil {
 		return nil, fieldError(err)
@@ -196,7 +196,7 @@ type WindowThread struct {
 }
 
 // Continue implements Thread.
-func (w WindowThread) Continue(ctx context.Context, tx store.Tx, _ *store.Binding, c *store.Conversation, now time.Time) (*store.Conversation, error) {
+func (w WindowThread) Continue(ctx context.Context, tx store.Tx, _ *agentowl.Binding, c *agentowl.Conversation, now time.Time) (*agentowl.Conversation, error) {
 	if c == nil {
 		return nil, nil
 	}
@@ -212,10 +212,10 @@ func (w WindowThread) Continue(ctx context.Context, tx store.Tx, _ *store.Bindin
 func (w WindowThread) OpenKey() string { return w.Key }
 
 // Start implements Thread.
-func (w WindowThread) Start(c *store.Conversation) { c.Key = w.Key }
+func (w WindowThread) Start(c *agentowl.Conversation) { c.Key = w.Key }
 
 // Joined implements Thread.
-func (WindowThread) Joined(context.Context, store.Tx, *store.Event, *store.Conversation) error {
+func (WindowThread) Joined(context.Context, store.Tx, *agentowl.Event, *agentowl.Conversation) error {
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -68,7 +67,7 @@ func textValue(param, v string, max int) error {
 // returns (Accept). The body must be one JSON object. A binding with a
 // signing secret refuses events without a valid Standard Webhooks
 // signature (invalid_signature).
-func (s *Service) AcceptWebhook(ctx context.Context, b *store.Binding, h http.Header, body []byte) (*Accepted, error) {
+func (s *Service) AcceptWebhook(ctx context.Context, b *agentowl.Binding, h http.Header, body []byte) (*Accepted, error) {
 	dedupe := h.Get(HeaderIdempotencyKey)
 	if b.SigningSecret != nil {
 		plain, err := s.box.Open(bindingsTable, bindingSigningColumn, b.ID, b.SigningSecret)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/store"
@@ -34,7 +35,7 @@ func (f *fixture) gone(what string, fn func(tx store.Tx) error) bool {
 // kept is the state of one work's records.
 type kept struct{ work, event, conversation bool }
 
-func (f *fixture) records(w *store.Work) (k kept, callbacks, items int) {
+func (f *fixture) records(w *agentowl.Work) (k kept, callbacks, items int) {
 	f.t.Helper()
 	k.work = !f.gone("work", func(tx store.Tx) error { _, err := tx.WorkGet(f.ctx, w.ID); return err })
 	k.event = !f.gone("event", func(tx store.Tx) error { _, err := tx.EventGet(f.ctx, w.EventID); return err })
@@ -91,7 +92,7 @@ func TestRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := map[string]*store.Work{}
+		w := map[string]*agentowl.Work{}
 		for _, id := range []string{ended, open, failed} {
 			w[id] = f.work(id)
 		}
@@ -164,9 +165,9 @@ func TestRetention(t *testing.T) {
 }
 
 // overdueOrAny returns the one attention item of a work.
-func (f *fixture) overdueOrAny(workID string) *store.AttentionItem {
+func (f *fixture) overdueOrAny(workID string) *agentowl.AttentionItem {
 	f.t.Helper()
-	var items []*store.AttentionItem
+	var items []*agentowl.AttentionItem
 	f.gone("items", func(tx store.Tx) (err error) {
 		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Scope.TenantID, WorkID: workID, Limit: 10})
 		return err
@@ -183,7 +184,7 @@ func TestLeaseRecovery(t *testing.T) {
 	forEachBackend(t, maintenance.Config{}, func(t *testing.T, f *fixture) {
 		f.handOff(f.endpoint(nil))
 		now := f.clock.Now()
-		var msgs []*store.Message
+		var msgs []*agentowl.OutboxMessage
 		f.write(func(tx store.Tx) (err error) {
 			if msgs, err = tx.MessageClaim(f.ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(30 * time.Second), Owner: "dead", Limit: 10}); err != nil {
 				return err
@@ -205,9 +206,9 @@ func TestLeaseRecovery(t *testing.T) {
 		if r := f.run(maintenance.JobLeaseRecovery); r.Affected != 3 {
 			t.Fatalf("recovery freed %d leases, want the message's and two slots'", r.Affected)
 		}
-		var m *store.Message
+		var m *agentowl.OutboxMessage
 		f.gone("message", func(tx store.Tx) (err error) { m, err = tx.MessageGet(f.ctx, msgs[0].ID); return err })
-		if m.State != store.MessagePending || m.LeaseOwner != "" || m.LeaseUntil != nil || m.Attempts != 1 {
+		if m.State != agentowl.MessagePending || m.LeaseOwner != "" || m.LeaseUntil != nil || m.Attempts != 1 {
 			t.Errorf("recovered message: %s, lease %q %v, %d attempts; want pending, unleased, its attempt count kept",
 				m.State, m.LeaseOwner, m.LeaseUntil, m.Attempts)
 		}
@@ -343,7 +344,7 @@ func TestDeliveryStallFindings(t *testing.T) {
 			t.Fatalf("a quiet server's delivery status: %+v", st.Delivery)
 		}
 		now := f.clock.Now()
-		for _, r := range []store.EngineReport{
+		for _, r := range []agentowl.EngineReport{
 			{Owner: "r-healthy", StartedAt: now.Add(-time.Hour), SeenAt: now, Attempts: 3, SlotsBusy: 3, SlotsIdle: 1},
 			{Owner: "r-stale", StartedAt: now.Add(-time.Hour), SeenAt: now.Add(-5 * time.Second), Attempts: 1, SlotsBusy: 3, SlotsStale: 2},
 			{Owner: "r-reclaimed", StartedAt: now.Add(-time.Hour), SeenAt: now, SlotsReclaimed: 4},
@@ -384,7 +385,7 @@ func TestDeliveryStallFindings(t *testing.T) {
 		}
 		// Renewed reports: live again, and the stale slots are a stall.
 		now = f.clock.Now()
-		for _, r := range []store.EngineReport{
+		for _, r := range []agentowl.EngineReport{
 			{Owner: "r-stale", StartedAt: now.Add(-time.Hour), SeenAt: now, Attempts: 1, SlotsBusy: 3, SlotsStale: 2},
 			{Owner: "r-healthy", StartedAt: now.Add(-time.Hour), SeenAt: now, Attempts: 3, SlotsBusy: 3, SlotsIdle: 1},
 		} {
@@ -448,11 +449,11 @@ func TestConversationWindows(t *testing.T) {
 		if r := f.run(maintenance.JobConversationWindows); r.Affected != 1 {
 			t.Fatalf("one window closed: %d ended", r.Affected)
 		}
-		if got := status(ingress.ChannelSMS); got[first] != store.ConversationEnded || got[second] != store.ConversationOpen {
+		if got := status(ingress.ChannelSMS); got[first] != agentowl.ConversationEnded || got[second] != agentowl.ConversationOpen {
 			t.Errorf("SMS conversations: %v, want %s ended and %s open", got, first, second)
 		}
 		for id, st := range status(ingress.ChannelWebhook) {
-			if st != store.ConversationOpen {
+			if st != agentowl.ConversationOpen {
 				t.Errorf("webhook conversation %s is %s: windows are SMS's", id, st)
 			}
 		}

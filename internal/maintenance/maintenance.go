@@ -47,7 +47,7 @@ type Config struct {
 	// …); a missing job keeps its default (DefaultIntervals).
 	Intervals map[string]time.Duration
 	// Overdue holds the server's default expectations of agent work;
-	// endpoints may override each (store.EndpointOverdue).
+	// endpoints may override each (agentowl.EndpointOverdue).
 	Overdue Expectations
 	// Retention holds how long records are kept.
 	Retention Retention
@@ -97,7 +97,7 @@ var DefaultIntervals = map[string]time.Duration{
 }
 
 // Expectations are when agent work counts as overdue, by default: each
-// endpoint may set its own (store.EndpointOverdue).
+// endpoint may set its own (agentowl.EndpointOverdue).
 type Expectations struct {
 	// AcceptWithin: a first callback is due this long after the handoff
 	// was delivered (rule accept_within). Defaults to 5m; Off turns the
@@ -304,7 +304,7 @@ func (s *Scheduler) tick(ctx context.Context) {
 	if !s.lead(ctx) {
 		return
 	}
-	var runs []*store.JobRun
+	var runs []*agentowl.JobRun
 	if err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		runs, err = tx.JobList(ctx)
 		return err
@@ -339,7 +339,7 @@ func (s *Scheduler) lead(ctx context.Context) bool {
 	if leading && now.Before(until) && now.Sub(renewed) < s.cfg.Lease/3 {
 		return true
 	}
-	var l *store.Lease
+	var l *agentowl.Lease
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		l, err = tx.LeaseGet(ctx, LeaseName)
 		return err
@@ -418,7 +418,7 @@ func (s *Scheduler) runJob(ctx context.Context, j *job) {
 	if ctx.Err() != nil {
 		return // stopped midway: the next leader runs it again
 	}
-	r := &store.JobRun{Name: j.name, Owner: s.owner, StartedAt: started, Duration: time.Since(mono), Outcome: outcome, Affected: affected}
+	r := &agentowl.JobRun{Name: j.name, Owner: s.owner, StartedAt: started, Duration: time.Since(mono), Outcome: outcome, Affected: affected}
 	if err != nil {
 		r.Outcome, r.Error = outcomeError, err.Error()
 		s.log.Error("maintenance job failed", "job", j.name, "err", err)
@@ -462,11 +462,11 @@ func (s *Scheduler) stop() {
 // not, and records it: for tests and benchmarks (every job is safe to run
 // in several replicas at once; the leader only keeps them from repeating
 // each other's work).
-func (s *Scheduler) RunJob(ctx context.Context, name string) (*store.JobRun, error) {
+func (s *Scheduler) RunJob(ctx context.Context, name string) (*agentowl.JobRun, error) {
 	for _, j := range s.jobs {
 		if j.name == name {
 			s.runJob(ctx, j)
-			var runs []*store.JobRun
+			var runs []*agentowl.JobRun
 			err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 				runs, err = tx.JobList(ctx)
 				return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -32,7 +33,7 @@ const overduePage = 500
 
 // Effective returns the expectations that hold for an endpoint: its own
 // where set, the defaults elsewhere. A zero duration means the rule is off.
-func (s *Scheduler) Effective(o store.EndpointOverdue) Expectations {
+func (s *Scheduler) Effective(o agentowl.EndpointOverdue) Expectations {
 	e := s.cfg.Overdue
 	if o.AcceptWithin != nil {
 		e.AcceptWithin = *o.AcceptWithin
@@ -61,7 +62,7 @@ type breach struct {
 // failing handoff is a delivery incident, not an overdue runtime).
 func check(ow *store.OpenWork, e Expectations, now time.Time) (breach, bool) {
 	switch ow.Status {
-	case store.WorkPending:
+	case agentowl.WorkPending:
 		if e.AcceptWithin > 0 && ow.HandoffDeliveredAt != nil {
 			due := ow.HandoffDeliveredAt.Add(e.AcceptWithin)
 			if !now.Before(due) {
@@ -69,7 +70,7 @@ func check(ow *store.OpenWork, e Expectations, now time.Time) (breach, bool) {
 					e.AcceptWithin, rfc3339(*ow.HandoffDeliveredAt))}, true
 			}
 		}
-	case store.WorkAccepted, store.WorkRunning:
+	case agentowl.WorkAccepted, agentowl.WorkRunning:
 		if e.ReportInterval > 0 {
 			due := ow.UpdatedAt.Add(e.ReportInterval)
 			if !now.Before(due) {
@@ -77,7 +78,7 @@ func check(ow *store.OpenWork, e Expectations, now time.Time) (breach, bool) {
 					ow.Status, rfc3339(ow.UpdatedAt), e.ReportInterval)}, true
 			}
 		}
-	case store.WorkNeedsInput:
+	case agentowl.WorkNeedsInput:
 		if !e.InputExpiryOff && ow.InputExpiredAt != nil {
 			return breach{RuleInputExpiry, *ow.InputExpiredAt, fmt.Sprintf("it needs input and a question or approval expired unanswered at %s",
 				rfc3339(*ow.InputExpiredAt))}, true
@@ -143,8 +144,8 @@ func (s *Scheduler) openOverdue(ctx context.Context, scanned *store.OpenWork, b 
 		}
 		summary := fmt.Sprintf("Work %s is overdue (%s): %s. Last report: %s. Its status stays %s; a later callback resolves this incident.",
 			w.ID, b.rule, b.what, describeLast(last), w.Status)
-		err = tx.AttentionCreate(ctx, &store.AttentionItem{ID: work.NewID("att"), TenantID: w.TenantID, Kind: work.KindIncident,
-			Status: store.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary,
+		err = tx.AttentionCreate(ctx, &agentowl.AttentionItem{ID: work.NewID("att"), TenantID: w.TenantID, Kind: work.KindIncident,
+			Status: agentowl.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary,
 			OverdueRule: b.rule, OverdueSequence: w.Sequence, CreatedAt: now, UpdatedAt: now})
 		created = err == nil
 		return err
@@ -156,7 +157,7 @@ func (s *Scheduler) openOverdue(ctx context.Context, scanned *store.OpenWork, b 
 }
 
 // describeLast names the latest callback, if any.
-func describeLast(cbs []*store.Callback) string {
+func describeLast(cbs []*agentowl.Callback) string {
 	if len(cbs) == 0 {
 		return "none"
 	}

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/maintenance"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
 // wantOverdue checks that a work has n overdue incidents, the last one
 // with rule and status, and returns the last.
-func wantOverdue(t *testing.T, f *fixture, workID string, n int, rule string, status store.AttentionStatus) *store.AttentionItem {
+func wantOverdue(t *testing.T, f *fixture, workID string, n int, rule string, status agentowl.AttentionStatus) *agentowl.AttentionItem {
 	t.Helper()
 	items := f.overdue(workID)
 	if len(items) != n {
@@ -51,7 +51,7 @@ func TestOverdueAcceptWithin(t *testing.T) {
 		}
 		wg.Wait()
 		f.run(maintenance.JobOverdue)
-		it := wantOverdue(t, f, id, 1, maintenance.RuleAcceptWithin, store.AttentionOpen)
+		it := wantOverdue(t, f, id, 1, maintenance.RuleAcceptWithin, agentowl.AttentionOpen)
 		for _, want := range []string{id, "accept_within", "no callback came within 5m0s", "Last report: none", "stays pending"} {
 			if !strings.Contains(it.Summary, want) {
 				t.Errorf("summary %q lacks %q", it.Summary, want)
@@ -60,7 +60,7 @@ func TestOverdueAcceptWithin(t *testing.T) {
 		if it.WorkID != id || it.EndpointID != ep.id || it.OverdueSequence != 0 {
 			t.Errorf("incident names work %s endpoint %s sequence %d", it.WorkID, it.EndpointID, it.OverdueSequence)
 		}
-		if w := f.work(id); w.Status != store.WorkPending || w.EndedAt != nil {
+		if w := f.work(id); w.Status != agentowl.WorkPending || w.EndedAt != nil {
 			t.Fatalf("the overdue work is %s (ended %v), want pending: the scan never changes it", w.Status, w.EndedAt)
 		}
 		if n := len(f.overdue(undelivered)); n != 0 {
@@ -68,11 +68,11 @@ func TestOverdueAcceptWithin(t *testing.T) {
 		}
 
 		f.callback(ep, id, 1, "accepted", nil)
-		it = wantOverdue(t, f, id, 1, maintenance.RuleAcceptWithin, store.AttentionResolved)
+		it = wantOverdue(t, f, id, 1, maintenance.RuleAcceptWithin, agentowl.AttentionResolved)
 		if it.Resolution != work.ResolvedCallback || it.ResolvedAt == nil {
 			t.Errorf("resolved as %q at %v, want callback", it.Resolution, it.ResolvedAt)
 		}
-		if w := f.work(id); w.Status != store.WorkAccepted {
+		if w := f.work(id); w.Status != agentowl.WorkAccepted {
 			t.Errorf("work is %s after the callback", w.Status)
 		}
 	})
@@ -93,19 +93,19 @@ func TestOverdueReportInterval(t *testing.T) {
 		f.clock.Advance(time.Second)
 		f.run(maintenance.JobOverdue)
 		f.run(maintenance.JobOverdue)
-		it := wantOverdue(t, f, id, 1, maintenance.RuleReportInterval, store.AttentionOpen)
+		it := wantOverdue(t, f, id, 1, maintenance.RuleReportInterval, agentowl.AttentionOpen)
 		if it.OverdueSequence != 1 || !strings.Contains(it.Summary, `callback "`+id+`:1", sequence 1, status running`) {
 			t.Errorf("incident at sequence %d, summary %q: want the last report, callback 1", it.OverdueSequence, it.Summary)
 		}
-		if w := f.work(id); w.Status != store.WorkRunning {
+		if w := f.work(id); w.Status != agentowl.WorkRunning {
 			t.Fatalf("work is %s, want running", w.Status)
 		}
 
 		f.callback(ep, id, 2, "running", nil)
-		wantOverdue(t, f, id, 1, maintenance.RuleReportInterval, store.AttentionResolved)
+		wantOverdue(t, f, id, 1, maintenance.RuleReportInterval, agentowl.AttentionResolved)
 		f.clock.Advance(30 * time.Minute)
 		f.run(maintenance.JobOverdue)
-		it = wantOverdue(t, f, id, 2, maintenance.RuleReportInterval, store.AttentionOpen)
+		it = wantOverdue(t, f, id, 2, maintenance.RuleReportInterval, agentowl.AttentionOpen)
 		if it.OverdueSequence != 2 {
 			t.Errorf("second incident at sequence %d, want 2", it.OverdueSequence)
 		}
@@ -116,13 +116,13 @@ func TestOverdueReportInterval(t *testing.T) {
 		}
 		f.clock.Advance(time.Hour)
 		f.run(maintenance.JobOverdue)
-		wantOverdue(t, f, id, 2, maintenance.RuleReportInterval, store.AttentionResolved)
+		wantOverdue(t, f, id, 2, maintenance.RuleReportInterval, agentowl.AttentionResolved)
 
 		// Ended work is never overdue.
 		f.callback(ep, id, 3, "completed", nil)
 		f.clock.Advance(24 * time.Hour)
 		f.run(maintenance.JobOverdue)
-		wantOverdue(t, f, id, 2, maintenance.RuleReportInterval, store.AttentionResolved)
+		wantOverdue(t, f, id, 2, maintenance.RuleReportInterval, agentowl.AttentionResolved)
 	})
 }
 
@@ -145,15 +145,15 @@ func TestOverdueInputExpiry(t *testing.T) {
 		f.run(maintenance.JobOverdue) // before the expiry sweep recorded it
 		f.run(maintenance.JobExpiry)
 		f.run(maintenance.JobOverdue)
-		it := wantOverdue(t, f, id, 1, maintenance.RuleInputExpiry, store.AttentionOpen)
+		it := wantOverdue(t, f, id, 1, maintenance.RuleInputExpiry, agentowl.AttentionOpen)
 		if !strings.Contains(it.Summary, "expired unanswered at "+expiry.Format(time.RFC3339)) {
 			t.Errorf("summary %q does not name the expiry", it.Summary)
 		}
-		if w := f.work(id); w.Status != store.WorkNeedsInput {
+		if w := f.work(id); w.Status != agentowl.WorkNeedsInput {
 			t.Fatalf("work is %s, want needs_input", w.Status)
 		}
 		f.callback(ep, id, 2, "failed", map[string]any{"error": map[string]any{"message": "no answer"}})
-		wantOverdue(t, f, id, 1, maintenance.RuleInputExpiry, store.AttentionResolved)
+		wantOverdue(t, f, id, 1, maintenance.RuleInputExpiry, agentowl.AttentionResolved)
 	})
 }
 
@@ -162,14 +162,14 @@ func TestOverdueInputExpiry(t *testing.T) {
 func TestOverduePerEndpoint(t *testing.T) {
 	forEachBackend(t, maintenance.Config{Overdue: maintenance.Expectations{ReportInterval: time.Hour}}, func(t *testing.T, f *fixture) {
 		minute, off, no := time.Minute, time.Duration(0), false
-		quick := f.endpoint(&store.EndpointOverdue{AcceptWithin: &minute})
-		quiet := f.endpoint(&store.EndpointOverdue{AcceptWithin: &off, ReportInterval: &off, InputExpiry: &no})
+		quick := f.endpoint(&agentowl.EndpointOverdue{AcceptWithin: &minute})
+		quiet := f.endpoint(&agentowl.EndpointOverdue{AcceptWithin: &off, ReportInterval: &off, InputExpiry: &no})
 		deflt := f.endpoint(nil)
 		q, s, d := f.handOff(quick), f.handOff(quiet), f.handOff(deflt)
 		f.deliverAll()
 		f.clock.Advance(time.Minute)
 		f.run(maintenance.JobOverdue)
-		wantOverdue(t, f, q, 1, maintenance.RuleAcceptWithin, store.AttentionOpen)
+		wantOverdue(t, f, q, 1, maintenance.RuleAcceptWithin, agentowl.AttentionOpen)
 		wantOverdue(t, f, d, 0, "", "")
 		f.callback(quiet, s, 1, "running", nil)
 		f.callback(deflt, d, 1, "running", nil)
@@ -178,12 +178,12 @@ func TestOverduePerEndpoint(t *testing.T) {
 		wantOverdue(t, f, d, 0, "", "")
 		f.clock.Advance(time.Minute) // the server's report_interval, an hour here
 		f.run(maintenance.JobOverdue)
-		wantOverdue(t, f, d, 1, maintenance.RuleReportInterval, store.AttentionOpen)
+		wantOverdue(t, f, d, 1, maintenance.RuleReportInterval, agentowl.AttentionOpen)
 		f.clock.Advance(30 * 24 * time.Hour)
 		f.run(maintenance.JobOverdue)
 		wantOverdue(t, f, s, 0, "", "")
 
-		eff := f.sched.Effective(store.EndpointOverdue{AcceptWithin: &minute})
+		eff := f.sched.Effective(agentowl.EndpointOverdue{AcceptWithin: &minute})
 		if eff.AcceptWithin != time.Minute || eff.ReportInterval != time.Hour || eff.InputExpiryOff {
 			t.Errorf("effective expectations = %+v", eff)
 		}

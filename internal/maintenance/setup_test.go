@@ -72,11 +72,11 @@ func forEachBackend(t *testing.T, cfg maintenance.Config, fn func(t *testing.T, 
 // routing to it.
 type endpoint struct {
 	id      string
-	cred    *store.RuntimeCredential
-	binding *store.Binding
+	cred    *agentowl.RuntimeCredential
+	binding *agentowl.Binding
 }
 
-func (f *fixture) endpoint(overdue *store.EndpointOverdue) *endpoint {
+func (f *fixture) endpoint(overdue *agentowl.EndpointOverdue) *endpoint {
 	f.t.Helper()
 	f.n++
 	name, url, on := fmt.Sprintf("ep-%d", f.n), "https://127.0.0.1:9/hook", true
@@ -113,7 +113,7 @@ func (f *fixture) handOff(ep *endpoint) string {
 func (f *fixture) deliverAll() {
 	f.t.Helper()
 	now := f.clock.Now()
-	var msgs []*store.Message
+	var msgs []*agentowl.OutboxMessage
 	f.write(func(tx store.Tx) (err error) {
 		msgs, err = tx.MessageClaim(f.ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "test", Limit: 1000})
 		return err
@@ -121,8 +121,8 @@ func (f *fixture) deliverAll() {
 	for _, m := range msgs {
 		retain := now.Add(agentowl.RetentionAfterDecision)
 		f.write(func(tx store.Tx) error {
-			return tx.MessageFinish(f.ctx, store.FinishParams{ID: m.ID, Owner: "test", State: store.MessageDelivered, NextAttempt: now,
-				RetainUntil: &retain, Attempt: store.Attempt{EventID: m.ID, N: m.Attempts, URL: "https://127.0.0.1:9/hook",
+			return tx.MessageFinish(f.ctx, store.FinishParams{ID: m.ID, Owner: "test", State: agentowl.MessageDelivered, NextAttempt: now,
+				RetainUntil: &retain, Attempt: agentowl.Attempt{EventID: m.ID, N: m.Attempts, URL: "https://127.0.0.1:9/hook",
 					StartedAt: now, EndedAt: now, StatusCode: 200}})
 		})
 	}
@@ -149,7 +149,7 @@ func (f *fixture) callback(ep *endpoint, workID string, seq int, status string, 
 }
 
 // run runs a job now and returns its record, failing on an error outcome.
-func (f *fixture) run(job string) *store.JobRun {
+func (f *fixture) run(job string) *agentowl.JobRun {
 	f.t.Helper()
 	r, err := f.sched.RunJob(f.ctx, job)
 	if err != nil {
@@ -168,9 +168,9 @@ func (f *fixture) write(fn func(tx store.Tx) error) {
 	}
 }
 
-func (f *fixture) work(id string) *store.Work {
+func (f *fixture) work(id string) *agentowl.Work {
 	f.t.Helper()
-	var w *store.Work
+	var w *agentowl.Work
 	if err := f.st.Read(f.ctx, func(tx store.Tx) (err error) {
 		w, err = tx.WorkGet(f.ctx, id)
 		return err
@@ -181,16 +181,16 @@ func (f *fixture) work(id string) *store.Work {
 }
 
 // overdue returns the overdue incidents of a work, oldest first.
-func (f *fixture) overdue(workID string) []*store.AttentionItem {
+func (f *fixture) overdue(workID string) []*agentowl.AttentionItem {
 	f.t.Helper()
-	var items []*store.AttentionItem
+	var items []*agentowl.AttentionItem
 	if err := f.st.Read(f.ctx, func(tx store.Tx) (err error) {
 		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Scope.TenantID, WorkID: workID, Limit: 100})
 		return err
 	}); err != nil {
 		f.t.Fatal(err)
 	}
-	var out []*store.AttentionItem
+	var out []*agentowl.AttentionItem
 	for i := len(items) - 1; i >= 0; i-- {
 		if items[i].OverdueRule != "" {
 			out = append(out, items[i])

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -32,7 +33,7 @@ type Status struct {
 // messages by surface, with what in them looks like a stall.
 type DeliveryStatus struct {
 	Engines []EngineStatus
-	Queues  []*store.QueueStats
+	Queues  []*agentowl.QueueStats
 	// Findings name each stall sign; none when delivery
 	// is healthy.
 	Findings []string
@@ -42,7 +43,7 @@ type DeliveryStatus struct {
 // not reported for engineSilence (killed, frozen, or cut off from the
 // database: its leases lapse in their own time).
 type EngineStatus struct {
-	store.EngineReport
+	agentowl.EngineReport
 	Live bool
 }
 
@@ -103,7 +104,7 @@ type JobStatus struct {
 	Name     string
 	Interval time.Duration
 	// LastRun is nil until the job first ran.
-	LastRun *store.JobRun
+	LastRun *agentowl.JobRun
 	// Late reports that a live leader exists but the job has not started
 	// for three intervals (plus the lease): it is stuck or failing to
 	// record.
@@ -116,7 +117,7 @@ func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	var reports []*store.EngineReport
+	var reports []*agentowl.EngineReport
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		if reports, err = tx.EngineList(ctx); err != nil {
 			return err
@@ -133,7 +134,7 @@ func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 }
 
 // engineStatuses are the engines' reports as of now.
-func engineStatuses(reports []*store.EngineReport, now time.Time) []EngineStatus {
+func engineStatuses(reports []*agentowl.EngineReport, now time.Time) []EngineStatus {
 	var out []EngineStatus
 	for _, r := range reports {
 		out = append(out, EngineStatus{EngineReport: *r, Live: now.Sub(r.SeenAt) <= engineSilence})
@@ -144,8 +145,8 @@ func engineStatuses(reports []*store.EngineReport, now time.Time) []EngineStatus
 // schedulerStatus is Status without its delivery part: what the
 // scheduler's metrics and its leader check read at every scrape.
 func (s *Scheduler) schedulerStatus(ctx context.Context) (*Status, error) {
-	var lease *store.Lease
-	var runs []*store.JobRun
+	var lease *agentowl.Lease
+	var runs []*agentowl.JobRun
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		if lease, err = tx.LeaseGet(ctx, LeaseName); errors.Is(err, store.ErrNotFound) {
 			lease, err = nil, nil
@@ -164,7 +165,7 @@ func (s *Scheduler) schedulerStatus(ctx context.Context) (*Status, error) {
 	if lease != nil && now.Before(lease.Until) {
 		st.Leader = &Leader{Owner: lease.Owner, Since: lease.AcquiredAt, Until: lease.Until, Self: lease.Owner == s.owner}
 	}
-	byName := map[string]*store.JobRun{}
+	byName := map[string]*agentowl.JobRun{}
 	for _, r := range runs {
 		byName[r.Name] = r
 	}
@@ -291,7 +292,7 @@ func (s *Scheduler) Leader(ctx context.Context) (id string, until time.Time, ok 
 // (work-doctor's doctor.DeliveryEngines): slots held without an attempt
 // (stalls), and engines that went silent without stopping cleanly.
 func (s *Scheduler) EngineFindings(ctx context.Context) (stalls, silent []string, err error) {
-	var reports []*store.EngineReport
+	var reports []*agentowl.EngineReport
 	if err := s.store.Read(ctx, func(tx store.Tx) (err error) { reports, err = tx.EngineList(ctx); return err }); err != nil {
 		return nil, nil, err
 	}
@@ -308,7 +309,7 @@ const overdueCountLimit = 1000
 func (s *Scheduler) OverdueCount(ctx context.Context, tenantID string) (int, error) {
 	n := 0
 	err := s.store.Read(ctx, func(tx store.Tx) error {
-		for _, status := range []store.AttentionStatus{store.AttentionOpen, store.AttentionAcknowledged} {
+		for _, status := range []agentowl.AttentionStatus{agentowl.AttentionOpen, agentowl.AttentionAcknowledged} {
 			items, err := tx.AttentionList(ctx, store.AttentionListParams{TenantID: tenantID, Status: status, Limit: overdueCountLimit})
 			if err != nil {
 				return err

@@ -114,7 +114,7 @@ func oneLine(s string) string {
 // Link is the console deep link of notice n of tenant: the work or
 // attention item it is about. Following it needs a console session in that
 // tenant; anyone else gets 404.
-func Link(tenant string, n *store.Notification) string {
+func Link(tenant string, n *agentowl.Notification) string {
 	kind, id, _ := strings.Cut(n.Subject, ":")
 	path := "attention"
 	if kind == SubjectWork {
@@ -137,17 +137,17 @@ func New(st store.Store, clock agentowl.Clock) *Service {
 // ListParams selects the caller's notices.
 type ListParams struct {
 	UnreadOnly bool
-	After      *store.Cursor
+	After      *agentowl.Cursor
 	Limit      int
 }
 
 // List returns the caller's notices in tenant, newest first, and how many
 // are unread. Each operator sees only their own. Members may.
-func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, params ListParams) ([]*store.Notification, int, error) {
+func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, params ListParams) ([]*agentowl.Notification, int, error) {
 	if _, err := p.Tenant(tenant, agentowl.RoleMember); err != nil {
 		return nil, 0, err
 	}
-	var out []*store.Notification
+	var out []*agentowl.Notification
 	var unread int
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.NotificationList(ctx, store.NotificationListParams{OperatorID: p.Operator.ID,
@@ -175,12 +175,12 @@ func (s *Service) Unread(ctx context.Context, p *access.Principal, tenant string
 }
 
 // Get returns one of the caller's notices; another operator's is not_found.
-func (s *Service) Get(ctx context.Context, p *access.Principal, tenant, id string) (*store.Notification, error) {
+func (s *Service) Get(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Notification, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	var n *store.Notification
+	var n *agentowl.Notification
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		n, err = tx.NotificationGet(ctx, p.Operator.ID, id)
 		return err
@@ -193,12 +193,12 @@ func (s *Service) Get(ctx context.Context, p *access.Principal, tenant, id strin
 
 // MarkRead marks one of the caller's notices read (again: no change) and
 // returns it. Members may.
-func (s *Service) MarkRead(ctx context.Context, p *access.Principal, tenant, id string) (*store.Notification, error) {
+func (s *Service) MarkRead(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Notification, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	var n *store.Notification
+	var n *agentowl.Notification
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		if _, err := tx.NotificationMarkRead(ctx, p.Operator.ID, []string{id}, s.clock.Now()); err != nil {
 			return err
@@ -244,7 +244,7 @@ func (s *Service) GetPrefs(ctx context.Context, p *access.Principal, tenant stri
 	if _, err := p.Tenant(tenant, agentowl.RoleMember); err != nil {
 		return nil, err
 	}
-	var mutes []store.NotificationMute
+	var mutes []agentowl.NotificationMute
 	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		mutes, err = tx.NotificationMutes(ctx, p.Operator.ID)
 		return err
@@ -255,7 +255,7 @@ func (s *Service) GetPrefs(ctx context.Context, p *access.Principal, tenant stri
 	return prefsOf(mutes), nil
 }
 
-func prefsOf(mutes []store.NotificationMute) *Prefs {
+func prefsOf(mutes []agentowl.NotificationMute) *Prefs {
 	out := &Prefs{MutedKinds: []string{}, MutedEndpoints: []string{}}
 	for _, m := range mutes {
 		if m.Scope == "kind" {
@@ -277,9 +277,9 @@ func (s *Service) SetPrefs(ctx context.Context, p *access.Principal, tenant stri
 	if err != nil {
 		return nil, err
 	}
-	var mutes []store.NotificationMute
-	seen := map[store.NotificationMute]bool{}
-	add := func(mu store.NotificationMute) {
+	var mutes []agentowl.NotificationMute
+	seen := map[agentowl.NotificationMute]bool{}
+	add := func(mu agentowl.NotificationMute) {
 		if !seen[mu] {
 			seen[mu] = true
 			mutes = append(mutes, mu)
@@ -289,7 +289,7 @@ func (s *Service) SetPrefs(ctx context.Context, p *access.Principal, tenant stri
 		if !slices.Contains(Kinds, k) {
 			return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "muted_kinds", "%q is not a kind; kinds are result, failure and input.", k)
 		}
-		add(store.NotificationMute{Scope: "kind", Value: k})
+		add(agentowl.NotificationMute{Scope: "kind", Value: k})
 	}
 	if len(in.MutedEndpoints) > maxMutedEndpoints {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "muted_endpoints", "At most %d endpoints can be muted.", maxMutedEndpoints)
@@ -298,7 +298,7 @@ func (s *Service) SetPrefs(ctx context.Context, p *access.Principal, tenant stri
 		if id == "" || len(id) > 64 {
 			return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "muted_endpoints", "%q is not an endpoint ID.", id)
 		}
-		add(store.NotificationMute{Scope: "endpoint", Value: id})
+		add(agentowl.NotificationMute{Scope: "endpoint", Value: id})
 	}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		for _, mu := range mutes {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+
+	"github.com/agentowl/agentowl"
 )
 
 // ConversationListParams filters ConversationList. Results are the most
@@ -10,10 +12,10 @@ type ConversationListParams struct {
 	TenantID  string
 	Channel   string // optional
 	BindingID string // optional
-	Status    string // optional: ConversationOpen or ConversationEnded
+	Status    string // optional: agentowl.ConversationOpen or agentowl.ConversationEnded
 	// After, when set, is the last conversation of the previous page (its
 	// LastEventAt and ID).
-	After *Cursor
+	After *agentowl.Cursor
 	Limit int
 }
 
@@ -23,7 +25,7 @@ type EventListParams struct {
 	ConversationID string
 	// After, when set, is the last event of the previous page (its
 	// ReceivedAt and ID).
-	After *Cursor
+	After *agentowl.Cursor
 	Limit int
 }
 
@@ -33,9 +35,9 @@ type EventListParams struct {
 // and internal/work.
 type Conversations interface {
 	// ConversationList lists a tenant's conversations (ConversationListParams).
-	ConversationList(ctx context.Context, p ConversationListParams) ([]*Conversation, error)
+	ConversationList(ctx context.Context, p ConversationListParams) ([]*agentowl.Conversation, error)
 	// EventList lists a conversation's events (EventListParams).
-	EventList(ctx context.Context, p EventListParams) ([]*Event, error)
+	EventList(ctx context.Context, p EventListParams) ([]*agentowl.Event, error)
 	// EventCountByConversation counts a conversation's events.
 	EventCountByConversation(ctx context.Context, conversationID string) (int, error)
 	// EventMove puts an event in another conversation, with its follow-up

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentowl/agentowl"
+)
 
 // EmailThreads is the persistence of email threading (internal/ingress):
 // which conversation each email's Message-ID joined, per receiving
@@ -9,7 +13,7 @@ type EmailThreads interface {
 	// EmailMessageCreate records that the email event eventID, with
 	// messageID, joined conversationID at bindingID; ErrConflict if the
 	// binding already has that Message-ID.
-	EmailMessageCreate(ctx context.Context, m *EmailMessage) error
+	EmailMessageCreate(ctx context.Context, m *agentowl.EmailMessage) error
 	// EmailConversations returns the distinct conversations that the
 	// binding's emails with any of messageIDs joined, in no order.
 	EmailConversations(ctx context.Context, tenantID, bindingID string, messageIDs []string) ([]string, error)
@@ -19,13 +23,4 @@ type EmailThreads interface {
 	// ConversationHasParticipant reports whether address is a participant
 	// of the conversation.
 	ConversationHasParticipant(ctx context.Context, conversationID, address string) (bool, error)
-}
-
-// EmailMessage is an email event's Message-ID at its binding.
-type EmailMessage struct {
-	TenantID       string
-	BindingID      string
-	MessageID      string
-	ConversationID string
-	EventID        string
 }

@@ -3,48 +3,25 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/agentowl/agentowl"
 )
 
-// Records of maintenance (docs/maintenance.md): the scheduler's leader
+// Persistence of maintenance (docs/maintenance.md): the scheduler's leader
 // lease, each job's last run, the facts the overdue scan reads, lapsed
 // lease recovery and retention's bounded purges. The rules (which work is
 // overdue, how long records are kept) live in internal/maintenance.
 
-// Lease is a named lease held by one process until Until.
-type Lease struct {
-	Name       string
-	Owner      string
-	AcquiredAt time.Time
-	Until      time.Time
-}
-
-// JobRun is the record of a maintenance job's latest run, and its totals.
-type JobRun struct {
-	Name      string
-	Owner     string // the process that ran it
-	StartedAt time.Time
-	Duration  time.Duration
-	// Outcome is ok, error or skipped (the job had nothing to run with,
-	// such as no attachment storage).
-	Outcome  string
-	Error    string
-	Affected int64 // rows or items the run changed
-	Runs     int64
-	Failures int64
-	// LastOKAt is when the latest run that ended ok started.
-	LastOKAt *time.Time
-}
-
 // OpenWork is one non-terminal work and the facts the overdue rules read.
 type OpenWork struct {
 	WorkID   string
-	Status   WorkStatus
+	Status   agentowl.WorkStatus
 	Sequence int64
 	// UpdatedAt is when the work last changed: its latest callback, or its
 	// creation before any.
 	UpdatedAt time.Time
 	// Overdue is the work's endpoint's expectations.
-	Overdue EndpointOverdue
+	Overdue agentowl.EndpointOverdue
 	// HandoffDeliveredAt is when its handoff message was acknowledged (nil
 	// while undelivered).
 	HandoffDeliveredAt *time.Time
@@ -134,19 +111,19 @@ type Maintenance interface {
 	// LeaseAcquire gives the lease name to owner until until if it is free,
 	// lapsed at now, or already owner's (a renewal), and returns the lease
 	// as it stands afterwards: owner's, or the other holder's.
-	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (*Lease, error)
+	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (*agentowl.Lease, error)
 	// LeaseRelease ends owner's lease name at now; another owner's lease is
 	// left alone.
 	LeaseRelease(ctx context.Context, name, owner string, now time.Time) error
 	// LeaseGet returns the lease name, lapsed or not; ErrNotFound if it was
 	// never taken.
-	LeaseGet(ctx context.Context, name string) (*Lease, error)
+	LeaseGet(ctx context.Context, name string) (*agentowl.Lease, error)
 
 	// JobRecord records a job's run: it replaces the latest run and adds
 	// to the totals (Runs and Failures of r are ignored).
-	JobRecord(ctx context.Context, r *JobRun) error
+	JobRecord(ctx context.Context, r *agentowl.JobRun) error
 	// JobList returns every job's record by name.
-	JobList(ctx context.Context) ([]*JobRun, error)
+	JobList(ctx context.Context) ([]*agentowl.JobRun, error)
 
 	// OpenWorkScan returns up to Limit non-terminal work items with IDs
 	// after AfterID, by ID, with the facts of the overdue rules.
@@ -167,19 +144,4 @@ type Maintenance interface {
 	// PurgeBatch deletes up to Limit records of a class (see PurgeClass)
 	// and reports how many rows went.
 	PurgeBatch(ctx context.Context, p PurgeParams) (PurgeResult, error)
-}
-
-// EndpointOverdue is an endpoint's overdue expectations
-// (docs/maintenance.md). A nil field keeps the server's default; a zero
-// duration turns its rule off.
-type EndpointOverdue struct {
-	// AcceptWithin: the first callback is due this long after the handoff
-	// was delivered.
-	AcceptWithin *time.Duration
-	// ReportInterval: while accepted or running, a callback is due at least
-	// this often.
-	ReportInterval *time.Duration
-	// InputExpiry: while needs_input, every request is answered before its
-	// expiry.
-	InputExpiry *bool
 }

@@ -109,9 +109,9 @@ type Tx interface {
 	InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Instance, error)
 
 	// IdempotencyGet returns the record for (scope, operation, key).
-	IdempotencyGet(ctx context.Context, scope, operation, key string) (*Idempotency, error)
+	IdempotencyGet(ctx context.Context, scope, operation, key string) (*agentowl.Idempotency, error)
 	// IdempotencyCreate inserts a record; ErrConflict if one exists.
-	IdempotencyCreate(ctx context.Context, r *Idempotency) error
+	IdempotencyCreate(ctx context.Context, r *agentowl.Idempotency) error
 
 	// RequestCreate inserts a request; ErrConflict if the instance already
 	// has a request with the same idempotency key.
@@ -130,7 +130,7 @@ type Tx interface {
 	// RequestGetSharedRecord is RequestGetShared with the request's
 	// idempotency record of operation and key (scope: the request's ID; nil
 	// when there is none), in one round trip on PostgreSQL.
-	RequestGetSharedRecord(ctx context.Context, id, operation, key string) (*agentowl.ApprovalRequest, *agentowl.Instance, *Idempotency, error)
+	RequestGetSharedRecord(ctx context.Context, id, operation, key string) (*agentowl.ApprovalRequest, *agentowl.Instance, *agentowl.Idempotency, error)
 	// RequestResolve records d on a request that is still pending; ErrConflict
 	// if it is not pending any more. retainUntil is when it may be purged.
 	RequestResolve(ctx context.Context, id string, d *agentowl.Decision, retainUntil time.Time) error
@@ -165,9 +165,9 @@ type Tx interface {
 	Conversations
 
 	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
-	AAPAckSet(ctx context.Context, a *AAPAck) error
+	AAPAckSet(ctx context.Context, a *agentowl.AAPAck) error
 	// AAPAckGet returns the acknowledgement of an AAP request; ErrNotFound if none.
-	AAPAckGet(ctx context.Context, requestID string) (*AAPAck, error)
+	AAPAckGet(ctx context.Context, requestID string) (*agentowl.AAPAck, error)
 
 	// KeyCheck records check as the check value of the key called name if
 	// none is recorded yet, and returns ErrConflict if a different one is.
@@ -194,7 +194,7 @@ type RequestListParams struct {
 	// Now makes the pending and expired filters follow effective status:
 	// a pending request at or past its deadline counts as expired.
 	Now   time.Time
-	After *Cursor // optional: the next page
+	After *agentowl.Cursor // optional: the next page
 	Limit int
 }
 
@@ -202,81 +202,6 @@ type RequestListParams struct {
 type AuditListParams struct {
 	TenantID string
 	Limit    int
-}
-
-// Idempotency is the remembered outcome of a keyed provider operation
-// (instance creation and update). Request creation keys live on the request.
-type Idempotency struct {
-	Scope       string // who the key belongs to, e.g. the provisioner token ID
-	Operation   string
-	Key         string
-	InputHash   []byte
-	ResourceID  string
-	Response    []byte // the original response; sealed when it holds a secret
-	CreatedAt   time.Time
-	RetainUntil time.Time
-}
-
-// Message is one outbound message of the delivery engine.
-type Message struct {
-	ID          string // the event ID, sent as webhook-id; stable across attempts
-	TenantID    string
-	Kind        string // e.g. "aap.request_resolved", "aap.webhook_verification"
-	Destination string // resolved at each attempt, e.g. "instance:<id>"
-	Subject     string // what it is about, e.g. the approval request ID
-	Body        []byte // exact bytes sent on every attempt
-	CreatedAt   time.Time
-	DeadlineAt  time.Time // no attempt starts or runs past this
-	State       MessageState
-	Attempts    int
-	NextAttempt time.Time
-	LeaseOwner  string
-	LeaseUntil  *time.Time
-	LastStatus  int
-	LastError   string
-	EndedAt     *time.Time
-	RetainUntil *time.Time
-	// Redrives counts the attempt series an operator started by hand
-	// (work-outbox redrive); AttemptBase is how many attempts were made
-	// before the current series, whose backoff counts from there.
-	Redrives    int
-	AttemptBase int
-	// Payload, when set on MessageCreate, says that Body holds an event's
-	// payload at Body[At:At+Len], byte for byte as the event stored it: the
-	// store keeps the body without it and puts it back in every read, so a
-	// large payload (an email's text) is written once. Reads leave it nil.
-	Payload *PayloadRef
-}
-
-// PayloadRef locates an event's payload inside a message body.
-type PayloadRef struct {
-	EventID string
-	At, Len int
-}
-
-// MessageState is where a message is in its life.
-type MessageState string
-
-const (
-	// MessagePending: waiting for its next attempt or in flight (leased).
-	MessagePending MessageState = "pending"
-	// MessageDelivered: a 2xx acknowledged it.
-	MessageDelivered MessageState = "delivered"
-	// MessageFailed: the retry window ended without acknowledgement.
-	MessageFailed MessageState = "failed"
-	// MessageCancelled: its destination went away (receiver removed, instance deleted).
-	MessageCancelled MessageState = "cancelled"
-)
-
-// Attempt is one recorded delivery attempt.
-type Attempt struct {
-	EventID    string
-	N          int
-	URL        string
-	StartedAt  time.Time
-	EndedAt    time.Time
-	StatusCode int
-	Error      string
 }
 
 // ClaimParams selects due messages and leases them to one worker.
@@ -292,9 +217,9 @@ type ClaimParams struct {
 type FinishParams struct {
 	ID      string
 	Owner   string
-	Attempt Attempt
+	Attempt agentowl.Attempt
 	// State is the new state: pending (retry at NextAttempt) or terminal.
-	State       MessageState
+	State       agentowl.MessageState
 	NextAttempt time.Time
 	RetainUntil *time.Time // set when State is terminal
 }
@@ -304,17 +229,17 @@ type MessageListParams struct {
 	TenantID string
 	Subject  string // optional
 	Prefix   string // optional destination, e.g. "instance:<id>"
-	State    MessageState
+	State    agentowl.MessageState
 	Limit    int
 }
 
 // Outbox is implemented by Tx (see the methods named Message*).
 type Outbox interface {
-	MessageCreate(ctx context.Context, m *Message) error
-	MessageGet(ctx context.Context, id string) (*Message, error)
+	MessageCreate(ctx context.Context, m *agentowl.OutboxMessage) error
+	MessageGet(ctx context.Context, id string) (*agentowl.OutboxMessage, error)
 	// MessageClaim leases up to Limit pending messages due at Now whose lease
 	// is free or expired, oldest due first, incrementing their attempt count.
-	MessageClaim(ctx context.Context, p ClaimParams) ([]*Message, error)
+	MessageClaim(ctx context.Context, p ClaimParams) ([]*agentowl.OutboxMessage, error)
 	// MessageFinish records an attempt and the message's next state;
 	// ErrConflict if the lease was lost.
 	MessageFinish(ctx context.Context, p FinishParams) error
@@ -333,61 +258,24 @@ type Outbox interface {
 	// MessageCancelDestination ends every pending message to destination,
 	// returning their IDs. In-flight ones end when their lease would.
 	MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error)
-	MessageList(ctx context.Context, p MessageListParams) ([]*Message, error)
-	AttemptList(ctx context.Context, eventID string) ([]*Attempt, error)
+	MessageList(ctx context.Context, p MessageListParams) ([]*agentowl.OutboxMessage, error)
+	AttemptList(ctx context.Context, eventID string) ([]*agentowl.Attempt, error)
 	// MessageStats returns the pending messages of each surface (the kind
 	// of their destination: "instance", "endpoint", "decision"), with the
 	// oldest one's creation and the longest wait since a message became due
 	// (DueSince at or before now). Surfaces with none pending are left out.
-	MessageStats(ctx context.Context, now time.Time) ([]*QueueStats, error)
-}
-
-// QueueStats is the pending part of one surface of the outbox.
-type QueueStats struct {
-	// Surface is the kind of destination: the text before its first ':'.
-	Surface string
-	Pending int
-	// OldestCreated is the creation of the oldest pending message.
-	OldestCreated time.Time
-	// OldestDue is the earliest DueSince at or before now: the message that
-	// has waited longest for an attempt (nil when none is due).
-	OldestDue *time.Time
-}
-
-// EngineReport is what a running delivery engine reports of itself, a few
-// seconds old at most while it runs (see delivery.Engine).
-type EngineReport struct {
-	Owner     string
-	StartedAt time.Time
-	SeenAt    time.Time
-	// Attempts are the attempts holding destination slots now.
-	Attempts int
-	// SlotsBusy and SlotsIdle are the slots it holds, used by an attempt
-	// or idle. SlotsStale counts busy slots held longer than any attempt
-	// can last: held without an attempt. SlotsReclaimed counts such slots
-	// it took back since it started.
-	SlotsBusy, SlotsIdle, SlotsStale int
-	SlotsReclaimed                   int64
+	MessageStats(ctx context.Context, now time.Time) ([]*agentowl.QueueStats, error)
 }
 
 // Engines is implemented by Tx: the delivery engines' reports.
 type Engines interface {
 	// EngineReport records r, replacing its owner's last report, and
 	// deletes reports not renewed since before forgetBefore.
-	EngineReport(ctx context.Context, r *EngineReport, forgetBefore time.Time) error
+	EngineReport(ctx context.Context, r *agentowl.EngineReport, forgetBefore time.Time) error
 	// EngineGone deletes owner's report: it stopped cleanly.
 	EngineGone(ctx context.Context, owner string) error
 	// EngineList returns every report, by owner.
-	EngineList(ctx context.Context) ([]*EngineReport, error)
-}
-
-// Slot is one lease on an in-flight slot of a delivery destination key.
-type Slot struct {
-	Key string
-	N   int
-	// Until is when the lease ends. It also tells this lease of the slot
-	// from any other: a slot is leased again only after this lease ended.
-	Until time.Time
+	EngineList(ctx context.Context) ([]*agentowl.EngineReport, error)
 }
 
 // Slots is implemented by Tx: leases on the in-flight slots of delivery
@@ -402,17 +290,8 @@ type Slots interface {
 	// SlotRenew extends to until those of slots that are still leased to
 	// owner as given (same Until, not lapsed at now), and returns them
 	// renewed.
-	SlotRenew(ctx context.Context, owner string, slots []Slot, now, until time.Time) ([]Slot, error)
+	SlotRenew(ctx context.Context, owner string, slots []agentowl.Slot, now, until time.Time) ([]agentowl.Slot, error)
 	// SlotRelease frees those of slots that are still leased to owner as
 	// given.
-	SlotRelease(ctx context.Context, owner string, slots []Slot) error
-}
-
-// AAPAck is an operator's acknowledgement (assignment) of a pending AAP
-// approval request in the Needs-attention inbox.
-type AAPAck struct {
-	RequestID string
-	TenantID  string
-	Assignee  string
-	At        time.Time
+	SlotRelease(ctx context.Context, owner string, slots []agentowl.Slot) error
 }

@@ -61,7 +61,7 @@ const (
 func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.CallbackCheck, in *CallbackInput, now time.Time) error {
 	w := chk.Work // as the callback left it
 	for _, it := range chk.Items {
-		if it.Status == store.AttentionResolved || it.Kind == KindIncident {
+		if it.Status == agentowl.AttentionResolved || it.Kind == KindIncident {
 			continue
 		}
 		resolution := ""
@@ -91,13 +91,13 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.
 			return agentowl.FieldError(agentowl.ECodeRequestConflict, "requests",
 				"Request %q is already at revision %d; revision %d cannot replace it.", r.ID, latest.Revision, r.Revision)
 		default:
-			if latest.Status != store.AttentionResolved {
+			if latest.Status != agentowl.AttentionResolved {
 				if err := resolveItem(ctx, tx, latest, ResolvedSuperseded, now); err != nil {
 					return err
 				}
 			}
 		}
-		it := &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: r.Kind, Status: store.AttentionOpen,
+		it := &agentowl.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: r.Kind, Status: agentowl.AttentionOpen,
 			WorkID: w.ID, EndpointID: w.EndpointID, RequestID: r.ID, Revision: r.Revision, Prompt: r.Prompt,
 			AllowedDecisions: r.AllowedDecisions, ExpiresAt: &r.ExpiresAt, ContentHash: r.Hash, Request: r.Canonical,
 			CreatedAt: now, UpdatedAt: now}
@@ -111,7 +111,7 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.
 			return err
 		}
 	}
-	if in.Status == store.WorkFailed {
+	if in.Status == agentowl.WorkFailed {
 		summary := "The runtime reported the work failed."
 		var e struct {
 			Message string `json:"message"`
@@ -119,8 +119,8 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.
 		if json.Unmarshal(in.Error, &e) == nil && e.Message != "" {
 			summary = "The runtime reported the work failed: " + truncate(e.Message, 1024)
 		}
-		it := &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
-			Status: store.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary, CreatedAt: now, UpdatedAt: now}
+		it := &agentowl.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
+			Status: agentowl.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary, CreatedAt: now, UpdatedAt: now}
 		if err := tx.AttentionCreate(ctx, it); err != nil {
 			return err
 		}
@@ -131,8 +131,8 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.
 
 // latestRevision is the item of request id's highest revision among items,
 // or nil (the store keeps one item per revision).
-func latestRevision(items []*store.AttentionItem, id string) *store.AttentionItem {
-	var latest *store.AttentionItem
+func latestRevision(items []*agentowl.AttentionItem, id string) *agentowl.AttentionItem {
+	var latest *agentowl.AttentionItem
 	for _, it := range items {
 		if it.RequestID == id && (latest == nil || it.Revision > latest.Revision) {
 			latest = it
@@ -143,7 +143,7 @@ func latestRevision(items []*store.AttentionItem, id string) *store.AttentionIte
 
 // notifyItemTx records the notice of a new attention item: an input
 // request for a question or approval, a failure for an incident.
-func notifyItemTx(ctx context.Context, tx store.Tx, it *store.AttentionItem) error {
+func notifyItemTx(ctx context.Context, tx store.Tx, it *agentowl.AttentionItem) error {
 	c := notify.Cause{TenantID: it.TenantID, Cause: notify.CauseNeedsInput, SubjectKind: notify.SubjectAttention,
 		SubjectID: it.ID, EndpointID: it.EndpointID, At: it.CreatedAt}
 	switch it.Kind {
@@ -167,8 +167,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func resolveItem(ctx context.Context, tx store.Tx, it *store.AttentionItem, resolution string, now time.Time) error {
-	it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = store.AttentionResolved, resolution, &now, now
+func resolveItem(ctx context.Context, tx store.Tx, it *agentowl.AttentionItem, resolution string, now time.Time) error {
+	it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = agentowl.AttentionResolved, resolution, &now, now
 	return tx.AttentionUpdate(ctx, it)
 }
 
@@ -176,28 +176,28 @@ func resolveItem(ctx context.Context, tx store.Tx, it *store.AttentionItem, reso
 
 // AttentionView is an item with its decision and the state of its work.
 type AttentionView struct {
-	Item     *store.AttentionItem
-	Decision *store.WorkDecision
+	Item     *agentowl.AttentionItem
+	Decision *agentowl.WorkDecision
 	// Expired is true when the request's expiry has passed (whether or not
 	// the maintenance sweep has resolved the item yet).
 	Expired    bool
-	WorkStatus store.WorkStatus
+	WorkStatus agentowl.WorkStatus
 	// Push is the outbox message of the decision push, if any.
-	Push *store.Message
+	Push *agentowl.OutboxMessage
 }
 
 // ParseAttentionStatus validates a status filter: a status, or unresolved
 // (open and acknowledged).
-func ParseAttentionStatus(v string) (store.AttentionStatus, error) {
-	st := store.AttentionStatus(v)
+func ParseAttentionStatus(v string) (agentowl.AttentionStatus, error) {
+	st := agentowl.AttentionStatus(v)
 	switch st {
-	case "", store.AttentionOpen, store.AttentionAcknowledged, store.AttentionResolved, store.AttentionUnresolved:
+	case "", agentowl.AttentionOpen, agentowl.AttentionAcknowledged, agentowl.AttentionResolved, agentowl.AttentionUnresolved:
 		return st, nil
 	}
 	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open, acknowledged, resolved or unresolved.")
 }
 
-func (s *Service) view(ctx context.Context, tx store.Tx, it *store.AttentionItem) (*AttentionView, error) {
+func (s *Service) view(ctx context.Context, tx store.Tx, it *agentowl.AttentionItem) (*AttentionView, error) {
 	v := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !s.clock.Now().Before(*it.ExpiresAt)}
 	d, err := tx.WorkDecisionGetByAttention(ctx, it.ID)
 	if err == nil {
@@ -246,7 +246,7 @@ func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant
 	return out, err
 }
 
-func tenantItem(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.AttentionItem, error) {
+func tenantItem(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.AttentionItem, error) {
 	it, err := tx.AttentionGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != m.TenantID) {
 		return nil, notFound(m, "attention item", id)
@@ -292,11 +292,11 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 		if err != nil {
 			return err
 		}
-		if it.Status == store.AttentionResolved {
+		if it.Status == agentowl.AttentionResolved {
 			return agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "Attention item %q is already resolved (%s).", id, it.Resolution)
 		}
 		now := s.clock.Now()
-		it.Status, it.Assignee, it.UpdatedAt = store.AttentionAcknowledged, assignee, now
+		it.Status, it.Assignee, it.UpdatedAt = agentowl.AttentionAcknowledged, assignee, now
 		if it.AcknowledgedAt == nil {
 			it.AcknowledgedAt = &now
 		}
@@ -331,7 +331,7 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 			return agentowl.Errorf(agentowl.ECodeNotARequest,
 				"Attention item %q is a %s request; it resolves through the runtime's receipt or outcome, not by hand.", id, it.Kind)
 		}
-		if it.Status != store.AttentionResolved {
+		if it.Status != agentowl.AttentionResolved {
 			now := s.clock.Now()
 			if err := resolveItem(ctx, tx, it, ResolvedReviewed, now); err != nil {
 				return err
@@ -349,7 +349,7 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 // ---- deciding
 
 // DecisionFile is an operator's decision file on a runtime request item
-// (docs/attention.md); store.WorkDecision is the decision it records.
+// (docs/attention.md); agentowl.WorkDecision is the decision it records.
 type DecisionFile struct {
 	DecisionID           string
 	RequestRevision      int64
@@ -433,7 +433,7 @@ type DecideResult struct {
 }
 
 // checkDecision applies every refusal to in against item it at now.
-func checkDecision(it *store.AttentionItem, latest *store.AttentionItem, in *DecisionFile, now time.Time) error {
+func checkDecision(it *agentowl.AttentionItem, latest *agentowl.AttentionItem, in *DecisionFile, now time.Time) error {
 	if it.Kind == KindIncident {
 		return agentowl.Errorf(agentowl.ECodeNotARequest, "Attention item %q is an incident; there is nothing to decide.", it.ID)
 	}
@@ -445,7 +445,7 @@ func checkDecision(it *store.AttentionItem, latest *store.AttentionItem, in *Dec
 	if it.ExpiresAt != nil && !now.Before(*it.ExpiresAt) || it.Resolution == ResolvedExpired {
 		return agentowl.Errorf(agentowl.ECodeRequestExpired, "Request %q expired at %s.", it.RequestID, rfc3339(*it.ExpiresAt))
 	}
-	if it.Status == store.AttentionResolved {
+	if it.Status == agentowl.AttentionResolved {
 		return agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "Attention item %q is already resolved (%s).", it.ID, it.Resolution)
 	}
 	if !slices.Contains(it.AllowedDecisions, in.Decision) {
@@ -490,7 +490,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	}
 	var out DecideResult
 	push := false
-	var creating *store.AttentionItem // the item whose decision the write inserts
+	var creating *agentowl.AttentionItem // the item whose decision the write inserts
 	run := s.store.Write
 	if !submit {
 		run = s.store.Read
@@ -547,15 +547,15 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			out.Preview, out.View = true, view
 			return nil
 		}
-		d := &store.WorkDecision{WorkID: w.ID, ID: in.DecisionID, TenantID: m.TenantID, AttentionID: it.ID, RequestID: it.RequestID,
+		d := &agentowl.WorkDecision{WorkID: w.ID, ID: in.DecisionID, TenantID: m.TenantID, AttentionID: it.ID, RequestID: it.RequestID,
 			Revision: it.Revision, Decision: in.Decision, Answer: in.Answer, ExpectedActionDigest: in.ExpectedActionDigest,
 			ContentHash: sum, Body: out.Body, DecidedBy: p.Actor(), DecidedAt: now}
 		view.Decision = d
 		if ep := chk.Endpoint; ep.DeletedAt == nil && ep.DecisionURL != "" && now.Before(*it.ExpiresAt) {
 			d.MessageID = uuid.NewString()
-			msg := &store.Message{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
+			msg := &agentowl.OutboxMessage{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
 				Destination: DecisionDestination(ep.ID, w.ID, d.ID), Subject: w.ID, Body: out.Body, CreatedAt: now,
-				DeadlineAt: *it.ExpiresAt, State: store.MessagePending, NextAttempt: now}
+				DeadlineAt: *it.ExpiresAt, State: agentowl.MessagePending, NextAttempt: now}
 			if err := tx.MessageCreate(ctx, msg); err != nil {
 				return err
 			}
@@ -657,8 +657,8 @@ func CheckAcceptance(body []byte, decisionID string) error {
 
 // DecisionView is a decision with its work's state, as runtimes recover it.
 type DecisionView struct {
-	Decision   *store.WorkDecision
-	WorkStatus store.WorkStatus
+	Decision   *agentowl.WorkDecision
+	WorkStatus agentowl.WorkStatus
 }
 
 // recordReceipt records that the runtime accepted a decision: once (a
@@ -691,7 +691,7 @@ func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisio
 		if it == nil {
 			return fmt.Errorf("decision %s: its attention item %s is missing", d.ID, d.AttentionID)
 		}
-		if it.Status != store.AttentionResolved {
+		if it.Status != agentowl.AttentionResolved {
 			return resolveItem(ctx, tx, it, ResolvedReceipt, now)
 		}
 		return nil
@@ -702,20 +702,20 @@ func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisio
 // RequireScope reports insufficient_scope unless runtime credential c
 // holds scope. The runtime routes check it before reading a request; the
 // use-cases check again.
-func RequireScope(c *store.RuntimeCredential, scope string) error {
+func RequireScope(c *agentowl.RuntimeCredential, scope string) error {
 	if !slices.Contains(c.Scopes, scope) {
 		return agentowl.Errorf(agentowl.ECodeInsufficientScope, "This runtime credential lacks the %s scope.", scope)
 	}
 	return nil
 }
 
-func (s *Service) allowDecisions(c *store.RuntimeCredential) error {
+func (s *Service) allowDecisions(c *agentowl.RuntimeCredential) error {
 	return RequireScope(c, ScopeDecisions)
 }
 
 // RecordReceipt is the recovery route's receipt: credential c (with
 // decisions:read) confirms that its runtime accepted a decision.
-func (s *Service) RecordReceipt(ctx context.Context, c *store.RuntimeCredential, workID, decisionID string) (*DecisionView, error) {
+func (s *Service) RecordReceipt(ctx context.Context, c *agentowl.RuntimeCredential, workID, decisionID string) (*DecisionView, error) {
 	if err := s.allowDecisions(c); err != nil {
 		return nil, err
 	}
@@ -724,12 +724,12 @@ func (s *Service) RecordReceipt(ctx context.Context, c *store.RuntimeCredential,
 
 // ListDecisions is the recovery route's list: the decisions of a work of
 // c's endpoint, oldest first, with their receipt state.
-func (s *Service) ListDecisions(ctx context.Context, c *store.RuntimeCredential, workID string) ([]*store.WorkDecision, store.WorkStatus, error) {
+func (s *Service) ListDecisions(ctx context.Context, c *agentowl.RuntimeCredential, workID string) ([]*agentowl.WorkDecision, agentowl.WorkStatus, error) {
 	if err := s.allowDecisions(c); err != nil {
 		return nil, "", err
 	}
-	var out []*store.WorkDecision
-	var st store.WorkStatus
+	var out []*agentowl.WorkDecision
+	var st agentowl.WorkStatus
 	err := s.store.Read(ctx, func(tx store.Tx) error {
 		w, err := tx.WorkGet(ctx, workID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {

@@ -35,14 +35,14 @@ func unauthenticated() error {
 // but a live runtime credential of a live endpoint is unauthenticated: an
 // expired or revoked token is refused at once, and tokens of other kinds
 // never work here (nor do runtime tokens anywhere else).
-func (s *Service) AuthenticateRuntime(ctx context.Context, secret string) (*store.RuntimeCredential, error) {
+func (s *Service) AuthenticateRuntime(ctx context.Context, secret string) (*agentowl.RuntimeCredential, error) {
 	if secret == "" || len(secret) > 256 {
 		return nil, unauthenticated()
 	}
 	if k, ok := agentowl.TokenKindOf(secret); !ok || k != agentowl.TokenRuntime {
 		return nil, unauthenticated()
 	}
-	var c *store.RuntimeCredential
+	var c *agentowl.RuntimeCredential
 	err := s.store.Read(ctx, func(tx store.Tx) error {
 		var err error
 		if c, err = tx.RuntimeCredentialGetByHash(ctx, agentowl.HashToken(secret)); err != nil {
@@ -66,7 +66,7 @@ func (s *Service) AuthenticateRuntime(ctx context.Context, secret string) (*stor
 // AllowCallback checks that c may post callbacks now: it needs the
 // callbacks:write scope, and its endpoint must be under the callback rate
 // limit, which counts requests across all the endpoint's credentials.
-func (s *Service) AllowCallback(ctx context.Context, c *store.RuntimeCredential) error {
+func (s *Service) AllowCallback(ctx context.Context, c *agentowl.RuntimeCredential) error {
 	if !slices.Contains(c.Scopes, ScopeCallbacks) {
 		return agentowl.Errorf(agentowl.ECodeInsufficientScope, "This runtime credential lacks the %s scope.", ScopeCallbacks)
 	}
@@ -84,7 +84,7 @@ type CallbackInput struct {
 	CallbackID       string
 	WorkID           string
 	Sequence         int64
-	Status           store.WorkStatus
+	Status           agentowl.WorkStatus
 	OccurredAt       string
 	RuntimeSessionID string
 	ResultSummary    string
@@ -98,8 +98,8 @@ type CallbackInput struct {
 var callbackFields = []string{"version", "callback_id", "work_id", "sequence", "status", "occurred_at",
 	"runtime_session_id", "result", "requests", "error"}
 
-var reportable = []store.WorkStatus{store.WorkAccepted, store.WorkRunning, store.WorkNeedsInput, store.WorkCompleted,
-	store.WorkFailed, store.WorkCancelled}
+var reportable = []agentowl.WorkStatus{agentowl.WorkAccepted, agentowl.WorkRunning, agentowl.WorkNeedsInput, agentowl.WorkCompleted,
+	agentowl.WorkFailed, agentowl.WorkCancelled}
 
 func invalid(param, format string, args ...any) error {
 	return agentowl.FieldError(agentowl.ECodeInvalidField, param, format, args...)
@@ -174,7 +174,7 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.Status = store.WorkStatus(status)
+	in.Status = agentowl.WorkStatus(status)
 	if !slices.Contains(reportable, in.Status) {
 		return nil, invalid("status", "status must be accepted, running, needs_input, completed, failed or cancelled.")
 	}
@@ -188,7 +188,7 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 		return nil, err
 	}
 	if raw, ok := fields["result"]; ok {
-		if in.Status != store.WorkCompleted {
+		if in.Status != agentowl.WorkCompleted {
 			return nil, invalid("result", "result is allowed with status completed only.")
 		}
 		if err := parseResult(raw, &in); err != nil {
@@ -197,9 +197,9 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 	}
 	raw, ok := fields["requests"]
 	switch {
-	case in.Status == store.WorkNeedsInput && !ok:
+	case in.Status == agentowl.WorkNeedsInput && !ok:
 		return nil, agentowl.FieldError(agentowl.ECodeMissingField, "requests", "A needs_input callback must carry requests.")
-	case in.Status != store.WorkNeedsInput && ok:
+	case in.Status != agentowl.WorkNeedsInput && ok:
 		return nil, invalid("requests", "requests are allowed with status needs_input only.")
 	case ok:
 		if in.ParsedRequests, err = parseRequests(raw); err != nil {
@@ -210,7 +210,7 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 		}
 	}
 	if raw, ok := fields["error"]; ok {
-		if in.Status != store.WorkFailed && in.Status != store.WorkCancelled {
+		if in.Status != agentowl.WorkFailed && in.Status != agentowl.WorkCancelled {
 			return nil, invalid("error", "error is allowed with status failed or cancelled only.")
 		}
 		var obj map[string]json.RawMessage
@@ -305,15 +305,15 @@ type Receipt struct {
 	WorkID     string
 	Sequence   int64
 	// Status is the status the callback reported.
-	Status store.WorkStatus
+	Status agentowl.WorkStatus
 	// WorkStatus is the work's recorded state after the callback.
-	WorkStatus store.WorkStatus
+	WorkStatus agentowl.WorkStatus
 	Stale      bool
 	Duplicate  bool
 	RecordedAt time.Time
 }
 
-func receiptOf(c *store.Callback, duplicate bool) *Receipt {
+func receiptOf(c *agentowl.Callback, duplicate bool) *Receipt {
 	return &Receipt{CallbackID: c.CallbackID, WorkID: c.WorkID, Sequence: c.Sequence, Status: c.Status,
 		WorkStatus: c.WorkStatus, Stale: c.Stale, Duplicate: duplicate, RecordedAt: c.RecordedAt}
 }
@@ -329,7 +329,7 @@ func receiptOf(c *store.Callback, duplicate bool) *Receipt {
 //     changes nothing; gaps are allowed;
 //   - a newer callback on terminal work is already_terminal (never reopens);
 //   - the work's callback cap is callback_limit_reached.
-func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential, workID string, body []byte) (*Receipt, error) {
+func (s *Service) RecordCallback(ctx context.Context, c *agentowl.RuntimeCredential, workID string, body []byte) (*Receipt, error) {
 	in, err := ParseCallback(body, workID)
 	if err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func (s *Service) RecordCallback(ctx context.Context, c *store.RuntimeCredential
 				w.ID, s.cfg.MaxCallbacksPerWork)
 		}
 		now := s.clock.Now()
-		cb := &store.Callback{WorkID: w.ID, CallbackID: in.CallbackID, Sequence: in.Sequence, Status: in.Status,
+		cb := &agentowl.Callback{WorkID: w.ID, CallbackID: in.CallbackID, Sequence: in.Sequence, Status: in.Status,
 			OccurredAt: in.OccurredAt, RuntimeSessionID: in.RuntimeSessionID, Body: canonical, BodyHash: sum[:],
 			CredentialID: c.ID, RecordedAt: now}
 		sessionChanged := false
@@ -427,14 +427,14 @@ func requestIDs(rs []Request) []string {
 }
 
 // applyCallback moves work to the reported state.
-func applyCallback(w *store.Work, in *CallbackInput, now time.Time) {
+func applyCallback(w *agentowl.Work, in *CallbackInput, now time.Time) {
 	w.Status, w.Sequence = in.Status, in.Sequence
-	if in.Status == store.WorkNeedsInput {
+	if in.Status == agentowl.WorkNeedsInput {
 		w.Requests = in.Requests
 	} else {
 		w.Requests = nil
 	}
-	if in.Status == store.WorkCompleted {
+	if in.Status == agentowl.WorkCompleted {
 		w.ResultSummary, w.ResultURL = in.ResultSummary, in.ResultURL
 	}
 	if in.Error != nil {
@@ -447,8 +447,8 @@ func applyCallback(w *store.Work, in *CallbackInput, now time.Time) {
 
 // notifyCompletedTx records the result notice of work that just completed
 // (routine progress, running included, notifies nobody).
-func notifyCompletedTx(ctx context.Context, tx store.Tx, w *store.Work, now time.Time) error {
-	if w.Status != store.WorkCompleted {
+func notifyCompletedTx(ctx context.Context, tx store.Tx, w *agentowl.Work, now time.Time) error {
+	if w.Status != agentowl.WorkCompleted {
 		return nil
 	}
 	title := "Work " + w.ID + " completed"

@@ -53,7 +53,7 @@ type EndpointInput struct {
 	// Overdue, when set, replaces the endpoint's overdue expectations (its
 	// nil fields keep the server's defaults; a zero duration turns a rule
 	// off).
-	Overdue *store.EndpointOverdue
+	Overdue *agentowl.EndpointOverdue
 }
 
 // MaxOverdueDuration bounds an endpoint's overdue expectation durations.
@@ -61,7 +61,7 @@ const MaxOverdueDuration = 90 * 24 * time.Hour
 
 // checkOverdue accepts durations of whole seconds up to
 // MaxOverdueDuration, or zero (the rule off).
-func checkOverdue(o *store.EndpointOverdue) error {
+func checkOverdue(o *agentowl.EndpointOverdue) error {
 	for _, f := range []struct {
 		name string
 		d    *time.Duration
@@ -77,7 +77,7 @@ func checkOverdue(o *store.EndpointOverdue) error {
 // EndpointResult is an endpoint and, on creation and rotation only, its
 // signing secret in the clear.
 type EndpointResult struct {
-	Endpoint      *store.Endpoint
+	Endpoint      *agentowl.Endpoint
 	SigningSecret string
 }
 
@@ -124,7 +124,7 @@ func checkDecisionSecret(secret string) error {
 }
 
 // applyDecision sets or clears an endpoint's decision settings.
-func (s *Service) applyDecision(ep *store.Endpoint, in EndpointInput) error {
+func (s *Service) applyDecision(ep *agentowl.Endpoint, in EndpointInput) error {
 	switch {
 	case in.DecisionURL == nil && in.DecisionSecret == nil:
 		return nil
@@ -180,7 +180,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 		return nil, err
 	}
 	now := s.clock.Now()
-	ep := &store.Endpoint{ID: NewID("ep"), TenantID: m.TenantID, Name: *in.Name, URL: *in.URL, CreatedAt: now, UpdatedAt: now}
+	ep := &agentowl.Endpoint{ID: NewID("ep"), TenantID: m.TenantID, Name: *in.Name, URL: *in.URL, CreatedAt: now, UpdatedAt: now}
 	if in.AgentWork != nil {
 		ep.AgentWork = *in.AgentWork
 	}
@@ -217,7 +217,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 
 // endpointDetails is what the audit log records of an endpoint: never a
 // secret.
-func endpointDetails(ep *store.Endpoint) map[string]any {
+func endpointDetails(ep *agentowl.Endpoint) map[string]any {
 	d := map[string]any{"name": ep.Name, "url": ep.URL, "agent_work": ep.AgentWork, "decision_url": ep.DecisionURL}
 	if o := OverdueDetails(ep.Overdue); len(o) > 0 {
 		d["overdue"] = o
@@ -227,7 +227,7 @@ func endpointDetails(ep *store.Endpoint) map[string]any {
 
 // OverdueDetails shows the expectations an endpoint sets itself: durations
 // as Go durations ("5m0s"), "off" for zero.
-func OverdueDetails(o store.EndpointOverdue) map[string]any {
+func OverdueDetails(o agentowl.EndpointOverdue) map[string]any {
 	out := map[string]any{}
 	for name, d := range map[string]*time.Duration{"accept_within": o.AcceptWithin, "report_interval": o.ReportInterval} {
 		switch {
@@ -246,7 +246,7 @@ func OverdueDetails(o store.EndpointOverdue) map[string]any {
 
 // UpdateEndpoint changes an endpoint's name, URL, agent work or decision
 // settings. Queued deliveries go to the new URL. Admin only.
-func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenant, id string, in EndpointInput) (*store.Endpoint, error) {
+func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenant, id string, in EndpointInput) (*agentowl.Endpoint, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
 		return nil, err
@@ -266,7 +266,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 			return nil, err
 		}
 	}
-	var out *store.Endpoint
+	var out *agentowl.Endpoint
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
@@ -314,7 +314,7 @@ func (s *Service) RotateSigningSecret(ctx context.Context, p *access.Principal, 
 		return nil, err
 	}
 	secret := webhook.NewSecret()
-	var out *store.Endpoint
+	var out *agentowl.Endpoint
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
@@ -379,12 +379,12 @@ func (s *Service) DeleteEndpoint(ctx context.Context, p *access.Principal, tenan
 const deliveredGrace = 24 * time.Hour
 
 // ListEndpoints lists a tenant's live endpoints. Members may.
-func (s *Service) ListEndpoints(ctx context.Context, p *access.Principal, tenant string) ([]*store.Endpoint, error) {
+func (s *Service) ListEndpoints(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Endpoint, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.Endpoint
+	var out []*agentowl.Endpoint
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.EndpointList(ctx, m.TenantID)
 		return err
@@ -394,8 +394,8 @@ func (s *Service) ListEndpoints(ctx context.Context, p *access.Principal, tenant
 
 // EndpointView is an endpoint with its runtime credentials.
 type EndpointView struct {
-	Endpoint    *store.Endpoint
-	Credentials []*store.RuntimeCredential
+	Endpoint    *agentowl.Endpoint
+	Credentials []*agentowl.RuntimeCredential
 	Bindings    int
 }
 
@@ -421,7 +421,7 @@ func (s *Service) InspectEndpoint(ctx context.Context, p *access.Principal, tena
 
 // EndpointForBinding returns the live endpoint a new binding would route
 // to, for ingress: not_found otherwise.
-func EndpointForBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Endpoint, error) {
+func EndpointForBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Endpoint, error) {
 	return tenantEndpoint(ctx, tx, m, id)
 }
 
@@ -429,7 +429,7 @@ func EndpointForBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScop
 
 // IssuedCredential is a new runtime credential and its secret, shown once.
 type IssuedCredential struct {
-	Credential *store.RuntimeCredential
+	Credential *agentowl.RuntimeCredential
 	Secret     string
 }
 
@@ -475,7 +475,7 @@ func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, ten
 	}
 	secret := agentowl.NewTokenSecret(agentowl.TokenRuntime)
 	now := s.clock.Now()
-	c := &store.RuntimeCredential{ID: NewID("rtc"), TenantID: m.TenantID, EndpointID: endpointID, Hash: agentowl.HashToken(secret),
+	c := &agentowl.RuntimeCredential{ID: NewID("rtc"), TenantID: m.TenantID, EndpointID: endpointID, Hash: agentowl.HashToken(secret),
 		Label: label, Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(time.Duration(lifetime) * 24 * time.Hour)}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		if _, err := tenantEndpoint(ctx, tx, m, endpointID); err != nil {
@@ -495,12 +495,12 @@ func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, ten
 
 // ListCredentials lists an endpoint's runtime credentials (never their
 // secrets), revoked and expired ones included. Admin only.
-func (s *Service) ListCredentials(ctx context.Context, p *access.Principal, tenant, endpointID string) ([]*store.RuntimeCredential, error) {
+func (s *Service) ListCredentials(ctx context.Context, p *access.Principal, tenant, endpointID string) ([]*agentowl.RuntimeCredential, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.RuntimeCredential
+	var out []*agentowl.RuntimeCredential
 	err = s.store.Read(ctx, func(tx store.Tx) error {
 		if _, err := tenantEndpoint(ctx, tx, m, endpointID); err != nil {
 			return err
@@ -513,12 +513,12 @@ func (s *Service) ListCredentials(ctx context.Context, p *access.Principal, tena
 
 // RevokeCredential revokes a runtime credential at once; repeating it
 // changes nothing. Admin only.
-func (s *Service) RevokeCredential(ctx context.Context, p *access.Principal, tenant, id string) (*store.RuntimeCredential, error) {
+func (s *Service) RevokeCredential(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.RuntimeCredential, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
-	var out *store.RuntimeCredential
+	var out *agentowl.RuntimeCredential
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		c, err := tx.RuntimeCredentialGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // The handoff envelope is written by the store's single writer (SQLite
@@ -28,7 +28,7 @@ type EncodedEvent struct {
 	// payloadAt is where the payload begins in fields (it runs to the
 	// end), and stored tells that those bytes are the event's payload
 	// exactly as it is stored, so that the handoff's message can refer to
-	// it (store.PayloadRef) rather than hold a second copy.
+	// it (agentowl.PayloadRef) rather than hold a second copy.
 	payloadAt int
 	stored    bool
 }
@@ -40,7 +40,7 @@ type EncodedEvent struct {
 // encoding/json would leave it unchanged, so it is carried as is rather
 // than compacted again, which costs several times its encoding. A body
 // received from a sender is never marshaled.
-func EncodeEvent(ev *store.Event, marshaled bool) (*EncodedEvent, error) {
+func EncodeEvent(ev *agentowl.Event, marshaled bool) (*EncodedEvent, error) {
 	headers := ev.Headers
 	if headers == nil {
 		headers = map[string][]string{}
@@ -73,7 +73,7 @@ const referAtLeast = 4096
 // handoffBody returns json.Marshal(d) for d whose event's headers and
 // payload enc encodes, and where in it the event's stored payload lies
 // (nil when enc's payload is not the stored bytes).
-func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, *store.PayloadRef, error) {
+func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, *agentowl.PayloadRef, error) {
 	ev := &d.Event
 	attachments, err := json.Marshal(ev.Attachments)
 	if err != nil {
@@ -106,9 +106,9 @@ func handoffBody(d *agentwork.Handoff, enc *EncodedEvent) ([]byte, *store.Payloa
 	str(`,"sender":`, ev.Sender)
 	str(`,"received_at":`, ev.ReceivedAt)
 	b = append(b, ',')
-	var ref *store.PayloadRef
+	var ref *agentowl.PayloadRef
 	if enc.stored {
-		ref = &store.PayloadRef{EventID: ev.ID, At: len(b) + enc.payloadAt, Len: len(enc.fields) - enc.payloadAt}
+		ref = &agentowl.PayloadRef{EventID: ev.ID, At: len(b) + enc.payloadAt, Len: len(enc.fields) - enc.payloadAt}
 	}
 	b = append(b, enc.fields...)
 	b = append(b, `,"attachments":`...)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // FuzzHandoffBody checks that the envelope assembled around an event
@@ -27,7 +27,7 @@ func FuzzHandoffBody(f *testing.F) {
 		if hk != "" {
 			headers = map[string][]string{hk: {hv, hv + "2"}, "b": nil}
 		}
-		ev := &store.Event{ID: "evt_1", Channel: "smtp", BindingID: "bnd_<1>", ConversationID: "conv_&", FollowUp: followUp,
+		ev := &agentowl.Event{ID: "evt_1", Channel: "smtp", BindingID: "bnd_<1>", ConversationID: "conv_&", FollowUp: followUp,
 			Sender: sender, ReceivedAt: time.Date(2026, 12, 2, 3, 4, 5, 6, time.UTC), Headers: headers,
 			Payload: json.RawMessage(payload), Attachments: json.RawMessage(attachments)}
 		if payload == "" {
@@ -37,10 +37,10 @@ func FuzzHandoffBody(f *testing.F) {
 			CallbackURL: "https://x.example/runtime/v1/work/work_1/callbacks?a=1&b=<2>", CredentialID: cred, RuntimeSessionID: session}} {
 			d := agentwork.Handoff{ID: "d-1", Type: agentwork.EventType, CreatedAt: "2026-12-02T03:04:05Z", Event: ToWireEvent(ev), Work: block}
 			want, wantErr := json.Marshal(d)
-			check := func(ev *store.Event, marshaled bool) {
+			check := func(ev *agentowl.Event, marshaled bool) {
 				enc, err := EncodeEvent(ev, marshaled)
 				var got []byte
-				var ref *store.PayloadRef
+				var ref *agentowl.PayloadRef
 				if err == nil {
 					got, ref, err = handoffBody(&d, enc)
 				}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/agentwork/agentworktest"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // The server's side of the agent-work golden vectors
@@ -87,7 +87,7 @@ func TestGoldenHandoffs(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := doc.Event
-		doc.Event = ToWireEvent(&store.Event{ID: e.ID, BindingID: e.BindingID, ConversationID: e.ConversationID,
+		doc.Event = ToWireEvent(&agentowl.Event{ID: e.ID, BindingID: e.BindingID, ConversationID: e.ConversationID,
 			Channel: e.Channel, Sender: e.Sender, ReceivedAt: received, Headers: e.Headers, Payload: e.Payload,
 			Attachments: e.Attachments, FollowUp: e.FollowUp})
 		body, err := json.Marshal(doc)

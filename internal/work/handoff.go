@@ -53,7 +53,7 @@ func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destinati
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // ToWireEvent renders an event as deliveries carry it.
-func ToWireEvent(ev *store.Event) agentwork.Event {
+func ToWireEvent(ev *agentowl.Event) agentwork.Event {
 	attachments := ev.Attachments
 	if len(attachments) == 0 {
 		attachments = json.RawMessage(`[]`)
@@ -72,7 +72,7 @@ func ToWireEvent(ev *store.Event) agentwork.Event {
 // message; otherwise the message alone in the original format. The work
 // is committed with its message, before any attempt, so every transport
 // retry carries the same work identity. Call Wake after the commit.
-func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, conv *store.Conversation) (*store.Work, error) {
+func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, conv *agentowl.Conversation) (*agentowl.Work, error) {
 	cred, err := tx.RuntimeCredentialNewest(ctx, ep.ID, ScopeCallbacks, s.clock.Now())
 	if err != nil {
 		return nil, err
@@ -85,8 +85,8 @@ func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 // a work block names) the transaction has read, with ev's headers and
 // payload already encoded (EncodeEvent(ev), before the transaction; nil
 // encodes them here).
-func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, route *store.Route, ev *store.Event, conv *store.Conversation,
-	enc *EncodedEvent) (*store.Work, error) {
+func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, route *store.Route, ev *agentowl.Event, conv *agentowl.Conversation,
+	enc *EncodedEvent) (*agentowl.Work, error) {
 	if !route.Endpoint.AgentWork {
 		return nil, s.deliverTx(ctx, tx, route.Endpoint, ev, nil, enc)
 	}
@@ -96,12 +96,12 @@ func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, route *stor
 // newWorkTx records new work for ev at ep and its handoff; its work block
 // names cred, the newest live credential allowed to post callbacks (during
 // rotation, the new one).
-func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, cred string, ev *store.Event, conv *store.Conversation,
-	gen int, replayOf string, enc *EncodedEvent) (*store.Work, error) {
+func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, cred string, ev *agentowl.Event, conv *agentowl.Conversation,
+	gen int, replayOf string, enc *EncodedEvent) (*agentowl.Work, error) {
 	now := s.clock.Now()
-	w := &store.Work{
+	w := &agentowl.Work{
 		ID: NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
-		Generation: gen, ReplayOf: replayOf, DeliveryID: deliveryID(), CredentialID: cred, Status: store.WorkPending,
+		Generation: gen, ReplayOf: replayOf, DeliveryID: deliveryID(), CredentialID: cred, Status: agentowl.WorkPending,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	block := &agentwork.Work{Version: agentwork.Version, WorkID: w.ID, ConversationID: w.ConversationID, Generation: gen,
@@ -113,7 +113,7 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 }
 
 type deliveryWork struct {
-	work  *store.Work
+	work  *agentowl.Work
 	block *agentwork.Work
 }
 
@@ -122,7 +122,7 @@ type deliveryWork struct {
 // original event format, plus the work block for agent-work endpoints. The
 // bytes are fixed here, when the delivery is committed, and sent unchanged
 // on every attempt.
-func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint, ev *store.Event, dw *deliveryWork, enc *EncodedEvent) error {
+func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, dw *deliveryWork, enc *EncodedEvent) error {
 	now := s.clock.Now()
 	d := agentwork.Handoff{ID: deliveryID(), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
 	kind, subject := MessageKindEvent, ev.ID
@@ -139,9 +139,9 @@ func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 	if err != nil {
 		return err
 	}
-	return tx.MessageCreate(ctx, &store.Message{
+	return tx.MessageCreate(ctx, &agentowl.OutboxMessage{
 		ID: d.ID, TenantID: ev.TenantID, Kind: kind, Destination: Destination(ep.ID), Subject: subject, Body: body,
-		CreatedAt: now, DeadlineAt: now.Add(s.cfg.HandoffWindow), State: store.MessagePending, NextAttempt: now,
+		CreatedAt: now, DeadlineAt: now.Add(s.cfg.HandoffWindow), State: agentowl.MessagePending, NextAttempt: now,
 		Payload: payload,
 	})
 }
@@ -149,12 +149,12 @@ func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *store.Endpoint
 // Replay hands an event to its endpoint again as new work: the next
 // generation of that event's work, in the same conversation (with its
 // runtime session, if known). The original work is unchanged. Admin only.
-func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workID string) (*store.Work, error) {
+func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workID string) (*agentowl.Work, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
-	var out *store.Work
+	var out *agentowl.Work
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		orig, err := tx.WorkGet(ctx, workID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && orig.TenantID != m.TenantID) {

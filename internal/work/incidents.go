@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -20,7 +21,7 @@ const incidentBatch = 100
 // unique among items, so concurrent sweeps on several replicas and repeated
 // sweeps open exactly one incident per failed message.
 func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
-	var failed []*store.Message
+	var failed []*agentowl.OutboxMessage
 	if err := s.store.Read(ctx, func(tx store.Tx) (err error) {
 		failed, err = tx.MessagesFailedWithoutIncident(ctx, []string{MessageKindHandoff, MessageKindDecision}, incidentBatch)
 		return err
@@ -44,8 +45,8 @@ func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
 				return err
 			}
 			now := s.clock.Now()
-			it := &store.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
-				Status: store.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: deliveryIncidentSummary(m, w, attempts),
+			it := &agentowl.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
+				Status: agentowl.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: deliveryIncidentSummary(m, w, attempts),
 				MessageID: m.ID, CreatedAt: now, UpdatedAt: now}
 			if err := tx.AttentionCreate(ctx, it); err != nil {
 				return err
@@ -66,7 +67,7 @@ func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
 
 // deliveryIncidentSummary names the delivery, how long it was retried and
 // its last error: that of its last attempt, and why it ended.
-func deliveryIncidentSummary(m *store.Message, w *store.Work, attempts []*store.Attempt) string {
+func deliveryIncidentSummary(m *agentowl.OutboxMessage, w *agentowl.Work, attempts []*agentowl.Attempt) string {
 	what := fmt.Sprintf("Handoff delivery %s of work %s to endpoint %s", m.ID, w.ID, w.EndpointID)
 	if m.Kind == MessageKindDecision {
 		decision := m.ID

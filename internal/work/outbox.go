@@ -40,16 +40,16 @@ var (
 // OutboxFilter narrows a queue's list; every field is optional.
 type OutboxFilter struct {
 	EndpointID, EventID, BindingID, WorkID string
-	State                                  store.MessageState
+	State                                  agentowl.MessageState
 	// OlderThan keeps messages created at least this long ago.
 	OlderThan time.Duration
 	Limit     int
 }
 
 // ParseMessageState validates a state filter ("" for any).
-func ParseMessageState(v string) (store.MessageState, error) {
-	switch st := store.MessageState(v); st {
-	case "", store.MessagePending, store.MessageDelivered, store.MessageFailed, store.MessageCancelled:
+func ParseMessageState(v string) (agentowl.MessageState, error) {
+	switch st := agentowl.MessageState(v); st {
+	case "", agentowl.MessagePending, agentowl.MessageDelivered, agentowl.MessageFailed, agentowl.MessageCancelled:
 		return st, nil
 	}
 	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "state", "state must be pending, delivered, failed or cancelled.")
@@ -62,7 +62,7 @@ type OutboxEntry struct {
 	DecisionID string
 	// Attempts and IncidentID (the open or resolved incident reporting the
 	// message's failure, if any) are filled by InspectQueue.
-	Attempts   []*store.Attempt
+	Attempts   []*agentowl.Attempt
 	IncidentID string
 }
 
@@ -184,8 +184,8 @@ func (s *Service) Redrive(ctx context.Context, p *access.Principal, tenant strin
 			return err
 		}
 		prev := msg.State
-		redriven, err := tx.MessageRedrive(ctx, store.RedriveParams{ID: id, From: []store.MessageState{store.MessageFailed,
-			store.MessageCancelled}, Now: now, DeadlineAt: deadline})
+		redriven, err := tx.MessageRedrive(ctx, store.RedriveParams{ID: id, From: []agentowl.MessageState{agentowl.MessageFailed,
+			agentowl.MessageCancelled}, Now: now, DeadlineAt: deadline})
 		if errors.Is(err, store.ErrConflict) {
 			return agentowl.Errorf(agentowl.ECodeDeliveryPending, "Message %q was redriven concurrently; it is being delivered.", id)
 		}
@@ -214,9 +214,9 @@ func (s *Service) Redrive(ctx context.Context, p *access.Principal, tenant strin
 }
 
 // redrivable refuses a message that has not ended failed or cancelled.
-func redrivable(msg *store.Message) error {
+func redrivable(msg *agentowl.OutboxMessage) error {
 	switch msg.State {
-	case store.MessageDelivered:
+	case agentowl.MessageDelivered:
 		at := ""
 		if msg.EndedAt != nil {
 			at = " at " + rfc3339(*msg.EndedAt)
@@ -224,7 +224,7 @@ func redrivable(msg *store.Message) error {
 		return agentowl.Errorf(agentowl.ECodeAlreadyDelivered,
 			"Message %q was delivered%s (attempt %d); a redrive would only send it again. For new work on the same event, replay the work.",
 			msg.ID, at, msg.Attempts)
-	case store.MessagePending:
+	case agentowl.MessagePending:
 		return agentowl.Errorf(agentowl.ECodeDeliveryPending,
 			"Message %q is still being delivered (next attempt at %s, until %s); redrive it once it has failed.",
 			msg.ID, rfc3339(msg.NextAttempt), rfc3339(msg.DeadlineAt))
@@ -243,7 +243,7 @@ func endpointLive(ctx context.Context, tx store.Tx, endpointID string) error {
 
 // pushRedrivable checks that a decision push is still worth sending and
 // returns the new series' deadline: the request's expiry, as for the first.
-func (s *Service) pushRedrivable(ctx context.Context, tx store.Tx, msg *store.Message, now time.Time) (time.Time, error) {
+func (s *Service) pushRedrivable(ctx context.Context, tx store.Tx, msg *agentowl.OutboxMessage, now time.Time) (time.Time, error) {
 	epID, workID, decisionID, ok := parseDecisionDestination(msg.Destination)
 	if !ok {
 		return time.Time{}, agentowl.Errorf(agentowl.ECodeConflict, "Message %q has no decision destination.", msg.ID)
@@ -293,7 +293,7 @@ func (s *Service) closeIncidentTx(ctx context.Context, tx store.Tx, id string, n
 	if err != nil {
 		return err
 	}
-	if it.Status != store.AttentionResolved {
+	if it.Status != agentowl.AttentionResolved {
 		if err := resolveItem(ctx, tx, it, ResolvedRedriven, now); err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ const (
 // handoff and the original-format delivery of an endpoint without agent
 // work. purged reports a handoff whose message retention already removed
 // (it was delivered or ended long ago).
-func eventMessages(ctx context.Context, tx store.Tx, ev *store.Event) (msgs []*store.Message, works []*store.Work, purged bool, err error) {
+func eventMessages(ctx context.Context, tx store.Tx, ev *agentowl.Event) (msgs []*agentowl.OutboxMessage, works []*agentowl.Work, purged bool, err error) {
 	if works, err = tx.WorkByEvent(ctx, ev.ID); err != nil {
 		return nil, nil, false, err
 	}
@@ -55,11 +55,13 @@ func eventMessages(ctx context.Context, tx store.Tx, ev *store.Event) (msgs []*s
 }
 
 // sent reports whether m may have reached its endpoint.
-func sent(m *store.Message) bool { return m.Attempts > 0 || m.State == store.MessageDelivered }
+func sent(m *agentowl.OutboxMessage) bool {
+	return m.Attempts > 0 || m.State == agentowl.MessageDelivered
+}
 
 // HandoffStateTx returns the handoff state of ev (HandoffRecorded,
 // HandoffQueued or HandoffSent) and its work, oldest first.
-func HandoffStateTx(ctx context.Context, tx store.Tx, ev *store.Event) (string, []*store.Work, error) {
+func HandoffStateTx(ctx context.Context, tx store.Tx, ev *agentowl.Event) (string, []*agentowl.Work, error) {
 	msgs, works, purged, err := eventMessages(ctx, tx, ev)
 	if err != nil {
 		return "", nil, err
@@ -72,7 +74,7 @@ func HandoffStateTx(ctx context.Context, tx store.Tx, ev *store.Event) (string, 
 		if sent(m) {
 			return HandoffSent, works, nil
 		}
-		if m.State == store.MessagePending {
+		if m.State == agentowl.MessagePending {
 			state = HandoffQueued
 		}
 	}
@@ -86,7 +88,7 @@ func HandoffStateTx(ctx context.Context, tx store.Tx, ev *store.Event) (string, 
 // Once any delivery of ev may have reached its endpoint, the event is
 // event_handed_off and nothing changes: the runtime already acts on the
 // conversation it was given.
-func (s *Service) RelinkTx(ctx context.Context, tx store.Tx, ev *store.Event, conv *store.Conversation) error {
+func (s *Service) RelinkTx(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 	msgs, _, purged, err := eventMessages(ctx, tx, ev)
 	if err != nil {
 		return err
@@ -102,7 +104,7 @@ func (s *Service) RelinkTx(ctx context.Context, tx store.Tx, ev *store.Event, co
 		if sent(m) {
 			return handedOff
 		}
-		if m.State != store.MessagePending {
+		if m.State != agentowl.MessagePending {
 			continue // ended unsent (its endpoint went away): never sent, nothing to rebuild
 		}
 		var d agentwork.Handoff

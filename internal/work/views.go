@@ -19,12 +19,12 @@ import (
 
 // Summary is work with the state of its handoff delivery.
 type Summary struct {
-	Work *store.Work
+	Work *agentowl.Work
 	// Handoff is the handoff message; nil once retention purged it.
-	Handoff *store.Message
+	Handoff *agentowl.OutboxMessage
 	// Decisions are the human decisions on the work's requests with their
 	// receipts (inspection only).
-	Decisions []*store.WorkDecision
+	Decisions []*agentowl.WorkDecision
 }
 
 // TimelineCallbacks is how many of a work's latest callbacks its detail
@@ -34,8 +34,8 @@ const TimelineCallbacks = 500
 // Detail is work with its history.
 type Detail struct {
 	Summary
-	Attempts  []*store.Attempt
-	Callbacks []*store.Callback
+	Attempts  []*agentowl.Attempt
+	Callbacks []*agentowl.Callback
 	// CallbacksOmitted counts recorded callbacks older than those listed.
 	CallbacksOmitted int
 	Timeline         []TimelineEntry
@@ -52,17 +52,17 @@ const (
 type TimelineEntry struct {
 	At       time.Time
 	Kind     string
-	Attempt  *store.Attempt
-	Callback *store.Callback
+	Attempt  *agentowl.Attempt
+	Callback *agentowl.Callback
 	// Quiet marks routine progress (running callbacks): recorded, shown on
 	// request, never a reason to notify anyone.
 	Quiet bool
 }
 
 // ParseStatus validates a work status filter.
-func ParseStatus(v string) (store.WorkStatus, error) {
-	st := store.WorkStatus(v)
-	if v == "" || st == store.WorkPending || slices.Contains(reportable, st) {
+func ParseStatus(v string) (agentowl.WorkStatus, error) {
+	st := agentowl.WorkStatus(v)
+	if v == "" || st == agentowl.WorkPending || slices.Contains(reportable, st) {
 		return st, nil
 	}
 	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status",
@@ -96,7 +96,7 @@ func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant stri
 }
 
 // handoffMessage is the outbox message that hands w over, nil once purged.
-func handoffMessage(ctx context.Context, tx store.Tx, w *store.Work) (*store.Message, error) {
+func handoffMessage(ctx context.Context, tx store.Tx, w *agentowl.Work) (*agentowl.OutboxMessage, error) {
 	msg, err := tx.MessageGet(ctx, w.DeliveryID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -145,7 +145,7 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 	}
 	for _, c := range d.Callbacks {
 		d.Timeline = append(d.Timeline, TimelineEntry{At: c.RecordedAt, Kind: EntryCallback, Callback: c,
-			Quiet: c.Status == store.WorkRunning})
+			Quiet: c.Status == agentowl.WorkRunning})
 	}
 	slices.SortStableFunc(d.Timeline, func(a, b TimelineEntry) int { return a.At.Compare(b.At) })
 	return &d, nil

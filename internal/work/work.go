@@ -184,7 +184,7 @@ func (s *Service) CallbackURL(workID string) string {
 }
 
 // tenantEndpoint reads a live endpoint of tenant scope m, or not_found.
-func tenantEndpoint(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*store.Endpoint, error) {
+func tenantEndpoint(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Endpoint, error) {
 	ep, err := tx.EndpointGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (ep.TenantID != m.TenantID || ep.DeletedAt != nil)) {
 		return nil, notFound(m, "endpoint", id)

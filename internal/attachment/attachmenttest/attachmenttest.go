@@ -11,6 +11,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
@@ -38,7 +39,7 @@ type Message struct {
 
 // Handoff runs in the accepting transaction after the event is stored
 // (work.Service.HandoffTx, say); nil for none.
-type Handoff func(ctx context.Context, tx store.Tx, ev *store.Event, conv *store.Conversation) error
+type Handoff func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error
 
 // Chunk is the size of the writes a parser makes (an odd size, so chunk
 // edges fall anywhere).
@@ -48,7 +49,7 @@ const Chunk = 32<<10 + 3
 // at binding b (a new conversation), received at, committing the attachment
 // records with it; then finishes the upload. It returns the stored event,
 // or the error that refused the message (nothing of it is stored then).
-func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *store.Binding, m Message, at time.Time, h Handoff) (*store.Event, error) {
+func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *agentowl.Binding, m Message, at time.Time, h Handoff) (*agentowl.Event, error) {
 	u := svc.NewUpload(b.TenantID)
 	committed := false
 	defer func() { u.Finish(ctx, committed) }()
@@ -67,7 +68,7 @@ func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *sto
 			return nil, err
 		}
 	}
-	ev := &store.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: m.Sender, ReceivedAt: at,
+	ev := &agentowl.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: m.Sender, ReceivedAt: at,
 		Headers: map[string][]string{}, Payload: json.RawMessage(`{"subject":"test"}`), DedupeKey: m.DedupeKey}
 	duplicate := false
 	err := st.Write(ctx, func(tx store.Tx) error {
@@ -82,7 +83,7 @@ func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *sto
 			}
 		}
 		ev.ID = work.NewID("evt")
-		conv := &store.Conversation{ID: work.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Status: "open",
+		conv := &agentowl.Conversation{ID: work.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Status: "open",
 			CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 		if err := tx.ConversationCreate(ctx, conv); err != nil {
 			return err

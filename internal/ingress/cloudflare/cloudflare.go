@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Headers the Worker sends (docs/channels.md).
@@ -34,7 +33,7 @@ const maxEnvelopeBytes = 512
 // Authenticate checks the request's bearer secret against binding b's, in
 // constant time, before anything of the message is read; a missing or
 // wrong secret is unauthenticated.
-func Authenticate(in *ingress.Service, b *store.Binding, h http.Header) error {
+func Authenticate(in *ingress.Service, b *agentowl.Binding, h http.Header) error {
 	want, err := in.ProviderSecret(b)
 	if err != nil {
 		return err
@@ -50,7 +49,7 @@ func Authenticate(in *ingress.Service, b *store.Binding, h http.Header) error {
 // streams body through the email parser and stores it as an event
 // (ingress.AcceptMail). Content-Length, when sent, is checked against the
 // message limit before the body is read.
-func Receive(ctx context.Context, in *ingress.Service, b *store.Binding, h http.Header, contentLength int64, body io.Reader) (*ingress.Accepted, error) {
+func Receive(ctx context.Context, in *ingress.Service, b *agentowl.Binding, h http.Header, contentLength int64, body io.Reader) (*ingress.Accepted, error) {
 	if err := Authenticate(in, b, h); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/blob/blobtest"
 	"github.com/agentowl/agentowl/internal/server"
@@ -148,7 +149,7 @@ func (e *env) get(path, token string) (int, http.Header, []byte) {
 // workOf returns the work of the event with subject.
 func (e *env) workOf(subject string) string {
 	e.t.Helper()
-	var ev *store.Event
+	var ev *agentowl.Event
 	for _, v := range e.events() {
 		var p map[string]any
 		if json.Unmarshal(v.Payload, &p) == nil && p["subject"] == subject {

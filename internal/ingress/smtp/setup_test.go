@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
@@ -155,10 +156,10 @@ func wantReply(t *testing.T, what string, err error, code int, enhanced string) 
 
 // events returns the events handed to the endpoint as work, in no
 // particular order.
-func (e *env) events() []*store.Event {
+func (e *env) events() []*agentowl.Event {
 	e.t.Helper()
 	ctx := context.Background()
-	var out []*store.Event
+	var out []*agentowl.Event
 	err := e.srv.Store().Read(ctx, func(tx store.Tx) error {
 		tn, err := tx.TenantGetByName(ctx, "default")
 		if err != nil {
@@ -185,9 +186,9 @@ func (e *env) events() []*store.Event {
 }
 
 // bySubject returns the one event whose payload has subject.
-func bySubject(t *testing.T, evs []*store.Event, subject string) *store.Event {
+func bySubject(t *testing.T, evs []*agentowl.Event, subject string) *agentowl.Event {
 	t.Helper()
-	var found *store.Event
+	var found *agentowl.Event
 	for _, ev := range evs {
 		if payload(t, ev)["subject"] == subject {
 			if found != nil {
@@ -203,7 +204,7 @@ func bySubject(t *testing.T, evs []*store.Event, subject string) *store.Event {
 }
 
 // payload decodes an event's payload.
-func payload(t *testing.T, ev *store.Event) map[string]any {
+func payload(t *testing.T, ev *agentowl.Event) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(ev.Payload, &m); err != nil {

@@ -22,7 +22,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Config configures the SMTP listener. The message size limit and the
@@ -198,7 +197,7 @@ type session struct {
 
 // target is a binding and the recipients that address it.
 type target struct {
-	binding *store.Binding
+	binding *agentowl.Binding
 	to      []string
 }
 
@@ -294,7 +293,7 @@ func (s *session) Rcpt(to string, _ *gosmtp.RcptOptions) error {
 // the sender's retry is deduplicated at those (ingress.AcceptMail).
 func (s *session) Data(r io.Reader) error {
 	ctx := context.Background()
-	bindings := make([]*store.Binding, 0, len(s.targets))
+	bindings := make([]*agentowl.Binding, 0, len(s.targets))
 	for _, t := range s.targets {
 		bindings = append(bindings, t.binding)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -36,7 +37,7 @@ func (m mail) String() string {
 }
 
 // deliver sends m to rcpt and returns its event.
-func (e *env) deliver(t *testing.T, rcpt string, m mail) *store.Event {
+func (e *env) deliver(t *testing.T, rcpt string, m mail) *agentowl.Event {
 	t.Helper()
 	e.clock.Advance(time.Second)
 	envFrom := m.from
@@ -62,13 +63,13 @@ func TestSMTPThreading(t *testing.T) {
 		if first.FollowUp {
 			t.Fatal("the first message is a follow-up")
 		}
-		same := func(what string, ev *store.Event, want *store.Event) {
+		same := func(what string, ev *agentowl.Event, want *agentowl.Event) {
 			t.Helper()
 			if ev.ConversationID != want.ConversationID || !ev.FollowUp {
 				t.Errorf("%s: conversation %s (follow-up %v), want %s", what, ev.ConversationID, ev.FollowUp, want.ConversationID)
 			}
 		}
-		fresh := func(what string, ev *store.Event, others ...*store.Event) {
+		fresh := func(what string, ev *agentowl.Event, others ...*agentowl.Event) {
 			t.Helper()
 			for _, o := range others {
 				if ev.ConversationID == o.ConversationID || ev.FollowUp {

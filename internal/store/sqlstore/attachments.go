@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 )
 
 // ---- attachments
@@ -14,8 +14,8 @@ import (
 const attachmentCols = `id, tenant_id, event_id, position, name, size, sha256, content_id, declared_type, sniffed_type, inline,
 	blob_key, blocked, created_at, expires_at, deleted_at, missing_at`
 
-func scanAttachment(s scanner) (*store.Attachment, error) {
-	var v store.Attachment
+func scanAttachment(s scanner) (*agentowl.Attachment, error) {
+	var v agentowl.Attachment
 	var blobKey, blocked sql.NullString
 	var inline int
 	var created, expires int64
@@ -29,7 +29,7 @@ func scanAttachment(s scanner) (*store.Attachment, error) {
 	return &v, nil
 }
 
-func (t *tx) AttachmentCreate(ctx context.Context, v *store.Attachment) error {
+func (t *tx) AttachmentCreate(ctx context.Context, v *agentowl.Attachment) error {
 	_, err := t.exec(ctx, `INSERT INTO attachments (`+attachmentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.EventID, v.Position, v.Name, v.Size, nullBytes(v.SHA256), v.ContentID, v.DeclaredType, v.SniffedType,
 		boolInt(v.Inline), nullStr(v.BlobKey), nullStr(v.Blocked), ts(v.CreatedAt), ts(v.ExpiresAt), nullTS(v.DeletedAt),
@@ -37,11 +37,11 @@ func (t *tx) AttachmentCreate(ctx context.Context, v *store.Attachment) error {
 	return err
 }
 
-func (t *tx) AttachmentGet(ctx context.Context, id string) (*store.Attachment, error) {
+func (t *tx) AttachmentGet(ctx context.Context, id string) (*agentowl.Attachment, error) {
 	return one(t.queryRow(ctx, `SELECT `+attachmentCols+` FROM attachments WHERE id = ?`, id), scanAttachment)
 }
 
-func (t *tx) AttachmentListByEvent(ctx context.Context, eventID string) ([]*store.Attachment, error) {
+func (t *tx) AttachmentListByEvent(ctx context.Context, eventID string) ([]*agentowl.Attachment, error) {
 	rows, err := t.query(ctx, `SELECT `+attachmentCols+` FROM attachments WHERE event_id = ? ORDER BY position`, eventID)
 	return all(rows, err, scanAttachment)
 }
@@ -52,7 +52,7 @@ func (t *tx) AttachmentSetMissing(ctx context.Context, id string, at time.Time) 
 	return err
 }
 
-func (t *tx) AttachmentDue(ctx context.Context, now time.Time, limit int) ([]*store.Attachment, error) {
+func (t *tx) AttachmentDue(ctx context.Context, now time.Time, limit int) ([]*agentowl.Attachment, error) {
 	rows, err := t.query(ctx, `SELECT `+attachmentCols+` FROM attachments
 		WHERE blob_key IS NOT NULL AND deleted_at IS NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`, ts(now), limit)
 	return all(rows, err, scanAttachment)
@@ -65,7 +65,7 @@ func (t *tx) AttachmentSetDeleted(ctx context.Context, id string, at time.Time) 
 
 // ---- uploads
 
-func (t *tx) AttachmentUploadCreate(ctx context.Context, v *store.AttachmentUpload) error {
+func (t *tx) AttachmentUploadCreate(ctx context.Context, v *agentowl.AttachmentUpload) error {
 	_, err := t.exec(ctx, `INSERT INTO attachment_uploads (id, tenant_id, started_at) VALUES (?, ?, ?)`,
 		v.ID, v.TenantID, ts(v.StartedAt))
 	return err
@@ -86,11 +86,11 @@ func (t *tx) AttachmentUploadDelete(ctx context.Context, id string) error {
 	return t.execOne(ctx, `DELETE FROM attachment_uploads WHERE id = ?`, id)
 }
 
-func (t *tx) AttachmentUploadStale(ctx context.Context, before time.Time, limit int) ([]*store.AttachmentUpload, error) {
+func (t *tx) AttachmentUploadStale(ctx context.Context, before time.Time, limit int) ([]*agentowl.AttachmentUpload, error) {
 	rows, err := t.query(ctx, `SELECT id, tenant_id, started_at, abandoned_at FROM attachment_uploads
 		WHERE started_at < ? OR abandoned_at IS NOT NULL ORDER BY started_at LIMIT ?`, ts(before), limit)
-	return all(rows, err, func(s scanner) (*store.AttachmentUpload, error) {
-		var v store.AttachmentUpload
+	return all(rows, err, func(s scanner) (*agentowl.AttachmentUpload, error) {
+		var v agentowl.AttachmentUpload
 		var started int64
 		var abandoned sql.NullInt64
 		if err := s.Scan(&v.ID, &v.TenantID, &started, &abandoned); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -15,8 +16,8 @@ const attentionCols = `id, tenant_id, kind, status, resolution, work_id, endpoin
 	allowed_decisions, action_description, action_digest, expires_at, content_hash, request, summary, assignee,
 	acknowledged_at, resolved_at, created_at, updated_at, message_id, overdue_rule, overdue_sequence`
 
-func scanAttention(s scanner) (*store.AttentionItem, error) {
-	var v store.AttentionItem
+func scanAttention(s scanner) (*agentowl.AttentionItem, error) {
+	var v agentowl.AttentionItem
 	var status string
 	var resolution, requestID, prompt, allowed, actionDesc, actionDigest, request, summary, assignee, message, rule sql.NullString
 	var revision, expires, acked, resolved, overdueSeq sql.NullInt64
@@ -26,7 +27,7 @@ func scanAttention(s scanner) (*store.AttentionItem, error) {
 		&acked, &resolved, &created, &updated, &message, &rule, &overdueSeq); err != nil {
 		return nil, err
 	}
-	v.Status, v.Resolution, v.RequestID, v.Revision = store.AttentionStatus(status), resolution.String, requestID.String, revision.Int64
+	v.Status, v.Resolution, v.RequestID, v.Revision = agentowl.AttentionStatus(status), resolution.String, requestID.String, revision.Int64
 	v.Prompt, v.ActionDescription, v.ActionDigest = prompt.String, actionDesc.String, actionDigest.String
 	v.AllowedDecisions = strings.Fields(allowed.String)
 	if request.Valid {
@@ -46,7 +47,7 @@ func nullRevision(v int64, valid bool) any {
 	return v
 }
 
-func (t *tx) AttentionCreate(ctx context.Context, v *store.AttentionItem) error {
+func (t *tx) AttentionCreate(ctx context.Context, v *agentowl.AttentionItem) error {
 	isRequest := v.RequestID != ""
 	var request any
 	if v.Request != nil {
@@ -61,22 +62,22 @@ func (t *tx) AttentionCreate(ctx context.Context, v *store.AttentionItem) error 
 		nullStr(v.OverdueRule), nullRevision(v.OverdueSequence, v.OverdueRule != ""))
 }
 
-func (t *tx) AttentionGet(ctx context.Context, id string) (*store.AttentionItem, error) {
+func (t *tx) AttentionGet(ctx context.Context, id string) (*agentowl.AttentionItem, error) {
 	return one(t.queryRow(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE id = ?`, id), scanAttention)
 }
 
-func (t *tx) AttentionUpdate(ctx context.Context, v *store.AttentionItem) error {
+func (t *tx) AttentionUpdate(ctx context.Context, v *agentowl.AttentionItem) error {
 	return t.execLater(ctx, mustExist, `UPDATE attention_items SET status = ?, resolution = ?, assignee = ?, acknowledged_at = ?,
 		resolved_at = ?, updated_at = ? WHERE id = ?`,
 		string(v.Status), nullStr(v.Resolution), nullStr(v.Assignee), nullTS(v.AcknowledgedAt), nullTS(v.ResolvedAt),
 		ts(v.UpdatedAt), v.ID)
 }
 
-func (t *tx) AttentionList(ctx context.Context, p store.AttentionListParams) ([]*store.AttentionItem, error) {
+func (t *tx) AttentionList(ctx context.Context, p store.AttentionListParams) ([]*agentowl.AttentionItem, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	switch p.Status {
 	case "":
-	case store.AttentionUnresolved:
+	case agentowl.AttentionUnresolved:
 		where = append(where, "status <> 'resolved'")
 	default:
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
@@ -128,10 +129,10 @@ func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, de
 	return c, nil
 }
 
-func (t *tx) DecisionForReceipt(ctx context.Context, workID, decisionID string) (*store.Work, *store.WorkDecision, *store.AttentionItem, error) {
-	var w *store.Work
-	var d *store.WorkDecision
-	var it *store.AttentionItem
+func (t *tx) DecisionForReceipt(ctx context.Context, workID, decisionID string) (*agentowl.Work, *agentowl.WorkDecision, *agentowl.AttentionItem, error) {
+	var w *agentowl.Work
+	var d *agentowl.WorkDecision
+	var it *agentowl.AttentionItem
 	err := t.readGroup(ctx,
 		oneRow(&w, scanWork, t.workByIDForUpdate(), workID),
 		oneRow(&d, scanWorkDecision, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? AND id = ?`, workID, decisionID),
@@ -156,7 +157,7 @@ func (t *tx) AttentionExpire(ctx context.Context, now time.Time) (int, error) {
 	return int(n), err
 }
 
-func (t *tx) MessagesFailedWithoutIncident(ctx context.Context, kinds []string, limit int) ([]*store.Message, error) {
+func (t *tx) MessagesFailedWithoutIncident(ctx context.Context, kinds []string, limit int) ([]*agentowl.OutboxMessage, error) {
 	if len(kinds) == 0 {
 		return nil, nil
 	}
@@ -179,8 +180,8 @@ func (t *tx) MessagesFailedWithoutIncident(ctx context.Context, kinds []string, 
 const decisionCols = `work_id, id, tenant_id, attention_id, request_id, revision, decision, answer, expected_action_digest,
 	content_hash, body, decided_by, decided_at, message_id, receipt_at, receipt_via`
 
-func scanWorkDecision(s scanner) (*store.WorkDecision, error) {
-	var v store.WorkDecision
+func scanWorkDecision(s scanner) (*agentowl.WorkDecision, error) {
+	var v agentowl.WorkDecision
 	var answer, digest, message, via sql.NullString
 	var decided int64
 	var receipt sql.NullInt64
@@ -193,22 +194,22 @@ func scanWorkDecision(s scanner) (*store.WorkDecision, error) {
 	return &v, nil
 }
 
-func (t *tx) WorkDecisionCreate(ctx context.Context, v *store.WorkDecision) error {
+func (t *tx) WorkDecisionCreate(ctx context.Context, v *agentowl.WorkDecision) error {
 	return t.execLater(ctx, nil, `INSERT INTO work_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.WorkID, v.ID, v.TenantID, v.AttentionID, v.RequestID, v.Revision, v.Decision, nullStr(v.Answer),
 		nullStr(v.ExpectedActionDigest), v.ContentHash, v.Body, v.DecidedBy, ts(v.DecidedAt), nullStr(v.MessageID),
 		nullTS(v.ReceiptAt), nullStr(v.ReceiptVia))
 }
 
-func (t *tx) WorkDecisionGet(ctx context.Context, workID, id string) (*store.WorkDecision, error) {
+func (t *tx) WorkDecisionGet(ctx context.Context, workID, id string) (*agentowl.WorkDecision, error) {
 	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? AND id = ?`, workID, id), scanWorkDecision)
 }
 
-func (t *tx) WorkDecisionGetByAttention(ctx context.Context, attentionID string) (*store.WorkDecision, error) {
+func (t *tx) WorkDecisionGetByAttention(ctx context.Context, attentionID string) (*agentowl.WorkDecision, error) {
 	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE attention_id = ?`, attentionID), scanWorkDecision)
 }
 
-func (t *tx) WorkDecisionList(ctx context.Context, workID string) ([]*store.WorkDecision, error) {
+func (t *tx) WorkDecisionList(ctx context.Context, workID string) ([]*agentowl.WorkDecision, error) {
 	rows, err := t.query(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? ORDER BY decided_at, id`, workID)
 	return all(rows, err, scanWorkDecision)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -19,7 +20,7 @@ func listLimit(n int) int {
 	return n
 }
 
-func (t *tx) ConversationList(ctx context.Context, p store.ConversationListParams) ([]*store.Conversation, error) {
+func (t *tx) ConversationList(ctx context.Context, p store.ConversationListParams) ([]*agentowl.Conversation, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	if p.BindingID != "" {
 		where, args = append(where, "binding_id = ?"), append(args, p.BindingID)
@@ -38,7 +39,7 @@ func (t *tx) ConversationList(ctx context.Context, p store.ConversationListParam
 	return all(rows, err, scanConversation)
 }
 
-func (t *tx) EventList(ctx context.Context, p store.EventListParams) ([]*store.Event, error) {
+func (t *tx) EventList(ctx context.Context, p store.EventListParams) ([]*agentowl.Event, error) {
 	where, args := []string{"conversation_id = ?"}, []any{p.ConversationID}
 	if p.After != nil {
 		where, args = append(where, "(received_at, id) > (?, ?)"), append(args, ts(p.After.At), p.After.ID)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"strings"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 )
 
 // SQL of email threading (store.EmailThreads).
 
-func (t *tx) EmailMessageCreate(ctx context.Context, m *store.EmailMessage) error {
+func (t *tx) EmailMessageCreate(ctx context.Context, m *agentowl.EmailMessage) error {
 	_, err := t.exec(ctx, `INSERT INTO email_messages (binding_id, message_id, tenant_id, conversation_id, event_id)
 		VALUES (?, ?, ?, ?, ?)`, m.BindingID, m.MessageID, m.TenantID, m.ConversationID, m.EventID)
 	return err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -15,7 +16,7 @@ import (
 
 // ---- leases
 
-func (t *tx) LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (*store.Lease, error) {
+func (t *tx) LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (*agentowl.Lease, error) {
 	// One statement takes a free or lapsed lease, renews the owner's own and
 	// leaves another live holder's alone; a renewal keeps acquired_at.
 	if _, err := t.exec(ctx, `INSERT INTO maintenance_leases (name, owner, acquired_at, lease_until) VALUES (?, ?, ?, ?)
@@ -35,10 +36,10 @@ func (t *tx) LeaseRelease(ctx context.Context, name, owner string, now time.Time
 	return err
 }
 
-func (t *tx) LeaseGet(ctx context.Context, name string) (*store.Lease, error) {
+func (t *tx) LeaseGet(ctx context.Context, name string) (*agentowl.Lease, error) {
 	return one(t.queryRow(ctx, `SELECT name, owner, acquired_at, lease_until FROM maintenance_leases WHERE name = ?`, name),
-		func(s scanner) (*store.Lease, error) {
-			var l store.Lease
+		func(s scanner) (*agentowl.Lease, error) {
+			var l agentowl.Lease
 			var acquired, until int64
 			if err := s.Scan(&l.Name, &l.Owner, &acquired, &until); err != nil {
 				return nil, err
@@ -50,7 +51,7 @@ func (t *tx) LeaseGet(ctx context.Context, name string) (*store.Lease, error) {
 
 // ---- job records
 
-func (t *tx) JobRecord(ctx context.Context, r *store.JobRun) error {
+func (t *tx) JobRecord(ctx context.Context, r *agentowl.JobRun) error {
 	failed, lastOK := 0, nullTS(nil)
 	if r.Outcome == "error" {
 		failed = 1
@@ -67,11 +68,11 @@ func (t *tx) JobRecord(ctx context.Context, r *store.JobRun) error {
 	return err
 }
 
-func (t *tx) JobList(ctx context.Context) ([]*store.JobRun, error) {
+func (t *tx) JobList(ctx context.Context) ([]*agentowl.JobRun, error) {
 	rows, err := t.query(ctx, `SELECT name, owner, started_at, duration_us, outcome, error, affected, runs, failures, last_ok_at
 		FROM maintenance_jobs ORDER BY name`)
-	return all(rows, err, func(s scanner) (*store.JobRun, error) {
-		var r store.JobRun
+	return all(rows, err, func(s scanner) (*agentowl.JobRun, error) {
+		var r agentowl.JobRun
 		var started, duration int64
 		var msg sql.NullString
 		var lastOK sql.NullInt64
@@ -111,15 +112,15 @@ func (t *tx) OpenWorkScan(ctx context.Context, p store.OpenWorkScanParams) ([]*s
 		if err := s.Scan(&ow.WorkID, &status, &ow.Sequence, &updated, &accept, &report, &input, &delivered, &inputExpired, &rule); err != nil {
 			return nil, err
 		}
-		ow.Status, ow.UpdatedAt, ow.Overdue, ow.OverdueRule = store.WorkStatus(status), fromTS(updated), scanOverdue(accept, report, input), rule.String
+		ow.Status, ow.UpdatedAt, ow.Overdue, ow.OverdueRule = agentowl.WorkStatus(status), fromTS(updated), scanOverdue(accept, report, input), rule.String
 		ow.HandoffDeliveredAt, ow.InputExpiredAt = fromNullTS(delivered), fromNullTS(inputExpired)
 		return &ow, nil
 	})
 }
 
 // scanOverdue reads an endpoint's overdue columns (microseconds; 0/1).
-func scanOverdue(accept, report, input sql.NullInt64) store.EndpointOverdue {
-	var o store.EndpointOverdue
+func scanOverdue(accept, report, input sql.NullInt64) agentowl.EndpointOverdue {
+	var o agentowl.EndpointOverdue
 	if accept.Valid {
 		d := time.Duration(accept.Int64) * time.Microsecond
 		o.AcceptWithin = &d
@@ -136,7 +137,7 @@ func scanOverdue(accept, report, input sql.NullInt64) store.EndpointOverdue {
 }
 
 // overdueArgs is the column values of an endpoint's overdue expectations.
-func overdueArgs(o store.EndpointOverdue) (accept, report, input any) {
+func overdueArgs(o agentowl.EndpointOverdue) (accept, report, input any) {
 	if o.AcceptWithin != nil {
 		accept = o.AcceptWithin.Microseconds()
 	}

@@ -16,8 +16,8 @@ import (
 
 const notificationCols = `id, tenant_id, operator_id, cause_key, kind, cause, subject, endpoint_id, title, created_at, read_at`
 
-func scanNotification(s scanner) (*store.Notification, error) {
-	var v store.Notification
+func scanNotification(s scanner) (*agentowl.Notification, error) {
+	var v agentowl.Notification
 	var created int64
 	var read sql.NullInt64
 	if err := s.Scan(&v.ID, &v.TenantID, &v.OperatorID, &v.CauseKey, &v.Kind, &v.Cause, &v.Subject, &v.EndpointID, &v.Title,
@@ -57,7 +57,7 @@ func (t *tx) NotificationFanOut(ctx context.Context, f *store.NotificationFanOut
 	return err
 }
 
-func (t *tx) NotificationList(ctx context.Context, p store.NotificationListParams) ([]*store.Notification, error) {
+func (t *tx) NotificationList(ctx context.Context, p store.NotificationListParams) ([]*agentowl.Notification, error) {
 	where, args := []string{"operator_id = ?"}, []any{p.OperatorID}
 	if p.UnreadOnly {
 		where = append(where, "read_at IS NULL")
@@ -72,7 +72,7 @@ func (t *tx) NotificationList(ctx context.Context, p store.NotificationListParam
 	return all(rows, err, scanNotification)
 }
 
-func (t *tx) NotificationGet(ctx context.Context, operatorID, id string) (*store.Notification, error) {
+func (t *tx) NotificationGet(ctx context.Context, operatorID, id string) (*agentowl.Notification, error) {
 	return one(t.queryRow(ctx, `SELECT `+notificationCols+` FROM notifications WHERE operator_id = ? AND id = ?`, operatorID, id),
 		scanNotification)
 }
@@ -102,16 +102,16 @@ func (t *tx) NotificationMarkRead(ctx context.Context, operatorID string, ids []
 	return int(n), err
 }
 
-func (t *tx) NotificationMutes(ctx context.Context, operatorID string) ([]store.NotificationMute, error) {
+func (t *tx) NotificationMutes(ctx context.Context, operatorID string) ([]agentowl.NotificationMute, error) {
 	rows, err := t.query(ctx, `SELECT scope, value FROM notification_mutes WHERE operator_id = ? ORDER BY scope, value`, operatorID)
-	return all(rows, err, func(s scanner) (store.NotificationMute, error) {
-		var m store.NotificationMute
+	return all(rows, err, func(s scanner) (agentowl.NotificationMute, error) {
+		var m agentowl.NotificationMute
 		err := s.Scan(&m.Scope, &m.Value)
 		return m, err
 	})
 }
 
-func (t *tx) NotificationSetMutes(ctx context.Context, tenantID, operatorID string, mutes []store.NotificationMute) error {
+func (t *tx) NotificationSetMutes(ctx context.Context, tenantID, operatorID string, mutes []agentowl.NotificationMute) error {
 	if _, err := t.exec(ctx, `DELETE FROM notification_mutes WHERE operator_id = ?`, operatorID); err != nil {
 		return err
 	}
@@ -128,18 +128,18 @@ func (t *tx) NotificationSetMutes(ctx context.Context, tenantID, operatorID stri
 
 const consoleSessionCols = `id, kind, hash, tenant_id, operator_id, token_id, created_at, last_seen_at, expires_at, used_at, revoked_at`
 
-func consoleSessionFields(v *store.ConsoleSessionRecord) ([]any, func()) {
+func consoleSessionFields(v *agentowl.ConsoleSessionRecord) ([]any, func()) {
 	var kind string
 	var created, seen, expires int64
 	var used, revoked sql.NullInt64
 	return []any{&v.ID, &kind, &v.Hash, &v.TenantID, &v.OperatorID, &v.TokenID, &created, &seen, &expires, &used, &revoked}, func() {
-		v.Kind = store.ConsoleSessionKind(kind)
+		v.Kind = agentowl.ConsoleSessionKind(kind)
 		v.CreatedAt, v.LastSeenAt, v.ExpiresAt = fromTS(created), fromTS(seen), fromTS(expires)
 		v.UsedAt, v.RevokedAt = fromNullTS(used), fromNullTS(revoked)
 	}
 }
 
-func (t *tx) ConsoleSessionCreate(ctx context.Context, v *store.ConsoleSessionRecord) error {
+func (t *tx) ConsoleSessionCreate(ctx context.Context, v *agentowl.ConsoleSessionRecord) error {
 	_, err := t.exec(ctx, `INSERT INTO console_sessions (`+consoleSessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, string(v.Kind), v.Hash, v.TenantID, v.OperatorID, v.TokenID, ts(v.CreatedAt), ts(v.LastSeenAt), ts(v.ExpiresAt),
 		nullTS(v.UsedAt), nullTS(v.RevokedAt))
@@ -148,7 +148,7 @@ func (t *tx) ConsoleSessionCreate(ctx context.Context, v *store.ConsoleSessionRe
 
 // after adds the keyset condition of a newest-first list ordered by
 // created_at DESC, id: the rows after cursor c, if any.
-func after(where []string, args []any, c *store.Cursor) ([]string, []any) {
+func after(where []string, args []any, c *agentowl.Cursor) ([]string, []any) {
 	if c == nil {
 		return where, args
 	}
@@ -168,8 +168,8 @@ var sessionWithTokenCols = prefixed("s", consoleSessionCols) + ", " + prefixed("
 
 // ConsoleSessionGetByHash reads the session and its vouching token in one
 // statement: it runs on every console request.
-func (t *tx) ConsoleSessionGetByHash(ctx context.Context, hash []byte) (*store.ConsoleSessionRecord, *agentowl.Token, error) {
-	var s store.ConsoleSessionRecord
+func (t *tx) ConsoleSessionGetByHash(ctx context.Context, hash []byte) (*agentowl.ConsoleSessionRecord, *agentowl.Token, error) {
+	var s agentowl.ConsoleSessionRecord
 	var k agentowl.Token
 	sd, sessionDone := consoleSessionFields(&s)
 	kd, tokenDone := tokenFields(&k)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -79,7 +80,7 @@ func (t *tx) OutboxGet(ctx context.Context, id string) (*store.OutboxEntry, erro
 		scanOutboxEntry)
 }
 
-func (t *tx) MessageRedrive(ctx context.Context, p store.RedriveParams) (*store.Message, error) {
+func (t *tx) MessageRedrive(ctx context.Context, p store.RedriveParams) (*agentowl.OutboxMessage, error) {
 	if len(p.From) == 0 {
 		return nil, store.ErrConflict
 	}
@@ -139,12 +140,12 @@ func (t *tx) DecisionsAwaitingReceipt(ctx context.Context, tenantID string, deci
 		var v store.AwaitingReceipt
 		var state string
 		d, err := scanWorkDecision(scannerFunc(func(dest ...any) error { return s.Scan(append(dest, &v.EndpointID, &state)...) }))
-		v.Decision, v.PushState = d, store.MessageState(state)
+		v.Decision, v.PushState = d, agentowl.MessageState(state)
 		return &v, err
 	})
 }
 
-func (t *tx) WorkByCallbacks(ctx context.Context, tenantID string, min, limit int) ([]*store.Work, error) {
+func (t *tx) WorkByCallbacks(ctx context.Context, tenantID string, min, limit int) ([]*agentowl.Work, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -153,7 +154,7 @@ func (t *tx) WorkByCallbacks(ctx context.Context, tenantID string, min, limit in
 	return all(rows, err, scanWork)
 }
 
-func (t *tx) AttentionByMessage(ctx context.Context, messageID string) (*store.AttentionItem, error) {
+func (t *tx) AttentionByMessage(ctx context.Context, messageID string) (*agentowl.AttentionItem, error) {
 	return one(t.queryRow(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE message_id = ?`, messageID), scanAttention)
 }
 

@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
 // messageCols are the columns a message is written to; messageSelect(a)
 // reads them back (a is the outbox's alias, "" for none), the body with
 // its event's payload put back where MessageCreate took it out
-// (store.PayloadRef; the same expression on both dialects).
+// (agentowl.PayloadRef; the same expression on both dialects).
 const messageCols = `id, tenant_id, kind, destination, subject, body, created_at, deadline_at, state, attempts,
 	next_attempt_at, lease_owner, lease_until, last_status, last_error, ended_at, retain_until, redrives, attempt_base`
 
@@ -43,8 +44,8 @@ var (
 	messageSelectO    = messageSelect("o")
 )
 
-func scanMessage(s scanner) (*store.Message, error) {
-	var m store.Message
+func scanMessage(s scanner) (*agentowl.OutboxMessage, error) {
+	var m agentowl.OutboxMessage
 	var state string
 	var created, deadline, next int64
 	var owner, lastErr sql.NullString
@@ -58,13 +59,13 @@ func scanMessage(s scanner) (*store.Message, error) {
 		// retention keeps every event a message refers to.
 		return nil, fmt.Errorf("outbox message %s: the event its body refers to is gone", m.ID)
 	}
-	m.State, m.LeaseOwner, m.LastError, m.LastStatus = store.MessageState(state), owner.String, lastErr.String, int(status.Int64)
+	m.State, m.LeaseOwner, m.LastError, m.LastStatus = agentowl.MessageState(state), owner.String, lastErr.String, int(status.Int64)
 	m.CreatedAt, m.DeadlineAt, m.NextAttempt = fromTS(created), fromTS(deadline), fromTS(next)
 	m.LeaseUntil, m.EndedAt, m.RetainUntil = fromNullTS(lease), fromNullTS(ended), fromNullTS(retain)
 	return &m, nil
 }
 
-func (t *tx) MessageCreate(ctx context.Context, m *store.Message) error {
+func (t *tx) MessageCreate(ctx context.Context, m *agentowl.OutboxMessage) error {
 	body, event, at := m.Body, any(nil), any(nil)
 	if p := m.Payload; p != nil {
 		if p.EventID == "" || p.At < 0 || p.Len < 0 || p.At+p.Len > len(m.Body) {
@@ -74,7 +75,7 @@ func (t *tx) MessageCreate(ctx context.Context, m *store.Message) error {
 		event, at = p.EventID, p.At
 	}
 	var due any
-	if m.State == store.MessagePending {
+	if m.State == agentowl.MessagePending {
 		due = ts(m.NextAttempt)
 	}
 	return t.execLater(ctx, nil, `INSERT INTO outbox (`+messageCols+`, body_event, body_at, due_since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -90,11 +91,11 @@ func nullInt(v int) any {
 	return v
 }
 
-func (t *tx) MessageGet(ctx context.Context, id string) (*store.Message, error) {
+func (t *tx) MessageGet(ctx context.Context, id string) (*agentowl.OutboxMessage, error) {
 	return one(t.queryRow(ctx, `SELECT `+messageSelectCols+` FROM outbox WHERE id = ?`, id), scanMessage)
 }
 
-func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*store.Message, error) {
+func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*agentowl.OutboxMessage, error) {
 	// The inner ORDER BY matches the outbox_due index so the claim stays an
 	// index range scan however long the queue grows.
 	rows, err := t.query(ctx, `UPDATE outbox SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
@@ -103,7 +104,7 @@ func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*store.Me
 		RETURNING `+messageSelectCols, p.Owner, ts(p.LeaseUntil), ts(p.Now), ts(p.Now), p.Limit)
 	msgs, err := all(rows, err, scanMessage)
 	// RETURNING does not keep the subquery's order; attempts start oldest due first.
-	slices.SortFunc(msgs, func(a, b *store.Message) int {
+	slices.SortFunc(msgs, func(a, b *agentowl.OutboxMessage) int {
 		if c := a.NextAttempt.Compare(b.NextAttempt); c != 0 {
 			return c
 		}
@@ -134,7 +135,7 @@ func (t *tx) MessageFinishAll(ctx context.Context, ps []store.FinishParams) ([]b
 	for _, p := range ps {
 		a := p.Attempt
 		var ended any
-		if p.State != store.MessagePending {
+		if p.State != agentowl.MessagePending {
 			ended = ts(a.EndedAt)
 		}
 		args = append(args, p.ID, string(p.State), ts(p.NextAttempt), nullInt(a.StatusCode), nullStr(a.Error),
@@ -226,7 +227,7 @@ func (t *tx) MessageCancelDestination(ctx context.Context, destination string, n
 	return all(rows, err, scanString)
 }
 
-func (t *tx) MessageList(ctx context.Context, p store.MessageListParams) ([]*store.Message, error) {
+func (t *tx) MessageList(ctx context.Context, p store.MessageListParams) ([]*agentowl.OutboxMessage, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	if p.Subject != "" {
 		where, args = append(where, "subject = ?"), append(args, p.Subject)
@@ -246,11 +247,11 @@ func (t *tx) MessageList(ctx context.Context, p store.MessageListParams) ([]*sto
 	return all(rows, err, scanMessage)
 }
 
-func (t *tx) AttemptList(ctx context.Context, eventID string) ([]*store.Attempt, error) {
+func (t *tx) AttemptList(ctx context.Context, eventID string) ([]*agentowl.Attempt, error) {
 	rows, err := t.query(ctx, `SELECT event_id, n, url, started_at, ended_at, status_code, error FROM outbox_attempts
 		WHERE event_id = ? ORDER BY n`, eventID)
-	return all(rows, err, func(s scanner) (*store.Attempt, error) {
-		var a store.Attempt
+	return all(rows, err, func(s scanner) (*agentowl.Attempt, error) {
+		var a agentowl.Attempt
 		var started, ended int64
 		var status sql.NullInt64
 		var errText sql.NullString
@@ -262,15 +263,15 @@ func (t *tx) AttemptList(ctx context.Context, eventID string) ([]*store.Attempt,
 	})
 }
 
-func (t *tx) MessageStats(ctx context.Context, now time.Time) ([]*store.QueueStats, error) {
+func (t *tx) MessageStats(ctx context.Context, now time.Time) ([]*agentowl.QueueStats, error) {
 	// The surface is the destination's kind; the CASE is portable where a
 	// string search function is not.
 	rows, err := t.query(ctx, `SELECT CASE WHEN destination LIKE 'instance:%' THEN 'instance'
 			WHEN destination LIKE 'endpoint:%' THEN 'endpoint' WHEN destination LIKE 'decision:%' THEN 'decision' ELSE 'other' END AS surface,
 			count(*), min(created_at), min(CASE WHEN due_since <= ? THEN due_since END)
 		FROM outbox WHERE state = 'pending' GROUP BY 1 ORDER BY 1`, ts(now))
-	return all(rows, err, func(s scanner) (*store.QueueStats, error) {
-		var q store.QueueStats
+	return all(rows, err, func(s scanner) (*agentowl.QueueStats, error) {
+		var q agentowl.QueueStats
 		var created int64
 		var due sql.NullInt64
 		err := s.Scan(&q.Surface, &q.Pending, &created, &due)

@@ -279,19 +279,19 @@ func (t *tx) InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Ins
 const idempotencyByKey = `SELECT scope, operation, key, input_hash, resource_id, response, created_at, retain_until
 	FROM idempotency_keys WHERE scope = ? AND operation = ? AND key = ?`
 
-func (t *tx) IdempotencyGet(ctx context.Context, scope, operation, key string) (*store.Idempotency, error) {
+func (t *tx) IdempotencyGet(ctx context.Context, scope, operation, key string) (*agentowl.Idempotency, error) {
 	return one(t.queryRow(ctx, idempotencyByKey, scope, operation, key), scanIdempotency)
 }
 
-func scanIdempotency(s scanner) (*store.Idempotency, error) {
-	var v store.Idempotency
+func scanIdempotency(s scanner) (*agentowl.Idempotency, error) {
+	var v agentowl.Idempotency
 	var created, retain int64
 	err := s.Scan(&v.Scope, &v.Operation, &v.Key, &v.InputHash, &v.ResourceID, &v.Response, &created, &retain)
 	v.CreatedAt, v.RetainUntil = fromTS(created), fromTS(retain)
 	return &v, err
 }
 
-func (t *tx) IdempotencyCreate(ctx context.Context, v *store.Idempotency) error {
+func (t *tx) IdempotencyCreate(ctx context.Context, v *agentowl.Idempotency) error {
 	return t.execLater(ctx, nil, `INSERT INTO idempotency_keys (scope, operation, key, input_hash, resource_id, response, created_at, retain_until)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, v.Scope, v.Operation, v.Key, v.InputHash, v.ResourceID, v.Response,
 		ts(v.CreatedAt), ts(v.RetainUntil))
@@ -405,10 +405,10 @@ func (t *tx) RequestGetShared(ctx context.Context, id string) (*agentowl.Approva
 	return r, inst, err
 }
 
-func (t *tx) RequestGetSharedRecord(ctx context.Context, id, operation, key string) (*agentowl.ApprovalRequest, *agentowl.Instance, *store.Idempotency, error) {
+func (t *tx) RequestGetSharedRecord(ctx context.Context, id, operation, key string) (*agentowl.ApprovalRequest, *agentowl.Instance, *agentowl.Idempotency, error) {
 	var r *agentowl.ApprovalRequest
 	var inst *agentowl.Instance
-	var rec *store.Idempotency
+	var rec *agentowl.Idempotency
 	lock := ""
 	if t.db.dialect.ForShare != "" {
 		lock = t.db.dialect.ForShare + " OF i"
@@ -570,17 +570,17 @@ func (t *tx) AuditList(ctx context.Context, p store.AuditListParams) ([]*agentow
 
 // ---- AAP acknowledgements
 
-func (t *tx) AAPAckSet(ctx context.Context, a *store.AAPAck) error {
+func (t *tx) AAPAckSet(ctx context.Context, a *agentowl.AAPAck) error {
 	_, err := t.exec(ctx, `INSERT INTO aap_acks (request_id, tenant_id, assignee, acknowledged_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (request_id) DO UPDATE SET assignee = excluded.assignee, acknowledged_at = excluded.acknowledged_at`,
 		a.RequestID, a.TenantID, a.Assignee, ts(a.At))
 	return err
 }
 
-func (t *tx) AAPAckGet(ctx context.Context, requestID string) (*store.AAPAck, error) {
+func (t *tx) AAPAckGet(ctx context.Context, requestID string) (*agentowl.AAPAck, error) {
 	return one(t.queryRow(ctx, `SELECT request_id, tenant_id, assignee, acknowledged_at FROM aap_acks WHERE request_id = ?`, requestID),
-		func(s scanner) (*store.AAPAck, error) {
-			var a store.AAPAck
+		func(s scanner) (*agentowl.AAPAck, error) {
+			var a agentowl.AAPAck
 			var at int64
 			err := s.Scan(&a.RequestID, &a.TenantID, &a.Assignee, &at)
 			a.At = fromTS(at)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 )
 
 func (t *tx) SlotsMake(ctx context.Context, key string, limit int) error {
@@ -25,8 +25,8 @@ func (t *tx) SlotLease(ctx context.Context, key, owner string, limit, n int, now
 	})
 }
 
-func (t *tx) SlotRenew(ctx context.Context, owner string, slots []store.Slot, now, until time.Time) ([]store.Slot, error) {
-	var kept []store.Slot
+func (t *tx) SlotRenew(ctx context.Context, owner string, slots []agentowl.Slot, now, until time.Time) ([]agentowl.Slot, error) {
+	var kept []agentowl.Slot
 	for _, s := range slots {
 		res, err := t.exec(ctx, `UPDATE delivery_slots SET lease_until = ?
 			WHERE key = ? AND slot = ? AND owner = ? AND lease_until = ? AND lease_until > ?`,
@@ -37,13 +37,13 @@ func (t *tx) SlotRenew(ctx context.Context, owner string, slots []store.Slot, no
 		if n, err := res.RowsAffected(); err != nil {
 			return nil, err
 		} else if n == 1 {
-			kept = append(kept, store.Slot{Key: s.Key, N: s.N, Until: until})
+			kept = append(kept, agentowl.Slot{Key: s.Key, N: s.N, Until: until})
 		}
 	}
 	return kept, nil
 }
 
-func (t *tx) SlotRelease(ctx context.Context, owner string, slots []store.Slot) error {
+func (t *tx) SlotRelease(ctx context.Context, owner string, slots []agentowl.Slot) error {
 	for _, s := range slots {
 		if _, err := t.exec(ctx, `UPDATE delivery_slots SET owner = NULL WHERE key = ? AND slot = ? AND owner = ? AND lease_until = ?`,
 			s.Key, s.N, owner, ts(s.Until)); err != nil {
@@ -53,7 +53,7 @@ func (t *tx) SlotRelease(ctx context.Context, owner string, slots []store.Slot) 
 	return nil
 }
 
-func (t *tx) EngineReport(ctx context.Context, r *store.EngineReport, forgetBefore time.Time) error {
+func (t *tx) EngineReport(ctx context.Context, r *agentowl.EngineReport, forgetBefore time.Time) error {
 	if _, err := t.exec(ctx, `DELETE FROM delivery_engines WHERE seen_at < ?`, ts(forgetBefore)); err != nil {
 		return err
 	}
@@ -70,11 +70,11 @@ func (t *tx) EngineGone(ctx context.Context, owner string) error {
 	return err
 }
 
-func (t *tx) EngineList(ctx context.Context) ([]*store.EngineReport, error) {
+func (t *tx) EngineList(ctx context.Context) ([]*agentowl.EngineReport, error) {
 	rows, err := t.query(ctx, `SELECT owner, started_at, seen_at, attempts, slots_busy, slots_idle, slots_stale, slots_reclaimed
 		FROM delivery_engines ORDER BY owner`)
-	return all(rows, err, func(s scanner) (*store.EngineReport, error) {
-		var r store.EngineReport
+	return all(rows, err, func(s scanner) (*agentowl.EngineReport, error) {
+		var r agentowl.EngineReport
 		var started, seen int64
 		err := s.Scan(&r.Owner, &started, &seen, &r.Attempts, &r.SlotsBusy, &r.SlotsIdle, &r.SlotsStale, &r.SlotsReclaimed)
 		r.StartedAt, r.SeenAt = fromTS(started), fromTS(seen)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -41,8 +42,8 @@ func nullJSON(raw json.RawMessage) any {
 const endpointCols = `id, tenant_id, name, url, agent_work, signing_secret, decision_url, decision_secret,
 	created_at, updated_at, deleted_at, overdue_accept_within, overdue_report_interval, overdue_input_expiry`
 
-func scanEndpoint(s scanner) (*store.Endpoint, error) {
-	var v store.Endpoint
+func scanEndpoint(s scanner) (*agentowl.Endpoint, error) {
+	var v agentowl.Endpoint
 	var agentWork int
 	var decisionURL sql.NullString
 	var created, updated int64
@@ -57,7 +58,7 @@ func scanEndpoint(s scanner) (*store.Endpoint, error) {
 	return &v, nil
 }
 
-func (t *tx) EndpointCreate(ctx context.Context, v *store.Endpoint) error {
+func (t *tx) EndpointCreate(ctx context.Context, v *agentowl.Endpoint) error {
 	accept, report, input := overdueArgs(v.Overdue)
 	_, err := t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
@@ -65,11 +66,11 @@ func (t *tx) EndpointCreate(ctx context.Context, v *store.Endpoint) error {
 	return err
 }
 
-func (t *tx) EndpointGet(ctx context.Context, id string) (*store.Endpoint, error) {
+func (t *tx) EndpointGet(ctx context.Context, id string) (*agentowl.Endpoint, error) {
 	return one(t.queryRow(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE id = ?`, id), scanEndpoint)
 }
 
-func (t *tx) EndpointUpdate(ctx context.Context, v *store.Endpoint) error {
+func (t *tx) EndpointUpdate(ctx context.Context, v *agentowl.Endpoint) error {
 	accept, report, input := overdueArgs(v.Overdue)
 	return t.execOne(ctx, `UPDATE endpoints SET name = ?, url = ?, agent_work = ?, signing_secret = ?, decision_url = ?,
 		decision_secret = ?, updated_at = ?, deleted_at = ?, overdue_accept_within = ?, overdue_report_interval = ?,
@@ -78,7 +79,7 @@ func (t *tx) EndpointUpdate(ctx context.Context, v *store.Endpoint) error {
 		ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input, v.ID)
 }
 
-func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*store.Endpoint, error) {
+func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*agentowl.Endpoint, error) {
 	rows, err := t.query(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE tenant_id = ? AND deleted_at IS NULL
 		ORDER BY created_at, id`, tenantID)
 	return all(rows, err, scanEndpoint)
@@ -88,8 +89,8 @@ func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*store.Endpoi
 
 const runtimeCredentialCols = `id, tenant_id, endpoint_id, hash, label, scopes, created_at, expires_at, revoked_at`
 
-func scanRuntimeCredential(s scanner) (*store.RuntimeCredential, error) {
-	var v store.RuntimeCredential
+func scanRuntimeCredential(s scanner) (*agentowl.RuntimeCredential, error) {
+	var v agentowl.RuntimeCredential
 	var scopes string
 	var created, expires int64
 	var revoked sql.NullInt64
@@ -101,22 +102,22 @@ func scanRuntimeCredential(s scanner) (*store.RuntimeCredential, error) {
 	return &v, nil
 }
 
-func (t *tx) RuntimeCredentialCreate(ctx context.Context, v *store.RuntimeCredential) error {
+func (t *tx) RuntimeCredentialCreate(ctx context.Context, v *agentowl.RuntimeCredential) error {
 	_, err := t.exec(ctx, `INSERT INTO runtime_credentials (`+runtimeCredentialCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.EndpointID, v.Hash, v.Label, strings.Join(v.Scopes, " "), ts(v.CreatedAt), ts(v.ExpiresAt),
 		nullTS(v.RevokedAt))
 	return err
 }
 
-func (t *tx) RuntimeCredentialGetByHash(ctx context.Context, hash []byte) (*store.RuntimeCredential, error) {
+func (t *tx) RuntimeCredentialGetByHash(ctx context.Context, hash []byte) (*agentowl.RuntimeCredential, error) {
 	return one(t.queryRow(ctx, `SELECT `+runtimeCredentialCols+` FROM runtime_credentials WHERE hash = ?`, hash), scanRuntimeCredential)
 }
 
-func (t *tx) RuntimeCredentialGet(ctx context.Context, id string) (*store.RuntimeCredential, error) {
+func (t *tx) RuntimeCredentialGet(ctx context.Context, id string) (*agentowl.RuntimeCredential, error) {
 	return one(t.queryRow(ctx, `SELECT `+runtimeCredentialCols+` FROM runtime_credentials WHERE id = ?`, id), scanRuntimeCredential)
 }
 
-func (t *tx) RuntimeCredentialList(ctx context.Context, endpointID string) ([]*store.RuntimeCredential, error) {
+func (t *tx) RuntimeCredentialList(ctx context.Context, endpointID string) ([]*agentowl.RuntimeCredential, error) {
 	rows, err := t.query(ctx, `SELECT `+runtimeCredentialCols+` FROM runtime_credentials WHERE endpoint_id = ?
 		ORDER BY created_at, id`, endpointID)
 	return all(rows, err, scanRuntimeCredential)
@@ -141,8 +142,8 @@ func (t *tx) RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID s
 const bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, address, provider_secret,
 	created_at, deleted_at`
 
-func scanBinding(s scanner) (*store.Binding, error) {
-	var v store.Binding
+func scanBinding(s scanner) (*agentowl.Binding, error) {
+	var v agentowl.Binding
 	var address sql.NullString
 	var created int64
 	var deleted sql.NullInt64
@@ -154,14 +155,14 @@ func scanBinding(s scanner) (*store.Binding, error) {
 	return &v, nil
 }
 
-func (t *tx) BindingCreate(ctx context.Context, v *store.Binding) error {
+func (t *tx) BindingCreate(ctx context.Context, v *agentowl.Binding) error {
 	_, err := t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, nullBytes(v.TokenHash), nullBytes(v.SigningSecret),
 		nullStr(v.Address), nullBytes(v.ProviderSecret), ts(v.CreatedAt), nullTS(v.DeletedAt))
 	return err
 }
 
-func (t *tx) BindingGet(ctx context.Context, id string) (*store.Binding, error) {
+func (t *tx) BindingGet(ctx context.Context, id string) (*agentowl.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE id = ?`, id), scanBinding)
 }
 
@@ -171,7 +172,7 @@ var bindingRouteCols = qualified(bindingCols, "b") + `, ` + qualified(endpointCo
 func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time, openKey string) (*store.Route, error) {
 	r := &store.Route{}
 	var cred sql.NullString
-	reads := []groupRead{oneRow(&r.Binding, func(s scanner) (*store.Binding, error) {
+	reads := []groupRead{oneRow(&r.Binding, func(s scanner) (*agentowl.Binding, error) {
 		// The binding's columns, then the endpoint's, then the credential.
 		return scanBinding(scannerFunc(func(dest ...any) error {
 			var err error
@@ -203,7 +204,7 @@ func (t *tx) RuntimeCredentialNewest(ctx context.Context, endpointID, scope stri
 
 // newestCredential is the subquery of RuntimeCredentialNewest for the
 // endpoint ID endpoint (a column or "?"); its other arguments are now and
-// scopeWord(scope). Active is store.RuntimeCredential.Active: not revoked,
+// scopeWord(scope). Active is agentowl.RuntimeCredential.Active: not revoked,
 // not expired; the store suite checks both on the same cases. (Not LIKE:
 // SQLite prepares a statement again whenever a LIKE pattern is bound.)
 func (t *tx) newestCredential(endpoint string) string {
@@ -215,17 +216,17 @@ func (t *tx) newestCredential(endpoint string) string {
 // scopeWord is scope as a whole word of a space-separated list.
 func scopeWord(scope string) string { return " " + scope + " " }
 
-func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*store.Binding, error) {
+func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*agentowl.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE token_hash = ? AND deleted_at IS NULL`, tokenHash),
 		scanBinding)
 }
 
-func (t *tx) BindingGetByAddress(ctx context.Context, address string) (*store.Binding, error) {
+func (t *tx) BindingGetByAddress(ctx context.Context, address string) (*agentowl.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE address = ? AND deleted_at IS NULL`, address),
 		scanBinding)
 }
 
-func (t *tx) BindingList(ctx context.Context, tenantID string) ([]*store.Binding, error) {
+func (t *tx) BindingList(ctx context.Context, tenantID string) ([]*agentowl.Binding, error) {
 	rows, err := t.query(ctx, `SELECT `+bindingCols+` FROM bindings WHERE tenant_id = ? AND deleted_at IS NULL
 		ORDER BY created_at, id`, tenantID)
 	return all(rows, err, scanBinding)
@@ -250,8 +251,8 @@ func (t *tx) BindingCountByEndpoint(ctx context.Context, endpointID string) (int
 const conversationCols = `id, tenant_id, binding_id, channel, key, status, runtime_session_id, created_at, last_event_at,
 	ended_at`
 
-func scanConversation(s scanner) (*store.Conversation, error) {
-	var v store.Conversation
+func scanConversation(s scanner) (*agentowl.Conversation, error) {
+	var v agentowl.Conversation
 	var key, session sql.NullString
 	var created, last int64
 	var ended sql.NullInt64
@@ -264,20 +265,20 @@ func scanConversation(s scanner) (*store.Conversation, error) {
 	return &v, nil
 }
 
-func (t *tx) ConversationCreate(ctx context.Context, v *store.Conversation) error {
+func (t *tx) ConversationCreate(ctx context.Context, v *agentowl.Conversation) error {
 	return t.execLater(ctx, nil, `INSERT INTO conversations (`+conversationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.BindingID, v.Channel, nullStr(v.Key), v.Status, nullStr(v.RuntimeSessionID), ts(v.CreatedAt),
 		ts(v.LastEventAt), nullTS(v.EndedAt))
 }
 
-func (t *tx) ConversationGet(ctx context.Context, id string) (*store.Conversation, error) {
+func (t *tx) ConversationGet(ctx context.Context, id string) (*agentowl.Conversation, error) {
 	return one(t.queryRow(ctx, `SELECT `+conversationCols+` FROM conversations WHERE id = ?`, id), scanConversation)
 }
 
 const conversationOpenByKey = `SELECT ` + conversationCols + ` FROM conversations
 	WHERE binding_id = ? AND key = ? AND status = 'open'`
 
-func (t *tx) ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*store.Conversation, error) {
+func (t *tx) ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*agentowl.Conversation, error) {
 	return one(t.queryRow(ctx, conversationOpenByKey, bindingID, key), scanConversation)
 }
 
@@ -313,8 +314,8 @@ func (t *tx) ConversationSetSession(ctx context.Context, id, sessionID string) e
 const eventCols = `id, tenant_id, binding_id, conversation_id, channel, sender, received_at, headers, payload,
 	attachments, dedupe_key, follow_up`
 
-func scanEvent(s scanner) (*store.Event, error) {
-	var v store.Event
+func scanEvent(s scanner) (*agentowl.Event, error) {
+	var v agentowl.Event
 	var headers, attachments string
 	var received int64
 	var dedupe sql.NullString
@@ -330,7 +331,7 @@ func scanEvent(s scanner) (*store.Event, error) {
 	return &v, nil
 }
 
-func (t *tx) EventCreate(ctx context.Context, v *store.Event) error {
+func (t *tx) EventCreate(ctx context.Context, v *agentowl.Event) error {
 	headers, err := json.Marshal(v.Headers)
 	if err != nil {
 		return err
@@ -344,11 +345,11 @@ func (t *tx) EventCreate(ctx context.Context, v *store.Event) error {
 		[]byte(v.Payload), attachments, nullStr(v.DedupeKey), boolInt(v.FollowUp))
 }
 
-func (t *tx) EventGet(ctx context.Context, id string) (*store.Event, error) {
+func (t *tx) EventGet(ctx context.Context, id string) (*agentowl.Event, error) {
 	return one(t.queryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = ?`, id), scanEvent)
 }
 
-func (t *tx) EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*store.Event, error) {
+func (t *tx) EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*agentowl.Event, error) {
 	return one(t.queryRow(ctx, `SELECT `+eventCols+` FROM events WHERE binding_id = ? AND dedupe_key = ?`, bindingID, key),
 		scanEvent)
 }
@@ -358,8 +359,8 @@ func (t *tx) EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*s
 const workCols = `id, tenant_id, endpoint_id, conversation_id, event_id, generation, replay_of, delivery_id, credential_id,
 	status, sequence, runtime_session_id, result_summary, result_url, requests, error, callbacks, created_at, updated_at, ended_at`
 
-func scanWork(s scanner) (*store.Work, error) {
-	var v store.Work
+func scanWork(s scanner) (*agentowl.Work, error) {
+	var v agentowl.Work
 	var replayOf, credential, session, summary, resultURL, requests, errJSON sql.NullString
 	var status string
 	var created, updated int64
@@ -369,7 +370,7 @@ func scanWork(s scanner) (*store.Work, error) {
 		&created, &updated, &ended); err != nil {
 		return nil, err
 	}
-	v.ReplayOf, v.CredentialID, v.Status = replayOf.String, credential.String, store.WorkStatus(status)
+	v.ReplayOf, v.CredentialID, v.Status = replayOf.String, credential.String, agentowl.WorkStatus(status)
 	v.RuntimeSessionID, v.ResultSummary, v.ResultURL = session.String, summary.String, resultURL.String
 	if requests.Valid {
 		v.Requests = json.RawMessage(requests.String)
@@ -381,7 +382,7 @@ func scanWork(s scanner) (*store.Work, error) {
 	return &v, nil
 }
 
-func (t *tx) WorkCreate(ctx context.Context, v *store.Work) error {
+func (t *tx) WorkCreate(ctx context.Context, v *agentowl.Work) error {
 	return t.execLater(ctx, nil, `INSERT INTO work (`+workCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.TenantID, v.EndpointID, v.ConversationID, v.EventID, v.Generation, nullStr(v.ReplayOf), v.DeliveryID,
 		nullStr(v.CredentialID), string(v.Status), v.Sequence, nullStr(v.RuntimeSessionID), nullStr(v.ResultSummary),
@@ -396,22 +397,22 @@ const workByID = `SELECT ` + workCols + ` FROM work WHERE id = ?`
 // it so first.
 func (t *tx) workByIDForUpdate() string { return workByID + t.db.dialect.ForUpdate }
 
-func (t *tx) WorkGet(ctx context.Context, id string) (*store.Work, error) {
+func (t *tx) WorkGet(ctx context.Context, id string) (*agentowl.Work, error) {
 	return one(t.queryRow(ctx, workByID, id), scanWork)
 }
 
-func (t *tx) WorkGetForUpdate(ctx context.Context, id string) (*store.Work, error) {
+func (t *tx) WorkGetForUpdate(ctx context.Context, id string) (*agentowl.Work, error) {
 	return one(t.queryRow(ctx, t.workByIDForUpdate(), id), scanWork)
 }
 
-func (t *tx) WorkUpdate(ctx context.Context, v *store.Work) error {
+func (t *tx) WorkUpdate(ctx context.Context, v *agentowl.Work) error {
 	return t.execLater(ctx, mustExist, `UPDATE work SET status = ?, sequence = ?, runtime_session_id = ?, result_summary = ?, result_url = ?,
 		requests = ?, error = ?, callbacks = ?, updated_at = ?, ended_at = ? WHERE id = ?`,
 		string(v.Status), v.Sequence, nullStr(v.RuntimeSessionID), nullStr(v.ResultSummary), nullStr(v.ResultURL),
 		nullJSON(v.Requests), nullJSON(v.Error), v.Callbacks, ts(v.UpdatedAt), nullTS(v.EndedAt), v.ID)
 }
 
-func (t *tx) WorkList(ctx context.Context, p store.WorkListParams) ([]*store.Work, error) {
+func (t *tx) WorkList(ctx context.Context, p store.WorkListParams) ([]*agentowl.Work, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	if p.Status != "" {
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
@@ -432,7 +433,7 @@ func (t *tx) WorkList(ctx context.Context, p store.WorkListParams) ([]*store.Wor
 	return all(rows, err, scanWork)
 }
 
-func (t *tx) WorkByEvent(ctx context.Context, eventID string) ([]*store.Work, error) {
+func (t *tx) WorkByEvent(ctx context.Context, eventID string) ([]*agentowl.Work, error) {
 	rows, err := t.query(ctx, `SELECT `+workCols+` FROM work WHERE event_id = ? ORDER BY created_at, generation, id`, eventID)
 	return all(rows, err, scanWork)
 }
@@ -449,8 +450,8 @@ func (t *tx) WorkMaxGeneration(ctx context.Context, eventID, endpointID string) 
 const callbackCols = `work_id, callback_id, sequence, status, occurred_at, runtime_session_id, body, body_hash, stale,
 	work_status, credential_id, recorded_at`
 
-func scanCallback(s scanner) (*store.Callback, error) {
-	var v store.Callback
+func scanCallback(s scanner) (*agentowl.Callback, error) {
+	var v agentowl.Callback
 	var status, workStatus string
 	var session sql.NullString
 	var stale int
@@ -459,31 +460,31 @@ func scanCallback(s scanner) (*store.Callback, error) {
 		&workStatus, &v.CredentialID, &recorded); err != nil {
 		return nil, err
 	}
-	v.Status, v.WorkStatus, v.RuntimeSessionID = store.WorkStatus(status), store.WorkStatus(workStatus), session.String
+	v.Status, v.WorkStatus, v.RuntimeSessionID = agentowl.WorkStatus(status), agentowl.WorkStatus(workStatus), session.String
 	v.Stale, v.RecordedAt = stale != 0, fromTS(recorded)
 	return &v, nil
 }
 
-func (t *tx) CallbackCreate(ctx context.Context, v *store.Callback) error {
+func (t *tx) CallbackCreate(ctx context.Context, v *agentowl.Callback) error {
 	return t.execLater(ctx, nil, `INSERT INTO work_callbacks (`+callbackCols+`, seq)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM work_callbacks WHERE work_id = ?))`,
 		v.WorkID, v.CallbackID, v.Sequence, string(v.Status), v.OccurredAt, nullStr(v.RuntimeSessionID), v.Body, v.BodyHash,
 		boolInt(v.Stale), string(v.WorkStatus), v.CredentialID, ts(v.RecordedAt), v.WorkID)
 }
 
-func (t *tx) CallbackGet(ctx context.Context, workID, callbackID string) (*store.Callback, error) {
+func (t *tx) CallbackGet(ctx context.Context, workID, callbackID string) (*agentowl.Callback, error) {
 	return one(t.queryRow(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND callback_id = ?`,
 		workID, callbackID), scanCallback)
 }
 
-func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*store.Callback, error) {
+func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*agentowl.Callback, error) {
 	return one(t.queryRow(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? AND sequence = ?`,
 		workID, sequence), scanCallback)
 }
 
 func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64, requests []string) (*store.CallbackCheck, error) {
 	c := &store.CallbackCheck{Decided: map[string]bool{}}
-	var found []*store.Callback
+	var found []*agentowl.Callback
 	var decided []string
 	items, args := `status <> 'resolved'`, []any{workID}
 	if len(requests) > 0 {
@@ -520,7 +521,7 @@ func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, seq
 	return c, nil
 }
 
-func (t *tx) CallbackList(ctx context.Context, workID string, limit int) ([]*store.Callback, error) {
+func (t *tx) CallbackList(ctx context.Context, workID string, limit int) ([]*agentowl.Callback, error) {
 	if limit <= 0 {
 		limit = 100
 	}

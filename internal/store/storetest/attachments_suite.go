@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -25,22 +26,22 @@ var attachmentTests = []struct {
 	{"PurgeEventsWithAttachments", testPurgeEventsWithAttachments},
 }
 
-func newAttachment(ev *store.Event, pos int, at time.Time) *store.Attachment {
+func newAttachment(ev *agentowl.Event, pos int, at time.Time) *agentowl.Attachment {
 	id := wid("att")
-	return &store.Attachment{
+	return &agentowl.Attachment{
 		ID: id, TenantID: ev.TenantID, EventID: ev.ID, Position: pos, Name: fmt.Sprintf("report-%d.pdf", pos), Size: int64(1000 + pos),
 		SHA256: hashOf(id), ContentID: "<part" + id + "@example.com>", DeclaredType: "application/pdf", SniffedType: "application/pdf",
 		BlobKey: ev.TenantID + "/upl_x." + id, CreatedAt: at, ExpiresAt: at.Add(7 * 24 * time.Hour),
 	}
 }
 
-func blockedAttachment(ev *store.Event, pos int, at time.Time, reason string) *store.Attachment {
+func blockedAttachment(ev *agentowl.Event, pos int, at time.Time, reason string) *agentowl.Attachment {
 	a := newAttachment(ev, pos, at)
 	a.SHA256, a.BlobKey, a.Blocked = nil, "", reason
 	return a
 }
 
-func (e *env) attachments(t *testing.T, as ...*store.Attachment) {
+func (e *env) attachments(t *testing.T, as ...*agentowl.Attachment) {
 	t.Helper()
 	e.write(t, func(tx store.Tx) error {
 		for _, a := range as {
@@ -52,9 +53,9 @@ func (e *env) attachments(t *testing.T, as ...*store.Attachment) {
 	})
 }
 
-func (e *env) getAttachment(t *testing.T, id string) *store.Attachment {
+func (e *env) getAttachment(t *testing.T, id string) *agentowl.Attachment {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) (*store.Attachment, error) { return tx.AttachmentGet(e.ctx, id) })
+	return read(t, e, func(tx store.Tx) (*agentowl.Attachment, error) { return tx.AttachmentGet(e.ctx, id) })
 }
 
 func testAttachmentRoundTrip(t *testing.T, e *env) {
@@ -69,9 +70,9 @@ func testAttachmentRoundTrip(t *testing.T, e *env) {
 
 	equal(t, "stored attachment", e.getAttachment(t, first.ID), first)
 	equal(t, "blocked attachment", e.getAttachment(t, blocked.ID), blocked)
-	list := read(t, e, func(tx store.Tx) ([]*store.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
-	equal(t, "an event's attachments by position", list, []*store.Attachment{first, second, blocked})
-	none := read(t, e, func(tx store.Tx) ([]*store.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, "evt_none") })
+	list := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
+	equal(t, "an event's attachments by position", list, []*agentowl.Attachment{first, second, blocked})
+	none := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, "evt_none") })
 	equal(t, "attachments of an event without any", len(none), 0)
 	wantErr(t, "AttachmentGet unknown", e.readErr(func(tx store.Tx) error {
 		_, err := tx.AttachmentGet(e.ctx, "att_missing")
@@ -92,13 +93,13 @@ func testAttachmentRoundTrip(t *testing.T, e *env) {
 func testAttachmentInvariants(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	_, _, ev := e.thread(t, tn.ID)
-	for name, mutate := range map[string]func(a *store.Attachment){
-		"blocked with a blob key":    func(a *store.Attachment) { a.Blocked = "quota" },
-		"stored without a hash":      func(a *store.Attachment) { a.SHA256 = nil },
-		"neither stored nor blocked": func(a *store.Attachment) { a.BlobKey, a.SHA256 = "", nil },
-		"expiring at its creation":   func(a *store.Attachment) { a.ExpiresAt = a.CreatedAt },
-		"negative size":              func(a *store.Attachment) { a.Size = -1 },
-		"blocked yet deleted": func(a *store.Attachment) {
+	for name, mutate := range map[string]func(a *agentowl.Attachment){
+		"blocked with a blob key":    func(a *agentowl.Attachment) { a.Blocked = "quota" },
+		"stored without a hash":      func(a *agentowl.Attachment) { a.SHA256 = nil },
+		"neither stored nor blocked": func(a *agentowl.Attachment) { a.BlobKey, a.SHA256 = "", nil },
+		"expiring at its creation":   func(a *agentowl.Attachment) { a.ExpiresAt = a.CreatedAt },
+		"negative size":              func(a *agentowl.Attachment) { a.Size = -1 },
+		"blocked yet deleted": func(a *agentowl.Attachment) {
 			a.BlobKey, a.SHA256, a.Blocked, a.DeletedAt = "", nil, "quota", ptr(a.CreatedAt)
 		},
 	} {
@@ -115,18 +116,18 @@ func testAttachmentMissing(t *testing.T, e *env) {
 	_, _, ev := e.thread(t, tn.ID)
 	a, blocked := newAttachment(ev, 0, e.now), blockedAttachment(ev, 1, e.now, "quota")
 	e.attachments(t, a, blocked)
-	equal(t, "new", a.Availability(e.now), store.Available)
+	equal(t, "new", a.Availability(e.now), agentowl.AttachmentAvailable)
 	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetMissing(e.ctx, a.ID, e.now.Add(time.Minute)) })
 	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetMissing(e.ctx, a.ID, e.now.Add(time.Hour)) })
 	got := e.getAttachment(t, a.ID)
 	equal(t, "missing since the first report", got.MissingAt, ptr(e.now.Add(time.Minute)))
-	equal(t, "missing attachment", got.Availability(e.now.Add(time.Minute)), store.Missing)
-	equal(t, "missing attachment past its expiry", got.Availability(got.ExpiresAt), store.Expired)
+	equal(t, "missing attachment", got.Availability(e.now.Add(time.Minute)), agentowl.AttachmentMissing)
+	equal(t, "missing attachment past its expiry", got.Availability(got.ExpiresAt), agentowl.AttachmentExpired)
 	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetMissing(e.ctx, blocked.ID, e.now) })
 	got = e.getAttachment(t, blocked.ID)
 	equal(t, "a blocked part is never missing", got.MissingAt, (*time.Time)(nil))
-	equal(t, "blocked attachment", got.Availability(e.now), store.Blocked)
-	equal(t, "blocked attachment past its expiry", got.Availability(got.ExpiresAt.Add(time.Hour)), store.Blocked)
+	equal(t, "blocked attachment", got.Availability(e.now), agentowl.AttachmentBlocked)
+	equal(t, "blocked attachment past its expiry", got.Availability(got.ExpiresAt.Add(time.Hour)), agentowl.AttachmentBlocked)
 }
 
 func testAttachmentDue(t *testing.T, e *env) {
@@ -138,7 +139,7 @@ func testAttachmentDue(t *testing.T, e *env) {
 	blocked.ExpiresAt = e.now.Add(time.Minute)
 	e.attachments(t, later, early, late, blocked)
 	due := func(now time.Time, limit int) []string {
-		as := read(t, e, func(tx store.Tx) ([]*store.Attachment, error) { return tx.AttachmentDue(e.ctx, now, limit) })
+		as := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentDue(e.ctx, now, limit) })
 		ids := []string{}
 		for _, a := range as {
 			ids = append(ids, a.ID)
@@ -159,16 +160,16 @@ func testAttachmentDue(t *testing.T, e *env) {
 	equal(t, "due after a deletion", due(e.now.Add(5*time.Hour), 10), []string{late.ID, later.ID})
 	got := e.getAttachment(t, early.ID)
 	equal(t, "deleted at", got.DeletedAt, ptr(e.now.Add(5*time.Hour)))
-	equal(t, "deleted bytes are expired", got.Availability(e.now.Add(5*time.Hour)), store.Expired)
+	equal(t, "deleted bytes are expired", got.Availability(e.now.Add(5*time.Hour)), agentowl.AttachmentExpired)
 }
 
 func testAttachmentUploads(t *testing.T, e *env) {
 	tn := e.tenant(t)
-	a := &store.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now}
-	b := &store.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(time.Minute)}
-	c := &store.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(2 * time.Minute)}
+	a := &agentowl.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now}
+	b := &agentowl.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(time.Minute)}
+	c := &agentowl.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(2 * time.Minute)}
 	e.write(t, func(tx store.Tx) error {
-		for _, u := range []*store.AttachmentUpload{b, a, c} {
+		for _, u := range []*agentowl.AttachmentUpload{b, a, c} {
 			if err := tx.AttachmentUploadCreate(e.ctx, u); err != nil {
 				return err
 			}
@@ -177,14 +178,14 @@ func testAttachmentUploads(t *testing.T, e *env) {
 	})
 	wantErr(t, "an upload ID twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCreate(e.ctx, a) }),
 		store.ErrConflict)
-	stale := func(before time.Time, limit int) []*store.AttachmentUpload {
-		return read(t, e, func(tx store.Tx) ([]*store.AttachmentUpload, error) {
+	stale := func(before time.Time, limit int) []*agentowl.AttachmentUpload {
+		return read(t, e, func(tx store.Tx) ([]*agentowl.AttachmentUpload, error) {
 			return tx.AttachmentUploadStale(e.ctx, before, limit)
 		})
 	}
 	equal(t, "stale at the first start", len(stale(e.now, 10)), 0)
-	equal(t, "stale after two, oldest first", stale(e.now.Add(90*time.Second), 10), []*store.AttachmentUpload{a, b})
-	equal(t, "stale, limited", stale(e.now.Add(time.Hour), 1), []*store.AttachmentUpload{a})
+	equal(t, "stale after two, oldest first", stale(e.now.Add(90*time.Second), 10), []*agentowl.AttachmentUpload{a, b})
+	equal(t, "stale, limited", stale(e.now.Add(time.Hour), 1), []*agentowl.AttachmentUpload{a})
 
 	// a commits; b is abandoned, so it can no longer commit.
 	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, a.ID) })
@@ -199,12 +200,12 @@ func testAttachmentUploads(t *testing.T, e *env) {
 	wantErr(t, "committing an abandoned upload", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, b.ID) }),
 		store.ErrNotFound)
 	b.AbandonedAt = ptr(e.now.Add(time.Hour))
-	equal(t, "an abandoned upload is stale at once", stale(e.now, 10), []*store.AttachmentUpload{b})
-	equal(t, "stale after a commit", stale(e.now.Add(time.Hour), 10), []*store.AttachmentUpload{b, c})
+	equal(t, "an abandoned upload is stale at once", stale(e.now, 10), []*agentowl.AttachmentUpload{b})
+	equal(t, "stale after a commit", stale(e.now.Add(time.Hour), 10), []*agentowl.AttachmentUpload{b, c})
 	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) })
 	wantErr(t, "deleting an upload twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) }),
 		store.ErrNotFound)
-	equal(t, "stale after the delete", stale(e.now.Add(time.Hour), 10), []*store.AttachmentUpload{c})
+	equal(t, "stale after the delete", stale(e.now.Add(time.Hour), 10), []*agentowl.AttachmentUpload{c})
 }
 
 func testRetainedBytes(t *testing.T, e *env) {
@@ -286,6 +287,6 @@ func testPurgeEventsWithAttachments(t *testing.T, e *env) {
 	if !e.eventGone(t, ev.ID) {
 		t.Fatal("an event whose attachments keep no bytes was not purged")
 	}
-	left := read(t, e, func(tx store.Tx) ([]*store.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
+	left := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
 	equal(t, "attachment records of a purged event", len(left), 0)
 }

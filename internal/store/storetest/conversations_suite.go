@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -38,7 +39,7 @@ func testConversationEndIdle(t *testing.T, e *env) {
 		return tx.BindingCreate(e.ctx, hook)
 	})
 	const window = 24 * time.Hour
-	conv := func(b *store.Binding, key string, last time.Time) *store.Conversation {
+	conv := func(b *agentowl.Binding, key string, last time.Time) *agentowl.Conversation {
 		c := newConversation(b, key, last.Add(-time.Hour))
 		c.LastEventAt = last
 		return c
@@ -47,9 +48,9 @@ func testConversationEndIdle(t *testing.T, e *env) {
 	atBound := conv(sms, "+15550003", e.now.Add(-window))
 	webhookIdle := conv(hook, "k", e.now.Add(-48*time.Hour))
 	ended := conv(sms, "+15550004", e.now.Add(-72*time.Hour))
-	ended.Status, ended.EndedAt = store.ConversationEnded, ptr(e.now.Add(-71*time.Hour))
+	ended.Status, ended.EndedAt = agentowl.ConversationEnded, ptr(e.now.Add(-71*time.Hour))
 	e.write(t, func(tx store.Tx) error {
-		for _, c := range []*store.Conversation{idle, recent, atBound, webhookIdle, ended} {
+		for _, c := range []*agentowl.Conversation{idle, recent, atBound, webhookIdle, ended} {
 			if err := tx.ConversationCreate(e.ctx, c); err != nil {
 				return err
 			}
@@ -68,20 +69,20 @@ func testConversationEndIdle(t *testing.T, e *env) {
 	equal(t, "a batch of one", endIdle(1), 1)
 	equal(t, "the rest", endIdle(10), 1)
 	equal(t, "nothing left", endIdle(10), 0)
-	get := func(c *store.Conversation) *store.Conversation {
-		return read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, c.ID) })
+	get := func(c *agentowl.Conversation) *agentowl.Conversation {
+		return read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, c.ID) })
 	}
-	for _, c := range []*store.Conversation{idle, atBound} {
+	for _, c := range []*agentowl.Conversation{idle, atBound} {
 		got := get(c)
-		equal(t, "idle past the window: ended", got.Status, store.ConversationEnded)
+		equal(t, "idle past the window: ended", got.Status, agentowl.ConversationEnded)
 		equal(t, "ended as its window closed", *got.EndedAt, c.LastEventAt.Add(window))
 	}
-	equal(t, "within the window", get(recent).Status, store.ConversationOpen)
-	equal(t, "another channel", get(webhookIdle).Status, store.ConversationOpen)
+	equal(t, "within the window", get(recent).Status, agentowl.ConversationOpen)
+	equal(t, "another channel", get(webhookIdle).Status, agentowl.ConversationOpen)
 	equal(t, "ended before", *get(ended).EndedAt, *ended.EndedAt)
 }
 
-func convIDs(cs []*store.Conversation) []string {
+func convIDs(cs []*agentowl.Conversation) []string {
 	out := []string{}
 	for _, c := range cs {
 		out = append(out, c.ID)
@@ -89,7 +90,7 @@ func convIDs(cs []*store.Conversation) []string {
 	return out
 }
 
-func eventIDs(evs []*store.Event) []string {
+func eventIDs(evs []*agentowl.Event) []string {
 	out := []string{}
 	for _, ev := range evs {
 		out = append(out, ev.ID)
@@ -107,12 +108,12 @@ func testConversationList(t *testing.T, e *env) {
 	sms := newBinding(ep, e.now)
 	sms.Channel, sms.ProviderSecret = "sms", []byte("sealed")
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, sms) })
-	var all []*store.Conversation
-	for i, b := range []*store.Binding{hook, sms, hook, sms, hook, hook, sms} {
+	var all []*agentowl.Conversation
+	for i, b := range []*agentowl.Binding{hook, sms, hook, sms, hook, hook, sms} {
 		// Three pairs share a last event time: ties are ordered by ID.
 		c := newConversation(b, "", e.now.Add(time.Duration(i/2)*time.Minute))
 		if i == 3 {
-			c.Status, c.EndedAt = store.ConversationEnded, ptr(c.LastEventAt.Add(time.Hour))
+			c.Status, c.EndedAt = agentowl.ConversationEnded, ptr(c.LastEventAt.Add(time.Hour))
 		}
 		all = append(all, c)
 	}
@@ -126,23 +127,23 @@ func testConversationList(t *testing.T, e *env) {
 		return nil
 	})
 	want := slices.Clone(all)
-	slices.SortFunc(want, func(a, b *store.Conversation) int {
+	slices.SortFunc(want, func(a, b *agentowl.Conversation) int {
 		if c := b.LastEventAt.Compare(a.LastEventAt); c != 0 {
 			return c
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	list := func(p store.ConversationListParams) []*store.Conversation {
+	list := func(p store.ConversationListParams) []*agentowl.Conversation {
 		t.Helper()
 		p.TenantID = tn.ID
-		return read(t, e, func(tx store.Tx) ([]*store.Conversation, error) { return tx.ConversationList(e.ctx, p) })
+		return read(t, e, func(tx store.Tx) ([]*agentowl.Conversation, error) { return tx.ConversationList(e.ctx, p) })
 	}
 	got := list(store.ConversationListParams{})
 	equal(t, "all of the tenant's conversations, latest first", convIDs(got), convIDs(want))
-	equal(t, "a listed conversation", got[slices.IndexFunc(got, func(c *store.Conversation) bool { return c.ID == all[3].ID })], all[3])
+	equal(t, "a listed conversation", got[slices.IndexFunc(got, func(c *agentowl.Conversation) bool { return c.ID == all[3].ID })], all[3])
 
-	keep := func(f func(c *store.Conversation) bool) []string {
-		var out []*store.Conversation
+	keep := func(f func(c *agentowl.Conversation) bool) []string {
+		var out []*agentowl.Conversation
 		for _, c := range want {
 			if f(c) {
 				out = append(out, c)
@@ -151,16 +152,16 @@ func testConversationList(t *testing.T, e *env) {
 		return convIDs(out)
 	}
 	equal(t, "by channel", convIDs(list(store.ConversationListParams{Channel: "sms"})),
-		keep(func(c *store.Conversation) bool { return c.Channel == "sms" }))
+		keep(func(c *agentowl.Conversation) bool { return c.Channel == "sms" }))
 	equal(t, "by binding", convIDs(list(store.ConversationListParams{BindingID: hook.ID})),
-		keep(func(c *store.Conversation) bool { return c.BindingID == hook.ID }))
-	equal(t, "by status", convIDs(list(store.ConversationListParams{Status: store.ConversationEnded})), []string{all[3].ID})
+		keep(func(c *agentowl.Conversation) bool { return c.BindingID == hook.ID }))
+	equal(t, "by status", convIDs(list(store.ConversationListParams{Status: agentowl.ConversationEnded})), []string{all[3].ID})
 	equal(t, "by channel and binding that disagree", convIDs(list(store.ConversationListParams{Channel: "sms", BindingID: hook.ID})),
 		[]string{})
 
 	for _, size := range []int{1, 2, 3, 7} {
 		var seen []string
-		var after *store.Cursor
+		var after *agentowl.Cursor
 		for range 10 {
 			page := list(store.ConversationListParams{After: after, Limit: size})
 			seen = append(seen, convIDs(page)...)
@@ -168,7 +169,7 @@ func testConversationList(t *testing.T, e *env) {
 				break
 			}
 			last := page[len(page)-1]
-			after = &store.Cursor{At: last.LastEventAt, ID: last.ID}
+			after = &agentowl.Cursor{At: last.LastEventAt, ID: last.ID}
 		}
 		equal(t, fmt.Sprintf("pages of %d", size), seen, convIDs(want))
 	}
@@ -182,12 +183,12 @@ func testEventList(t *testing.T, e *env) {
 	ep := e.endpoint(t, tn.ID)
 	b := e.binding(t, ep)
 	c, other := newConversation(b, "", e.now), newConversation(b, "", e.now)
-	var evs []*store.Event
+	var evs []*agentowl.Event
 	for i := range 5 {
 		evs = append(evs, newEvent(c, e.now.Add(time.Duration(i/2)*time.Second)))
 	}
 	e.write(t, func(tx store.Tx) error {
-		for _, v := range []*store.Conversation{c, other} {
+		for _, v := range []*agentowl.Conversation{c, other} {
 			if err := tx.ConversationCreate(e.ctx, v); err != nil {
 				return err
 			}
@@ -199,15 +200,15 @@ func testEventList(t *testing.T, e *env) {
 		}
 		return nil
 	})
-	slices.SortFunc(evs, func(a, b *store.Event) int {
+	slices.SortFunc(evs, func(a, b *agentowl.Event) int {
 		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	list := func(after *store.Cursor, limit int) []*store.Event {
+	list := func(after *agentowl.Cursor, limit int) []*agentowl.Event {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*store.Event, error) {
+		return read(t, e, func(tx store.Tx) ([]*agentowl.Event, error) {
 			return tx.EventList(e.ctx, store.EventListParams{ConversationID: c.ID, After: after, Limit: limit})
 		})
 	}
@@ -215,14 +216,14 @@ func testEventList(t *testing.T, e *env) {
 	equal(t, "events, oldest first", eventIDs(got), eventIDs(evs))
 	equal(t, "a listed event", got[0], evs[0])
 	var seen []string
-	var after *store.Cursor
+	var after *agentowl.Cursor
 	for range 10 {
 		page := list(after, 2)
 		seen = append(seen, eventIDs(page)...)
 		if len(page) < 2 {
 			break
 		}
-		after = &store.Cursor{At: page[1].ReceivedAt, ID: page[1].ID}
+		after = &agentowl.Cursor{At: page[1].ReceivedAt, ID: page[1].ID}
 	}
 	equal(t, "events by pages of 2", seen, eventIDs(evs))
 	n := read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, c.ID) })
@@ -238,9 +239,9 @@ func testEventMove(t *testing.T, e *env) {
 	w1, w2 := e.work(t, newWork(ep, ev, 1, e.now)), e.work(t, newWork(ep, ev, 2, e.now))
 	_, _, bystander := e.thread(t, tn.ID)
 	bw := e.work(t, newWork(ep, bystander, 1, e.now))
-	to := newConversation(read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, ev.BindingID) }), "", e.now)
+	to := newConversation(read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, ev.BindingID) }), "", e.now)
 	e.write(t, func(tx store.Tx) error {
-		if err := tx.EmailMessageCreate(e.ctx, &store.EmailMessage{TenantID: tn.ID, BindingID: ev.BindingID, MessageID: "m1@example.org",
+		if err := tx.EmailMessageCreate(e.ctx, &agentowl.EmailMessage{TenantID: tn.ID, BindingID: ev.BindingID, MessageID: "m1@example.org",
 			ConversationID: from.ID, EventID: ev.ID}); err != nil {
 			return err
 		}
@@ -253,8 +254,8 @@ func testEventMove(t *testing.T, e *env) {
 		return tx.WorkMoveByEvent(e.ctx, ev.ID, to.ID)
 	})
 	ev.ConversationID, ev.FollowUp = to.ID, true
-	equal(t, "moved event", read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGet(e.ctx, ev.ID) }), ev)
-	for _, w := range []*store.Work{w1, w2} {
+	equal(t, "moved event", read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGet(e.ctx, ev.ID) }), ev)
+	for _, w := range []*agentowl.Work{w1, w2} {
 		w.ConversationID = to.ID
 		equal(t, "moved work", e.getWork(t, w.ID), w)
 	}
@@ -282,12 +283,12 @@ func testWorkCountOpen(t *testing.T, e *env) {
 		return read(t, e, func(tx store.Tx) (int, error) { return tx.WorkCountOpen(e.ctx, c.ID) })
 	}
 	equal(t, "no work", count(), 0)
-	statuses := []store.WorkStatus{store.WorkPending, store.WorkAccepted, store.WorkRunning, store.WorkNeedsInput,
-		store.WorkCompleted, store.WorkFailed, store.WorkCancelled}
+	statuses := []agentowl.WorkStatus{agentowl.WorkPending, agentowl.WorkAccepted, agentowl.WorkRunning, agentowl.WorkNeedsInput,
+		agentowl.WorkCompleted, agentowl.WorkFailed, agentowl.WorkCancelled}
 	for i, st := range statuses {
 		w := e.work(t, newWork(ep, ev, i+1, e.now))
 		w.Status, w.UpdatedAt = st, e.now
-		if st != store.WorkPending {
+		if st != agentowl.WorkPending {
 			w.Sequence = 1
 		}
 		if st.Terminal() {
@@ -303,7 +304,7 @@ func testWorkCountOpen(t *testing.T, e *env) {
 // testMessageRewrite replaces a body only while no attempt has started.
 func testMessageRewrite(t *testing.T, e *env) {
 	tn := e.tenant(t)
-	m, sent, done := newMessage(tn.ID, e.now), newMessage(tn.ID, e.now.Add(time.Second)), msgEnded(tn.ID, store.MessageDelivered, e.now, e.now.Add(time.Hour))
+	m, sent, done := newMessage(tn.ID, e.now), newMessage(tn.ID, e.now.Add(time.Second)), msgEnded(tn.ID, agentowl.MessageDelivered, e.now, e.now.Add(time.Hour))
 	e.messages(t, m, sent, done)
 	rewrite := func(id string, body string) error {
 		return e.writeErr(func(tx store.Tx) error { return tx.MessageRewrite(e.ctx, id, []byte(body)) })
@@ -325,7 +326,7 @@ func testMessageRewrite(t *testing.T, e *env) {
 	}
 	// An attempt that ended keeps the body fixed, retried or not.
 	e.finish(t, store.FinishParams{ID: sent.ID, Owner: "w1", Attempt: newAttempt(sent, 1, e.now, 503, ""),
-		State: store.MessagePending, NextAttempt: e.now.Add(time.Minute)})
+		State: agentowl.MessagePending, NextAttempt: e.now.Add(time.Minute)})
 	wantErr(t, "rewriting a message after an attempt", rewrite(sent.ID, "{}"), store.ErrConflict)
 	wantErr(t, "rewriting a delivered message", rewrite(done.ID, "{}"), store.ErrConflict)
 	wantErr(t, "rewriting an unknown message", rewrite("00000000-0000-0000-0000-000000000000", "{}"), store.ErrNotFound)

@@ -48,9 +48,9 @@ func (e *env) fanOut(t *testing.T, f *store.NotificationFanOut) int {
 	return n
 }
 
-func notices(t *testing.T, e *env, p store.NotificationListParams) []*store.Notification {
+func notices(t *testing.T, e *env, p store.NotificationListParams) []*agentowl.Notification {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) ([]*store.Notification, error) { return tx.NotificationList(e.ctx, p) })
+	return read(t, e, func(tx store.Tx) ([]*agentowl.Notification, error) { return tx.NotificationList(e.ctx, p) })
 }
 
 func testNotificationFanOut(t *testing.T, e *env) {
@@ -59,14 +59,14 @@ func testNotificationFanOut(t *testing.T, e *env) {
 	e.operators(t, other.ID, 2)
 	// ops[1] mutes results; ops[2] mutes endpoint ep_muted.
 	e.write(t, func(tx store.Tx) error {
-		if err := tx.NotificationSetMutes(e.ctx, ten.ID, ops[1].ID, []store.NotificationMute{{Scope: "kind", Value: "result"}}); err != nil {
+		if err := tx.NotificationSetMutes(e.ctx, ten.ID, ops[1].ID, []agentowl.NotificationMute{{Scope: "kind", Value: "result"}}); err != nil {
 			return err
 		}
-		return tx.NotificationSetMutes(e.ctx, ten.ID, ops[2].ID, []store.NotificationMute{{Scope: "endpoint", Value: "ep_muted"}})
+		return tx.NotificationSetMutes(e.ctx, ten.ID, ops[2].ID, []agentowl.NotificationMute{{Scope: "endpoint", Value: "ep_muted"}})
 	})
-	equal(t, "mutes", read(t, e, func(tx store.Tx) ([]store.NotificationMute, error) {
+	equal(t, "mutes", read(t, e, func(tx store.Tx) ([]agentowl.NotificationMute, error) {
 		return tx.NotificationMutes(e.ctx, ops[1].ID)
-	}), []store.NotificationMute{{Scope: "kind", Value: "result"}})
+	}), []agentowl.NotificationMute{{Scope: "kind", Value: "result"}})
 
 	equal(t, "result on ep_a reaches", e.fanOut(t, fanOut(ten.ID, "k1", "result", "ep_a", e.now)), 2)
 	equal(t, "failure on ep_muted reaches", e.fanOut(t, fanOut(ten.ID, "k2", "failure", "ep_muted", e.now.Add(time.Second))), 2)
@@ -82,7 +82,7 @@ func testNotificationFanOut(t *testing.T, e *env) {
 		n.Subject != "work:k1" || n.EndpointID != "ep_a" || n.Title != "Title of k1" || !n.CreatedAt.Equal(e.now) || n.ReadAt != nil {
 		t.Fatalf("notice = %s", show(n))
 	}
-	keys := func(ns []*store.Notification) []string {
+	keys := func(ns []*agentowl.Notification) []string {
 		var out []string
 		for _, n := range ns {
 			out = append(out, n.CauseKey)
@@ -95,16 +95,16 @@ func testNotificationFanOut(t *testing.T, e *env) {
 	// Pages: newest first, after a cursor.
 	page := notices(t, e, store.NotificationListParams{OperatorID: ops[0].ID, Limit: 2})
 	next := notices(t, e, store.NotificationListParams{OperatorID: ops[0].ID, Limit: 2,
-		After: &store.Cursor{At: page[1].CreatedAt, ID: page[1].ID}})
+		After: &agentowl.Cursor{At: page[1].CreatedAt, ID: page[1].ID}})
 	if len(page) != 2 || len(next) != 1 || next[0].CauseKey != "k1" {
 		t.Fatalf("pages = %s then %s", show(page), show(next))
 	}
 	// Another recipient's notice is not found.
-	_, err := read2(e, func(tx store.Tx) (*store.Notification, error) { return tx.NotificationGet(e.ctx, ops[1].ID, n.ID) })
+	_, err := read2(e, func(tx store.Tx) (*agentowl.Notification, error) { return tx.NotificationGet(e.ctx, ops[1].ID, n.ID) })
 	wantErr(t, "another recipient's notice", err, store.ErrNotFound)
 	// Replacing mutes removes the old ones.
 	e.write(t, func(tx store.Tx) error { return tx.NotificationSetMutes(e.ctx, ten.ID, ops[1].ID, nil) })
-	equal(t, "mutes cleared", len(read(t, e, func(tx store.Tx) ([]store.NotificationMute, error) {
+	equal(t, "mutes cleared", len(read(t, e, func(tx store.Tx) ([]agentowl.NotificationMute, error) {
 		return tx.NotificationMutes(e.ctx, ops[1].ID)
 	})), 0)
 }
@@ -182,7 +182,7 @@ func testNotificationReadState(t *testing.T, e *env) {
 	equal(t, "another's notice", markRead(ops[1], []string{list[1].ID}), 0)
 	equal(t, "unread of ops[0]", unread(ops[0]), 3)
 	equal(t, "unread of ops[1]", unread(ops[1]), 4)
-	got := read(t, e, func(tx store.Tx) (*store.Notification, error) {
+	got := read(t, e, func(tx store.Tx) (*agentowl.Notification, error) {
 		return tx.NotificationGet(e.ctx, ops[0].ID, list[0].ID)
 	})
 	if got.ReadAt == nil || !got.ReadAt.Equal(e.now.Add(time.Minute)) {
@@ -201,14 +201,14 @@ func testConsoleSessions(t *testing.T, e *env) {
 	tok := newToken(agentowl.TokenOperator, ten.ID, e.now)
 	tok.OperatorID = op.ID
 	e.write(t, func(tx store.Tx) error { return tx.TokenCreate(e.ctx, tok) })
-	s := &store.ConsoleSessionRecord{ID: uuid.NewString(), Kind: store.ConsoleLoginLink, Hash: hashOf(uuid.NewString()),
+	s := &agentowl.ConsoleSessionRecord{ID: uuid.NewString(), Kind: agentowl.ConsoleLoginLink, Hash: hashOf(uuid.NewString()),
 		TenantID: ten.ID, OperatorID: op.ID, TokenID: tok.ID, CreatedAt: e.now, LastSeenAt: e.now, ExpiresAt: e.now.Add(time.Hour)}
 	e.write(t, func(tx store.Tx) error { return tx.ConsoleSessionCreate(e.ctx, s) })
 	dup := *s
 	dup.ID = uuid.NewString()
 	wantErr(t, "a taken hash", e.writeErr(func(tx store.Tx) error { return tx.ConsoleSessionCreate(e.ctx, &dup) }), store.ErrConflict)
 
-	got, gotTok, err := readPair(e, func(tx store.Tx) (*store.ConsoleSessionRecord, *agentowl.Token, error) {
+	got, gotTok, err := readPair(e, func(tx store.Tx) (*agentowl.ConsoleSessionRecord, *agentowl.Token, error) {
 		return tx.ConsoleSessionGetByHash(e.ctx, s.Hash)
 	})
 	if err != nil {
@@ -216,7 +216,7 @@ func testConsoleSessions(t *testing.T, e *env) {
 	}
 	equal(t, "session", got, s)
 	equal(t, "its token", gotTok, tok)
-	_, _, err = readPair(e, func(tx store.Tx) (*store.ConsoleSessionRecord, *agentowl.Token, error) {
+	_, _, err = readPair(e, func(tx store.Tx) (*agentowl.ConsoleSessionRecord, *agentowl.Token, error) {
 		return tx.ConsoleSessionGetByHash(e.ctx, hashOf("nope"))
 	})
 	wantErr(t, "unknown hash", err, store.ErrNotFound)
@@ -227,7 +227,7 @@ func testConsoleSessions(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.ConsoleSessionTouch(e.ctx, s.ID, e.now.Add(time.Minute)) })
 	e.write(t, func(tx store.Tx) error { return tx.ConsoleSessionRevoke(e.ctx, s.ID, e.now.Add(2*time.Minute)) })
 	e.write(t, func(tx store.Tx) error { return tx.ConsoleSessionRevoke(e.ctx, s.ID, e.now.Add(3*time.Minute)) })
-	got, _, err = readPair(e, func(tx store.Tx) (*store.ConsoleSessionRecord, *agentowl.Token, error) {
+	got, _, err = readPair(e, func(tx store.Tx) (*agentowl.ConsoleSessionRecord, *agentowl.Token, error) {
 		return tx.ConsoleSessionGetByHash(e.ctx, s.Hash)
 	})
 	if err != nil {

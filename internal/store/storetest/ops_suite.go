@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -28,25 +29,25 @@ var opsTests = []struct {
 
 // workMessage returns a pending message of kind about subject to
 // destination, created at created.
-func workMessage(tenantID, kind, destination, subject string, created time.Time) *store.Message {
+func workMessage(tenantID, kind, destination, subject string, created time.Time) *agentowl.OutboxMessage {
 	m := newMessage(tenantID, created)
 	m.Kind, m.Destination, m.Subject = kind, destination, subject
 	return m
 }
 
 // ended makes m a message that ended in state at ended after attempts.
-func ended(m *store.Message, state store.MessageState, attempts int, at time.Time) *store.Message {
+func ended(m *agentowl.OutboxMessage, state agentowl.MessageState, attempts int, at time.Time) *agentowl.OutboxMessage {
 	m.State, m.Attempts, m.EndedAt, m.RetainUntil = state, attempts, ptr(at), ptr(at.Add(7*24*time.Hour))
 	m.LastStatus, m.LastError = 503, "HTTP 503"
 	return m
 }
 
-func newIncident(w *store.Work, messageID string, at time.Time) *store.AttentionItem {
-	return &store.AttentionItem{ID: wid("att"), TenantID: w.TenantID, Kind: "incident", Status: store.AttentionOpen, AllowedDecisions: []string{},
+func newIncident(w *agentowl.Work, messageID string, at time.Time) *agentowl.AttentionItem {
+	return &agentowl.AttentionItem{ID: wid("att"), TenantID: w.TenantID, Kind: "incident", Status: agentowl.AttentionOpen, AllowedDecisions: []string{},
 		WorkID: w.ID, EndpointID: w.EndpointID, Summary: "Handoff failed", MessageID: messageID, CreatedAt: at, UpdatedAt: at}
 }
 
-func (e *env) attention(t *testing.T, it *store.AttentionItem) *store.AttentionItem {
+func (e *env) attention(t *testing.T, it *agentowl.AttentionItem) *agentowl.AttentionItem {
 	t.Helper()
 	e.write(t, func(tx store.Tx) error { return tx.AttentionCreate(e.ctx, it) })
 	return it
@@ -54,13 +55,13 @@ func (e *env) attention(t *testing.T, it *store.AttentionItem) *store.AttentionI
 
 // decided persists a question item of w and a decision on it made at at,
 // pushed by messageID ("" for none).
-func (e *env) decided(t *testing.T, w *store.Work, messageID string, at time.Time) *store.WorkDecision {
+func (e *env) decided(t *testing.T, w *agentowl.Work, messageID string, at time.Time) *agentowl.WorkDecision {
 	t.Helper()
-	it := &store.AttentionItem{ID: wid("att"), TenantID: w.TenantID, Kind: "question", Status: store.AttentionOpen, WorkID: w.ID,
+	it := &agentowl.AttentionItem{ID: wid("att"), TenantID: w.TenantID, Kind: "question", Status: agentowl.AttentionOpen, WorkID: w.ID,
 		EndpointID: w.EndpointID, RequestID: "q-" + uuid.NewString()[:8], Revision: 1, Prompt: "Which?",
 		AllowedDecisions: []string{"answer"}, ExpiresAt: ptr(at.Add(time.Hour)), ContentHash: hashOf("q"), Request: []byte(`{}`),
 		CreatedAt: at, UpdatedAt: at}
-	d := &store.WorkDecision{WorkID: w.ID, ID: "dec-" + uuid.NewString()[:8], TenantID: w.TenantID, AttentionID: it.ID,
+	d := &agentowl.WorkDecision{WorkID: w.ID, ID: "dec-" + uuid.NewString()[:8], TenantID: w.TenantID, AttentionID: it.ID,
 		RequestID: it.RequestID, Revision: 1, Decision: "answer", Answer: "blue", ContentHash: hashOf("d"), Body: []byte(`{"d":1}`),
 		DecidedBy: "op", DecidedAt: at, MessageID: messageID}
 	e.write(t, func(tx store.Tx) error {
@@ -91,10 +92,10 @@ func testOutboxFind(t *testing.T, e *env) {
 	// of a decision on w, a handoff to the second endpoint, and an AAP
 	// notification, a second apart, oldest first.
 	plain := workMessage(tn.ID, "work.event", "endpoint:"+ep.ID, ev.ID, e.now)
-	handoff := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+ep.ID, w.ID, e.now.Add(time.Second)), store.MessageFailed, 3, e.now)
+	handoff := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+ep.ID, w.ID, e.now.Add(time.Second)), agentowl.MessageFailed, 3, e.now)
 	push := workMessage(tn.ID, "work.decision", "decision:"+ep.ID+"/"+w.ID+"/d1", w.ID, e.now.Add(2*time.Second))
 	w2 := e.work(t, newWork(ep2, ev2, 1, e.now))
-	other := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+ep2.ID, w2.ID, e.now.Add(3*time.Second)), store.MessageDelivered, 1, e.now)
+	other := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+ep2.ID, w2.ID, e.now.Add(3*time.Second)), agentowl.MessageDelivered, 1, e.now)
 	aap := newMessage(tn.ID, e.now.Add(4*time.Second))
 	e.messages(t, plain, handoff, push, other, aap)
 	// Another tenant's handoff of the same kinds is never listed.
@@ -116,7 +117,7 @@ func testOutboxFind(t *testing.T, e *env) {
 		[]string{push.ID, handoff.ID, plain.ID})
 	equal(t, "binding", find(store.OutboxFindParams{Kinds: work, BindingID: ev2.BindingID}), []string{other.ID})
 	equal(t, "work", find(store.OutboxFindParams{Kinds: work, WorkID: w.ID}), []string{push.ID, handoff.ID})
-	equal(t, "state", find(store.OutboxFindParams{Kinds: work, State: store.MessageFailed}), []string{handoff.ID})
+	equal(t, "state", find(store.OutboxFindParams{Kinds: work, State: agentowl.MessageFailed}), []string{handoff.ID})
 	equal(t, "created at or before", find(store.OutboxFindParams{Kinds: work, CreatedBefore: e.now.Add(time.Second)}),
 		[]string{handoff.ID, plain.ID})
 	equal(t, "limit", find(store.OutboxFindParams{Kinds: work, Limit: 1}), []string{other.ID})
@@ -140,7 +141,7 @@ func testOutboxFind(t *testing.T, e *env) {
 func testMessageRedrive(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	failed := newMessage(tn.ID, e.now)
-	delivered := ended(newMessage(tn.ID, e.now), store.MessageDelivered, 1, e.now)
+	delivered := ended(newMessage(tn.ID, e.now), agentowl.MessageDelivered, 1, e.now)
 	pending := msgDue(tn.ID, e.now, e.now.Add(24*time.Hour))
 	e.messages(t, failed, delivered, pending)
 	// Three attempts fail; the third ends the message.
@@ -150,15 +151,15 @@ func testMessageRedrive(t *testing.T, e *env) {
 			t.Fatalf("claim %d = %s", n, show(c))
 		}
 		p := store.FinishParams{ID: failed.ID, Owner: "w0", Attempt: newAttempt(failed, n, at, 503, "HTTP 503"),
-			State: store.MessagePending, NextAttempt: at.Add(time.Minute)}
+			State: agentowl.MessagePending, NextAttempt: at.Add(time.Minute)}
 		if n == 3 {
-			p.State, p.RetainUntil = store.MessageFailed, ptr(e.now.Add(7*24*time.Hour))
+			p.State, p.RetainUntil = agentowl.MessageFailed, ptr(e.now.Add(7*24*time.Hour))
 		}
 		e.finish(t, p)
 	}
 	failed = e.getMessage(t, failed.ID)
-	redrive := func(id string, from ...store.MessageState) (*store.Message, error) {
-		var m *store.Message
+	redrive := func(id string, from ...agentowl.MessageState) (*agentowl.OutboxMessage, error) {
+		var m *agentowl.OutboxMessage
 		err := e.writeErr(func(tx store.Tx) (err error) {
 			m, err = tx.MessageRedrive(e.ctx, store.RedriveParams{ID: id, From: from, Now: e.now.Add(2 * time.Hour),
 				DeadlineAt: e.now.Add(74 * time.Hour)})
@@ -166,13 +167,13 @@ func testMessageRedrive(t *testing.T, e *env) {
 		})
 		return m, err
 	}
-	both := []store.MessageState{store.MessageFailed, store.MessageCancelled}
+	both := []agentowl.MessageState{agentowl.MessageFailed, agentowl.MessageCancelled}
 	got, err := redrive(failed.ID, both...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := *failed
-	want.State, want.NextAttempt, want.DeadlineAt = store.MessagePending, e.now.Add(2*time.Hour), e.now.Add(74*time.Hour)
+	want.State, want.NextAttempt, want.DeadlineAt = agentowl.MessagePending, e.now.Add(2*time.Hour), e.now.Add(74*time.Hour)
 	want.EndedAt, want.RetainUntil, want.LastStatus, want.LastError = nil, nil, 0, ""
 	want.AttemptBase, want.Redrives = 3, 1
 	equal(t, "redriven message", got, &want)
@@ -197,8 +198,8 @@ func testMessageRedrive(t *testing.T, e *env) {
 		t.Fatalf("claim after redrive = %s, want %s at attempt 4 of base 3", show(claimed), failed.ID)
 	}
 	e.finish(t, store.FinishParams{ID: failed.ID, Owner: "w1", Attempt: newAttempt(failed, 4, e.now.Add(2*time.Hour), 200, ""),
-		State: store.MessageDelivered, RetainUntil: ptr(e.now.Add(96 * time.Hour))})
-	if got := e.getMessage(t, failed.ID); got.State != store.MessageDelivered || got.Redrives != 1 || got.AttemptBase != 3 {
+		State: agentowl.MessageDelivered, RetainUntil: ptr(e.now.Add(96 * time.Hour))})
+	if got := e.getMessage(t, failed.ID); got.State != agentowl.MessageDelivered || got.Redrives != 1 || got.AttemptBase != 3 {
 		t.Errorf("after the new series delivered: %s", show(got))
 	}
 	var ns []int
@@ -217,15 +218,15 @@ func testOutboxHealth(t *testing.T, e *env) {
 	w := e.work(t, newWork(ep, ev, 1, e.now))
 	qw := e.work(t, newWork(quiet, quietEv, 1, e.now))
 	bound := e.now.Add(-5 * time.Minute) // the stuck bound
-	handoff := func(created time.Time) *store.Message {
+	handoff := func(created time.Time) *agentowl.OutboxMessage {
 		return workMessage(tn.ID, "work.handoff", "endpoint:"+ep.ID, w.ID, created)
 	}
 	failing := handoff(e.now)
 	failing.Attempts, failing.LastStatus, failing.LastError = 2, 500, "HTTP 500"
-	failedOpen := ended(handoff(e.now), store.MessageFailed, 5, e.now)
-	failedAcked := ended(handoff(e.now), store.MessageFailed, 5, e.now)
-	failedReviewed := ended(handoff(e.now), store.MessageFailed, 5, e.now)
-	failedNoIncident := ended(handoff(e.now), store.MessageFailed, 5, e.now)
+	failedOpen := ended(handoff(e.now), agentowl.MessageFailed, 5, e.now)
+	failedAcked := ended(handoff(e.now), agentowl.MessageFailed, 5, e.now)
+	failedReviewed := ended(handoff(e.now), agentowl.MessageFailed, 5, e.now)
+	failedNoIncident := ended(handoff(e.now), agentowl.MessageFailed, 5, e.now)
 	stuckOld := msgDue(tn.ID, bound.Add(-time.Hour), bound.Add(-time.Hour))
 	stuckOld.Kind, stuckOld.Destination, stuckOld.Subject = "work.event", "endpoint:"+ep.ID, ev.ID
 	stuckLapsed := withLease(handoff(bound.Add(-time.Minute)), "dead", bound.Add(-time.Second))
@@ -235,20 +236,20 @@ func testOutboxHealth(t *testing.T, e *env) {
 	dueRecently := msgDue(tn.ID, e.now, bound.Add(time.Second))
 	dueRecently.Kind, dueRecently.Destination, dueRecently.Subject = "work.handoff", "endpoint:"+ep.ID, w.ID
 	aapStuck := msgDue(tn.ID, bound.Add(-2*time.Hour), bound.Add(-2*time.Hour))
-	delivered := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+quiet.ID, qw.ID, e.now), store.MessageDelivered, 1, e.now)
+	delivered := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+quiet.ID, qw.ID, e.now), agentowl.MessageDelivered, 1, e.now)
 	e.messages(t, failing, failedOpen, failedAcked, failedReviewed, failedNoIncident, stuckOld, stuckLapsed, inFlight, dueRecently,
 		aapStuck, delivered)
 	acked := newIncident(w, failedAcked.ID, e.now)
-	acked.Status = store.AttentionAcknowledged
+	acked.Status = agentowl.AttentionAcknowledged
 	reviewed := newIncident(w, failedReviewed.ID, e.now)
-	reviewed.Status, reviewed.Resolution, reviewed.ResolvedAt = store.AttentionResolved, "reviewed", ptr(e.now)
+	reviewed.Status, reviewed.Resolution, reviewed.ResolvedAt = agentowl.AttentionResolved, "reviewed", ptr(e.now)
 	e.attention(t, newIncident(w, failedOpen.ID, e.now))
 	e.attention(t, acked)
 	e.attention(t, reviewed)
 	// Another tenant's troubles are not counted.
 	otherEP, _, otherEv := e.thread(t, e.tenant(t).ID)
 	ow := e.work(t, newWork(otherEP, otherEv, 1, e.now))
-	e.messages(t, ended(workMessage(ow.TenantID, "work.handoff", "endpoint:"+otherEP.ID, ow.ID, e.now), store.MessageFailed, 1, e.now))
+	e.messages(t, ended(workMessage(ow.TenantID, "work.handoff", "endpoint:"+otherEP.ID, ow.ID, e.now), agentowl.MessageFailed, 1, e.now))
 
 	got := read(t, e, func(tx store.Tx) ([]*store.EndpointOutboxHealth, error) { return tx.OutboxHealth(e.ctx, tn.ID, bound) })
 	want := []*store.EndpointOutboxHealth{
@@ -269,11 +270,11 @@ func testDecisionsAwaitingReceipt(t *testing.T, e *env) {
 	ep, _, ev := e.thread(t, tn.ID)
 	w := e.work(t, newWork(ep, ev, 1, e.now))
 	done := e.work(t, newWork(ep, ev, 2, e.now))
-	done.Status, done.Sequence, done.EndedAt = store.WorkCompleted, 1, ptr(e.now)
+	done.Status, done.Sequence, done.EndedAt = agentowl.WorkCompleted, 1, ptr(e.now)
 	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, done) })
 	before := e.now.Add(-10 * time.Minute)
 
-	push := ended(workMessage(tn.ID, "work.decision", "decision:"+ep.ID+"/"+w.ID+"/x", w.ID, before), store.MessageFailed, 4, e.now)
+	push := ended(workMessage(tn.ID, "work.decision", "decision:"+ep.ID+"/"+w.ID+"/x", w.ID, before), agentowl.MessageFailed, 4, e.now)
 	e.messages(t, push)
 	failedPush := e.decided(t, w, push.ID, before.Add(-2*time.Minute))
 	noPush := e.decided(t, w, "", before.Add(-time.Minute))
@@ -291,7 +292,7 @@ func testDecisionsAwaitingReceipt(t *testing.T, e *env) {
 		})
 	}
 	equal(t, "awaiting receipt, oldest first", awaiting(10), []*store.AwaitingReceipt{
-		{Decision: failedPush, EndpointID: ep.ID, PushState: store.MessageFailed},
+		{Decision: failedPush, EndpointID: ep.ID, PushState: agentowl.MessageFailed},
 		{Decision: noPush, EndpointID: ep.ID},
 	})
 	equal(t, "limit", len(awaiting(1)), 1)
@@ -300,10 +301,10 @@ func testDecisionsAwaitingReceipt(t *testing.T, e *env) {
 func testWorkByCallbacks(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	ep, _, ev := e.thread(t, tn.ID)
-	set := func(w *store.Work, callbacks int, end bool) *store.Work {
-		w.Callbacks, w.Status, w.Sequence = callbacks, store.WorkRunning, 1
+	set := func(w *agentowl.Work, callbacks int, end bool) *agentowl.Work {
+		w.Callbacks, w.Status, w.Sequence = callbacks, agentowl.WorkRunning, 1
 		if end {
-			w.Status, w.EndedAt = store.WorkCompleted, ptr(e.now)
+			w.Status, w.EndedAt = agentowl.WorkCompleted, ptr(e.now)
 		}
 		e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 		return w
@@ -317,7 +318,7 @@ func testWorkByCallbacks(t *testing.T, e *env) {
 
 	byCallbacks := func(limit int) []string {
 		t.Helper()
-		return workIDs(read(t, e, func(tx store.Tx) ([]*store.Work, error) { return tx.WorkByCallbacks(e.ctx, tn.ID, 8000, limit) }))
+		return workIDs(read(t, e, func(tx store.Tx) ([]*agentowl.Work, error) { return tx.WorkByCallbacks(e.ctx, tn.ID, 8000, limit) }))
 	}
 	equal(t, "open work at or over the bound, most first", byCallbacks(10), []string{most.ID, many.ID})
 	equal(t, "limit", byCallbacks(1), []string{most.ID})
@@ -327,11 +328,11 @@ func testAttentionByMessage(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	ep, _, ev := e.thread(t, tn.ID)
 	w := e.work(t, newWork(ep, ev, 1, e.now))
-	msg := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+ep.ID, w.ID, e.now), store.MessageFailed, 2, e.now)
+	msg := ended(workMessage(tn.ID, "work.handoff", "endpoint:"+ep.ID, w.ID, e.now), agentowl.MessageFailed, 2, e.now)
 	e.messages(t, msg)
 	first := e.attention(t, newIncident(w, msg.ID, e.now))
-	byMessage := func() (*store.AttentionItem, error) {
-		var it *store.AttentionItem
+	byMessage := func() (*agentowl.AttentionItem, error) {
+		var it *agentowl.AttentionItem
 		err := e.readErr(func(tx store.Tx) (err error) {
 			it, err = tx.AttentionByMessage(e.ctx, msg.ID)
 			return err
@@ -350,7 +351,7 @@ func testAttentionByMessage(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.AttentionDetachMessage(e.ctx, first.ID) })
 	_, err = byMessage()
 	wantErr(t, "incident after detaching", err, store.ErrNotFound)
-	kept := read(t, e, func(tx store.Tx) (*store.AttentionItem, error) { return tx.AttentionGet(e.ctx, first.ID) })
+	kept := read(t, e, func(tx store.Tx) (*agentowl.AttentionItem, error) { return tx.AttentionGet(e.ctx, first.ID) })
 	first.MessageID = ""
 	equal(t, "the detached incident keeps the rest", kept, first)
 	second := e.attention(t, newIncident(w, msg.ID, e.now.Add(time.Hour)))

@@ -51,30 +51,30 @@ var msgBody = []byte("{\"id\": \"x\",  \"n\":4900.0,\"raw\":\"\x00\xff\xfe\"}\r\
 
 // newMessage returns a pending message, due at created, with no lease and no
 // attempt yet.
-func newMessage(tenantID string, created time.Time) *store.Message {
-	return &store.Message{
+func newMessage(tenantID string, created time.Time) *agentowl.OutboxMessage {
+	return &agentowl.OutboxMessage{
 		ID: uuid.NewString(), TenantID: tenantID, Kind: "aap.request_resolved", Destination: "instance:" + uuid.NewString(),
 		Subject: uuid.NewString(), Body: slices.Clone(msgBody), CreatedAt: created, DeadlineAt: created.Add(24 * time.Hour),
-		State: store.MessagePending, NextAttempt: created,
+		State: agentowl.MessagePending, NextAttempt: created,
 	}
 }
 
 // msgDue returns a pending message created at created and due at due.
-func msgDue(tenantID string, created, due time.Time) *store.Message {
+func msgDue(tenantID string, created, due time.Time) *agentowl.OutboxMessage {
 	m := newMessage(tenantID, created)
 	m.NextAttempt = due
 	return m
 }
 
 // msgEnded returns a message in a terminal state with its retention.
-func msgEnded(tenantID string, state store.MessageState, ended, retainUntil time.Time) *store.Message {
+func msgEnded(tenantID string, state agentowl.MessageState, ended, retainUntil time.Time) *agentowl.OutboxMessage {
 	m := newMessage(tenantID, ended.Add(-time.Hour))
 	m.State, m.Attempts, m.EndedAt, m.RetainUntil = state, 1, ptr(ended), ptr(retainUntil)
 	return m
 }
 
 // withLease returns m as a claim by owner until until leaves it.
-func withLease(m *store.Message, owner string, until time.Time) *store.Message {
+func withLease(m *agentowl.OutboxMessage, owner string, until time.Time) *agentowl.OutboxMessage {
 	c := *m
 	c.Attempts++
 	c.LeaseOwner, c.LeaseUntil = owner, ptr(until)
@@ -82,7 +82,7 @@ func withLease(m *store.Message, owner string, until time.Time) *store.Message {
 }
 
 // messages persists ms in one transaction.
-func (e *env) messages(t *testing.T, ms ...*store.Message) {
+func (e *env) messages(t *testing.T, ms ...*agentowl.OutboxMessage) {
 	t.Helper()
 	e.write(t, func(tx store.Tx) error {
 		for _, m := range ms {
@@ -94,15 +94,15 @@ func (e *env) messages(t *testing.T, ms ...*store.Message) {
 	})
 }
 
-func (e *env) getMessage(t *testing.T, id string) *store.Message {
+func (e *env) getMessage(t *testing.T, id string) *agentowl.OutboxMessage {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) (*store.Message, error) { return tx.MessageGet(e.ctx, id) })
+	return read(t, e, func(tx store.Tx) (*agentowl.OutboxMessage, error) { return tx.MessageGet(e.ctx, id) })
 }
 
 // claim runs one MessageClaim in its own transaction.
-func (e *env) claim(t *testing.T, owner string, now, leaseUntil time.Time, limit int) []*store.Message {
+func (e *env) claim(t *testing.T, owner string, now, leaseUntil time.Time, limit int) []*agentowl.OutboxMessage {
 	t.Helper()
-	var got []*store.Message
+	var got []*agentowl.OutboxMessage
 	e.write(t, func(tx store.Tx) error {
 		var err error
 		got, err = tx.MessageClaim(e.ctx, store.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
@@ -120,9 +120,9 @@ func (e *env) finish(t *testing.T, p store.FinishParams) {
 	e.write(t, func(tx store.Tx) error { return tx.MessageFinish(e.ctx, p) })
 }
 
-func (e *env) attempts(t *testing.T, id string) []*store.Attempt {
+func (e *env) attempts(t *testing.T, id string) []*agentowl.Attempt {
 	t.Helper()
-	return nonNil(read(t, e, func(tx store.Tx) ([]*store.Attempt, error) { return tx.AttemptList(e.ctx, id) }))
+	return nonNil(read(t, e, func(tx store.Tx) ([]*agentowl.Attempt, error) { return tx.AttemptList(e.ctx, id) }))
 }
 
 // purge runs the AAP's retention at now, every class in the order
@@ -160,8 +160,8 @@ func (e *env) messageGone(t *testing.T, id string) bool {
 }
 
 // newAttempt returns the record of attempt n of m, started at start.
-func newAttempt(m *store.Message, n int, start time.Time, status int, errText string) store.Attempt {
-	return store.Attempt{
+func newAttempt(m *agentowl.OutboxMessage, n int, start time.Time, status int, errText string) agentowl.Attempt {
+	return agentowl.Attempt{
 		EventID: m.ID, N: n, URL: "https://hooks.example.com/aap?m=" + m.ID, StartedAt: start,
 		EndedAt: start.Add(1500 * time.Millisecond), StatusCode: status, Error: errText,
 	}
@@ -170,20 +170,20 @@ func newAttempt(m *store.Message, n int, start time.Time, status int, errText st
 // equalClaim checks a claim's result against want, oldest due first. The
 // order is reported without stopping the test, so that one ordering defect
 // does not hide what the rest of the test would find.
-func equalClaim(t *testing.T, what string, got, want []*store.Message) {
+func equalClaim(t *testing.T, what string, got, want []*agentowl.OutboxMessage) {
 	t.Helper()
 	if g, w := msgIDs(got), msgIDs(want); !slices.Equal(g, w) {
 		t.Errorf("%s: claimed in order %v, want oldest due first %v", what, g, w)
 	}
-	byID := func(ms []*store.Message) []*store.Message {
+	byID := func(ms []*agentowl.OutboxMessage) []*agentowl.OutboxMessage {
 		ms = slices.Clone(ms)
-		slices.SortFunc(ms, func(a, b *store.Message) int { return strings.Compare(a.ID, b.ID) })
+		slices.SortFunc(ms, func(a, b *agentowl.OutboxMessage) int { return strings.Compare(a.ID, b.ID) })
 		return ms
 	}
 	equal(t, what, byID(got), byID(want))
 }
 
-func msgIDs(ms []*store.Message) []string {
+func msgIDs(ms []*agentowl.OutboxMessage) []string {
 	out := []string{}
 	for _, m := range ms {
 		out = append(out, m.ID)
@@ -205,7 +205,7 @@ func testMessageRoundTrip(t *testing.T, e *env) {
 	bare := newMessage(ten.ID, e.now)
 	full := newMessage(ten.ID, e.now.Add(time.Second))
 	full.Kind, full.Body = "aap.webhook_verification", []byte{0x00, 0x01, 0xff, 0x7f, ' ', '\n', 0x00}
-	full.State, full.Attempts, full.NextAttempt = store.MessageFailed, 7, e.now.Add(3*time.Minute)
+	full.State, full.Attempts, full.NextAttempt = agentowl.MessageFailed, 7, e.now.Add(3*time.Minute)
 	full.LeaseOwner, full.LeaseUntil = "worker-1", ptr(e.now.Add(4*time.Minute))
 	full.LastStatus, full.LastError = 503, "upstream said: \"busy\"\nretry later"
 	full.EndedAt, full.RetainUntil = ptr(e.now.Add(5*time.Minute)), ptr(e.now.Add(agentowl.RetentionAfterDecision))
@@ -228,7 +228,7 @@ func testMessageRoundTrip(t *testing.T, e *env) {
 }
 
 // testMessagePayloadRef: a message whose body refers to its event's
-// payload (store.PayloadRef) is stored without it and read back byte for
+// payload (agentowl.PayloadRef) is stored without it and read back byte for
 // byte, on every read (get, claim, list, redrive, a failed message's
 // outbox entry); its event outlives it in the events' retention; a
 // rewrite stores the new body whole; a reference outside the body writes
@@ -236,11 +236,11 @@ func testMessageRoundTrip(t *testing.T, e *env) {
 func testMessagePayloadRef(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	_, _, ev := e.thread(t, tn.ID)
-	mk := func(at time.Time) (*store.Message, []byte) {
+	mk := func(at time.Time) (*agentowl.OutboxMessage, []byte) {
 		m := newMessage(tn.ID, at)
 		prefix, suffix := []byte(`{"event":{"payload":`), []byte("},\"n\":\"\x00\xff\"}")
 		m.Body = append(append(slices.Clone(prefix), ev.Payload...), suffix...)
-		m.Payload = &store.PayloadRef{EventID: ev.ID, At: len(prefix), Len: len(ev.Payload)}
+		m.Payload = &agentowl.PayloadRef{EventID: ev.ID, At: len(prefix), Len: len(ev.Payload)}
 		return m, slices.Clone(m.Body)
 	}
 	m, whole := mk(e.now)
@@ -256,7 +256,7 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 		}
 	}
 	sameBody("get", e.getMessage(t, m.ID).Body)
-	for _, l := range read(t, e, func(tx store.Tx) ([]*store.Message, error) {
+	for _, l := range read(t, e, func(tx store.Tx) ([]*agentowl.OutboxMessage, error) {
 		return tx.MessageList(e.ctx, store.MessageListParams{TenantID: tn.ID, Limit: 10})
 	}) {
 		if l.ID == m.ID {
@@ -279,9 +279,9 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 		}
 	}
 	keep := ptr(at.Add(time.Hour))
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: newAttempt(m, 1, at, 500, ""), State: store.MessageFailed, RetainUntil: keep})
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: newAttempt(m, 1, at, 500, ""), State: agentowl.MessageFailed, RetainUntil: keep})
 	e.finish(t, store.FinishParams{ID: rewritten.ID, Owner: "w1", Attempt: newAttempt(rewritten, 1, at, 204, ""),
-		State: store.MessageDelivered, RetainUntil: keep})
+		State: agentowl.MessageDelivered, RetainUntil: keep})
 	sameBody("outbox entry", read(t, e, func(tx store.Tx) (*store.OutboxEntry, error) { return tx.OutboxGet(e.ctx, m.ID) }).Message.Body)
 
 	// The failed message, kept for redrive, keeps its event.
@@ -289,9 +289,9 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 	if e.eventGone(t, ev.ID) {
 		t.Fatal("the events' retention deleted an event a failed message's body refers to")
 	}
-	var redriven *store.Message
+	var redriven *agentowl.OutboxMessage
 	e.write(t, func(tx store.Tx) (err error) {
-		redriven, err = tx.MessageRedrive(e.ctx, store.RedriveParams{ID: m.ID, From: []store.MessageState{store.MessageFailed},
+		redriven, err = tx.MessageRedrive(e.ctx, store.RedriveParams{ID: m.ID, From: []agentowl.MessageState{agentowl.MessageFailed},
 			Now: at.Add(time.Minute), DeadlineAt: at.Add(time.Hour)})
 		return err
 	})
@@ -300,7 +300,7 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 	again := e.claim(t, "w2", at, at.Add(time.Minute), 10)
 	equal(t, "claimed after the redrive", msgIDs(again), []string{m.ID})
 	sameBody("claim after the redrive", again[0].Body)
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: newAttempt(m, 2, at, 500, ""), State: store.MessageFailed, RetainUntil: keep})
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: newAttempt(m, 2, at, 500, ""), State: agentowl.MessageFailed, RetainUntil: keep})
 
 	// Once no message refers to it, the event may go.
 	e.purge(t, e.now.Add(48*time.Hour))
@@ -335,24 +335,24 @@ func testMessageClaim(t *testing.T, e *env) {
 	// Leased by a live worker: not claimable until its lease ends.
 	held := withLease(msgDue(ten.ID, at(-60), at(-5)), "busy", at(60))
 	future := msgDue(ten.ID, at(-5), at(30)) // due once the first leases have ended
-	delivered := msgEnded(ten.ID, store.MessageDelivered, at(-6), at(3600))
+	delivered := msgEnded(ten.ID, agentowl.MessageDelivered, at(-6), at(3600))
 	delivered.NextAttempt = at(-100)
-	failed := msgEnded(ten.ID, store.MessageFailed, at(-6), at(3600))
+	failed := msgEnded(ten.ID, agentowl.MessageFailed, at(-6), at(3600))
 	failed.NextAttempt = at(-100)
-	cancelled := msgEnded(ten.ID, store.MessageCancelled, at(-6), at(3600))
+	cancelled := msgEnded(ten.ID, agentowl.MessageCancelled, at(-6), at(3600))
 	cancelled.NextAttempt = at(-100)
 	e.messages(t, c, a, d, b, expired, held, future, delivered, failed, cancelled)
 
 	lease1 := at(30)
 	got := e.claim(t, "w1", e.now, lease1, 2)
 	wantExpired, wantA := withLease(expired, "w1", lease1), withLease(a, "w1", lease1)
-	equalClaim(t, "first claim: the two oldest due, lease taken, attempts counted", got, []*store.Message{wantExpired, wantA})
+	equalClaim(t, "first claim: the two oldest due, lease taken, attempts counted", got, []*agentowl.OutboxMessage{wantExpired, wantA})
 	equal(t, "claimed message as stored", e.getMessage(t, a.ID), wantA)
 	equal(t, "reclaimed message as stored", e.getMessage(t, expired.ID), wantExpired)
 
 	got = e.claim(t, "w2", e.now, lease1, 10)
 	wantB, wantC, wantD := withLease(b, "w2", lease1), withLease(c, "w2", lease1), withLease(d, "w2", lease1)
-	equalClaim(t, "second claim: the rest of the due ones, oldest first", got, []*store.Message{wantB, wantC, wantD})
+	equalClaim(t, "second claim: the rest of the due ones, oldest first", got, []*agentowl.OutboxMessage{wantB, wantC, wantD})
 	equal(t, "claim at the same time again: everything due is leased", msgIDs(e.claim(t, "w3", e.now, lease1, 10)), []string{})
 	equal(t, "claim before the leases end", msgIDs(e.claim(t, "w3", at(29), at(59), 10)), []string{})
 
@@ -360,25 +360,25 @@ func testMessageClaim(t *testing.T, e *env) {
 	// oldest first, each with one more attempt; the live lease still holds.
 	lease2 := at(90)
 	got = e.claim(t, "w4", at(31), lease2, 10)
-	equalClaim(t, "claim after the leases ended", got, []*store.Message{
+	equalClaim(t, "claim after the leases ended", got, []*agentowl.OutboxMessage{
 		withLease(wantExpired, "w4", lease2), withLease(wantA, "w4", lease2), withLease(wantB, "w4", lease2),
 		withLease(wantC, "w4", lease2), withLease(wantD, "w4", lease2), withLease(future, "w4", lease2),
 	})
 	if m := e.getMessage(t, expired.ID); m.Attempts != 3 || m.LeaseOwner != "w4" {
 		t.Fatalf("message claimed three times: attempts %d, owner %q; want 3, w4", m.Attempts, m.LeaseOwner)
 	}
-	equal(t, "live lease, terminal messages untouched", []*store.Message{
+	equal(t, "live lease, terminal messages untouched", []*agentowl.OutboxMessage{
 		e.getMessage(t, held.ID), e.getMessage(t, delivered.ID), e.getMessage(t, failed.ID), e.getMessage(t, cancelled.ID),
-	}, []*store.Message{held, delivered, failed, cancelled})
+	}, []*agentowl.OutboxMessage{held, delivered, failed, cancelled})
 
 	got = e.claim(t, "w5", at(61), at(120), 10)
-	equalClaim(t, "claim after the live lease ended", got, []*store.Message{withLease(held, "w5", at(120))})
+	equalClaim(t, "claim after the live lease ended", got, []*agentowl.OutboxMessage{withLease(held, "w5", at(120))})
 }
 
 func testMessageClaimConcurrent(t *testing.T, e *env) {
 	ten := e.tenant(t)
 	const messages, workers, limit = 50, 8, 3
-	all := make([]*store.Message, messages)
+	all := make([]*agentowl.OutboxMessage, messages)
 	for i := range all {
 		all[i] = msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Duration(i)*time.Second))
 	}
@@ -397,7 +397,7 @@ func testMessageClaimConcurrent(t *testing.T, e *env) {
 				<-start
 				owner := fmt.Sprintf("%s-w%d", round, w)
 				for {
-					var got []*store.Message
+					var got []*agentowl.OutboxMessage
 					err := e.s.Write(e.ctx, func(tx store.Tx) error {
 						var err error
 						got, err = tx.MessageClaim(e.ctx, store.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
@@ -482,52 +482,52 @@ func testMessageFinish(t *testing.T, e *env) {
 		t.Helper()
 		wantErr(t, what, e.finishErr(p), store.ErrConflict)
 	}
-	rejected("finish by another owner", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: store.MessagePending, NextAttempt: retry})
+	rejected("finish by another owner", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
 	stale := a1
 	stale.N = 0
-	rejected("finish of an earlier attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: stale, State: store.MessagePending, NextAttempt: retry})
+	rejected("finish of an earlier attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: stale, State: agentowl.MessagePending, NextAttempt: retry})
 	ahead := a1
 	ahead.N = 2
-	rejected("finish of a later attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: ahead, State: store.MessageDelivered, RetainUntil: ptr(retry)})
-	equal(t, "no attempt recorded by rejected finishes", e.attempts(t, m.ID), []*store.Attempt{})
+	rejected("finish of a later attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: ahead, State: agentowl.MessageDelivered, RetainUntil: ptr(retry)})
+	equal(t, "no attempt recorded by rejected finishes", e.attempts(t, m.ID), []*agentowl.Attempt{})
 	equal(t, "message after rejected finishes", e.getMessage(t, m.ID), leased)
 
 	// A failed attempt: back to pending, due at the retry time, lease released.
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: store.MessagePending, NextAttempt: retry})
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
 	want := *leased
 	want.NextAttempt, want.LeaseOwner, want.LeaseUntil, want.LastStatus, want.LastError = retry, "", nil, 503, a1.Error
 	equal(t, "message after a retryable failure", e.getMessage(t, m.ID), &want)
-	equal(t, "attempts after the first", e.attempts(t, m.ID), []*store.Attempt{&a1})
-	rejected("the same finish again", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: store.MessagePending, NextAttempt: retry})
+	equal(t, "attempts after the first", e.attempts(t, m.ID), []*agentowl.Attempt{&a1})
+	rejected("the same finish again", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
 	equal(t, "claim before the retry time", msgIDs(e.claim(t, "w2", retry.Add(-time.Microsecond), retry.Add(time.Minute), 10)), []string{})
 
 	lease2 := retry.Add(30 * time.Second)
 	equal(t, "claim at the retry time", msgIDs(e.claim(t, "w2", retry, lease2, 10)), []string{m.ID})
 	a2 := newAttempt(m, 2, retry.Add(time.Second), 200, "")
-	rejected("finish by the previous owner", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a2, State: store.MessageDelivered, RetainUntil: ptr(lease2)})
-	rejected("finish with the previous attempt number", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: store.MessageDelivered, RetainUntil: ptr(lease2)})
-	equal(t, "attempts after rejected finishes", e.attempts(t, m.ID), []*store.Attempt{&a1})
+	rejected("finish by the previous owner", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a2, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2)})
+	rejected("finish with the previous attempt number", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2)})
+	equal(t, "attempts after rejected finishes", e.attempts(t, m.ID), []*agentowl.Attempt{&a1})
 
 	retain := a2.EndedAt.Add(agentowl.RetentionAfterDecision)
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: store.MessageDelivered, RetainUntil: &retain})
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: agentowl.MessageDelivered, RetainUntil: &retain})
 	got := e.getMessage(t, m.ID)
-	want.State, want.Attempts, want.LastStatus, want.LastError = store.MessageDelivered, 2, 200, ""
+	want.State, want.Attempts, want.LastStatus, want.LastError = agentowl.MessageDelivered, 2, 200, ""
 	want.EndedAt, want.RetainUntil = &a2.EndedAt, &retain
 	want.NextAttempt = got.NextAttempt // unspecified once the message has ended
 	equal(t, "delivered message", got, &want)
-	equal(t, "attempts after delivery, in order", e.attempts(t, m.ID), []*store.Attempt{&a1, &a2})
+	equal(t, "attempts after delivery, in order", e.attempts(t, m.ID), []*agentowl.Attempt{&a1, &a2})
 	equal(t, "claim after delivery", msgIDs(e.claim(t, "w3", retain, retain.Add(time.Minute), 10)), []string{})
-	rejected("finish after delivery", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: store.MessagePending, NextAttempt: retain})
-	equal(t, "attempts after a finish of a delivered message", e.attempts(t, m.ID), []*store.Attempt{&a1, &a2})
+	rejected("finish after delivery", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: agentowl.MessagePending, NextAttempt: retain})
+	equal(t, "attempts after a finish of a delivered message", e.attempts(t, m.ID), []*agentowl.Attempt{&a1, &a2})
 
 	// The other terminal outcomes, each after one attempt.
 	for _, c := range []struct {
-		state  store.MessageState
+		state  agentowl.MessageState
 		status int
 		err    string
 	}{
-		{store.MessageFailed, 0, "dial tcp 203.0.113.7:443: i/o timeout"},
-		{store.MessageCancelled, 410, "410 Gone"},
+		{agentowl.MessageFailed, 0, "dial tcp 203.0.113.7:443: i/o timeout"},
+		{agentowl.MessageCancelled, 410, "410 Gone"},
 	} {
 		m := msgDue(ten.ID, e.now, e.now)
 		e.messages(t, m)
@@ -541,7 +541,7 @@ func testMessageFinish(t *testing.T, e *env) {
 		want.State, want.Attempts, want.LastStatus, want.LastError, want.EndedAt, want.RetainUntil = c.state, 1, c.status, c.err, &a.EndedAt, &keep
 		want.NextAttempt = got.NextAttempt
 		equal(t, string(c.state)+": message", got, &want)
-		equal(t, string(c.state)+": attempts", e.attempts(t, m.ID), []*store.Attempt{&a})
+		equal(t, string(c.state)+": attempts", e.attempts(t, m.ID), []*agentowl.Attempt{&a})
 	}
 }
 
@@ -558,14 +558,14 @@ func testMessageFinishAfterLeaseLost(t *testing.T, e *env) {
 
 	late := newAttempt(m, 1, e.now, 200, "")
 	wantErr(t, "finish by the worker that lost the lease", e.finishErr(store.FinishParams{
-		ID: m.ID, Owner: "slow", Attempt: late, State: store.MessageDelivered, RetainUntil: ptr(lease2),
+		ID: m.ID, Owner: "slow", Attempt: late, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2),
 	}), store.ErrConflict)
-	equal(t, "attempts after the lost lease's finish", e.attempts(t, m.ID), []*store.Attempt{})
+	equal(t, "attempts after the lost lease's finish", e.attempts(t, m.ID), []*agentowl.Attempt{})
 	equal(t, "message after the lost lease's finish", e.getMessage(t, m.ID), withLease(withLease(m, "slow", lease1), "fresh", lease2))
 
 	a2 := newAttempt(m, 2, lease1.Add(time.Second), 500, "500 Internal Server Error")
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "fresh", Attempt: a2, State: store.MessagePending, NextAttempt: lease2})
-	equal(t, "attempts", e.attempts(t, m.ID), []*store.Attempt{&a2})
+	e.finish(t, store.FinishParams{ID: m.ID, Owner: "fresh", Attempt: a2, State: agentowl.MessagePending, NextAttempt: lease2})
+	equal(t, "attempts", e.attempts(t, m.ID), []*agentowl.Attempt{&a2})
 }
 
 // testMessageFinishAll records a batch of outcomes together; the one whose
@@ -582,8 +582,8 @@ func testMessageFinishAll(t *testing.T, e *env) {
 	// "other" records attempt 2 of ok1 and ok2 and keeps stale.
 	e.write(t, func(tx store.Tx) error {
 		_, err := tx.MessageFinishAll(e.ctx, []store.FinishParams{
-			{ID: ok1.ID, Owner: "other", Attempt: newAttempt(ok1, 2, lease, 0, ""), State: store.MessagePending, NextAttempt: lease},
-			{ID: ok2.ID, Owner: "other", Attempt: newAttempt(ok2, 2, lease, 0, ""), State: store.MessagePending, NextAttempt: lease},
+			{ID: ok1.ID, Owner: "other", Attempt: newAttempt(ok1, 2, lease, 0, ""), State: agentowl.MessagePending, NextAttempt: lease},
+			{ID: ok2.ID, Owner: "other", Attempt: newAttempt(ok2, 2, lease, 0, ""), State: agentowl.MessagePending, NextAttempt: lease},
 		})
 		return err
 	})
@@ -594,29 +594,29 @@ func testMessageFinishAll(t *testing.T, e *env) {
 	var lost []bool
 	e.write(t, func(tx store.Tx) (err error) {
 		lost, err = tx.MessageFinishAll(e.ctx, []store.FinishParams{
-			{ID: ok1.ID, Owner: "w2", Attempt: delivered, State: store.MessageDelivered, RetainUntil: &retain},
-			{ID: stale.ID, Owner: "w", Attempt: newAttempt(stale, 1, e.now, 204, ""), State: store.MessageDelivered, RetainUntil: &retain},
-			{ID: ok2.ID, Owner: "w2", Attempt: failed, State: store.MessagePending, NextAttempt: lease.Add(time.Minute)},
+			{ID: ok1.ID, Owner: "w2", Attempt: delivered, State: agentowl.MessageDelivered, RetainUntil: &retain},
+			{ID: stale.ID, Owner: "w", Attempt: newAttempt(stale, 1, e.now, 204, ""), State: agentowl.MessageDelivered, RetainUntil: &retain},
+			{ID: ok2.ID, Owner: "w2", Attempt: failed, State: agentowl.MessagePending, NextAttempt: lease.Add(time.Minute)},
 		})
 		return err
 	})
 	equal(t, "lost", lost, []bool{false, true, false})
 	got1, gotStale, got2 := e.getMessage(t, ok1.ID), e.getMessage(t, stale.ID), e.getMessage(t, ok2.ID)
-	if got1.State != store.MessageDelivered || got1.EndedAt == nil || !got1.EndedAt.Equal(delivered.EndedAt) ||
+	if got1.State != agentowl.MessageDelivered || got1.EndedAt == nil || !got1.EndedAt.Equal(delivered.EndedAt) ||
 		got1.RetainUntil == nil || !got1.RetainUntil.Equal(retain) || got1.LastStatus != 204 || got1.LeaseOwner != "" {
 		t.Errorf("delivered message: %+v", got1)
 	}
-	if got2.State != store.MessagePending || !got2.NextAttempt.Equal(lease.Add(time.Minute)) || got2.EndedAt != nil ||
+	if got2.State != agentowl.MessagePending || !got2.NextAttempt.Equal(lease.Add(time.Minute)) || got2.EndedAt != nil ||
 		got2.LastError != "connection reset" || got2.LastStatus != 0 || got2.LeaseOwner != "" {
 		t.Errorf("retried message: %+v", got2)
 	}
-	if gotStale.LeaseOwner != "other" || gotStale.State != store.MessagePending {
+	if gotStale.LeaseOwner != "other" || gotStale.State != agentowl.MessagePending {
 		t.Errorf("the lost lease's message changed: %+v", gotStale)
 	}
 	equal(t, "attempts of the delivered message", len(e.attempts(t, ok1.ID)), 2)
 	equal(t, "its last attempt", e.attempts(t, ok1.ID)[1], &delivered)
 	equal(t, "attempts of the retried message", e.attempts(t, ok2.ID)[1], &failed)
-	equal(t, "attempts of the lost lease's message", e.attempts(t, stale.ID), []*store.Attempt{})
+	equal(t, "attempts of the lost lease's message", e.attempts(t, stale.ID), []*agentowl.Attempt{})
 
 	// A late outcome of attempt 1 and the outcome of attempt 2 of one
 	// message, by the same owner, in one batch: only attempt 2 counts.
@@ -627,13 +627,13 @@ func testMessageFinishAll(t *testing.T, e *env) {
 	second := newAttempt(again, 2, lease.Add(time.Second), 204, "")
 	e.write(t, func(tx store.Tx) (err error) {
 		lost, err = tx.MessageFinishAll(e.ctx, []store.FinishParams{
-			{ID: again.ID, Owner: "w3", Attempt: newAttempt(again, 1, e.now, 500, ""), State: store.MessagePending, NextAttempt: lease},
-			{ID: again.ID, Owner: "w3", Attempt: second, State: store.MessageDelivered, RetainUntil: &retain},
+			{ID: again.ID, Owner: "w3", Attempt: newAttempt(again, 1, e.now, 500, ""), State: agentowl.MessagePending, NextAttempt: lease},
+			{ID: again.ID, Owner: "w3", Attempt: second, State: agentowl.MessageDelivered, RetainUntil: &retain},
 		})
 		return err
 	})
 	equal(t, "lost, same message twice", lost, []bool{true, false})
-	equal(t, "attempts of the message finished twice in one batch", e.attempts(t, again.ID), []*store.Attempt{&second})
+	equal(t, "attempts of the message finished twice in one batch", e.attempts(t, again.ID), []*agentowl.Attempt{&second})
 }
 
 func testMessageDefer(t *testing.T, e *env) {
@@ -656,22 +656,22 @@ func testMessageDefer(t *testing.T, e *env) {
 	want := *m
 	want.NextAttempt = next
 	equal(t, "deferred message: lease released, attempt not counted", e.getMessage(t, m.ID), &want)
-	equal(t, "no attempt recorded", e.attempts(t, m.ID), []*store.Attempt{})
+	equal(t, "no attempt recorded", e.attempts(t, m.ID), []*agentowl.Attempt{})
 	wantErr(t, "defer again", deferErr("w1", 1), store.ErrConflict)
 	equal(t, "claim before the deferred time", msgIDs(e.claim(t, "w2", next.Add(-time.Microsecond), lease, 1)), []string{})
-	equalClaim(t, "claim at the deferred time", e.claim(t, "w2", next, lease, 1), []*store.Message{withLease(&want, "w2", lease)})
+	equalClaim(t, "claim at the deferred time", e.claim(t, "w2", next, lease, 1), []*agentowl.OutboxMessage{withLease(&want, "w2", lease)})
 }
 
 func testMessageCancelDestination(t *testing.T, e *env) {
 	ten := e.tenant(t)
 	dest, otherDest := "instance:"+uuid.NewString(), "instance:"+uuid.NewString()
-	to := func(m *store.Message, d string) *store.Message { m.Destination = d; return m }
+	to := func(m *agentowl.OutboxMessage, d string) *agentowl.OutboxMessage { m.Destination = d; return m }
 	idle := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(time.Hour)), dest)
 	dueIdle := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), dest)
 	crashed := to(withLease(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), "crashed", e.now.Add(-time.Second)), dest)
 	inFlightUntil := e.now.Add(30 * time.Second)
 	inFlight := to(withLease(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), "busy", inFlightUntil), dest)
-	delivered := to(msgEnded(ten.ID, store.MessageDelivered, e.now.Add(-time.Minute), e.now.Add(time.Hour)), dest)
+	delivered := to(msgEnded(ten.ID, agentowl.MessageDelivered, e.now.Add(-time.Minute), e.now.Add(time.Hour)), dest)
 	elsewhere := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), otherDest)
 	e.messages(t, idle, dueIdle, crashed, inFlight, delivered, elsewhere)
 
@@ -686,7 +686,7 @@ func testMessageCancelDestination(t *testing.T, e *env) {
 
 	for _, c := range []struct {
 		what  string
-		m     *store.Message
+		m     *agentowl.OutboxMessage
 		ended time.Time
 	}{
 		{"idle, not yet due", idle, e.now},
@@ -696,7 +696,7 @@ func testMessageCancelDestination(t *testing.T, e *env) {
 	} {
 		got := e.getMessage(t, c.m.ID)
 		want := *c.m
-		want.State, want.EndedAt, want.RetainUntil = store.MessageCancelled, ptr(c.ended), ptr(c.ended.Add(grace))
+		want.State, want.EndedAt, want.RetainUntil = agentowl.MessageCancelled, ptr(c.ended), ptr(c.ended.Add(grace))
 		// What a cancelled message keeps of its lease is not specified.
 		want.LeaseOwner, want.LeaseUntil = got.LeaseOwner, got.LeaseUntil
 		want.NextAttempt = got.NextAttempt
@@ -707,10 +707,10 @@ func testMessageCancelDestination(t *testing.T, e *env) {
 
 	// The in-flight worker's outcome cannot bring the message back.
 	a := newAttempt(inFlight, inFlight.Attempts, e.now, 200, "")
-	if err := e.finishErr(store.FinishParams{ID: inFlight.ID, Owner: "busy", Attempt: a, State: store.MessagePending, NextAttempt: e.now.Add(time.Hour)}); err != nil && !errors.Is(err, store.ErrConflict) {
+	if err := e.finishErr(store.FinishParams{ID: inFlight.ID, Owner: "busy", Attempt: a, State: agentowl.MessagePending, NextAttempt: e.now.Add(time.Hour)}); err != nil && !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("finish of a cancelled in-flight message: %v, want nil or ErrConflict", err)
 	}
-	if got := e.getMessage(t, inFlight.ID); got.State != store.MessageCancelled || got.EndedAt == nil || !got.EndedAt.Equal(inFlightUntil) {
+	if got := e.getMessage(t, inFlight.ID); got.State != agentowl.MessageCancelled || got.EndedAt == nil || !got.EndedAt.Equal(inFlightUntil) {
 		t.Fatalf("cancelled in-flight message after its worker finished: %s", show(got))
 	}
 
@@ -728,7 +728,7 @@ func testMessageList(t *testing.T, e *env) {
 	ten, other := e.tenant(t), e.tenant(t)
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
 	destA, destB, subj := "instance:"+uuid.NewString(), "instance:"+uuid.NewString(), uuid.NewString()
-	mk := func(tenantID string, s int, dest, subject string) *store.Message {
+	mk := func(tenantID string, s int, dest, subject string) *agentowl.OutboxMessage {
 		m := newMessage(tenantID, at(s))
 		m.Destination = dest
 		if subject != "" {
@@ -738,38 +738,38 @@ func testMessageList(t *testing.T, e *env) {
 	}
 	m1, m2, m3 := mk(ten.ID, 1, destA, subj), mk(ten.ID, 2, destB, ""), mk(ten.ID, 3, destA, "")
 	m4 := mk(ten.ID, 4, destA, subj)
-	m4.State, m4.Attempts, m4.EndedAt, m4.RetainUntil = store.MessageDelivered, 1, ptr(at(10)), ptr(at(100))
+	m4.State, m4.Attempts, m4.EndedAt, m4.RetainUntil = agentowl.MessageDelivered, 1, ptr(at(10)), ptr(at(100))
 	m5 := mk(ten.ID, 5, destB, subj)
-	m5.State, m5.Attempts, m5.EndedAt, m5.RetainUntil = store.MessageFailed, 9, ptr(at(11)), ptr(at(100))
+	m5.State, m5.Attempts, m5.EndedAt, m5.RetainUntil = agentowl.MessageFailed, 9, ptr(at(11)), ptr(at(100))
 	u1 := mk(other.ID, 6, destA, subj)
 	e.messages(t, m3, m1, u1, m5, m2, m4)
 
 	list := func(p store.MessageListParams) []string {
 		t.Helper()
-		return msgIDs(read(t, e, func(tx store.Tx) ([]*store.Message, error) { return tx.MessageList(e.ctx, p) }))
+		return msgIDs(read(t, e, func(tx store.Tx) ([]*agentowl.OutboxMessage, error) { return tx.MessageList(e.ctx, p) }))
 	}
 	for _, c := range []struct {
 		what string
 		p    store.MessageListParams
-		want []*store.Message
+		want []*agentowl.OutboxMessage
 	}{
-		{"tenant, newest first", store.MessageListParams{TenantID: ten.ID, Limit: 10}, []*store.Message{m5, m4, m3, m2, m1}},
-		{"limit", store.MessageListParams{TenantID: ten.ID, Limit: 2}, []*store.Message{m5, m4}},
-		{"subject", store.MessageListParams{TenantID: ten.ID, Subject: subj, Limit: 10}, []*store.Message{m5, m4, m1}},
-		{"destination", store.MessageListParams{TenantID: ten.ID, Prefix: destA, Limit: 10}, []*store.Message{m4, m3, m1}},
-		{"state pending", store.MessageListParams{TenantID: ten.ID, State: store.MessagePending, Limit: 10}, []*store.Message{m3, m2, m1}},
-		{"state failed", store.MessageListParams{TenantID: ten.ID, State: store.MessageFailed, Limit: 10}, []*store.Message{m5}},
-		{"every filter", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, State: store.MessagePending, Limit: 10}, []*store.Message{m1}},
-		{"every filter and limit", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, Limit: 1}, []*store.Message{m4}},
-		{"other tenant", store.MessageListParams{TenantID: other.ID, Limit: 10}, []*store.Message{u1}},
-		{"no match", store.MessageListParams{TenantID: ten.ID, Subject: uuid.NewString(), Limit: 10}, []*store.Message{}},
-		{"unknown tenant", store.MessageListParams{TenantID: uuid.NewString(), Limit: 10}, []*store.Message{}},
+		{"tenant, newest first", store.MessageListParams{TenantID: ten.ID, Limit: 10}, []*agentowl.OutboxMessage{m5, m4, m3, m2, m1}},
+		{"limit", store.MessageListParams{TenantID: ten.ID, Limit: 2}, []*agentowl.OutboxMessage{m5, m4}},
+		{"subject", store.MessageListParams{TenantID: ten.ID, Subject: subj, Limit: 10}, []*agentowl.OutboxMessage{m5, m4, m1}},
+		{"destination", store.MessageListParams{TenantID: ten.ID, Prefix: destA, Limit: 10}, []*agentowl.OutboxMessage{m4, m3, m1}},
+		{"state pending", store.MessageListParams{TenantID: ten.ID, State: agentowl.MessagePending, Limit: 10}, []*agentowl.OutboxMessage{m3, m2, m1}},
+		{"state failed", store.MessageListParams{TenantID: ten.ID, State: agentowl.MessageFailed, Limit: 10}, []*agentowl.OutboxMessage{m5}},
+		{"every filter", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, State: agentowl.MessagePending, Limit: 10}, []*agentowl.OutboxMessage{m1}},
+		{"every filter and limit", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, Limit: 1}, []*agentowl.OutboxMessage{m4}},
+		{"other tenant", store.MessageListParams{TenantID: other.ID, Limit: 10}, []*agentowl.OutboxMessage{u1}},
+		{"no match", store.MessageListParams{TenantID: ten.ID, Subject: uuid.NewString(), Limit: 10}, []*agentowl.OutboxMessage{}},
+		{"unknown tenant", store.MessageListParams{TenantID: uuid.NewString(), Limit: 10}, []*agentowl.OutboxMessage{}},
 	} {
 		equal(t, c.what, list(c.p), msgIDs(c.want))
 	}
-	equal(t, "listed messages are complete", read(t, e, func(tx store.Tx) ([]*store.Message, error) {
+	equal(t, "listed messages are complete", read(t, e, func(tx store.Tx) ([]*agentowl.OutboxMessage, error) {
 		return tx.MessageList(e.ctx, store.MessageListParams{TenantID: ten.ID, Prefix: destB, Limit: 10})
-	}), []*store.Message{m5, m2})
+	}), []*agentowl.OutboxMessage{m5, m2})
 }
 
 func testMessageStats(t *testing.T, e *env) {
@@ -779,7 +779,7 @@ func testMessageStats(t *testing.T, e *env) {
 	// oldest-created oldest-due" lines.
 	stats := func(what string, now time.Time, want ...string) {
 		t.Helper()
-		qs := read(t, e, func(tx store.Tx) ([]*store.QueueStats, error) { return tx.MessageStats(e.ctx, now) })
+		qs := read(t, e, func(tx store.Tx) ([]*agentowl.QueueStats, error) { return tx.MessageStats(e.ctx, now) })
 		got := []string{}
 		for _, q := range qs {
 			due := "-"
@@ -792,7 +792,7 @@ func testMessageStats(t *testing.T, e *env) {
 	}
 	stats("empty outbox", e.now)
 
-	oldestEnded := msgEnded(ten.ID, store.MessageDelivered, at(-1), at(100))
+	oldestEnded := msgEnded(ten.ID, agentowl.MessageDelivered, at(-1), at(100))
 	oldestEnded.CreatedAt = at(-100)
 	p1, p2 := msgDue(ten.ID, at(-30), at(0)), msgDue(ten.ID, at(-10), at(5))
 	leased := withLease(msgDue(ten.ID, at(-20), at(0)), "w", at(60))
@@ -815,7 +815,7 @@ func testMessageStats(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, u.ID, "w1", 1, at(-45)) })
 	stats("deferred: still due since it first was", at(1), "decision 1 -5 -5", "endpoint 1 -50 -40", "instance 3 -30 0")
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(2), at(30), 1)), []string{u.ID})
-	e.finish(t, store.FinishParams{ID: u.ID, Owner: "w1", Attempt: newAttempt(u, 1, at(2), 503, ""), State: store.MessagePending, NextAttempt: at(8)})
+	e.finish(t, store.FinishParams{ID: u.ID, Owner: "w1", Attempt: newAttempt(u, 1, at(2), 503, ""), State: agentowl.MessagePending, NextAttempt: at(8)})
 	stats("retried: due at the retry", at(2), "decision 1 -5 -5", "endpoint 1 -50 -", "instance 3 -30 0")
 	stats("retried: due at the retry", at(9), "decision 1 -5 -5", "endpoint 1 -50 8", "instance 3 -30 0")
 
@@ -825,9 +825,9 @@ func testMessageStats(t *testing.T, e *env) {
 	})
 	stats("after the endpoint's was cancelled", e.now, "decision 1 -5 -5", "instance 3 -30 0")
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{push.ID})
-	e.finish(t, store.FinishParams{ID: push.ID, Owner: "w1", Attempt: newAttempt(push, 1, at(1), 204, ""), State: store.MessageDelivered, RetainUntil: ptr(at(100))})
+	e.finish(t, store.FinishParams{ID: push.ID, Owner: "w1", Attempt: newAttempt(push, 1, at(1), 204, ""), State: agentowl.MessageDelivered, RetainUntil: ptr(at(100))})
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{p1.ID})
-	e.finish(t, store.FinishParams{ID: p1.ID, Owner: "w1", Attempt: newAttempt(p1, 1, at(1), 204, ""), State: store.MessageDelivered, RetainUntil: ptr(at(100))})
+	e.finish(t, store.FinishParams{ID: p1.ID, Owner: "w1", Attempt: newAttempt(p1, 1, at(1), 204, ""), State: agentowl.MessageDelivered, RetainUntil: ptr(at(100))})
 	stats("after the oldest were delivered", e.now, "instance 2 -20 0")
 }
 
@@ -836,7 +836,7 @@ func testMessageStats(t *testing.T, e *env) {
 func testMessageUndefer(t *testing.T, e *env) {
 	ten := e.tenant(t)
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
-	deferTo := func(m *store.Message, next time.Time) {
+	deferTo := func(m *agentowl.OutboxMessage, next time.Time) {
 		t.Helper()
 		equal(t, "claim", msgIDs(e.claim(t, "w", at(0), at(30), 1)), []string{m.ID})
 		e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, m.ID, "w", 1, next) })
@@ -848,7 +848,7 @@ func testMessageUndefer(t *testing.T, e *env) {
 	deferTo(d2, at(90))
 	e.messages(t, retry)
 	equal(t, "claim", msgIDs(e.claim(t, "w", at(0), at(30), 1)), []string{retry.ID})
-	e.finish(t, store.FinishParams{ID: retry.ID, Owner: "w", Attempt: newAttempt(retry, 1, at(0), 503, ""), State: store.MessagePending, NextAttempt: at(120)})
+	e.finish(t, store.FinishParams{ID: retry.ID, Owner: "w", Attempt: newAttempt(retry, 1, at(0), 503, ""), State: agentowl.MessagePending, NextAttempt: at(120)})
 	e.messages(t, withLease(leased, "other", at(30)))
 	undefer := func(ids []string, limit int) int {
 		t.Helper()
@@ -870,28 +870,28 @@ func testMessageUndefer(t *testing.T, e *env) {
 
 func testEngineReports(t *testing.T, e *env) {
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
-	list := func() []*store.EngineReport {
-		return nonNil(read(t, e, func(tx store.Tx) ([]*store.EngineReport, error) { return tx.EngineList(e.ctx) }))
+	list := func() []*agentowl.EngineReport {
+		return nonNil(read(t, e, func(tx store.Tx) ([]*agentowl.EngineReport, error) { return tx.EngineList(e.ctx) }))
 	}
-	report := func(r store.EngineReport, forgetBefore time.Time) {
+	report := func(r agentowl.EngineReport, forgetBefore time.Time) {
 		t.Helper()
 		e.write(t, func(tx store.Tx) error { return tx.EngineReport(e.ctx, &r, forgetBefore) })
 	}
-	equal(t, "none", list(), []*store.EngineReport{})
-	a := store.EngineReport{Owner: "a", StartedAt: at(-100), SeenAt: at(-50), Attempts: 3, SlotsBusy: 4, SlotsIdle: 1, SlotsStale: 1, SlotsReclaimed: 1 << 40}
-	b := store.EngineReport{Owner: "b", StartedAt: at(-10), SeenAt: at(-5)}
+	equal(t, "none", list(), []*agentowl.EngineReport{})
+	a := agentowl.EngineReport{Owner: "a", StartedAt: at(-100), SeenAt: at(-50), Attempts: 3, SlotsBusy: 4, SlotsIdle: 1, SlotsStale: 1, SlotsReclaimed: 1 << 40}
+	b := agentowl.EngineReport{Owner: "b", StartedAt: at(-10), SeenAt: at(-5)}
 	report(a, at(-1000))
 	report(b, at(-1000))
-	equal(t, "both", list(), []*store.EngineReport{&a, &b})
+	equal(t, "both", list(), []*agentowl.EngineReport{&a, &b})
 	a.SeenAt, a.Attempts, a.SlotsStale = at(0), 0, 0
 	report(a, at(-1000))
-	equal(t, "a's report replaced", list(), []*store.EngineReport{&a, &b})
+	equal(t, "a's report replaced", list(), []*agentowl.EngineReport{&a, &b})
 	report(a, at(-5))
-	equal(t, "a report seen at the bound is kept", list(), []*store.EngineReport{&a, &b})
+	equal(t, "a report seen at the bound is kept", list(), []*agentowl.EngineReport{&a, &b})
 	report(a, at(-4))
-	equal(t, "b forgotten: not renewed since before the bound", list(), []*store.EngineReport{&a})
+	equal(t, "b forgotten: not renewed since before the bound", list(), []*agentowl.EngineReport{&a})
 	e.write(t, func(tx store.Tx) error { return tx.EngineGone(e.ctx, "a") })
-	equal(t, "a gone", list(), []*store.EngineReport{})
+	equal(t, "a gone", list(), []*agentowl.EngineReport{})
 }
 
 func testMessagePurge(t *testing.T, e *env) {
@@ -899,12 +899,12 @@ func testMessagePurge(t *testing.T, e *env) {
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
 
 	// Ended after recorded attempts: claim and finish them first, alone.
-	withAttempts := func(state store.MessageState, retainUntil time.Time) *store.Message {
+	withAttempts := func(state agentowl.MessageState, retainUntil time.Time) *agentowl.OutboxMessage {
 		t.Helper()
 		m := msgDue(ten.ID, at(-7200), at(-7200))
 		e.messages(t, m)
 		equal(t, "claim", msgIDs(e.claim(t, "w", at(-7200), at(-7100), 1)), []string{m.ID})
-		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, at(-7200), 0, "refused"), State: store.MessagePending, NextAttempt: at(-7000)})
+		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, at(-7200), 0, "refused"), State: agentowl.MessagePending, NextAttempt: at(-7000)})
 		equal(t, "claim", msgIDs(e.claim(t, "w", at(-7000), at(-6900), 1)), []string{m.ID})
 		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 2, at(-7000), 200, ""), State: state, RetainUntil: &retainUntil})
 		if n := len(e.attempts(t, m.ID)); n != 2 {
@@ -912,8 +912,8 @@ func testMessagePurge(t *testing.T, e *env) {
 		}
 		return m
 	}
-	deliveredPast := withAttempts(store.MessageDelivered, at(-1))
-	failedKept := withAttempts(store.MessageFailed, at(3600))
+	deliveredPast := withAttempts(agentowl.MessageDelivered, at(-1))
+	failedKept := withAttempts(agentowl.MessageFailed, at(3600))
 
 	// A pending message with recorded attempts, overdue, with a past
 	// retain_until: pending rows are never purged.
@@ -921,11 +921,11 @@ func testMessagePurge(t *testing.T, e *env) {
 	e.messages(t, pendingRetried)
 	equal(t, "claim", msgIDs(e.claim(t, "w", at(-7200), at(-7100), 1)), []string{pendingRetried.ID})
 	e.finish(t, store.FinishParams{ID: pendingRetried.ID, Owner: "w", Attempt: newAttempt(pendingRetried, 1, at(-7200), 503, ""),
-		State: store.MessagePending, NextAttempt: at(-7000), RetainUntil: ptr(at(-7000))})
+		State: agentowl.MessagePending, NextAttempt: at(-7000), RetainUntil: ptr(at(-7000))})
 
-	failedAtNow := msgEnded(ten.ID, store.MessageFailed, at(-7200), e.now)
-	cancelledPast := msgEnded(ten.ID, store.MessageCancelled, at(-7200), at(-7199))
-	cancelledKept := msgEnded(ten.ID, store.MessageCancelled, at(-7200), at(1))
+	failedAtNow := msgEnded(ten.ID, agentowl.MessageFailed, at(-7200), e.now)
+	cancelledPast := msgEnded(ten.ID, agentowl.MessageCancelled, at(-7200), at(-7199))
+	cancelledKept := msgEnded(ten.ID, agentowl.MessageCancelled, at(-7200), at(1))
 	pendingOld := msgDue(ten.ID, at(-30*86400), at(-30*86400))
 	pendingOld.DeadlineAt = at(-29 * 86400)
 	leased := withLease(msgDue(ten.ID, at(-7200), at(-7200)), "w", at(-7100))
@@ -936,7 +936,7 @@ func testMessagePurge(t *testing.T, e *env) {
 	}
 	for _, c := range []struct {
 		what string
-		m    *store.Message
+		m    *agentowl.OutboxMessage
 		gone bool
 	}{
 		{"delivered, retained until the past", deliveredPast, true},
@@ -952,7 +952,7 @@ func testMessagePurge(t *testing.T, e *env) {
 			t.Fatalf("message %s: gone = %v, want %v", c.what, gone, c.gone)
 		}
 	}
-	equal(t, "attempts of a purged message", e.attempts(t, deliveredPast.ID), []*store.Attempt{})
+	equal(t, "attempts of a purged message", e.attempts(t, deliveredPast.ID), []*agentowl.Attempt{})
 	if n := len(e.attempts(t, failedKept.ID)); n != 2 {
 		t.Fatalf("attempts of a retained message: %d, want 2", n)
 	}
@@ -964,12 +964,12 @@ func testMessagePurge(t *testing.T, e *env) {
 	}
 
 	e.purge(t, at(3600))
-	for _, m := range []*store.Message{failedKept, cancelledKept} {
+	for _, m := range []*agentowl.OutboxMessage{failedKept, cancelledKept} {
 		if !e.messageGone(t, m.ID) {
 			t.Fatalf("message %s still there after its retention", m.ID)
 		}
 	}
-	for _, m := range []*store.Message{pendingRetried, pendingOld, leased} {
+	for _, m := range []*agentowl.OutboxMessage{pendingRetried, pendingOld, leased} {
 		if e.messageGone(t, m.ID) {
 			t.Fatalf("pending message %s purged", m.ID)
 		}
@@ -1010,7 +1010,7 @@ func testMessagePurgeKeepsRequest(t *testing.T, e *env) {
 	equal(t, "claim", msgIDs(e.claim(t, "w", e.now.Add(time.Minute), lease, 1)), []string{m.ID})
 	retain := e.now.Add(time.Hour)
 	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, e.now.Add(time.Minute), 200, ""),
-		State: store.MessageDelivered, RetainUntil: &retain})
+		State: agentowl.MessageDelivered, RetainUntil: &retain})
 	e.purge(t, e.now.Add(time.Minute))
 	if !requestThere(notified) {
 		t.Fatal("request purged while its delivered notification is retained")

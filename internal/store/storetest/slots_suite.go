@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -25,9 +26,9 @@ func (e *env) leaseSlots(t *testing.T, key, owner string, limit, n int, now time
 	return nonNil(got)
 }
 
-func (e *env) renewSlots(t *testing.T, owner string, slots []store.Slot, now time.Time) []store.Slot {
+func (e *env) renewSlots(t *testing.T, owner string, slots []agentowl.Slot, now time.Time) []agentowl.Slot {
 	t.Helper()
-	var got []store.Slot
+	var got []agentowl.Slot
 	e.write(t, func(tx store.Tx) (err error) {
 		got, err = tx.SlotRenew(e.ctx, owner, slots, now, now.Add(time.Minute))
 		return err
@@ -35,14 +36,16 @@ func (e *env) renewSlots(t *testing.T, owner string, slots []store.Slot, now tim
 	return nonNil(got)
 }
 
-func (e *env) releaseSlots(t *testing.T, owner string, slots ...store.Slot) {
+func (e *env) releaseSlots(t *testing.T, owner string, slots ...agentowl.Slot) {
 	t.Helper()
 	e.write(t, func(tx store.Tx) error { return tx.SlotRelease(e.ctx, owner, slots) })
 }
 
 func testSlotLease(t *testing.T, e *env) {
 	lease := e.now.Add(time.Minute) // every lease below is made at e.now unless said
-	slot := func(key string, n int, until time.Time) store.Slot { return store.Slot{Key: key, N: n, Until: until} }
+	slot := func(key string, n int, until time.Time) agentowl.Slot {
+		return agentowl.Slot{Key: key, N: n, Until: until}
+	}
 	equal(t, "first lease", e.leaseSlots(t, "host:a", "p1", 3, 2, e.now), []int{0, 1})
 	equal(t, "up to the limit", e.leaseSlots(t, "host:a", "p2", 3, 5, e.now), []int{2})
 	equal(t, "all taken", e.leaseSlots(t, "host:a", "p3", 3, 1, e.now), []int{})
@@ -59,12 +62,12 @@ func testSlotLease(t *testing.T, e *env) {
 
 	// p2 renews the lease it holds; a lease it does not hold is not renewed.
 	later := e.now.Add(50 * time.Second)
-	equal(t, "renewed", e.renewSlots(t, "p2", []store.Slot{slot("host:a", 2, lease), slot("host:a", 1, lease)}, later),
-		[]store.Slot{slot("host:a", 2, later.Add(time.Minute))})
+	equal(t, "renewed", e.renewSlots(t, "p2", []agentowl.Slot{slot("host:a", 2, lease), slot("host:a", 1, lease)}, later),
+		[]agentowl.Slot{slot("host:a", 2, later.Add(time.Minute))})
 	// p1 (slot 1) and p3 (slot 0) did not renew: their leases lapse.
 	lapsed := e.now.Add(61 * time.Second)
 	equal(t, "after p1's and p3's leases lapsed", e.leaseSlots(t, "host:a", "p4", 3, 3, lapsed), []int{0, 1})
-	equal(t, "a lapsed lease cannot be renewed", e.renewSlots(t, "p1", []store.Slot{slot("host:a", 1, lease)}, lapsed), []store.Slot{})
+	equal(t, "a lapsed lease cannot be renewed", e.renewSlots(t, "p1", []agentowl.Slot{slot("host:a", 1, lease)}, lapsed), []agentowl.Slot{})
 	// p1's late hand-back of its lapsed lease leaves p4's new lease alone.
 	e.releaseSlots(t, "p1", slot("host:a", 1, lease))
 	equal(t, "p4's lease survives p1's late hand-back", e.leaseSlots(t, "host:a", "p5", 3, 3, lapsed), []int{})

@@ -230,8 +230,8 @@ func approved(at time.Time) *agentowl.Decision {
 	}
 }
 
-func newIdempotency(at time.Time) *store.Idempotency {
-	return &store.Idempotency{
+func newIdempotency(at time.Time) *agentowl.Idempotency {
+	return &agentowl.Idempotency{
 		Scope: uuid.NewString(), Operation: "instance.create", Key: uuid.NewString(), InputHash: hashOf(uuid.NewString()),
 		ResourceID: uuid.NewString(), Response: []byte(`{"id":"x","secret":"sealed\u0000bytes"}`),
 		CreatedAt: at, RetainUntil: at.Add(agentowl.RetentionAfterDecision),
@@ -569,9 +569,9 @@ func testInstances(t *testing.T, e *env) {
 func testIdempotency(t *testing.T, e *env) {
 	r := newIdempotency(e.now)
 	e.write(t, func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, r) })
-	get := func(scope, op, key string) *store.Idempotency {
+	get := func(scope, op, key string) *agentowl.Idempotency {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (*store.Idempotency, error) { return tx.IdempotencyGet(e.ctx, scope, op, key) })
+		return read(t, e, func(tx store.Tx) (*agentowl.Idempotency, error) { return tx.IdempotencyGet(e.ctx, scope, op, key) })
 	}
 	equal(t, "get", get(r.Scope, r.Operation, r.Key), r)
 
@@ -746,12 +746,12 @@ func testRequestGetShared(t *testing.T, e *env) {
 
 	// RequestGetSharedRecord: the same, with the request's record of an
 	// operation and key as IdempotencyGet finds it.
-	rec := &store.Idempotency{Scope: r.ID, Operation: "decide", Key: "d1", InputHash: []byte{1}, ResourceID: "d1",
+	rec := &agentowl.Idempotency{Scope: r.ID, Operation: "decide", Key: "d1", InputHash: []byte{1}, ResourceID: "d1",
 		Response: []byte("{}"), CreatedAt: e.now, RetainUntil: e.now.Add(time.Hour)}
 	e.write(t, func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, rec) })
 	for _, key := range []string{"d1", "d2"} {
 		var got *agentowl.ApprovalRequest
-		var gotRec *store.Idempotency
+		var gotRec *agentowl.Idempotency
 		e.write(t, func(tx store.Tx) (err error) {
 			got, _, gotRec, err = tx.RequestGetSharedRecord(e.ctx, r.ID, "decide", key)
 			return err
@@ -804,7 +804,7 @@ func testWritesFailTogether(t *testing.T, e *env) {
 			return tx.RequestResolve(e.ctx, uuid.NewString(), approved(e.now), e.now)
 		}, store.ErrNotFound},
 		{"update of unknown work", func(tx store.Tx) error {
-			return tx.WorkUpdate(e.ctx, &store.Work{ID: uuid.NewString(), Status: "accepted"})
+			return tx.WorkUpdate(e.ctx, &agentowl.Work{ID: uuid.NewString(), Status: "accepted"})
 		}, store.ErrNotFound},
 		{"caller's error", func(store.Tx) error { return errCaller }, errCaller},
 	} {
@@ -1156,7 +1156,7 @@ func testPurge(t *testing.T, e *env) {
 		t.Helper()
 		check("request "+what, gone, func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err })
 	}
-	keyGone := func(what string, gone bool, k *store.Idempotency) {
+	keyGone := func(what string, gone bool, k *agentowl.Idempotency) {
 		t.Helper()
 		check("key "+what, gone, func(tx store.Tx) error { _, err := tx.IdempotencyGet(e.ctx, k.Scope, k.Operation, k.Key); return err })
 	}

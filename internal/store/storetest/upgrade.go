@@ -167,31 +167,31 @@ func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 
 	s := open()
 	e := &env{s: s, ctx: ctx}
-	b := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(ctx, "bnd-1") })
-	equal(t, "webhook binding after the upgrade", b, &store.Binding{ID: "bnd-1", TenantID: "t-1", Channel: "webhook", Name: "crm",
+	b := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(ctx, "bnd-1") })
+	equal(t, "webhook binding after the upgrade", b, &agentowl.Binding{ID: "bnd-1", TenantID: "t-1", Channel: "webhook", Name: "crm",
 		EndpointID: "ep-1", TokenHash: []byte("hash-1"), SigningSecret: []byte("sealed-whsec"), CreatedAt: fromMicros(2)})
-	if d := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(ctx, "bnd-2") }); d.DeletedAt == nil {
+	if d := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(ctx, "bnd-2") }); d.DeletedAt == nil {
 		t.Error("the deleted binding lost its deletion")
 	}
-	c := read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+	c := read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
 		return tx.ConversationGetOpenByKey(ctx, "bnd-1", "ticket-7")
 	})
-	equal(t, "open conversation after the upgrade", c, &store.Conversation{ID: "conv-1", TenantID: "t-1", BindingID: "bnd-1",
-		Channel: "webhook", Key: "ticket-7", Status: store.ConversationOpen, RuntimeSessionID: "session-1",
+	equal(t, "open conversation after the upgrade", c, &agentowl.Conversation{ID: "conv-1", TenantID: "t-1", BindingID: "bnd-1",
+		Channel: "webhook", Key: "ticket-7", Status: agentowl.ConversationOpen, RuntimeSessionID: "session-1",
 		CreatedAt: fromMicros(5), LastEventAt: fromMicros(6)})
 	ended := fromMicros(8)
-	c = read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(ctx, "conv-2") })
-	equal(t, "closed conversation after the upgrade", c, &store.Conversation{ID: "conv-2", TenantID: "t-1", BindingID: "bnd-2",
-		Channel: "webhook", Status: store.ConversationEnded, CreatedAt: fromMicros(7), LastEventAt: ended, EndedAt: &ended})
-	if ev := read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGet(ctx, "evt-1") }); ev.ConversationID != "conv-1" {
+	c = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(ctx, "conv-2") })
+	equal(t, "closed conversation after the upgrade", c, &agentowl.Conversation{ID: "conv-2", TenantID: "t-1", BindingID: "bnd-2",
+		Channel: "webhook", Status: agentowl.ConversationEnded, CreatedAt: fromMicros(7), LastEventAt: ended, EndedAt: &ended})
+	if ev := read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGet(ctx, "evt-1") }); ev.ConversationID != "conv-1" {
 		t.Errorf("event after the upgrade: %+v", ev)
 	}
-	if w := read(t, e, func(tx store.Tx) (*store.Work, error) { return tx.WorkGet(ctx, "work-1") }); w.ConversationID != "conv-1" {
+	if w := read(t, e, func(tx store.Tx) (*agentowl.Work, error) { return tx.WorkGet(ctx, "work-1") }); w.ConversationID != "conv-1" {
 		t.Errorf("work after the upgrade: %+v", w)
 	}
 	// The rebuilt tables are still referenced: an event of a missing
 	// conversation is refused.
-	orphan := &store.Event{ID: "evt-2", TenantID: "t-1", BindingID: "bnd-1", ConversationID: "conv-missing", Channel: "webhook",
+	orphan := &agentowl.Event{ID: "evt-2", TenantID: "t-1", BindingID: "bnd-1", ConversationID: "conv-missing", Channel: "webhook",
 		ReceivedAt: fromMicros(9), Payload: []byte("{}")}
 	if err := e.writeErr(func(tx store.Tx) error { return tx.EventCreate(ctx, orphan) }); err == nil {
 		t.Error("an event of a missing conversation was stored after the upgrade")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -42,48 +43,48 @@ var workTests = []struct {
 
 func wid(prefix string) string { return prefix + "_" + uuid.NewString()[:13] }
 
-func newEndpoint(tenantID string, at time.Time) *store.Endpoint {
-	return &store.Endpoint{
+func newEndpoint(tenantID string, at time.Time) *agentowl.Endpoint {
+	return &agentowl.Endpoint{
 		ID: wid("ep"), TenantID: tenantID, Name: name("endpoint"), URL: "https://runtime.example.com/hook?x=" + uuid.NewString(),
 		AgentWork: true, SigningSecret: []byte("sealed\x00\xffsecret"), CreatedAt: at, UpdatedAt: at,
 	}
 }
 
-func (e *env) endpoint(t *testing.T, tenantID string) *store.Endpoint {
+func (e *env) endpoint(t *testing.T, tenantID string) *agentowl.Endpoint {
 	t.Helper()
 	v := newEndpoint(tenantID, e.now)
 	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, v) })
 	return v
 }
 
-func newRuntimeCredential(ep *store.Endpoint, at time.Time) *store.RuntimeCredential {
-	return &store.RuntimeCredential{
+func newRuntimeCredential(ep *agentowl.Endpoint, at time.Time) *agentowl.RuntimeCredential {
+	return &agentowl.RuntimeCredential{
 		ID: wid("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: hashOf(uuid.NewString()), Label: name("label"),
 		Scopes: []string{"callbacks:write", "decisions:read"}, CreatedAt: at, ExpiresAt: at.Add(30 * 24 * time.Hour),
 	}
 }
 
-func newBinding(ep *store.Endpoint, at time.Time) *store.Binding {
-	return &store.Binding{
+func newBinding(ep *agentowl.Endpoint, at time.Time) *agentowl.Binding {
+	return &agentowl.Binding{
 		ID: wid("bnd"), TenantID: ep.TenantID, Channel: "webhook", Name: name("binding"), EndpointID: ep.ID,
 		TokenHash: hashOf(uuid.NewString()), CreatedAt: at,
 	}
 }
 
-func (e *env) binding(t *testing.T, ep *store.Endpoint) *store.Binding {
+func (e *env) binding(t *testing.T, ep *agentowl.Endpoint) *agentowl.Binding {
 	t.Helper()
 	v := newBinding(ep, e.now)
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, v) })
 	return v
 }
 
-func newConversation(b *store.Binding, key string, at time.Time) *store.Conversation {
-	return &store.Conversation{ID: wid("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Key: key,
-		Status: store.ConversationOpen, CreatedAt: at, LastEventAt: at}
+func newConversation(b *agentowl.Binding, key string, at time.Time) *agentowl.Conversation {
+	return &agentowl.Conversation{ID: wid("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Key: key,
+		Status: agentowl.ConversationOpen, CreatedAt: at, LastEventAt: at}
 }
 
-func newEvent(c *store.Conversation, at time.Time) *store.Event {
-	return &store.Event{
+func newEvent(c *agentowl.Conversation, at time.Time) *agentowl.Event {
+	return &agentowl.Event{
 		ID: wid("evt"), TenantID: c.TenantID, BindingID: c.BindingID, ConversationID: c.ID, Channel: "webhook",
 		Sender: "crm", ReceivedAt: at, Headers: map[string][]string{"Content-Type": {"application/json"}, "X-Two": {"a", "b"}},
 		Payload: json.RawMessage("{\"text\": \"hi\",  \"n\":4900.0}"), Attachments: json.RawMessage(`[]`),
@@ -91,7 +92,7 @@ func newEvent(c *store.Conversation, at time.Time) *store.Event {
 }
 
 // thread persists an endpoint, binding, conversation and event.
-func (e *env) thread(t *testing.T, tenantID string) (*store.Endpoint, *store.Conversation, *store.Event) {
+func (e *env) thread(t *testing.T, tenantID string) (*agentowl.Endpoint, *agentowl.Conversation, *agentowl.Event) {
 	t.Helper()
 	ep := e.endpoint(t, tenantID)
 	b := e.binding(t, ep)
@@ -126,26 +127,26 @@ func (e *env) eventGone(t *testing.T, id string) bool {
 	return err != nil
 }
 
-func newWork(ep *store.Endpoint, ev *store.Event, gen int, at time.Time) *store.Work {
-	return &store.Work{
+func newWork(ep *agentowl.Endpoint, ev *agentowl.Event, gen int, at time.Time) *agentowl.Work {
+	return &agentowl.Work{
 		ID: wid("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
-		Generation: gen, DeliveryID: uuid.NewString(), CredentialID: wid("rtc"), Status: store.WorkPending,
+		Generation: gen, DeliveryID: uuid.NewString(), CredentialID: wid("rtc"), Status: agentowl.WorkPending,
 		CreatedAt: at, UpdatedAt: at,
 	}
 }
 
-func (e *env) work(t *testing.T, w *store.Work) *store.Work {
+func (e *env) work(t *testing.T, w *agentowl.Work) *agentowl.Work {
 	t.Helper()
 	e.write(t, func(tx store.Tx) error { return tx.WorkCreate(e.ctx, w) })
 	return w
 }
 
-func (e *env) getWork(t *testing.T, id string) *store.Work {
+func (e *env) getWork(t *testing.T, id string) *agentowl.Work {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) (*store.Work, error) { return tx.WorkGet(e.ctx, id) })
+	return read(t, e, func(tx store.Tx) (*agentowl.Work, error) { return tx.WorkGet(e.ctx, id) })
 }
 
-func workIDs(ws []*store.Work) []string {
+func workIDs(ws []*agentowl.Work) []string {
 	out := []string{}
 	for _, w := range ws {
 		out = append(out, w.ID)
@@ -158,32 +159,32 @@ func workIDs(ws []*store.Work) []string {
 func testEndpointRoundTrip(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	ep := e.endpoint(t, tn.ID)
-	got := read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	got := read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint after create", got, ep)
 
 	ep.Name, ep.URL, ep.AgentWork, ep.SigningSecret = name("renamed"), "https://other.example.com/", false, []byte("new")
 	ep.DecisionURL, ep.DecisionSecret, ep.UpdatedAt = "https://decide.example.com/d", []byte("sealed-bearer"), e.now.Add(time.Minute)
 	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
-	got = read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint after update", got, ep)
 
 	ep.DecisionURL, ep.DecisionSecret = "", nil
 	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
-	got = read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint with decision settings cleared", got, ep)
 
 	other := newEndpoint(tn.ID, e.now.Add(time.Second))
 	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, other) })
 	e.endpoint(t, e.tenant(t).ID) // another tenant's
-	list := read(t, e, func(tx store.Tx) ([]*store.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
+	list := read(t, e, func(tx store.Tx) ([]*agentowl.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
 	equal(t, "endpoint list", len(list), 2)
 	equal(t, "endpoint list order", []string{list[0].ID, list[1].ID}, []string{ep.ID, other.ID})
 
 	other.DeletedAt = ptr(e.now.Add(time.Hour))
 	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, other) })
-	list = read(t, e, func(tx store.Tx) ([]*store.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
+	list = read(t, e, func(tx store.Tx) ([]*agentowl.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
 	equal(t, "endpoint list without the deleted one", len(list), 1)
-	got = read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, other.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, other.ID) })
 	equal(t, "deleted endpoint", got, other)
 
 	wantErr(t, "EndpointGet unknown", e.readErr(func(tx store.Tx) error {
@@ -228,7 +229,9 @@ func testRuntimeCredentialNewest(t *testing.T, e *env) {
 	const scope = "callbacks:write"
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
 	goRule := func(now time.Time) string {
-		list := read(t, e, func(tx store.Tx) ([]*store.RuntimeCredential, error) { return tx.RuntimeCredentialList(e.ctx, ep.ID) })
+		list := read(t, e, func(tx store.Tx) ([]*agentowl.RuntimeCredential, error) {
+			return tx.RuntimeCredentialList(e.ctx, ep.ID)
+		})
 		for _, c := range slices.Backward(list) {
 			if c.Active(now) && slices.Contains(c.Scopes, scope) {
 				return c.ID
@@ -244,7 +247,7 @@ func testRuntimeCredentialNewest(t *testing.T, e *env) {
 			t.Fatalf("%s: SQL chose %q, BindingRoute %q, the Go rule %q; want %q", what, got, route.Credential, g, want)
 		}
 	}
-	add := func(c *store.RuntimeCredential) *store.RuntimeCredential {
+	add := func(c *agentowl.RuntimeCredential) *agentowl.RuntimeCredential {
 		e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 		return c
 	}
@@ -285,21 +288,23 @@ func testRuntimeCredentials(t *testing.T, e *env) {
 	a, b, c := newRuntimeCredential(ep, e.now), newRuntimeCredential(ep, e.now.Add(time.Second)), newRuntimeCredential(ep2, e.now)
 	b.Scopes = []string{"callbacks:write"}
 	e.write(t, func(tx store.Tx) error {
-		for _, v := range []*store.RuntimeCredential{a, b, c} {
+		for _, v := range []*agentowl.RuntimeCredential{a, b, c} {
 			if err := tx.RuntimeCredentialCreate(e.ctx, v); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	got := read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) {
+	got := read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) {
 		return tx.RuntimeCredentialGetByHash(e.ctx, a.Hash)
 	})
 	equal(t, "credential by hash", got, a)
-	got = read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, b.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, b.ID) })
 	equal(t, "credential by ID", got, b)
-	list := read(t, e, func(tx store.Tx) ([]*store.RuntimeCredential, error) { return tx.RuntimeCredentialList(e.ctx, ep.ID) })
-	equal(t, "endpoint credentials", list, []*store.RuntimeCredential{a, b})
+	list := read(t, e, func(tx store.Tx) ([]*agentowl.RuntimeCredential, error) {
+		return tx.RuntimeCredentialList(e.ctx, ep.ID)
+	})
+	equal(t, "endpoint credentials", list, []*agentowl.RuntimeCredential{a, b})
 
 	dup := newRuntimeCredential(ep, e.now)
 	dup.Hash = a.Hash
@@ -310,7 +315,7 @@ func testRuntimeCredentials(t *testing.T, e *env) {
 	at := e.now.Add(time.Minute)
 	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at) })
 	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at.Add(time.Hour)) }) // keeps the first time
-	got = read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, a.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, a.ID) })
 	equal(t, "revoked_at", got.RevokedAt, &at)
 	if got.Active(at) || !b.Active(at) || b.Active(b.ExpiresAt) {
 		t.Fatal("Active must be false once revoked or at expiry")
@@ -320,10 +325,12 @@ func testRuntimeCredentials(t *testing.T, e *env) {
 	}), store.ErrNotFound)
 
 	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevokeByEndpoint(e.ctx, ep.ID, at.Add(time.Hour)) })
-	list = read(t, e, func(tx store.Tx) ([]*store.RuntimeCredential, error) { return tx.RuntimeCredentialList(e.ctx, ep.ID) })
+	list = read(t, e, func(tx store.Tx) ([]*agentowl.RuntimeCredential, error) {
+		return tx.RuntimeCredentialList(e.ctx, ep.ID)
+	})
 	equal(t, "a keeps its revocation time", list[0].RevokedAt, &at)
 	equal(t, "b revoked with its endpoint", list[1].RevokedAt, ptr(at.Add(time.Hour)))
-	got = read(t, e, func(tx store.Tx) (*store.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, c.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, c.ID) })
 	equal(t, "another endpoint's credential is untouched", got.RevokedAt, (*time.Time)(nil))
 }
 
@@ -335,7 +342,7 @@ func testBindings(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, a) })
 	b := newBinding(ep, e.now.Add(time.Second))
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
-	got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
+	got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "binding", got, a)
 	routeWith := func(id, key string) (r *store.Route, err error) {
 		err = e.writeErr(func(tx store.Tx) (err error) {
@@ -350,7 +357,7 @@ func testBindings(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	equal(t, "binding of its route", r.Binding, a)
-	equal(t, "endpoint of its route", r.Endpoint, read(t, e, func(tx store.Tx) (*store.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
+	equal(t, "endpoint of its route", r.Endpoint, read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
 	equal(t, "credential of a route whose endpoint has none", r.Credential, "")
 	if r.Open != nil {
 		t.Fatalf("a route asked for no conversation: %+v", r.Open)
@@ -364,13 +371,13 @@ func testBindings(t *testing.T, e *env) {
 	e.write(t, func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, ended.ID, e.now) })
 	for _, c := range []struct {
 		key  string
-		want *store.Conversation
+		want *agentowl.Conversation
 	}{{"k1", open}, {"k2", nil}, {"k3", nil}, {"k9", nil}} {
 		r, err := routeWith(a.ID, c.key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		byKey := read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+		byKey := read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
 			c, err := tx.ConversationGetOpenByKey(e.ctx, a.ID, c.key)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, nil
@@ -382,17 +389,17 @@ func testBindings(t *testing.T, e *env) {
 	}
 	_, err = route("bnd_missing")
 	wantErr(t, "route of an unknown binding", err, store.ErrNotFound)
-	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
 	equal(t, "binding by token", got, b)
-	list := read(t, e, func(tx store.Tx) ([]*store.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
-	equal(t, "binding list", list, []*store.Binding{a, b})
+	list := read(t, e, func(tx store.Tx) ([]*agentowl.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
+	equal(t, "binding list", list, []*agentowl.Binding{a, b})
 	n := read(t, e, func(tx store.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
 	equal(t, "bindings routing to the endpoint", n, 2)
 
 	at := e.now.Add(time.Minute)
 	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at) })
 	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at.Add(time.Hour)) })
-	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "deleted_at", got.DeletedAt, &at)
 	if r, err := route(a.ID); err != nil || !reflect.DeepEqual(r.Binding.DeletedAt, &at) {
 		t.Fatalf("route of a deleted binding: %v, %v; want it with deleted_at %v", r, err, at)
@@ -403,8 +410,8 @@ func testBindings(t *testing.T, e *env) {
 	}), store.ErrNotFound)
 	n = read(t, e, func(tx store.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
 	equal(t, "live bindings after a deletion", n, 1)
-	list = read(t, e, func(tx store.Tx) ([]*store.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
-	equal(t, "binding list after a deletion", list, []*store.Binding{b})
+	list = read(t, e, func(tx store.Tx) ([]*agentowl.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
+	equal(t, "binding list after a deletion", list, []*agentowl.Binding{b})
 	wantErr(t, "deleting an unknown binding", e.writeErr(func(tx store.Tx) error {
 		return tx.BindingDelete(e.ctx, "bnd_missing", at)
 	}), store.ErrNotFound)
@@ -420,9 +427,9 @@ func testConversations(t *testing.T, e *env) {
 	b1, b2 := e.binding(t, ep), e.binding(t, ep)
 	keyed := newConversation(b1, "ticket-7", e.now)
 	e.write(t, func(tx store.Tx) error { return tx.ConversationCreate(e.ctx, keyed) })
-	got := read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	got := read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
 	equal(t, "conversation", got, keyed)
-	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
 		return tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
 	})
 	equal(t, "conversation by key", got, keyed)
@@ -435,7 +442,7 @@ func testConversations(t *testing.T, e *env) {
 		return tx.ConversationCreate(e.ctx, newConversation(b1, "ticket-7", e.now))
 	}), store.ErrConflict)
 	e.write(t, func(tx store.Tx) error { // the same key on another binding, and keyless ones, are independent
-		for _, c := range []*store.Conversation{newConversation(b2, "ticket-7", e.now), newConversation(b1, "", e.now),
+		for _, c := range []*agentowl.Conversation{newConversation(b2, "ticket-7", e.now), newConversation(b1, "", e.now),
 			newConversation(b1, "", e.now)} {
 			if err := tx.ConversationCreate(e.ctx, c); err != nil {
 				return err
@@ -452,7 +459,7 @@ func testConversations(t *testing.T, e *env) {
 		return tx.ConversationSetSession(e.ctx, keyed.ID, "session-1")
 	})
 	keyed.LastEventAt, keyed.RuntimeSessionID = later, "session-1"
-	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
 	equal(t, "conversation after touch and session", got, keyed)
 	wantErr(t, "touching an unknown conversation", e.writeErr(func(tx store.Tx) error {
 		return tx.ConversationTouch(e.ctx, "conv_missing", later)
@@ -462,8 +469,8 @@ func testConversations(t *testing.T, e *env) {
 	// open one may take it.
 	ended := later.Add(time.Minute)
 	e.write(t, func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) })
-	keyed.Status, keyed.EndedAt = store.ConversationEnded, &ended
-	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	keyed.Status, keyed.EndedAt = agentowl.ConversationEnded, &ended
+	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
 	equal(t, "ended conversation", got, keyed)
 	wantErr(t, "an ended conversation by key", e.readErr(func(tx store.Tx) error {
 		_, err := tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
@@ -476,14 +483,14 @@ func testConversations(t *testing.T, e *env) {
 	}), store.ErrNotFound)
 	next := newConversation(b1, "ticket-7", ended)
 	e.write(t, func(tx store.Tx) error { return tx.ConversationCreate(e.ctx, next) })
-	got = read(t, e, func(tx store.Tx) (*store.Conversation, error) {
+	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
 		return tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
 	})
 	equal(t, "the key's next open conversation", got, next)
 	// The schema refuses an ended conversation without its end time.
 	if err := e.writeErr(func(tx store.Tx) error {
 		c := newConversation(b2, "", e.now)
-		c.Status = store.ConversationEnded
+		c.Status = agentowl.ConversationEnded
 		return tx.ConversationCreate(e.ctx, c)
 	}); err == nil {
 		t.Fatal("an ended conversation without its end time was stored")
@@ -499,7 +506,7 @@ func testBindingChannels(t *testing.T, e *env) {
 	mail := newBinding(ep, e.now)
 	mail.Channel, mail.TokenHash, mail.Address = "smtp", nil, "support@mail.example.com"
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, mail) })
-	got := read(t, e, func(tx store.Tx) (*store.Binding, error) {
+	got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) {
 		return tx.BindingGetByAddress(e.ctx, "support@mail.example.com")
 	})
 	equal(t, "binding by address", got, mail)
@@ -518,25 +525,25 @@ func testBindingChannels(t *testing.T, e *env) {
 		return err
 	}), store.ErrNotFound)
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, taken) }) // the address is free again
-	got = read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByAddress(e.ctx, mail.Address) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(e.ctx, mail.Address) })
 	equal(t, "the address's new binding", got, taken)
 
 	for _, ch := range []string{"cloudflare-email", "sms", "voice"} {
 		b := newBinding(ep, e.now)
 		b.Channel, b.ProviderSecret = ch, []byte("sealed\x00provider-"+ch)
 		e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
-		got := read(t, e, func(tx store.Tx) (*store.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
+		got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
 		equal(t, ch+" binding", got, b)
 	}
-	for name, bad := range map[string]func(b *store.Binding){
-		"an unknown channel":                       func(b *store.Binding) { b.Channel = "fax" },
-		"an smtp binding without an address":       func(b *store.Binding) { b.Channel, b.TokenHash = "smtp", nil },
-		"an smtp binding with a token":             func(b *store.Binding) { b.Channel, b.Address = "smtp", "x@example.com" },
-		"a webhook binding with an address":        func(b *store.Binding) { b.Address = "y@example.com" },
-		"a webhook binding without a token":        func(b *store.Binding) { b.TokenHash = nil },
-		"an sms binding without its secret":        func(b *store.Binding) { b.Channel = "sms" },
-		"a webhook binding with a provider secret": func(b *store.Binding) { b.ProviderSecret = []byte("s") },
-		"a voice binding with a signing secret": func(b *store.Binding) {
+	for name, bad := range map[string]func(b *agentowl.Binding){
+		"an unknown channel":                       func(b *agentowl.Binding) { b.Channel = "fax" },
+		"an smtp binding without an address":       func(b *agentowl.Binding) { b.Channel, b.TokenHash = "smtp", nil },
+		"an smtp binding with a token":             func(b *agentowl.Binding) { b.Channel, b.Address = "smtp", "x@example.com" },
+		"a webhook binding with an address":        func(b *agentowl.Binding) { b.Address = "y@example.com" },
+		"a webhook binding without a token":        func(b *agentowl.Binding) { b.TokenHash = nil },
+		"an sms binding without its secret":        func(b *agentowl.Binding) { b.Channel = "sms" },
+		"a webhook binding with a provider secret": func(b *agentowl.Binding) { b.ProviderSecret = []byte("s") },
+		"a voice binding with a signing secret": func(b *agentowl.Binding) {
 			b.Channel, b.ProviderSecret, b.SigningSecret = "voice", []byte("s"), []byte("w")
 		},
 	} {
@@ -561,10 +568,10 @@ func testEvents(t *testing.T, e *env) {
 		}
 		return tx.EventCreate(e.ctx, ev)
 	})
-	got := read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGet(e.ctx, ev.ID) })
+	got := read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGet(e.ctx, ev.ID) })
 	equal(t, "event (payload bytes kept exactly)", string(got.Payload), string(ev.Payload))
 	equal(t, "event", got, ev)
-	got = read(t, e, func(tx store.Tx) (*store.Event, error) { return tx.EventGetByDedupeKey(e.ctx, b.ID, "msg-1") })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGetByDedupeKey(e.ctx, b.ID, "msg-1") })
 	equal(t, "event by dedupe key", got.ID, ev.ID)
 
 	dup := newEvent(c, e.now)
@@ -587,23 +594,23 @@ func testWorkRoundTrip(t *testing.T, e *env) {
 	w := e.work(t, newWork(ep, ev, 1, e.now))
 	equal(t, "work after create", e.getWork(t, w.ID), w)
 
-	w.Status, w.Sequence, w.RuntimeSessionID, w.Callbacks = store.WorkNeedsInput, 3, "sess", 2
+	w.Status, w.Sequence, w.RuntimeSessionID, w.Callbacks = agentowl.WorkNeedsInput, 3, "sess", 2
 	w.Requests, w.UpdatedAt = json.RawMessage(`[{"id":"q1","revision":1, "kind":"question"}]`), e.now.Add(time.Minute)
 	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
-	var got *store.Work
+	var got *agentowl.Work
 	e.write(t, func(tx store.Tx) (err error) {
 		got, err = tx.WorkGetForUpdate(e.ctx, w.ID)
 		return err
 	})
 	equal(t, "work after update", got, w)
 
-	w.Status, w.Sequence, w.Requests, w.Callbacks = store.WorkCompleted, 9, nil, 3
+	w.Status, w.Sequence, w.Requests, w.Callbacks = agentowl.WorkCompleted, 9, nil, 3
 	w.ResultSummary, w.ResultURL, w.EndedAt = "Report ready", "https://runtime.example/r/1", ptr(e.now.Add(time.Hour))
 	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 	equal(t, "completed work", e.getWork(t, w.ID), w)
 
 	f := e.work(t, newWork(ep, ev, 2, e.now))
-	f.Status, f.Sequence, f.Error, f.EndedAt = store.WorkFailed, 1, json.RawMessage(`{"code":"boom"}`), ptr(e.now)
+	f.Status, f.Sequence, f.Error, f.EndedAt = agentowl.WorkFailed, 1, json.RawMessage(`{"code":"boom"}`), ptr(e.now)
 	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, f) })
 	equal(t, "failed work", e.getWork(t, f.ID), f)
 
@@ -631,21 +638,21 @@ func testWorkList(t *testing.T, e *env) {
 	c := e.work(t, newWork(ep2, ev2, 1, e.now.Add(2*time.Second)))
 	otherEP, _, evOther := e.thread(t, e.tenant(t).ID)
 	e.work(t, newWork(otherEP, evOther, 1, e.now))
-	b.Status, b.Sequence = store.WorkRunning, 1
+	b.Status, b.Sequence = agentowl.WorkRunning, 1
 	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, b) })
 
 	list := func(p store.WorkListParams) []string {
 		p.TenantID = tn.ID
-		return workIDs(read(t, e, func(tx store.Tx) ([]*store.Work, error) { return tx.WorkList(e.ctx, p) }))
+		return workIDs(read(t, e, func(tx store.Tx) ([]*agentowl.Work, error) { return tx.WorkList(e.ctx, p) }))
 	}
 	equal(t, "all, newest first", list(store.WorkListParams{}), []string{c.ID, b.ID, a.ID})
-	equal(t, "status running", list(store.WorkListParams{Status: store.WorkRunning}), []string{b.ID})
-	equal(t, "status pending", list(store.WorkListParams{Status: store.WorkPending}), []string{c.ID, a.ID})
+	equal(t, "status running", list(store.WorkListParams{Status: agentowl.WorkRunning}), []string{b.ID})
+	equal(t, "status pending", list(store.WorkListParams{Status: agentowl.WorkPending}), []string{c.ID, a.ID})
 	equal(t, "endpoint", list(store.WorkListParams{EndpointID: ep2.ID}), []string{c.ID})
 	equal(t, "conversation", list(store.WorkListParams{ConversationID: conv.ID}), []string{b.ID, a.ID})
 	equal(t, "conversation 2", list(store.WorkListParams{ConversationID: conv2.ID}), []string{c.ID})
 	equal(t, "limit", list(store.WorkListParams{Limit: 2}), []string{c.ID, b.ID})
-	byEvent := read(t, e, func(tx store.Tx) ([]*store.Work, error) { return tx.WorkByEvent(e.ctx, ev.ID) })
+	byEvent := read(t, e, func(tx store.Tx) ([]*agentowl.Work, error) { return tx.WorkByEvent(e.ctx, ev.ID) })
 	equal(t, "work of an event, oldest first", workIDs(byEvent), []string{a.ID, b.ID})
 }
 
@@ -706,22 +713,22 @@ func testCallbacks(t *testing.T, e *env) {
 	ep, _, ev := e.thread(t, tn.ID)
 	w := e.work(t, newWork(ep, ev, 1, e.now))
 	w2 := e.work(t, newWork(ep, ev, 2, e.now))
-	mk := func(w *store.Work, id string, seq int64, stale bool) *store.Callback {
+	mk := func(w *agentowl.Work, id string, seq int64, stale bool) *agentowl.Callback {
 		body := []byte(fmt.Sprintf(`{"callback_id":%q,"sequence":%d,"raw":"\u0000"}`, id, seq))
-		return &store.Callback{
-			WorkID: w.ID, CallbackID: id, Sequence: seq, Status: store.WorkRunning, OccurredAt: "2026-10-06T12:00:00.000Z",
-			RuntimeSessionID: "sess", Body: body, BodyHash: hashOf(string(body)), Stale: stale, WorkStatus: store.WorkRunning,
+		return &agentowl.Callback{
+			WorkID: w.ID, CallbackID: id, Sequence: seq, Status: agentowl.WorkRunning, OccurredAt: "2026-10-06T12:00:00.000Z",
+			RuntimeSessionID: "sess", Body: body, BodyHash: hashOf(string(body)), Stale: stale, WorkStatus: agentowl.WorkRunning,
 			CredentialID: "rtc_x", RecordedAt: e.now,
 		}
 	}
 	c5, c2, c9 := mk(w, "w:5", 5, false), mk(w, "w:2", 2, true), mk(w, "w:9", 9, false)
-	c9.Status, c9.WorkStatus, c9.RuntimeSessionID = store.WorkCompleted, store.WorkCompleted, ""
-	for _, c := range []*store.Callback{c5, c2, c9, mk(w2, "w:5", 5, false)} {
+	c9.Status, c9.WorkStatus, c9.RuntimeSessionID = agentowl.WorkCompleted, agentowl.WorkCompleted, ""
+	for _, c := range []*agentowl.Callback{c5, c2, c9, mk(w2, "w:5", 5, false)} {
 		e.write(t, func(tx store.Tx) error { return tx.CallbackCreate(e.ctx, c) })
 	}
-	got := read(t, e, func(tx store.Tx) (*store.Callback, error) { return tx.CallbackGet(e.ctx, w.ID, "w:2") })
+	got := read(t, e, func(tx store.Tx) (*agentowl.Callback, error) { return tx.CallbackGet(e.ctx, w.ID, "w:2") })
 	equal(t, "callback", got, c2)
-	got = read(t, e, func(tx store.Tx) (*store.Callback, error) { return tx.CallbackGetBySequence(e.ctx, w.ID, 9) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Callback, error) { return tx.CallbackGetBySequence(e.ctx, w.ID, 9) })
 	equal(t, "callback by sequence", got, c9)
 	wantErr(t, "unknown callback", e.readErr(func(tx store.Tx) error {
 		_, err := tx.CallbackGet(e.ctx, w.ID, "w:7")
@@ -732,19 +739,19 @@ func testCallbacks(t *testing.T, e *env) {
 	inc := e.attention(t, newIncident(w, "", e.now))
 	dec := e.decided(t, w, "", e.now.Add(time.Second))
 	old := e.decided(t, w, "", e.now.Add(-time.Hour)) // its item resolved: read only when its request is named
-	var oldItem *store.AttentionItem
+	var oldItem *agentowl.AttentionItem
 	e.write(t, func(tx store.Tx) (err error) {
 		if oldItem, err = tx.AttentionGet(e.ctx, old.AttentionID); err != nil {
 			return err
 		}
-		oldItem.Status, oldItem.Resolution = store.AttentionResolved, "outcome"
+		oldItem.Status, oldItem.Resolution = agentowl.AttentionResolved, "outcome"
 		return tx.AttentionUpdate(e.ctx, oldItem)
 	})
 	e.attention(t, newIncident(w2, "", e.now))
 	for _, c := range []struct {
 		id          string
 		seq         int64
-		byID, bySeq *store.Callback
+		byID, bySeq *agentowl.Callback
 	}{
 		{"w:2", 9, c2, c9}, {"w:2", 2, c2, c2}, {"w:7", 9, nil, c9}, {"w:2", 7, c2, nil}, {"w:7", 7, nil, nil},
 	} {
@@ -794,10 +801,10 @@ func testCallbacks(t *testing.T, e *env) {
 		return tx.CallbackCreate(e.ctx, mk(w, "w:other", 5, false))
 	}), store.ErrConflict)
 
-	list := read(t, e, func(tx store.Tx) ([]*store.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 0) })
-	equal(t, "callbacks in the order recorded", list, []*store.Callback{c5, c2, c9})
-	list = read(t, e, func(tx store.Tx) ([]*store.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 2) })
-	equal(t, "the latest callbacks, in the order recorded", list, []*store.Callback{c2, c9})
+	list := read(t, e, func(tx store.Tx) ([]*agentowl.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 0) })
+	equal(t, "callbacks in the order recorded", list, []*agentowl.Callback{c5, c2, c9})
+	list = read(t, e, func(tx store.Tx) ([]*agentowl.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 2) })
+	equal(t, "the latest callbacks, in the order recorded", list, []*agentowl.Callback{c2, c9})
 }
 
 // testEmailThreads checks the Message-IDs of email conversations, found
@@ -809,17 +816,17 @@ func testEmailThreads(t *testing.T, e *env) {
 	c1, c2 := newConversation(b1, "", e.now), newConversation(b1, "", e.now)
 	ev1, ev2, ev3 := newEvent(c1, e.now), newEvent(c2, e.now), newEvent(c1, e.now)
 	e.write(t, func(tx store.Tx) error {
-		for _, c := range []*store.Conversation{c1, c2} {
+		for _, c := range []*agentowl.Conversation{c1, c2} {
 			if err := tx.ConversationCreate(e.ctx, c); err != nil {
 				return err
 			}
 		}
-		for _, ev := range []*store.Event{ev1, ev2, ev3} {
+		for _, ev := range []*agentowl.Event{ev1, ev2, ev3} {
 			if err := tx.EventCreate(e.ctx, ev); err != nil {
 				return err
 			}
 		}
-		for _, m := range []*store.EmailMessage{
+		for _, m := range []*agentowl.EmailMessage{
 			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org", ConversationID: c1.ID, EventID: ev1.ID},
 			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "b@example.org", ConversationID: c2.ID, EventID: ev2.ID},
 			{TenantID: tn.ID, BindingID: b1.ID, MessageID: "c@example.org", ConversationID: c1.ID, EventID: ev3.ID},
@@ -845,7 +852,7 @@ func testEmailThreads(t *testing.T, e *env) {
 	equal(t, "another tenant", len(convs("t-other", b1.ID, "a@example.org")), 0)
 	equal(t, "no IDs", len(convs(tn.ID, b1.ID)), 0)
 	wantErr(t, "a binding's Message-ID twice", e.writeErr(func(tx store.Tx) error {
-		return tx.EmailMessageCreate(e.ctx, &store.EmailMessage{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org",
+		return tx.EmailMessageCreate(e.ctx, &agentowl.EmailMessage{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org",
 			ConversationID: c2.ID, EventID: ev2.ID})
 	}), store.ErrConflict)
 
@@ -875,10 +882,10 @@ func testAttentionForDecision(t *testing.T, e *env) {
 	msg := newMessage(tn.ID, e.now)
 	e.messages(t, msg)
 	d := e.decided(t, w, msg.ID, e.now)
-	var it *store.AttentionItem
+	var it *agentowl.AttentionItem
 	e.write(t, func(tx store.Tx) (err error) { it, err = tx.AttentionGet(e.ctx, d.AttentionID); return err })
 	rev2 := *it
-	rev2.ID, rev2.Revision, rev2.Status = wid("att"), 2, store.AttentionOpen
+	rev2.ID, rev2.Revision, rev2.Status = wid("att"), 2, agentowl.AttentionOpen
 	e.attention(t, &rev2)
 	e.attention(t, newIncident(w, "", e.now)) // of the work, not of the request
 
@@ -916,10 +923,10 @@ func testAttentionForDecision(t *testing.T, e *env) {
 		t.Fatalf("no decision %q: %+v", "another", c.ByID)
 	}
 	// DecisionForReceipt: the work, the decision and its item.
-	forReceipt := func(workID, decisionID string) (*store.Work, *store.WorkDecision, *store.AttentionItem, error) {
-		var rw *store.Work
-		var rd *store.WorkDecision
-		var ri *store.AttentionItem
+	forReceipt := func(workID, decisionID string) (*agentowl.Work, *agentowl.WorkDecision, *agentowl.AttentionItem, error) {
+		var rw *agentowl.Work
+		var rd *agentowl.WorkDecision
+		var ri *agentowl.AttentionItem
 		err := e.writeErr(func(tx store.Tx) (err error) {
 			rw, rd, ri, err = tx.DecisionForReceipt(e.ctx, workID, decisionID)
 			return err

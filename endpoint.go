@@ -1,0 +1,86 @@
+package agentowl
+
+import "time"
+
+// EndpointOverdue is an endpoint's overdue expectations
+// (docs/maintenance.md). A nil field keeps the server's default; a zero
+// duration turns its rule off.
+type EndpointOverdue struct {
+	// AcceptWithin: the first callback is due this long after the handoff
+	// was delivered.
+	AcceptWithin *time.Duration
+	// ReportInterval: while accepted or running, a callback is due at least
+	// this often.
+	ReportInterval *time.Duration
+	// InputExpiry: while needs_input, every request is answered before its
+	// expiry.
+	InputExpiry *bool
+}
+
+// Endpoint is where a tenant's events are delivered. Secrets are stored
+// sealed (encrypted) by the work use-cases: the store never sees them in
+// the clear.
+type Endpoint struct {
+	ID       string // ep_…
+	TenantID string
+	Name     string
+	URL      string
+	// AgentWork adds the work block to deliveries and opens the runtime API.
+	AgentWork bool
+	// SigningSecret is the sealed whsec_ secret deliveries are signed with.
+	SigningSecret []byte
+	// DecisionURL and DecisionSecret (sealed bearer secret) are set together
+	// or not at all.
+	DecisionURL    string
+	DecisionSecret []byte
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeletedAt      *time.Time
+
+	// Overdue is when its work counts as overdue (internal/maintenance).
+	Overdue EndpointOverdue
+}
+
+// RuntimeCredential is an endpoint-bound bearer credential of an agent
+// runtime. Only the SHA-256 of its secret is stored.
+type RuntimeCredential struct {
+	ID         string // rtc_…, public: handoffs carry it
+	TenantID   string
+	EndpointID string
+	Hash       []byte
+	Label      string
+	Scopes     []string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	RevokedAt  *time.Time
+}
+
+// Active reports whether c may authenticate at now.
+func (c *RuntimeCredential) Active(now time.Time) bool {
+	return c.RevokedAt == nil && now.Before(c.ExpiresAt)
+}
+
+// Binding is a receiving address of a channel that routes its events to
+// one endpoint. Every channel but smtp is addressed by an unguessable URL
+// token, stored as its SHA-256; an smtp binding by its email address.
+type Binding struct {
+	ID         string // bnd_…
+	TenantID   string
+	Channel    string // webhook, smtp, cloudflare-email, sms or voice
+	Name       string
+	EndpointID string
+	// TokenHash is nil for smtp bindings, set for every other channel.
+	TokenHash []byte
+	// SigningSecret, when set, is the sealed whsec_ secret inbound events
+	// must be signed with (Standard Webhooks). Webhook bindings only.
+	SigningSecret []byte
+	// Address is an smtp binding's receiving address, lower-case; unique
+	// among live bindings. Empty for other channels.
+	Address string
+	// ProviderSecret is the sealed secret a provider authenticates with:
+	// the Worker's shared secret (cloudflare-email), the Twilio auth token
+	// (sms, voice). Set for those channels only.
+	ProviderSecret []byte
+	CreatedAt      time.Time
+	DeletedAt      *time.Time
+}
