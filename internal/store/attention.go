@@ -74,4 +74,9 @@ type Attention interface {
 	WorkDecisionList(ctx context.Context, workID string) ([]*agentowl.WorkDecision, error)
 	// DecisionSetReceipt sets the receipt if unset.
 	DecisionSetReceipt(ctx context.Context, workID, id string, at time.Time, via string) error
+
+	// AAPAckSet records (or replaces) the acknowledgement of an AAP request.
+	AAPAckSet(ctx context.Context, a *agentowl.AAPAck) error
+	// AAPAckGet returns the acknowledgement of an AAP request; ErrNotFound if none.
+	AAPAckGet(ctx context.Context, requestID string) (*agentowl.AAPAck, error)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentowl/agentowl"
 )
@@ -29,9 +30,9 @@ type EventListParams struct {
 	Limit int
 }
 
-// Conversations is what the operator views of conversations need beside
-// AgentWork: listing, counting, and moving an event (with its work) to
-// another conversation. Implemented by Tx; callers are internal/ingress
+// Conversations is the persistence of conversations and their events:
+// creating, threading, ending, listing, and moving an event (with its work)
+// to another conversation. Implemented by Tx; callers are internal/ingress
 // and internal/work.
 type Conversations interface {
 	// ConversationList lists a tenant's conversations (ConversationListParams).
@@ -54,4 +55,28 @@ type Conversations interface {
 	// started yet; ErrNotFound if there is no such message, ErrConflict if
 	// it is not pending or an attempt has started (it may have been sent).
 	MessageRewrite(ctx context.Context, id string, body []byte) error
+
+	// ConversationCreate inserts a conversation; ErrConflict if its key is
+	// taken by an open conversation of the same binding.
+	ConversationCreate(ctx context.Context, c *agentowl.Conversation) error
+	ConversationGet(ctx context.Context, id string) (*agentowl.Conversation, error)
+	// ConversationGetOpenByKey finds the open conversation of a binding
+	// with key.
+	ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*agentowl.Conversation, error)
+	// ConversationTouch records a new event at lastEventAt.
+	ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error
+	// ConversationEnd ends an open conversation at at; ErrNotFound if there
+	// is no such conversation, ErrConflict if it has already ended.
+	ConversationEnd(ctx context.Context, id string, at time.Time) error
+	// ConversationEndIdle ends up to limit open conversations of channel
+	// whose last event is at or before now - window, each as of the moment
+	// its window closed (last event + window), and returns how many.
+	ConversationEndIdle(ctx context.Context, channel string, now time.Time, window time.Duration, limit int) (int, error)
+	// ConversationSetSession records the runtime session ID.
+	ConversationSetSession(ctx context.Context, id, sessionID string) error
+	// EventCreate inserts an event; ErrConflict if its binding already has
+	// an event with the same dedupe key.
+	EventCreate(ctx context.Context, e *agentowl.Event) error
+	EventGet(ctx context.Context, id string) (*agentowl.Event, error)
+	EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*agentowl.Event, error)
 }

@@ -48,11 +48,49 @@ type WorkListParams struct {
 	Limit          int
 }
 
-// AgentWork is the persistence of agent work, implemented by Tx. Callers
+// AgentWork is the persistence of work and the runtime's callbacks about
+// it, implemented by Tx. Callers
 // are internal/work and internal/ingress; every method returns ErrNotFound
 // when no row matches and ErrConflict when a uniqueness rule rejects a
 // write, as noted.
 type AgentWork interface {
+	// WorkCreate inserts work; ErrConflict if the event already has work of
+	// that generation for the endpoint.
+	WorkCreate(ctx context.Context, w *agentowl.Work) error
+	WorkGet(ctx context.Context, id string) (*agentowl.Work, error)
+	// WorkGetForUpdate is WorkGet that also serializes the caller with
+	// other writers of the work (row lock on PostgreSQL).
+	WorkGetForUpdate(ctx context.Context, id string) (*agentowl.Work, error)
+	// WorkUpdate writes the runtime state: status, sequence, session,
+	// result, requests, error, callback count, updated and ended times.
+	WorkUpdate(ctx context.Context, w *agentowl.Work) error
+	WorkList(ctx context.Context, p WorkListParams) ([]*agentowl.Work, error)
+	// WorkByEvent returns an event's work, oldest first.
+	WorkByEvent(ctx context.Context, eventID string) ([]*agentowl.Work, error)
+	// WorkMaxGeneration returns the highest generation of an event's work
+	// for an endpoint (0 if none).
+	WorkMaxGeneration(ctx context.Context, eventID, endpointID string) (int, error)
+	// CallbackCreate inserts a callback; ErrConflict if the work already has
+	// a callback with its ID or its sequence.
+	CallbackCreate(ctx context.Context, c *agentowl.Callback) error
+	CallbackGet(ctx context.Context, workID, callbackID string) (*agentowl.Callback, error)
+	CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*agentowl.Callback, error)
+	// WorkForCallback reads what a new callback (callbackID, sequence,
+	// carrying the requests of IDs requests) is checked and applied
+	// against, in one round trip on PostgreSQL: the work, as
+	// WorkGetForUpdate (ErrNotFound when it is not there), and then, once
+	// the work is locked, its callbacks and attention items.
+	WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64, requests []string) (*CallbackCheck, error)
+	// CallbackList returns a work's latest limit callbacks in the order
+	// recorded.
+	CallbackList(ctx context.Context, workID string, limit int) ([]*agentowl.Callback, error)
+}
+
+// Endpoints is the persistence of endpoints, their runtime credentials and
+// the ingress bindings that route to them, implemented by Tx. Callers are
+// internal/work and internal/ingress; ErrNotFound when no row matches,
+// ErrConflict when a uniqueness rule rejects a write, as noted.
+type Endpoints interface {
 	// EndpointCreate inserts an endpoint; ErrConflict if the tenant has a
 	// live endpoint of the same name.
 	EndpointCreate(ctx context.Context, e *agentowl.Endpoint) error
@@ -64,7 +102,6 @@ type AgentWork interface {
 	EndpointUpdate(ctx context.Context, e *agentowl.Endpoint) error
 	// EndpointList returns a tenant's live endpoints, oldest first.
 	EndpointList(ctx context.Context, tenantID string) ([]*agentowl.Endpoint, error)
-
 	RuntimeCredentialCreate(ctx context.Context, c *agentowl.RuntimeCredential) error
 	// RuntimeCredentialGetByHash finds a credential, active or not.
 	RuntimeCredentialGetByHash(ctx context.Context, hash []byte) (*agentowl.RuntimeCredential, error)
@@ -81,7 +118,6 @@ type AgentWork interface {
 	// RuntimeCredentialRevokeByEndpoint revokes every live credential of an
 	// endpoint.
 	RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID string, at time.Time) error
-
 	// BindingCreate inserts a binding; ErrConflict if its token hash is
 	// taken, or its address by a live binding.
 	BindingCreate(ctx context.Context, b *agentowl.Binding) error
@@ -105,61 +141,4 @@ type AgentWork interface {
 	BindingDelete(ctx context.Context, id string, at time.Time) error
 	// BindingCountByEndpoint counts live bindings routing to an endpoint.
 	BindingCountByEndpoint(ctx context.Context, endpointID string) (int, error)
-
-	// ConversationCreate inserts a conversation; ErrConflict if its key is
-	// taken by an open conversation of the same binding.
-	ConversationCreate(ctx context.Context, c *agentowl.Conversation) error
-	ConversationGet(ctx context.Context, id string) (*agentowl.Conversation, error)
-	// ConversationGetOpenByKey finds the open conversation of a binding
-	// with key.
-	ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*agentowl.Conversation, error)
-	// ConversationTouch records a new event at lastEventAt.
-	ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error
-	// ConversationEnd ends an open conversation at at; ErrNotFound if there
-	// is no such conversation, ErrConflict if it has already ended.
-	ConversationEnd(ctx context.Context, id string, at time.Time) error
-	// ConversationEndIdle ends up to limit open conversations of channel
-	// whose last event is at or before now - window, each as of the moment
-	// its window closed (last event + window), and returns how many.
-	ConversationEndIdle(ctx context.Context, channel string, now time.Time, window time.Duration, limit int) (int, error)
-	// ConversationSetSession records the runtime session ID.
-	ConversationSetSession(ctx context.Context, id, sessionID string) error
-
-	// EventCreate inserts an event; ErrConflict if its binding already has
-	// an event with the same dedupe key.
-	EventCreate(ctx context.Context, e *agentowl.Event) error
-	EventGet(ctx context.Context, id string) (*agentowl.Event, error)
-	EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*agentowl.Event, error)
-
-	// WorkCreate inserts work; ErrConflict if the event already has work of
-	// that generation for the endpoint.
-	WorkCreate(ctx context.Context, w *agentowl.Work) error
-	WorkGet(ctx context.Context, id string) (*agentowl.Work, error)
-	// WorkGetForUpdate is WorkGet that also serializes the caller with
-	// other writers of the work (row lock on PostgreSQL).
-	WorkGetForUpdate(ctx context.Context, id string) (*agentowl.Work, error)
-	// WorkUpdate writes the runtime state: status, sequence, session,
-	// result, requests, error, callback count, updated and ended times.
-	WorkUpdate(ctx context.Context, w *agentowl.Work) error
-	WorkList(ctx context.Context, p WorkListParams) ([]*agentowl.Work, error)
-	// WorkByEvent returns an event's work, oldest first.
-	WorkByEvent(ctx context.Context, eventID string) ([]*agentowl.Work, error)
-	// WorkMaxGeneration returns the highest generation of an event's work
-	// for an endpoint (0 if none).
-	WorkMaxGeneration(ctx context.Context, eventID, endpointID string) (int, error)
-
-	// CallbackCreate inserts a callback; ErrConflict if the work already has
-	// a callback with its ID or its sequence.
-	CallbackCreate(ctx context.Context, c *agentowl.Callback) error
-	CallbackGet(ctx context.Context, workID, callbackID string) (*agentowl.Callback, error)
-	CallbackGetBySequence(ctx context.Context, workID string, sequence int64) (*agentowl.Callback, error)
-	// WorkForCallback reads what a new callback (callbackID, sequence,
-	// carrying the requests of IDs requests) is checked and applied
-	// against, in one round trip on PostgreSQL: the work, as
-	// WorkGetForUpdate (ErrNotFound when it is not there), and then, once
-	// the work is locked, its callbacks and attention items.
-	WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64, requests []string) (*CallbackCheck, error)
-	// CallbackList returns a work's latest limit callbacks in the order
-	// recorded.
-	CallbackList(ctx context.Context, workID string, limit int) ([]*agentowl.Callback, error)
 }
