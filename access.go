@@ -47,9 +47,10 @@ type Operator struct {
 	CreatedAt time.Time
 }
 
-// TenantScope is the tenant scope an operator token acts in: its operator's
-// one tenant and role there.
-type TenantScope struct {
+// Membership is the one tenant an operator token acts in (its operator's)
+// and the operator's role there. "Scope" means only a credential's
+// permissions (runtime credential scopes); membership is this.
+type Membership struct {
 	OperatorID string
 	TenantID   string
 	TenantName string

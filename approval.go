@@ -33,6 +33,21 @@ const (
 // Terminal reports whether s is one of the four final states.
 func (s ApprovalStatus) Terminal() bool { return s != StatusPending && s != "" }
 
+// CanBecome reports whether a request in state s may be set to state next,
+// the rule every state type of the records states the same way: a pending
+// request may take any of the four final states, once; nothing else is
+// legal (a final state never changes, and nothing is set pending again).
+func (s ApprovalStatus) CanBecome(next ApprovalStatus) bool {
+	if s != StatusPending {
+		return false
+	}
+	switch next {
+	case StatusApproved, StatusDenied, StatusExpired, StatusCancelled:
+		return true
+	}
+	return false
+}
+
 // Decision is the immutable outcome of a request.
 type Decision struct {
 	Status    ApprovalStatus
@@ -147,7 +162,7 @@ const RetentionAfterDecision = 168 * time.Hour
 // Idempotency is the remembered outcome of a keyed provider operation
 // (instance creation and update). Request creation keys live on the request.
 type Idempotency struct {
-	Scope       string // who the key belongs to, e.g. the provisioner token ID
+	Owner       string // who the key belongs to, e.g. the provisioner token ID
 	Operation   string
 	Key         string
 	InputHash   []byte

@@ -38,3 +38,24 @@ func TestCreateRequestInputHashIsStable(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalStatusCanBecome pins the approval transitions: a pending
+// request takes one final state; a final state never changes.
+func TestApprovalStatusCanBecome(t *testing.T) {
+	t.Parallel()
+	final := []agentowl.ApprovalStatus{agentowl.StatusApproved, agentowl.StatusDenied, agentowl.StatusExpired,
+		agentowl.StatusCancelled}
+	checkTransitions(t, append([]agentowl.ApprovalStatus{agentowl.StatusPending}, final...),
+		map[agentowl.ApprovalStatus][]agentowl.ApprovalStatus{
+			agentowl.StatusPending:   final,
+			agentowl.StatusApproved:  nil,
+			agentowl.StatusDenied:    nil,
+			agentowl.StatusExpired:   nil,
+			agentowl.StatusCancelled: nil,
+		}, agentowl.ApprovalStatus.CanBecome)
+	for _, s := range final {
+		if !s.Terminal() {
+			t.Errorf("%q is final but not Terminal", s)
+		}
+	}
+}

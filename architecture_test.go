@@ -3,6 +3,7 @@ package agentowl_test
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -108,6 +109,15 @@ func TestArchitectureLayers(t *testing.T) {
 			}
 		}
 	}
+	// The faces translate: they call the domain and the use-cases, never the
+	// store (the assembly hands them what they need).
+	for _, p := range []string{"internal/httpapi", "internal/console", "cmd/agentowl"} {
+		for _, imp := range graph[p] {
+			if under(imp, "internal/store") {
+				t.Errorf("%s imports %s: faces never reach the store; add a use-case", p, imp)
+			}
+		}
+	}
 	// The use-cases sit below HTTP: none imports internal/httpapi (checked
 	// above) and, for the domain services, none imports the inbox or ingress
 	// that are built on them.
@@ -115,6 +125,60 @@ func TestArchitectureLayers(t *testing.T) {
 		for _, imp := range graph[p] {
 			if imp == "internal/inbox" || imp == "internal/ingress" || imp == "internal/maintenance" {
 				t.Errorf("%s imports %s, which is built on it", p, imp)
+			}
+		}
+	}
+}
+
+// TestArchitectureUseCasesWithoutEngine: the use-cases enqueue through
+// internal/outbox and never link the delivery engine or its metrics.
+func TestArchitectureUseCasesWithoutEngine(t *testing.T) {
+	for _, p := range []string{"./internal/work", "./internal/approval", "./internal/inbox", "./internal/ingress"} {
+		out, err := exec.Command("go", "list", "-deps", p).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", p, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == module+"/internal/delivery" || strings.HasPrefix(dep, "github.com/prometheus/") {
+				t.Errorf("%s depends on %s: use-cases enqueue through internal/outbox", p, dep)
+			}
+		}
+	}
+}
+
+// TestArchitectureOneIDRule: every ID the server mints comes from
+// agentowl.NewID; no other non-test package of the server mints UUIDs or
+// declares an ID function of its own.
+func TestArchitectureOneIDRule(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,GoFiles,Dir", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath, Dir  string
+			Imports, GoFiles []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if !under(rel, "internal") && rel != "" || rel == "internal/mcpgateway" {
+			continue // the harness side (public kits, the gateway) and tools mint their own keys
+		}
+		if slices.Contains(p.Imports, "github.com/google/uuid") {
+			t.Errorf("%s imports github.com/google/uuid: mint IDs with agentowl.NewID", p.ImportPath)
+		}
+		for _, f := range p.GoFiles {
+			b, err := os.ReadFile(p.Dir + "/" + f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rel != "" && strings.Contains(string(b), "\nfunc NewID(") {
+				t.Errorf("%s/%s declares NewID: mint IDs with agentowl.NewID", p.ImportPath, f)
 			}
 		}
 	}

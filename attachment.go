@@ -40,30 +40,64 @@ type Attachment struct {
 	MissingAt *time.Time
 }
 
-// Availability is whether an attachment's bytes can be downloaded.
+// Availability is whether an attachment's bytes can be downloaded. It is
+// not stored: Attachment.Availability derives it from the record and the
+// time, and CanBecome says how it may change.
 type Availability string
 
 // Availabilities, in the order they are decided: a blocked part never had
 // bytes; an expired one is refused from its expiry instant, even while its
 // bytes await deletion; a missing one lost its bytes before expiry.
 const (
+	// AttachmentAvailable: stored at ingest (internal/attachment's upload)
+	// and not expired. Left at its expiry instant, or when a download
+	// finds the bytes gone (internal/attachment.Open records MissingAt).
 	AttachmentAvailable Availability = "available"
-	AttachmentExpired   Availability = "expired"
-	AttachmentBlocked   Availability = "blocked"
-	AttachmentMissing   Availability = "missing"
+	// AttachmentExpired: from ExpiresAt on, which is fixed when the file is
+	// recorded. Final: the retention sweep (SweepExpired) deletes the
+	// bytes afterwards and the part stays expired, not missing.
+	AttachmentExpired Availability = "expired"
+	// AttachmentBlocked: recorded blocked at ingest (too large, over
+	// quota), with no bytes. Final: it never becomes anything else, its
+	// expiry included.
+	AttachmentBlocked Availability = "blocked"
+	// AttachmentMissing: its bytes were found gone before its expiry.
+	// Left only at its expiry instant: nothing restores the bytes.
+	AttachmentMissing Availability = "missing"
 )
+
+// Expired reports whether a's retention has ended at now: from its expiry
+// instant on, downloads refuse it and the retention sweep may delete its
+// bytes.
+func (a *Attachment) Expired(now time.Time) bool { return !now.Before(a.ExpiresAt) }
 
 // Availability is a's availability at now.
 func (a *Attachment) Availability(now time.Time) Availability {
 	switch {
 	case a.Blocked != "":
 		return AttachmentBlocked
-	case !now.Before(a.ExpiresAt):
+	case a.Expired(now):
 		return AttachmentExpired
 	case a.MissingAt != nil || a.DeletedAt != nil:
 		return AttachmentMissing
 	}
 	return AttachmentAvailable
+}
+
+// CanBecome reports whether an attachment whose availability is s may
+// later have availability next, so that a reader knows which answers of
+// a download can change: an available part may become missing or
+// expired, a missing one expired; blocked and expired are final. No
+// availability becomes itself (nothing sets it again), and an unknown one
+// is legal on neither side.
+func (s Availability) CanBecome(next Availability) bool {
+	switch s {
+	case AttachmentAvailable:
+		return next == AttachmentMissing || next == AttachmentExpired
+	case AttachmentMissing:
+		return next == AttachmentExpired
+	}
+	return false
 }
 
 // AttachmentUpload is a message whose parts are being written to the object

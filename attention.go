@@ -3,17 +3,51 @@ package agentowl
 import "time"
 
 // AttentionStatus is where an item is in the operator's inbox.
+//
+// Items are created open, by internal/work (a needs_input callback's
+// requests, one item per request revision; a failed callback's incident;
+// a failed handoff or decision push's incident, RecordDeliveryIncidents)
+// and internal/maintenance (an overdue incident). CanBecome is the rule
+// for what follows.
 type AttentionStatus string
 
 // Attention statuses.
 const (
-	AttentionOpen         AttentionStatus = "open"
+	// AttentionOpen: set at creation only; left by an acknowledgement or
+	// a resolution. Nothing moves an item back to it.
+	AttentionOpen AttentionStatus = "open"
+	// AttentionAcknowledged: set by an operator's acknowledgement
+	// (internal/work.AckAttention), which assigns the item and never
+	// decides it; acknowledging again reassigns and keeps it acknowledged.
+	// Left by a resolution.
 	AttentionAcknowledged AttentionStatus = "acknowledged"
-	AttentionResolved     AttentionStatus = "resolved"
+	// AttentionResolved: final, with the Resolution that says why. A
+	// request item resolves through the runtime's receipt of its decision
+	// (receipt), a later applied callback after its decision (outcome), a
+	// higher revision of its request (superseded), its expiry (expired,
+	// the maintenance sweep), or its work ending undecided (work_ended),
+	// never by hand. An incident resolves by an operator's review
+	// (reviewed), the redrive of the delivery it reports (redriven) or,
+	// for an overdue incident, a later applied callback (callback).
+	AttentionResolved AttentionStatus = "resolved"
 	// AttentionUnresolved is a list filter, never an item's status: open
 	// and acknowledged items.
 	AttentionUnresolved AttentionStatus = "unresolved"
 )
+
+// CanBecome reports whether an item in state s may be set to state next,
+// so that a use-case asks the record instead of repeating the states: an
+// open item may be acknowledged or resolved, an acknowledged one
+// acknowledged again (reassigned) or resolved, and a resolved one nothing.
+// Nothing is set open, and AttentionUnresolved, a filter, is legal on
+// neither side.
+func (s AttentionStatus) CanBecome(next AttentionStatus) bool {
+	switch s {
+	case AttentionOpen, AttentionAcknowledged:
+		return next == AttentionAcknowledged || next == AttentionResolved
+	}
+	return false
+}
 
 // AttentionItem is one thing a person needs to look at: a request (a
 // question or an approval, one item per revision) or an incident.
@@ -23,7 +57,8 @@ type AttentionItem struct {
 	Kind     string // question, approval or incident
 	Status   AttentionStatus
 	// Resolution says why a resolved item was resolved: receipt, outcome,
-	// superseded, expired, work_ended, reviewed or redriven.
+	// superseded, expired, work_ended, reviewed, redriven or callback (see
+	// AttentionResolved).
 	Resolution string
 	WorkID     string
 	EndpointID string
@@ -86,4 +121,23 @@ type AAPAck struct {
 	TenantID  string
 	Assignee  string
 	At        time.Time
+}
+
+// DecisionFile is an operator's decision on a request item of the
+// Needs-attention inbox (docs/attention.md): a runtime request's question or
+// approval (recorded as a WorkDecision) or a pending AAP approval request
+// (recorded as its Decision). inbox.ParseDecision reads it from the API's
+// JSON; the console fills the same file from its form.
+type DecisionFile struct {
+	// DecisionID is the operator's stable ID: resubmitting it with the same
+	// content replays the recorded decision.
+	DecisionID      string
+	RequestRevision int64
+	// Decision is answer, approve or reject.
+	Decision             string
+	ExpectedActionDigest string // "" when absent
+	Answer               string
+	// HasDigest and HasAnswer say whether the file carried the field at all:
+	// a question's decision must not carry a digest, an approval's no answer.
+	HasDigest, HasAnswer bool
 }

@@ -5,13 +5,36 @@ import (
 	"time"
 )
 
-// Conversation states. Events join only an open conversation; an ended one
-// (reset by an operator, or past its channel's inactivity window) never
-// takes another event.
+// ConversationStatus names the states of a conversation for their rule,
+// CanBecome. Conversation.Status and the state constants are still plain
+// strings (the store's list filter takes one): convert to ask the rule,
+// ConversationStatus(c.Status).CanBecome(ConversationEnded).
+//
+// A conversation is created open by ingress (internal/ingress.Accept: one
+// per event unless the channel's threading rule continues an open one).
+type ConversationStatus string
+
+// Conversation states. Events join only an open conversation (a new
+// event, or one an operator links in); an ended one never takes another.
 const (
-	ConversationOpen  = "open"
+	// ConversationOpen: set at creation only; left when it ends.
+	ConversationOpen = "open"
+	// ConversationEnded: set, with EndedAt, by an operator's reset
+	// (internal/ingress.ResetConversation), by linking its last event
+	// into another conversation (LinkEvent), or when its channel's
+	// inactivity window closed (SMS: the next message from the number, or
+	// the maintenance sweep EndIdleConversations). Final: forced-reset
+	// work that goes on still updates its session, never its status.
 	ConversationEnded = "ended"
 )
+
+// CanBecome reports whether a conversation in state s may be set to state
+// next, so that a use-case asks the record instead of repeating the
+// states: an open conversation may end; nothing else is legal (an ended
+// one is never reopened or ended again, and nothing is set open).
+func (s ConversationStatus) CanBecome(next ConversationStatus) bool {
+	return s == ConversationOpen && next == ConversationEnded
+}
 
 // Conversation groups a binding's events: a new one per event unless the
 // channel's threading rule (internal/ingress) continues an open one.

@@ -17,9 +17,9 @@ type EndpointOverdue struct {
 	InputExpiry *bool
 }
 
-// Endpoint is where a tenant's events are delivered. Secrets are stored
-// sealed (encrypted) by the work use-cases: the store never sees them in
-// the clear.
+// Endpoint is where a tenant's events are delivered. Its secrets are held
+// in plain text in memory and sealed (encrypted) at rest by the store,
+// each bound to its table, column and row.
 type Endpoint struct {
 	ID       string // ep_…
 	TenantID string
@@ -27,10 +27,11 @@ type Endpoint struct {
 	URL      string
 	// AgentWork adds the work block to deliveries and opens the runtime API.
 	AgentWork bool
-	// SigningSecret is the sealed whsec_ secret deliveries are signed with.
+	// SigningSecret is the whsec_ secret deliveries are signed with, in
+	// plain text (sealed at rest by the store).
 	SigningSecret []byte
-	// DecisionURL and DecisionSecret (sealed bearer secret) are set together
-	// or not at all.
+	// DecisionURL and DecisionSecret (the bearer secret decision pushes
+	// carry, in plain text; sealed at rest) are set together or not at all.
 	DecisionURL    string
 	DecisionSecret []byte
 	CreatedAt      time.Time
@@ -62,7 +63,9 @@ func (c *RuntimeCredential) Active(now time.Time) bool {
 
 // Binding is a receiving address of a channel that routes its events to
 // one endpoint. Every channel but smtp is addressed by an unguessable URL
-// token, stored as its SHA-256; an smtp binding by its email address.
+// token, stored as its SHA-256; an smtp binding by its email address. Its
+// secrets are held in plain text in memory and sealed (encrypted) at rest by
+// the store, each bound to its table, column and row.
 type Binding struct {
 	ID         string // bnd_…
 	TenantID   string
@@ -71,15 +74,16 @@ type Binding struct {
 	EndpointID string
 	// TokenHash is nil for smtp bindings, set for every other channel.
 	TokenHash []byte
-	// SigningSecret, when set, is the sealed whsec_ secret inbound events
-	// must be signed with (Standard Webhooks). Webhook bindings only.
+	// SigningSecret, when set (non-nil), is the whsec_ secret inbound
+	// events must be signed with (Standard Webhooks), in plain text.
+	// Webhook bindings only.
 	SigningSecret []byte
 	// Address is an smtp binding's receiving address, lower-case; unique
 	// among live bindings. Empty for other channels.
 	Address string
-	// ProviderSecret is the sealed secret a provider authenticates with:
-	// the Worker's shared secret (cloudflare-email), the Twilio auth token
-	// (sms, voice). Set for those channels only.
+	// ProviderSecret is the secret a provider authenticates with, in plain
+	// text: the Worker's shared secret (cloudflare-email), the Twilio auth
+	// token (sms, voice). Set for those channels only.
 	ProviderSecret []byte
 	CreatedAt      time.Time
 	DeletedAt      *time.Time

@@ -156,3 +156,11 @@ func ErrorMessage(err error) string {
 	}
 	return "The server could not complete the operation."
 }
+
+// ErrUnavailable reports that the database cannot answer now (SQLite busy or
+// locked past the busy timeout, a PostgreSQL connection lost, refused
+// or terminated, or contention that outlasted the retries). Nothing of
+// the failed transaction was committed, except that a lost connection
+// during COMMIT leaves the outcome unknown; callers answer
+// 503 unavailable and clients retry.
+var ErrUnavailable = errors.New("store: database unavailable")

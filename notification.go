@@ -26,6 +26,6 @@ type Notification struct {
 
 // NotificationMute is one muted kind or endpoint of a recipient.
 type NotificationMute struct {
-	Scope string // kind or endpoint
+	By    string // kind or endpoint
 	Value string
 }

@@ -41,18 +41,51 @@ type PayloadRef struct {
 }
 
 // MessageState is where a message is in its life.
+//
+// Messages are created pending (internal/outbox.Enqueue: work handoffs,
+// decision pushes, approval notifications). The delivery engine
+// (internal/delivery) moves them on; an operator's redrive
+// (internal/work.Redrive) starts a failed or cancelled one again.
+// CanBecome is the rule.
 type MessageState string
 
 const (
 	// MessagePending: waiting for its next attempt or in flight (leased).
+	// Set at creation, again by the engine after an attempt that left
+	// time in the retry window (or could not resolve its destination),
+	// and by a redrive. Left when an attempt ends it, or when its
+	// destination goes away.
 	MessagePending MessageState = "pending"
-	// MessageDelivered: a 2xx acknowledged it.
+	// MessageDelivered: a 2xx acknowledged it (and the target's answer
+	// check passed). Final: a redrive is refused (already_delivered).
 	MessageDelivered MessageState = "delivered"
-	// MessageFailed: the retry window ended without acknowledgement.
+	// MessageFailed: the retry window ended without acknowledgement (the
+	// engine). Left only by a redrive, which makes it pending again.
 	MessageFailed MessageState = "failed"
-	// MessageCancelled: its destination went away (receiver removed, instance deleted).
+	// MessageCancelled: its destination went away: the engine found no
+	// target, or the destination's owner ended its pending messages (an
+	// endpoint deleted, an instance's receiver removed or the instance
+	// deleted). Left only by a redrive.
 	MessageCancelled MessageState = "cancelled"
 )
+
+// CanBecome reports whether a message in state s may be set to state next,
+// so that a use-case asks the record instead of repeating the states: a
+// pending message may become any state, pending again included (a retry);
+// a failed or cancelled one only pending (a redrive); a delivered one
+// nothing. An unknown state is legal on neither side.
+func (s MessageState) CanBecome(next MessageState) bool {
+	switch s {
+	case MessagePending:
+		switch next {
+		case MessagePending, MessageDelivered, MessageFailed, MessageCancelled:
+			return true
+		}
+	case MessageFailed, MessageCancelled:
+		return next == MessagePending
+	}
+	return false
+}
 
 // Attempt is one recorded delivery attempt.
 type Attempt struct {

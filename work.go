@@ -6,24 +6,60 @@ import (
 )
 
 // WorkStatus is the runtime-reported state of work.
+//
+// Only two use-cases of internal/work write it: the handoff creates work
+// pending (HandoffTx and HandoffEncodedTx for a new event, Replay for an
+// intentional replay), and RecordCallback sets whatever status an applied
+// runtime callback reports. Which callback applies is decided before the
+// status rule: a sequence below the work's is recorded stale and changes
+// nothing, and a repeated sequence is a duplicate or a conflict.
+// CanBecome is the rule for the rest.
 type WorkStatus string
 
-// Work states. pending is set at handoff; every other state is set only by
-// a runtime callback (internal/work). completed, failed and cancelled are
-// terminal: no later callback changes them.
+// Work states.
 const (
-	WorkPending    WorkStatus = "pending"
+	// WorkPending: set when the handoff is committed; left by the first
+	// applied callback, whatever it reports. Nothing moves work back to it.
+	WorkPending WorkStatus = "pending"
+	// WorkAccepted, WorkRunning and WorkNeedsInput: set by an applied
+	// callback; left by the next applied one, to any reportable state, this
+	// one included (a runtime may report running again, or needs_input
+	// with a new revision). needs_input carries the requests that become
+	// attention items.
 	WorkAccepted   WorkStatus = "accepted"
 	WorkRunning    WorkStatus = "running"
 	WorkNeedsInput WorkStatus = "needs_input"
-	WorkCompleted  WorkStatus = "completed"
-	WorkFailed     WorkStatus = "failed"
-	WorkCancelled  WorkStatus = "cancelled"
+	// WorkCompleted, WorkFailed and WorkCancelled: set by an applied
+	// callback, which also sets EndedAt; terminal. A later callback with a
+	// higher sequence is refused (already_terminal), a lower one recorded
+	// stale: neither reopens the work.
+	WorkCompleted WorkStatus = "completed"
+	WorkFailed    WorkStatus = "failed"
+	WorkCancelled WorkStatus = "cancelled"
 )
 
-// Terminal reports whether s ends the work.
+// Terminal reports whether s ends the work: no callback changes it after.
 func (s WorkStatus) Terminal() bool {
 	return s == WorkCompleted || s == WorkFailed || s == WorkCancelled
+}
+
+// CanBecome reports whether work in state s may be set to state next, so
+// that a use-case asks the record instead of repeating the states: a work
+// not ended yet (pending, accepted, running, needs_input) may be set to
+// any state a callback reports (all but pending, its own included); a
+// terminal work may be set to nothing, and nothing is set back to pending.
+// An unknown state is legal on neither side.
+func (s WorkStatus) CanBecome(next WorkStatus) bool {
+	switch s {
+	case WorkPending, WorkAccepted, WorkRunning, WorkNeedsInput:
+	default:
+		return false
+	}
+	switch next {
+	case WorkAccepted, WorkRunning, WorkNeedsInput, WorkCompleted, WorkFailed, WorkCancelled:
+		return true
+	}
+	return false
 }
 
 // Work is one handoff of an event to an agent-work endpoint and everything

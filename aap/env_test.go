@@ -179,7 +179,7 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 	})
 	op, err := srv.Access().Authenticate(context.Background(), p.operator, agentowl.TokenOperator)
 	must(t, err)
-	p.tenant = op.Scope.TenantID
+	p.tenant = op.Membership.TenantID
 	var tok struct{ Token string }
 	p.operatorCall(http.MethodPost, "/provisioner-tokens", map[string]any{"label": "test", "days": 0}, &tok)
 	p.prov = tok.Token
@@ -249,7 +249,7 @@ func (p *provider) flush() {
 	p.t.Helper()
 	eventually(p.t, "due notifications to be attempted", func() bool {
 		p.wake()
-		msgs, err := delivery.List(context.Background(), p.store(), store.MessageListParams{TenantID: p.tenant, State: agentowl.MessagePending, Limit: 1000})
+		msgs, err := delivery.NewViews(p.store()).List(context.Background(), &agentowl.Membership{TenantID: p.tenant}, delivery.ListFilter{State: agentowl.MessagePending, Limit: 1000})
 		must(p.t, err)
 		now := p.clock.Now()
 		for _, m := range msgs {

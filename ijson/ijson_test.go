@@ -39,3 +39,25 @@ func FuzzDuplicateName(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckText(t *testing.T) {
+	for _, c := range []struct {
+		json string
+		want *ijson.TextProblem
+	}{
+		{`{"amount":5000,"note":"ok"}`, nil},
+		{`{"note":"a\u0000b"}`, &ijson.TextProblem{Path: "note"}},
+		{`{"args":{"lines":["x","\u0000"]}}`, &ijson.TextProblem{Path: "args.lines[1]"}},
+		{"{\"k\":\"\xff\"}", &ijson.TextProblem{Path: "k"}},
+		{`{"args":{"a\u0000":1}}`, &ijson.TextProblem{Path: "args", Name: true}},
+		{`{"\u0000":1}`, &ijson.TextProblem{Name: true}},
+		{`"\u0000"`, &ijson.TextProblem{}},
+		{"{\"k\":1}\xff", &ijson.TextProblem{Outside: true}},
+		{`{"escaped":"\\u0000 is text"}`, nil}, // a backslash then u0000: text
+	} {
+		got := ijson.CheckText([]byte(c.json))
+		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
+			t.Errorf("%q: got %+v, want %+v", c.json, got, c.want)
+		}
+	}
+}

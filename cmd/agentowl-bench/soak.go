@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,10 +19,8 @@ import (
 
 // soakConfig is one soak run; runSoak fills it from flags, the test sets it.
 type soakConfig struct {
-	Binary      string
-	DatabaseURL string // empty: SQLite in a temporary directory, one process
-	Replicas    int    // PostgreSQL only
-	Duration    time.Duration
+	servers
+	Duration time.Duration
 	// Kill SIGKILLs a replica (SQLite: the process) at a third of the
 	// duration and starts it again; Freeze SIGSTOPs another for FreezeFor
 	// at half the duration (PostgreSQL, two replicas or more).
@@ -59,9 +56,7 @@ const (
 func runSoak(args []string) error {
 	fs := flag.NewFlagSet("soak", flag.ExitOnError)
 	cfg := soakConfig{Out: os.Stdout, FreezeFor: 40 * time.Second}
-	fs.StringVar(&cfg.Binary, "binary", "/tmp/agentowl", "agentowl binary to start")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "postgres:// URL, in which the soak makes (and drops) its own schema (default: SQLite in a temp dir, one process)")
-	fs.IntVar(&cfg.Replicas, "replicas", 3, "serve replicas (PostgreSQL only)")
+	cfg.addFlags(fs, "the soak", 3, "serve replicas (PostgreSQL only)")
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Minute, "how long the load runs")
 	fs.BoolVar(&cfg.Kill, "kill", false, "SIGKILL a replica at a third of the duration and start it again")
 	fs.BoolVar(&cfg.Freeze, "freeze", false, "SIGSTOP a replica at half the duration for 40s (PostgreSQL, 2+ replicas)")
@@ -70,18 +65,7 @@ func runSoak(args []string) error {
 	fs.IntVar(&cfg.Tenants, "tenants", 3, "tenants, each with an instance and an endpoint at every receiver")
 	fs.BoolVar(&cfg.AssertIsolation, "assert-isolation", false, "baseline with the fast receiver alone first; fail if its p99 in the mix is over twice the baseline's")
 	fs.DurationVar(&cfg.Drain, "drain", 3*time.Minute, "longest wait for every message to be acknowledged after the load")
-	_ = fs.Parse(args)
-	// Interrupted, the soak still stops its servers and drops its schema.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := soak(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if len(res.failures) > 0 {
-		return fmt.Errorf("soak failed:\n  - %s", strings.Join(res.failures, "\n  - "))
-	}
-	return nil
+	return runInterruptible(fs, args, func(ctx context.Context) (*soakResult, error) { return soak(ctx, cfg) })
 }
 
 func (c *soakConfig) validate() error {
@@ -109,6 +93,12 @@ func (c *soakConfig) validate() error {
 	return nil
 }
 
+// chaosWindow is when a replica was killed (from = to) or frozen.
+type chaosWindow struct {
+	what     string
+	from, to time.Time
+}
+
 // soakRun is the state of one run.
 type soakRun struct {
 	cfg     soakConfig
@@ -121,15 +111,9 @@ type soakRun struct {
 	mu        sync.Mutex
 	windows   []chaosWindow
 	chaosErrs []string
-	skipped   int
+	skipped   atomic.Int64
 	// termExits are how long replicas SIGTERMed under load took to exit.
 	termExits []time.Duration
-}
-
-// chaosWindow is when a replica was killed (from = to) or frozen.
-type chaosWindow struct {
-	what     string
-	from, to time.Time
 }
 
 // soak runs the soak described by cfg and returns its result; an error
@@ -145,24 +129,14 @@ func soak(ctx context.Context, cfg soakConfig) (*soakResult, error) {
 	}
 	defer site.close()
 	s.rs = site.rs
-	dir, dbURL := site.dir, site.dbURL
-	env := serverEnv(site.caFile)
 	s.fleet = &fleet{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 15 * time.Second}}
 	defer func() {
 		for _, p := range s.fleet.replicas {
 			p.stop()
 		}
 	}()
-	// One at a time: the first bootstraps the database and its admin.
-	for i := range cfg.Replicas {
-		p, err := newReplica(fmt.Sprintf("replica-%d", i), cfg.Binary, dir, env, dbURL)
-		if err != nil {
-			return nil, err
-		}
-		s.fleet.replicas = append(s.fleet.replicas, p)
-		if err := p.start(ctx); err != nil {
-			return nil, err
-		}
+	if s.fleet.replicas, err = cfg.startReplicas(ctx, site, serverEnv(site.caFile)); err != nil {
+		return nil, err
 	}
 	tok, err := os.ReadFile(filepath.Join(s.fleet.replicas[0].dataDir, "operator-token"))
 	if err != nil {
@@ -197,13 +171,7 @@ func soak(ctx context.Context, cfg soakConfig) (*soakResult, error) {
 	s.snapshotMetrics(ctx, res)
 	s.terminate(res)
 	s.assess(res)
-	res.print(cfg.Out)
-	if len(res.failures) > 0 {
-		for _, p := range s.fleet.replicas {
-			s.say("--- last lines of %s's log:\n%s", p.name, p.logTail(15))
-		}
-	}
-	return res, nil
+	return finish(cfg.Out, res, s.fleet.replicas)
 }
 
 func (s *soakRun) say(format string, args ...any) {
@@ -247,8 +215,7 @@ func (s *soakRun) generate(ctx context.Context, ld *load, start time.Time) {
 	if s.cfg.AssertIsolation {
 		baselineEnd = start.Add(s.cfg.Duration / 5)
 	}
-	sem := make(chan struct{}, maxOpsInFlight)
-	var wg sync.WaitGroup
+	loop := newOpenLoop(&s.skipped)
 	ch := &chooser{tenants: s.cfg.Tenants}
 	for next := start; next.Before(end); {
 		if !sleepCtx(ctx, time.Until(next)) {
@@ -258,30 +225,16 @@ func (s *soakRun) generate(ctx context.Context, ld *load, start time.Time) {
 		if next.Before(baselineEnd) {
 			ph, rate = phaseBaseline, s.cfg.Rate/float64(numBehaviours)
 		}
-		// A stall (a killed replica) is not made up for with a burst.
-		if behind := time.Now().Add(-time.Second); next.Before(behind) {
-			next = behind
-		}
-		next = next.Add(time.Duration(float64(time.Second) / rate))
+		next = loop.next(next, time.Duration(float64(time.Second)/rate))
 		b, kind, t := ch.pick(time.Now(), ph)
-		select {
-		case sem <- struct{}{}:
-		default:
-			s.mu.Lock()
-			s.skipped++
-			s.mu.Unlock()
-			continue
-		}
-		s.ledger.mu.Lock()
-		s.ledger.ops[kind]++
-		s.ledger.mu.Unlock()
 		tg := s.targets[t][b]
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ld.do(ctx, kind, tg, ph)
-		})
+		if loop.start(func() { ld.do(ctx, kind, tg, ph) }) {
+			s.ledger.mu.Lock()
+			s.ledger.ops[kind]++
+			s.ledger.mu.Unlock()
+		}
 	}
-	wg.Wait()
+	loop.wait()
 }
 
 // startChaos kills and freezes replicas as configured, each on its own

@@ -33,8 +33,7 @@ type soakResult struct {
 	termExits                   []time.Duration // replicas SIGTERMed under load: how long each took to exit
 	replicas                    []replicaMetrics
 	pending                     []string // outbox messages left pending, when the drain gave up
-	problems                    []string
-	failures                    []string
+	verdict
 }
 
 // recvStats is one receiver's share of the expected messages.
@@ -54,10 +53,6 @@ type replicaMetrics struct {
 	exitErr                         string
 }
 
-func (r *soakResult) fail(format string, args ...any) {
-	r.failures = append(r.failures, fmt.Sprintf(format, args...))
-}
-
 // assess compares what the receivers got with what the load expects.
 func (s *soakRun) assess(res *soakResult) {
 	msgs, problems := s.rec.snapshot()
@@ -65,7 +60,7 @@ func (s *soakRun) assess(res *soakResult) {
 	s.mu.Lock()
 	windows := slices.Clone(s.windows)
 	chaosErrs := slices.Clone(s.chaosErrs)
-	res.skipped = s.skipped
+	res.skipped = int(s.skipped.Load())
 	res.termExits = slices.Clone(s.termExits)
 	s.mu.Unlock()
 	s.ledger.mu.Lock()
@@ -306,15 +301,5 @@ func (r *soakResult) print(w io.Writer) {
 	for _, m := range r.pending {
 		p("pending: %s", m)
 	}
-	for _, pr := range r.problems[:min(10, len(r.problems))] {
-		p("receiver problem: %s", pr)
-	}
-	if len(r.failures) == 0 {
-		p("PASS")
-		return
-	}
-	p("FAIL:")
-	for _, f := range r.failures {
-		p("  - %s", f)
-	}
+	r.printVerdict(p)
 }

@@ -9,13 +9,12 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,9 +23,7 @@ import (
 // delay, N decided requests for it, a destination concurrency, and
 // another tenant's requests and deliveries to a fast receiver meanwhile.
 type stallConfig struct {
-	Binary      string
-	DatabaseURL string // empty: SQLite in a temporary directory, one process
-	Replicas    int    // PostgreSQL only
+	servers
 	Requests    int
 	Delay       time.Duration
 	Concurrency int
@@ -39,25 +36,13 @@ type stallConfig struct {
 func runStall(args []string) error {
 	fs := flag.NewFlagSet("stall", flag.ExitOnError)
 	cfg := stallConfig{Out: os.Stdout}
-	fs.StringVar(&cfg.Binary, "binary", "/tmp/agentowl", "agentowl binary to start")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "postgres:// URL, in which the run makes (and drops) its own schema (default: SQLite in a temp dir, one process)")
-	fs.IntVar(&cfg.Replicas, "replicas", 1, "serve replicas (PostgreSQL only); API calls go to them in turn")
+	cfg.addFlags(fs, "the run", 1, "serve replicas (PostgreSQL only); API calls go to them in turn")
 	fs.IntVar(&cfg.Requests, "requests", 800, "the slow tenant's requests, created and then approved")
 	fs.DurationVar(&cfg.Delay, "delay", 200*time.Millisecond, "how long the slow receiver takes to answer each notification 200")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY")
 	fs.Float64Var(&cfg.OtherRate, "other-rate", 20, "the other tenant's create+decide operations per second while the slow tenant's backlog drains (0: none)")
 	fs.IntVar(&cfg.Clients, "clients", 32, "concurrent clients creating and approving the slow tenant's requests")
-	_ = fs.Parse(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := stall(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if len(res.failures) > 0 {
-		return fmt.Errorf("stall failed:\n  - %s", strings.Join(res.failures, "\n  - "))
-	}
-	return nil
+	return runInterruptible(fs, args, func(ctx context.Context) (*stallResult, error) { return stall(ctx, cfg) })
 }
 
 func (c *stallConfig) validate() error {
@@ -116,7 +101,7 @@ type stallRun struct {
 	otherOps  []otherOp
 	otherFail int
 	otherErrs []string
-	skipped   int
+	skipped   atomic.Int64
 }
 
 // otherOp is one of the other tenant's operations that succeeded: the
@@ -140,22 +125,13 @@ func stall(ctx context.Context, cfg stallConfig) (*stallResult, error) {
 	}
 	defer site.close()
 	s.rs = site.rs
-	dir, dbURL := site.dir, site.dbURL
 	// The later of two settings of a variable is the one a process sees
 	// (os/exec keeps the last).
 	env := append(serverEnv(site.caFile), fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", cfg.Concurrency))
 	s.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2*cfg.Clients + 64}, Timeout: 30 * time.Second}
 	defer s.terminate()
-	// One at a time: the first bootstraps the database and its admin.
-	for i := range cfg.Replicas {
-		p, err := newReplica(fmt.Sprintf("replica-%d", i), cfg.Binary, dir, env, dbURL)
-		if err != nil {
-			return nil, err
-		}
-		s.replicas = append(s.replicas, p)
-		if err := p.start(ctx); err != nil {
-			return nil, err
-		}
+	if s.replicas, err = cfg.startReplicas(ctx, site, env); err != nil {
+		return nil, err
 	}
 	newFleet := func(log *refusalLog) *fleet {
 		c := *s.http
@@ -202,13 +178,7 @@ func stall(ctx context.Context, cfg stallConfig) (*stallResult, error) {
 	s.drain(ctx, 30*time.Second)
 	s.readMetrics(ctx, res)
 	res.check()
-	res.print(cfg.Out)
-	if len(res.failures) > 0 {
-		for _, p := range s.replicas {
-			s.say("--- last lines of %s's log:\n%s", p.name, p.logTail(15))
-		}
-	}
-	return res, nil
+	return finish(cfg.Out, res, s.replicas)
 }
 
 func (s *stallRun) say(format string, args ...any) {
@@ -305,9 +275,8 @@ func (s *stallRun) otherLoad(ctx context.Context, stop <-chan struct{}) {
 	if s.cfg.OtherRate <= 0 {
 		return
 	}
-	sem := make(chan struct{}, maxOpsInFlight)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	loop := newOpenLoop(&s.skipped)
+	defer loop.wait()
 	gap := time.Duration(float64(time.Second) / s.cfg.OtherRate)
 	for n, next := 0, time.Now(); ; n++ {
 		t := time.NewTimer(time.Until(next))
@@ -320,23 +289,8 @@ func (s *stallRun) otherLoad(ctx context.Context, stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		// A stall of the load itself is not made up for with a burst.
-		if behind := time.Now().Add(-time.Second); next.Before(behind) {
-			next = behind
-		}
-		next = next.Add(gap)
-		select {
-		case sem <- struct{}{}:
-		default:
-			s.mu.Lock()
-			s.skipped++
-			s.mu.Unlock()
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			s.otherOp(ctx, n)
-		})
+		next = loop.next(next, gap)
+		loop.start(func() { s.otherOp(ctx, n) })
 	}
 }
 
@@ -525,9 +479,8 @@ type stallResult struct {
 	otherDelivered                      int
 	otherLatency, otherCall             []time.Duration
 	resent                              int64 // calls sent again after a lost connection or another 5xx
-	problems                            []string
 	replicas                            []stallMetrics
-	failures                            []string
+	verdict
 }
 
 // stallMetrics is what one replica's /metrics said after the drain.
@@ -577,7 +530,7 @@ func tallyOf(msgs map[string]message, want func(subject) bool) tally {
 // assess compares what the receivers got with what was sent.
 func (s *stallRun) assess() *stallResult {
 	msgs, problems := s.rec.snapshot()
-	res := &stallResult{cfg: s.cfg, problems: problems,
+	res := &stallResult{cfg: s.cfg, verdict: verdict{problems: problems},
 		createRefused: s.slowCreate.refused.Load(), decRefused: s.slowDecide.refused.Load(),
 		otherCreateRefused: s.otherCreate.refused.Load(), otherDecRefused: s.otherDecide.refused.Load(),
 		peak:           s.rec.peakInFlight(slowRecv),
@@ -597,7 +550,7 @@ func (s *stallRun) assess() *stallResult {
 
 	s.mu.Lock()
 	ops := slices.Clone(s.otherOps)
-	res.otherOps, res.otherFail, res.otherSkipped = len(ops)+s.otherFail, s.otherFail, s.skipped
+	res.otherOps, res.otherFail, res.otherSkipped = len(ops)+s.otherFail, s.otherFail, int(s.skipped.Load())
 	res.otherErrs = slices.Clone(s.otherErrs)
 	s.mu.Unlock()
 	want := map[subject]bool{}
@@ -664,10 +617,6 @@ func (s *stallRun) readMetrics(ctx context.Context, res *stallResult) {
 	}
 }
 
-func (r *stallResult) fail(format string, args ...any) {
-	r.failures = append(r.failures, fmt.Sprintf(format, args...))
-}
-
 // check records the failed assertions: the slow tenant's requests all
 // delivered, never more attempts in flight at its receiver than the
 // destination concurrency, and the other tenant's operations neither
@@ -731,15 +680,5 @@ func (r *stallResult) print(w io.Writer) {
 			"attempts deferred %g; admission refused %g writes (%g for the delivery backlog)",
 			m.name, m.slots["busy"], m.slots["idle"], m.slots["stale"], m.inFlight, m.oldestDue, m.depth, m.reclaimed, m.deferred, m.admissionRefused, m.behind)
 	}
-	for _, pr := range r.problems[:min(10, len(r.problems))] {
-		p("receiver problem: %s", pr)
-	}
-	if len(r.failures) == 0 {
-		p("PASS")
-		return
-	}
-	p("FAIL:")
-	for _, f := range r.failures {
-		p("  - %s", f)
-	}
+	r.printVerdict(p)
 }

@@ -248,6 +248,16 @@ func (c *cli) emit(v any, human func(w io.Writer)) error {
 	return nil
 }
 
+// do is most commands' whole run: it sends one operator API request and
+// prints the object answered, as JSON with --json, else through human.
+func (c *cli) do(ctx context.Context, method, path string, body any, human func(w io.Writer, out item)) error {
+	var out item
+	if err := c.call(ctx, method, path, body, &out); err != nil {
+		return err
+	}
+	return c.emit(out, func(w io.Writer) { human(w, out) })
+}
+
 // table prints rows under a header, tab-aligned.
 func table(w io.Writer, header string, rows [][]string) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

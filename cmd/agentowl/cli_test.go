@@ -40,6 +40,14 @@ func (r *running) cli(t *testing.T, token string, args ...string) cliResult {
 	return runCLI(t, append(args, "--url", r.url, "--token", token)...)
 }
 
+// operator is the bootstrap operator of s: its token, and the command line
+// run as it against srv.
+func (s site) operator(t *testing.T, srv *running) (string, func(args ...string) cliResult) {
+	t.Helper()
+	admin := s.adminToken(t)
+	return admin, func(args ...string) cliResult { return srv.cli(t, admin, args...) }
+}
+
 // ok fails the test unless the command succeeded; it returns stdout.
 func (c cliResult) ok(t *testing.T) string {
 	t.Helper()
@@ -155,11 +163,9 @@ func decisionValidity(t *testing.T, req map[string]any) time.Duration {
 }
 
 func TestCLIApprovalFlow(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		srv := s.start(t, nil)
-		admin := s.adminToken(t)
-		op := func(args ...string) cliResult { return srv.cli(t, admin, args...) }
+		_, op := s.operator(t, srv)
 
 		// A provisioner token, then a harness provisioning and submitting.
 		prov := cliJSON(t, op("provisioner-tokens", "create", "--label", "harness", "--json"))
@@ -452,7 +458,6 @@ func TestCLIApprovalFlow(t *testing.T) {
 }
 
 func TestCLIAdminBootstrap(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		srv := s.start(t, nil)
 		defaultToken := s.adminToken(t)

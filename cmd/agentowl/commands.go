@@ -90,6 +90,58 @@ func (c *cli) listCmd(use, short string, path func(args []string) string, header
 	return cmd
 }
 
+// listFilter is a filter flag of a list command, named as its query
+// parameter.
+type listFilter struct{ name, help string }
+
+// filteredListCmd is the list command of a tenant's collection at path
+// (such as "/work"): its flags are filters and --limit.
+func (c *cli) filteredListCmd(short, path string, filters []listFilter, header string, cols ...string) *cobra.Command {
+	var limit int
+	values := make([]string, len(filters))
+	list := c.listCmd("list", short, func([]string) string {
+		q := map[string]string{}
+		for i, f := range filters {
+			q[f.name] = values[i]
+		}
+		return c.tenantPath(path + "?" + listQuery(limit, q))
+	}, header, cols...)
+	c.tenantFlag(list)
+	for i, f := range filters {
+		list.Flags().StringVar(&values[i], f.name, "", f.help)
+	}
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+	return list
+}
+
+// inspectCmd builds a command that takes one ID, GETs path(ID) and prints
+// the object answered with human: the inspect command of every kind.
+func (c *cli) inspectCmd(use, short string, path func(id string) string, human func(w io.Writer, out item)) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1), RunE: func(cmd *cobra.Command, args []string) error {
+		return c.do(cmd.Context(), http.MethodGet, path(args[0]), nil, human)
+	}}
+	c.tenantFlag(cmd)
+	return cmd
+}
+
+// itemPath is the path of one item of a tenant's collection (such as
+// "/work/") by its ID.
+func (c *cli) itemPath(collection string) func(id string) string {
+	return func(id string) string { return c.tenantPath(collection + url.PathEscape(id)) }
+}
+
+// listQuery is the query of a list: its limit, and every filter given (an
+// empty value is no filter).
+func listQuery(limit int, filters map[string]string) string {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	for k, v := range filters {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q.Encode()
+}
+
 // showItem prints one object as aligned key: value lines.
 func showItem(w io.Writer, it item, keys ...string) {
 	r := make([][]string, 0, len(keys))
@@ -113,36 +165,17 @@ func (c *cli) addOperatorCommands(root *cobra.Command) {
 
 func (c *cli) deliveriesCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "deliveries", Short: "Follow outbound notifications and their attempts"}
-	var instance, state, request string
-	var limit int
-	list := c.listCmd("list", "List notifications, newest first", func([]string) string {
-		q := url.Values{"limit": {strconv.Itoa(limit)}}
-		for k, v := range map[string]string{"instance": instance, "state": state, "request": request} {
-			if v != "" {
-				q.Set(k, v)
-			}
-		}
-		return c.tenantPath("/deliveries?" + q.Encode())
+	list := c.filteredListCmd("List notifications, newest first", "/deliveries", []listFilter{
+		{"instance", "only notifications to this instance's receiver"},
+		{"state", "pending, delivered, failed or cancelled"},
+		{"request", "only notifications about this approval request"},
 	}, "EVENT ID\tKIND\tSTATE\tATTEMPTS\tNEXT ATTEMPT\tDEADLINE\tLAST ERROR", "id", "kind", "state", "attempts",
 		"next_attempt_at", "deadline_at", "last_error")
-	c.tenantFlag(list)
-	list.Flags().StringVar(&instance, "instance", "", "only notifications to this instance's receiver")
-	list.Flags().StringVar(&state, "state", "", "pending, delivered, failed or cancelled")
-	list.Flags().StringVar(&request, "request", "", "only notifications about this approval request")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
-	inspect := &cobra.Command{Use: "inspect EVENT-ID", Short: "Show a notification and every attempt", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/deliveries/"+url.PathEscape(args[0])), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
-				showItem(w, out, "id", "kind", "destination", "subject", "state", "attempts", "created_at", "deadline_at",
-					"next_attempt_at", "ended_at", "last_status", "last_error")
-				printAttempts(w, out)
-			})
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect EVENT-ID", "Show a notification and every attempt", c.itemPath("/deliveries/"), func(w io.Writer, out item) {
+		showItem(w, out, "id", "kind", "destination", "subject", "state", "attempts", "created_at", "deadline_at",
+			"next_attempt_at", "ended_at", "last_status", "last_error")
+		printAttempts(w, out)
+	})
 	cmd.AddCommand(list, inspect)
 	return cmd
 }
@@ -182,11 +215,7 @@ func (c *cli) tenantsCommand() *cobra.Command {
 			if days != 0 {
 				body["days"] = days
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, "/api/v1/tenants", body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, "/api/v1/tenants", body, func(w io.Writer, out item) {
 				tok, _ := out["admin"].(map[string]any)
 				fmt.Fprintf(w, "Created tenant %s (%s)\nIts admin %s's token (shown once):\n%s\n",
 					str(out["name"]), str(out["id"]), str(tok["operator"]), str(tok["token"]))
@@ -206,11 +235,9 @@ func (c *cli) operatorsCommand() *cobra.Command {
 	var name, role string
 	create := &cobra.Command{Use: "create", Short: "Add an operator to a tenant with a role (admin or member)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/operators"), item{"name": name, "role": role}, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Operator %s is %s\n", str(out["name"]), str(out["role"])) })
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath("/operators"), item{"name": name, "role": role}, func(w io.Writer, out item) {
+				fmt.Fprintf(w, "Operator %s is %s\n", str(out["name"]), str(out["role"]))
+			})
 		}}
 	c.tenantFlag(create)
 	create.Flags().StringVar(&name, "name", "", "operator name")
@@ -234,11 +261,7 @@ func (c *cli) tokensCommand(use, kind string) *cobra.Command {
 			if operator != "" {
 				body["operator"] = operator
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath(path), body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath(path), body, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "Created %s token %s (expires %s). Shown once:\n%s\n", kind, str(out["id"]), str(out["expires_at"]), str(out["token"]))
 			})
 		}}
@@ -250,11 +273,9 @@ func (c *cli) tokensCommand(use, kind string) *cobra.Command {
 	}
 	revoke := &cobra.Command{Use: "revoke ID", Short: "Revoke a " + kind + " token at once", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath(path+"/"+url.PathEscape(args[0])), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Revoked %s token %s\n", kind, str(out["id"])) })
+			return c.do(cmd.Context(), http.MethodDelete, c.tenantPath(path+"/"+url.PathEscape(args[0])), nil, func(w io.Writer, out item) {
+				fmt.Fprintf(w, "Revoked %s token %s\n", kind, str(out["id"]))
+			})
 		}}
 	c.tenantFlag(revoke)
 	cmd.AddCommand(list, create, revoke)
@@ -278,26 +299,14 @@ func (c *cli) instancesCommand() *cobra.Command {
 	list := c.listCmd("list", "List live instances", func([]string) string { return c.tenantPath("/instances") },
 		"ID\tNAME\tAPPROVAL VALIDITY\tRECEIVER\tCREATED", "id", "name", "approval_validity", "delivery.url", "created_at")
 	c.tenantFlag(list)
-	inspect := &cobra.Command{Use: "inspect ID", Short: "Show one instance", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/instances/"+url.PathEscape(args[0])), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
-				showItem(w, out, "id", "name", "approval_validity", "delivery.type", "delivery.url", "delivery.registration_id", "created_at", "deleted_at")
-			})
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect ID", "Show one instance", c.itemPath("/instances/"), func(w io.Writer, out item) {
+		showItem(w, out, "id", "name", "approval_validity", "delivery.type", "delivery.url", "delivery.registration_id", "created_at", "deleted_at")
+	})
 	var validity string
 	update := &cobra.Command{Use: "update ID", Short: "Change how long new approvals of an instance stay valid", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPatch, c.tenantPath("/instances/"+url.PathEscape(args[0])),
-				item{"approval_validity": validity}, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { showItem(w, out, "id", "name", "approval_validity") })
+			return c.do(cmd.Context(), http.MethodPatch, c.tenantPath("/instances/"+url.PathEscape(args[0])),
+				item{"approval_validity": validity}, func(w io.Writer, out item) { showItem(w, out, "id", "name", "approval_validity") })
 		}}
 	c.tenantFlag(update)
 	update.Flags().StringVar(&validity, "approval-validity", "", "validity of new approvals, such as 5m")
@@ -308,32 +317,14 @@ func (c *cli) instancesCommand() *cobra.Command {
 
 func (c *cli) approvalsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "approvals", Short: "List, inspect and decide approval requests"}
-	var status, instance string
-	var limit int
-	list := c.listCmd("list", "List approval requests, newest first", func([]string) string {
-		q := url.Values{"limit": {strconv.Itoa(limit)}}
-		if status != "" {
-			q.Set("status", status)
-		}
-		if instance != "" {
-			q.Set("instance", instance)
-		}
-		return c.tenantPath("/approvals?" + q.Encode())
+	list := c.filteredListCmd("List approval requests, newest first", "/approvals", []listFilter{
+		{"status", "only requests in this state (pending, approved, denied, expired, cancelled)"},
+		{"instance", "only requests of this instance ID"},
 	}, "ID\tTOOL\tSTATUS\tCREATED\tDEADLINE\tINSTANCE", "request.id", "request.tool", "request.status",
 		"request.created_at", "request.deadline_at", "instance_id")
-	c.tenantFlag(list)
-	list.Flags().StringVar(&status, "status", "", "only requests in this state (pending, approved, denied, expired, cancelled)")
-	list.Flags().StringVar(&instance, "instance", "", "only requests of this instance ID")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
-	inspect := &cobra.Command{Use: "inspect REQUEST-ID", Short: "Show one approval request in full", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/approvals/"+url.PathEscape(args[0])), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { printRequest(w, out["request"], out) })
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect REQUEST-ID", "Show one approval request in full", c.itemPath("/approvals/"), func(w io.Writer, out item) {
+		printRequest(w, out["request"], out)
+	})
 	var approve, deny bool
 	var note, validFor string
 	decide := &cobra.Command{Use: "decide REQUEST-ID --approve|--deny", Short: "Approve or deny a pending request", Args: cobra.ExactArgs(1),
@@ -351,11 +342,9 @@ func (c *cli) approvalsCommand() *cobra.Command {
 			if validFor != "" {
 				body["valid_for"] = validFor
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/approvals/"+url.PathEscape(args[0])+"/decision"), body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { printRequest(w, out, nil) })
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath("/approvals/"+url.PathEscape(args[0])+"/decision"), body, func(w io.Writer, out item) {
+				printRequest(w, out, nil)
+			})
 		}}
 	c.tenantFlag(decide)
 	decide.Flags().BoolVar(&approve, "approve", false, "approve the call")
@@ -395,11 +384,7 @@ func (c *cli) policiesCommand() *cobra.Command {
 					body[k] = v
 				}
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/policies"), body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath("/policies"), body, func(w io.Writer, out item) {
 				showItem(w, out, "id", "name", "tool", "condition", "effect", "priority", "instance_id")
 			})
 		}}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -11,22 +10,18 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment/attachmenttest"
-	"github.com/agentowl/agentowl/internal/server/servertest"
+	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/store"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // TestCLIAttachments runs the seed's line, agentowl attachments download
 // <event> <attachment> <new-file>, and the manifest listing against a server
 // on each backend.
 func TestCLIAttachments(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
-		var out bytes.Buffer
-		cfg := s.config(nil, &out)
-		cfg.Ingress.Mail.MaxPartBytes = 1000 // the file ceiling of retained attachments
-		r := &running{m: servertest.Start(t, cfg)}
-		r.url = r.m.URL()
+		r := s.startWith(t, nil, func(cfg *server.Config) {
+			cfg.Ingress.Mail.MaxPartBytes = 1000 // the file ceiling of retained attachments
+		})
 		token := s.adminToken(t)
 		ev := storeMessage(t, r, attachmenttest.File{Name: "report.pdf", ContentType: "application/pdf", Data: []byte("%PDF-1.7 the report")},
 			attachmenttest.File{Name: "big.bin", Size: 1001})
@@ -107,10 +102,10 @@ func storeMessage(t *testing.T, r *running, files ...attachmenttest.File) *agent
 			return err
 		}
 		now := time.Now()
-		ep := &agentowl.Endpoint{ID: work.NewID("ep"), TenantID: tn.ID, Name: "mail-runtime", URL: "https://runtime.example.com/",
+		ep := &agentowl.Endpoint{ID: agentowl.NewID("ep"), TenantID: tn.ID, Name: "mail-runtime", URL: "https://runtime.example.com/",
 			SigningSecret: []byte("sealed"), CreatedAt: now, UpdatedAt: now}
-		b = &agentowl.Binding{ID: work.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
-			TokenHash: agentowl.HashToken(work.NewID("in")), CreatedAt: now}
+		b = &agentowl.Binding{ID: agentowl.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
+			TokenHash: agentowl.HashToken(agentowl.NewID("in")), CreatedAt: now}
 		if err := tx.EndpointCreate(ctx, ep); err != nil {
 			return err
 		}

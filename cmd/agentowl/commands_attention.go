@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 
 	"github.com/spf13/cobra"
 )
@@ -22,33 +21,13 @@ func (c *cli) attentionPath(id string) string {
 
 func (c *cli) attentionCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "attention", Short: "The Needs-attention inbox: runtime questions, approvals and incidents"}
-	var status, workID string
-	var limit int
-	list := c.listCmd("list", "List attention items, newest first", func([]string) string {
-		q := url.Values{"limit": {strconv.Itoa(limit)}}
-		if status != "" {
-			q.Set("status", status)
-		}
-		if workID != "" {
-			q.Set("work", workID)
-		}
-		return c.tenantPath("/attention?" + q.Encode())
+	list := c.filteredListCmd("List attention items, newest first", "/attention", []listFilter{
+		{"status", "open, acknowledged or resolved"},
+		{"work", "only items of this work"},
 	}, "ID\tKIND\tSTATUS\tREQUEST\tREV\tEXPIRES\tASSIGNEE\tWORK", "id", "kind", "status", "request.id", "request.revision",
 		"request.expires_at", "assignee", "work_id")
-	c.tenantFlag(list)
-	list.Flags().StringVar(&status, "status", "", "open, acknowledged or resolved")
-	list.Flags().StringVar(&workID, "work", "", "only items of this work")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
 
-	inspect := &cobra.Command{Use: "inspect ATTENTION", Short: "Show an item, its request, decision, push and receipt", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.attentionPath(args[0]), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { printAttention(w, out) })
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect ATTENTION", "Show an item, its request, decision, push and receipt", c.attentionPath, printAttention)
 
 	var assignee string
 	ack := &cobra.Command{Use: "ack ATTENTION", Short: "Acknowledge and assign an item (never decides or resolves it)", Args: cobra.ExactArgs(1),
@@ -57,22 +36,18 @@ func (c *cli) attentionCommand() *cobra.Command {
 			if assignee != "" {
 				body["assignee"] = assignee
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.attentionPath(args[0])+"/ack", body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Acknowledged %s, assigned to %s\n", args[0], str(out["assignee"])) })
+			return c.do(cmd.Context(), http.MethodPost, c.attentionPath(args[0])+"/ack", body, func(w io.Writer, out item) {
+				fmt.Fprintf(w, "Acknowledged %s, assigned to %s\n", args[0], str(out["assignee"]))
+			})
 		}}
 	c.tenantFlag(ack)
 	ack.Flags().StringVar(&assignee, "assignee", "", "who handles it (default: you)")
 
 	resolve := &cobra.Command{Use: "resolve ATTENTION", Short: "Resolve an incident after review (not requests)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.attentionPath(args[0])+"/resolve", nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Resolved %s\n", args[0]) })
+			return c.do(cmd.Context(), http.MethodPost, c.attentionPath(args[0])+"/resolve", nil, func(w io.Writer, out item) {
+				fmt.Fprintf(w, "Resolved %s\n", args[0])
+			})
 		}}
 	c.tenantFlag(resolve)
 

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +15,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
-	"github.com/agentowl/agentowl/internal/work"
+	"github.com/agentowl/agentowl/workclient"
 )
 
 // TestCLIAttention runs the seed's attention command lines against a server
@@ -25,12 +23,11 @@ import (
 // acknowledges, previews and submits the decision, and the decision is
 // pushed to the runtime's decision URL, whose acceptance is the receipt.
 func TestCLIAttention(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		rs := newRuntimeSink(t)
 		var mu sync.Mutex
 		var pushes []string
-		decisions := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		decisions := newTLSServer(t, func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
 			var doc map[string]any
 			_ = json.Unmarshal(body, &doc)
@@ -38,11 +35,9 @@ func TestCLIAttention(t *testing.T) {
 			pushes = append(pushes, r.Header.Get("Authorization"))
 			mu.Unlock()
 			fmt.Fprintf(w, `{"accepted": true, "decision_id": %q}`, doc["decision_id"])
-		}))
-		t.Cleanup(decisions.Close)
-		srv := s.startWork(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rs.srv.Certificate().Raw}))
-		admin := s.adminToken(t)
-		op := func(args ...string) cliResult { return srv.cli(t, admin, args...) }
+		})
+		srv := s.startWork(t, certPEM(rs.srv))
+		admin, op := s.operator(t, srv)
 		dir := t.TempDir()
 		secretFile := filepath.Join(dir, "decision-secret")
 		if err := os.WriteFile(secretFile, []byte("decision-bearer-secret-0123456789\n"), 0o600); err != nil {
@@ -87,7 +82,7 @@ func TestCLIAttention(t *testing.T) {
 			}
 			eventID = w.EventID
 			now := time.Now()
-			return tx.AttachmentCreate(ctx, &agentowl.Attachment{ID: work.NewID("att"), TenantID: w.TenantID, EventID: w.EventID,
+			return tx.AttachmentCreate(ctx, &agentowl.Attachment{ID: agentowl.NewID("att"), TenantID: w.TenantID, EventID: w.EventID,
 				Name: "scan.pdf", Size: 11 << 20, DeclaredType: "application/pdf", SniffedType: "application/pdf", Blocked: "file_too_large",
 				CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 		}); err != nil {
@@ -131,6 +126,68 @@ func TestCLIAttention(t *testing.T) {
 		mu.Unlock()
 		if out := op("attention", "inspect", att).ok(t); !strings.Contains(out, "decision receipt (runtime acceptance):") || !strings.Contains(out, "received") {
 			t.Errorf("attention inspect after receipt:\n%s", out)
+		}
+	})
+}
+
+// TestCLIAttentionAAP decides a pending AAP approval request from the
+// Needs-attention inbox: it is listed as att_aap_<id>, `attention decide`
+// previews, `--submit` approves it, and the harness reads it approved.
+func TestCLIAttentionAAP(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s site) {
+		srv := s.startWork(t, nil)
+		_, op := s.operator(t, srv)
+		prov := cliJSON(t, op("provisioner-tokens", "create", "--label", "harness", "--json"))
+		h := provision(t, srv.url, prov["token"].(string), "billing-agent")
+		args := map[string]any{"order": "A-1", "amount": 5000}
+		r := h.submit(t, "refund-1", map[string]any{"tool": "issue_refund", "arguments": args, "timeout": "1h",
+			"agent_reasoning": "The customer was charged twice."})
+		expectStatus(t, "POST /v1/requests", r, http.StatusCreated)
+		id := r.object(t)["id"].(string)
+		att := "att_aap_" + id
+
+		header, rows := parseTable(t, op("attention", "list", "--tenant", "default", "--status", "open").ok(t))
+		expectHeader(t, "attention list", header, "ID", "KIND", "STATUS", "REQUEST", "REV", "EXPIRES", "ASSIGNEE", "WORK")
+		row := rowWith(t, "attention list", rows, att)
+		if row[1] != "approval" || row[2] != "open" {
+			t.Fatalf("attention list row %q", row)
+		}
+		digest, err := workclient.ActionDigest(map[string]any{"tool": "issue_refund", "arguments": args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := op("attention", "inspect", att).ok(t); !strings.Contains(out, digest) || !strings.Contains(out, "issue_refund") {
+			t.Errorf("attention inspect:\n%s", out)
+		}
+
+		file := filepath.Join(t.TempDir(), "decision.json")
+		data, _ := json.Marshal(map[string]any{"decision_id": "dec-aap-1", "request_revision": 1, "decision": "approve",
+			"expected_action_digest": digest})
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := op("attention", "decide", att, file).ok(t)
+		if !strings.Contains(out, "would submit") || !strings.Contains(out, digest) {
+			t.Errorf("attention decide preview:\n%s", out)
+		}
+		if got := h.get(t, id, "").object(t)["status"]; got != "pending" {
+			t.Fatalf("after the preview the request is %v, want pending", got)
+		}
+		if out := op("attention", "decide", att, file, "--submit").ok(t); !strings.Contains(out, "submitted decision dec-aap-1") {
+			t.Errorf("attention decide --submit:\n%s", out)
+		}
+		got := h.get(t, id, "")
+		expectStatus(t, "GET /v1/requests/{id}", got, http.StatusOK)
+		if req := got.object(t); req["status"] != "approved" || get(req, "decision", "status") != "approved" {
+			t.Fatalf("decided request = %s, want approved", got.body)
+		}
+		if out := op("attention", "decide", att, file, "--submit").ok(t); !strings.Contains(out, "already submitted") {
+			t.Errorf("attention decide --submit again (replay):\n%s", out)
+		}
+		for _, it := range itemsOf(t, cliJSON(t, op("--json", "attention", "list", "--tenant", "default", "--status", "open"))) {
+			if it["id"] == att {
+				t.Errorf("decided item still listed open: %v", it)
+			}
 		}
 	})
 }

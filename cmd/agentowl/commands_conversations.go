@@ -108,16 +108,7 @@ func (c *cli) conversationsCommand() *cobra.Command {
 	f.IntVar(&limit, "limit", 0, "at most this many (1-1000; default 100)")
 	f.StringVar(&after, "after", "", "the page after this cursor (printed as more: …)")
 
-	inspect := &cobra.Command{Use: "inspect CONVERSATION", Short: "Show a conversation, its event count and its open work",
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.conversationPath(args[0]), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { printConversation(w, out) })
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect CONVERSATION", "Show a conversation, its event count and its open work", c.conversationPath, printConversation)
 
 	var all bool
 	var evLimit int
@@ -175,11 +166,7 @@ func (c *cli) conversationsCommand() *cobra.Command {
 		Short: "Move an event not yet handed off into an open conversation of its binding (audited)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.conversationPath(args[1])+"/link", item{"event_id": args[0]}, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.conversationPath(args[1])+"/link", item{"event_id": args[0]}, func(w io.Writer, out item) {
 				if get(out, "from", "id") == get(out, "to", "id") {
 					fmt.Fprintf(w, "Event %s is already in conversation %s\n", args[0], args[1])
 					return
@@ -195,11 +182,7 @@ func (c *cli) conversationsCommand() *cobra.Command {
 		Short: "End a conversation's session: the next event starts a new conversation (audited)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.conversationPath(args[0])+"/reset", item{"force": force}, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.conversationPath(args[0])+"/reset", item{"force": force}, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "Reset conversation %s: ended at %s", str(out["id"]), str(out["ended_at"]))
 				if n, _ := out["open_work"].(json.Number); n.String() != "0" {
 					fmt.Fprintf(w, "; %s work not ended goes on", n)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentowl/agentowl/internal/ingress/twilio"
-	"github.com/agentowl/agentowl/internal/server/servertest"
+	"github.com/agentowl/agentowl/internal/server"
 )
 
 // TestCLIConversations runs the conversation commands as docs/channels.md
@@ -19,14 +18,9 @@ import (
 // so an event can be linked), against SMS received through signed
 // webhooks.
 func TestCLIConversations(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
-		cfg := s.config(nil, &bytes.Buffer{})
-		cfg.NoDelivery = true
-		m := servertest.Start(t, cfg)
-		srv := &running{m: m, url: m.URL()}
-		admin := s.adminToken(t)
-		op := func(args ...string) cliResult { return srv.cli(t, admin, args...) }
+		srv := s.startWith(t, nil, func(cfg *server.Config) { cfg.NoDelivery = true })
+		admin, op := s.operator(t, srv)
 		ep := cliJSON(t, runCLI(t, "--json", "endpoints", "create", "--tenant", "default", "--name", "rt", "--url",
 			"https://runtime.example.com/events", "--agent-work", "--api-url", srv.url, "--token", admin))
 		const token = "0123456789abcdef0123456789abcdef"
@@ -111,6 +105,51 @@ func TestCLIConversations(t *testing.T) {
 		sms("SM3", "+15551230001", "hello again")
 		if n := len(itemsOf(t, cliJSON(t, op("--json", "conversations", "list", "--status", "open")))); n != 1 {
 			t.Errorf("%d open conversations after the reset, want 1", n)
+		}
+	})
+}
+
+// TestCLIBindingChannels creates a binding of each channel with the
+// command lines docs/channels.md shows.
+func TestCLIBindingChannels(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s site) {
+		srv := s.start(t, nil)
+		admin, op := s.operator(t, srv)
+		ep := cliJSON(t, runCLI(t, "--json", "endpoints", "create", "--tenant", "default", "--name", "rt", "--url",
+			"https://runtime.example.com/events", "--agent-work", "--api-url", srv.url, "--token", admin))
+		epID := ep["id"].(string)
+
+		out := op("bindings", "create", "--tenant", "default", "--channel", "smtp", "--endpoint", epID,
+			"--address", "Support@Mail.Example.com").ok(t)
+		if !strings.Contains(out, "Receiving address: support@mail.example.com") || strings.Contains(out, "Ingress URL") {
+			t.Errorf("bindings create --channel smtp printed:\n%s", out)
+		}
+		// No AGENTOWL_SMTP_DOMAIN on this server: the address is needed.
+		op("bindings", "create", "--tenant", "default", "--channel", "smtp", "--endpoint", epID).failed(t, "missing_field")
+
+		out = op("bindings", "create", "--tenant", "default", "--channel", "cloudflare-email", "--endpoint", epID).ok(t)
+		if !strings.Contains(out, "Worker secret (shown once") || !strings.Contains(out, "cfe_") ||
+			!strings.Contains(out, srv.url+"/in/cloudflare-email/in_") {
+			t.Errorf("bindings create --channel cloudflare-email printed:\n%s", out)
+		}
+
+		tokenFile := filepath.Join(t.TempDir(), "auth-token")
+		if err := os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range []string{"sms", "voice"} {
+			b := cliJSON(t, op("--json", "bindings", "create", "--tenant", "default", "--channel", ch, "--endpoint", epID,
+				"--auth-token-file", tokenFile))
+			if !strings.HasPrefix(b["ingress_url"].(string), srv.url+"/in/"+ch+"/in_") || strings.Contains(b["ingress_url"].(string), "0123456789abcdef") {
+				t.Errorf("bindings create --channel %s = %v", ch, b)
+			}
+		}
+		op("bindings", "create", "--tenant", "default", "--channel", "sms", "--endpoint", epID).failed(t, "missing_field")
+
+		header, rows := parseTable(t, op("bindings", "list", "--tenant", "default").ok(t))
+		expectHeader(t, "bindings list", header, "ID", "CHANNEL", "ENDPOINT", "SIGNED", "ADDRESS", "NAME")
+		if len(rows) != 4 {
+			t.Errorf("bindings list rows %q", rows)
 		}
 	})
 }

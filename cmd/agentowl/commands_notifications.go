@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,18 +21,11 @@ func (c *cli) notificationsCommand() *cobra.Command {
 	var after string
 	list := &cobra.Command{Use: "list", Short: "List your notifications, newest first",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := url.Values{"limit": {strconv.Itoa(limit)}}
+			filters := map[string]string{"after": after}
 			if unread {
-				q.Set("unread", "true")
+				filters["unread"] = "true"
 			}
-			if after != "" {
-				q.Set("after", after)
-			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/notifications?"+q.Encode()), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodGet, c.tenantPath("/notifications?"+listQuery(limit, filters)), nil, func(w io.Writer, out item) {
 				list, _ := out["items"].([]any)
 				fmt.Fprintf(w, "%s unread\n", str(out["unread"]))
 				if len(list) == 0 {
@@ -135,11 +127,7 @@ func (c *cli) consoleCommand() *cobra.Command {
 			if operator != "" {
 				body["operator"] = operator
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/console-login-links"), body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath("/console-login-links"), body, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "One-time console sign-in for %s in tenant %s, until %s (shown once):\n%s\n",
 					str(out["operator"]), str(out["tenant"]), str(out["expires_at"]), str(out["url"]))
 			})

@@ -10,11 +10,9 @@ import (
 // read and prefs commands, and `console login-link`, against a server on
 // each backend.
 func TestCLINotifications(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		srv := s.startWork(t, nil)
-		admin := s.adminToken(t)
-		op := func(args ...string) cliResult { return srv.cli(t, admin, args...) }
+		_, op := s.operator(t, srv)
 		if out := op("notifications", "list", "--tenant", "default").ok(t); !strings.Contains(out, "0 unread") || !strings.Contains(out, "(none)") {
 			t.Fatalf("empty list:\n%s", out)
 		}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -111,11 +110,7 @@ func (c *cli) endpointsCommand() *cobra.Command {
 			if err := decisionInput(body); err != nil {
 				return err
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/endpoints"), body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath("/endpoints"), body, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "Created endpoint %s (%s), agent work %s.\n", str(out["id"]), str(out["name"]), str(get(out, "config", "agent_work")))
 				fmt.Fprintf(w, "Signing secret (shown once; install it on the receiver to verify deliveries):\n%s\n", str(out["signing_secret"]))
 			})
@@ -131,15 +126,7 @@ func (c *cli) endpointsCommand() *cobra.Command {
 	create.MarkFlagRequired("name")
 	create.MarkFlagRequired("url")
 
-	inspect := &cobra.Command{Use: "inspect ENDPOINT", Short: "Show an endpoint and its runtime credentials", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.endpointPath(args[0]), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { printEndpoint(w, out) })
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect ENDPOINT", "Show an endpoint and its runtime credentials", c.endpointPath, printEndpoint)
 
 	update := &cobra.Command{Use: "update ENDPOINT", Short: "Change an endpoint's name, URL, agent work or decision settings",
 		Args: cobra.ExactArgs(1),
@@ -166,11 +153,7 @@ func (c *cli) endpointsCommand() *cobra.Command {
 			if len(body) == 0 {
 				return errors.New("nothing to change: pass --name, --url, --agent-work=true|false, --decision-url or --no-decision")
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPatch, c.endpointPath(args[0]), body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { printEndpoint(w, out) })
+			return c.do(cmd.Context(), http.MethodPatch, c.endpointPath(args[0]), body, printEndpoint)
 		}}
 	c.tenantFlag(update)
 	f = update.Flags()
@@ -195,11 +178,7 @@ func (c *cli) endpointsCommand() *cobra.Command {
 	rotate := &cobra.Command{Use: "rotate-secret ENDPOINT", Short: "Replace an endpoint's signing secret; the new one is printed once",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/rotate-secret", nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/rotate-secret", nil, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "New signing secret of endpoint %s (shown once; it signs every delivery from now on):\n%s\n",
 					str(out["id"]), str(out["signing_secret"]))
 			})
@@ -223,11 +202,7 @@ func (c *cli) runtimeCredentialsCommand() *cobra.Command {
 			if len(scopes) > 0 {
 				body["scopes"] = scopes
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/runtime-credentials", body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/runtime-credentials", body, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "Created runtime credential %s for endpoint %s (scopes %s, expires %s). Token, shown once:\n%s\n",
 					str(out["id"]), str(out["endpoint_id"]), joined(out["scopes"]), str(out["expires_at"]), str(out["token"]))
 			})
@@ -257,11 +232,9 @@ func (c *cli) runtimeCredentialsCommand() *cobra.Command {
 	c.tenantFlag(list)
 	revoke := &cobra.Command{Use: "revoke CREDENTIAL", Short: "Revoke a runtime credential at once", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath("/runtime-credentials/"+url.PathEscape(args[0])), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { fmt.Fprintf(w, "Revoked runtime credential %s\n", str(out["id"])) })
+			return c.do(cmd.Context(), http.MethodDelete, c.tenantPath("/runtime-credentials/"+url.PathEscape(args[0])), nil, func(w io.Writer, out item) {
+				fmt.Fprintf(w, "Revoked runtime credential %s\n", str(out["id"]))
+			})
 		}}
 	c.tenantFlag(revoke)
 	cmd.AddCommand(create, list, revoke)
@@ -290,11 +263,7 @@ func (c *cli) bindingsCommand() *cobra.Command {
 				}
 				body[field] = secret
 			}
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/bindings"), body, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath("/bindings"), body, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "Created %s binding %s routing to endpoint %s.\n", str(out["channel"]), str(out["id"]), str(out["endpoint_id"]))
 				if a, _ := out["address"].(string); a != "" {
 					fmt.Fprintf(w, "Receiving address: %s\n", a)
@@ -317,17 +286,9 @@ func (c *cli) bindingsCommand() *cobra.Command {
 	f.StringVar(&authTokenFile, "auth-token-file", "", "sms, voice: file holding the provider account's auth token that signs its webhooks (stored encrypted, never shown)")
 	create.MarkFlagRequired("channel")
 	create.MarkFlagRequired("endpoint")
-	inspect := &cobra.Command{Use: "inspect BINDING", Short: "Show a binding", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/bindings/"+url.PathEscape(args[0])), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
-				showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "address", "created_at")
-			})
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect BINDING", "Show a binding", c.itemPath("/bindings/"), func(w io.Writer, out item) {
+		showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "address", "created_at")
+	})
 	del := &cobra.Command{Use: "delete BINDING", Short: "Delete a binding: its ingress URL stops accepting events", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath("/bindings/"+url.PathEscape(args[0])), nil, nil); err != nil {
@@ -342,43 +303,22 @@ func (c *cli) bindingsCommand() *cobra.Command {
 
 func (c *cli) workCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "work", Short: "Follow work handed to agent runtimes: delivery, runtime progress, decisions"}
-	var status, endpoint, conversation string
-	var limit int
-	list := c.listCmd("list", "List work, newest first", func([]string) string {
-		q := url.Values{"limit": {strconv.Itoa(limit)}}
-		for k, v := range map[string]string{"status": status, "endpoint": endpoint, "conversation": conversation} {
-			if v != "" {
-				q.Set(k, v)
-			}
-		}
-		return c.tenantPath("/work?" + q.Encode())
+	list := c.filteredListCmd("List work, newest first", "/work", []listFilter{
+		{"status", "runtime status: pending, accepted, running, needs_input, completed, failed, cancelled"},
+		{"endpoint", "only work of this endpoint"},
+		{"conversation", "only work of this conversation"},
 	}, "ID\tGEN\tRUNTIME\tDELIVERY\tDECISION\tENDPOINT\tCREATED", "id", "generation", "runtime.status", "delivery.state",
 		"decision.status", "endpoint_id", "created_at")
-	c.tenantFlag(list)
-	list.Flags().StringVar(&status, "status", "", "runtime status: pending, accepted, running, needs_input, completed, failed, cancelled")
-	list.Flags().StringVar(&endpoint, "endpoint", "", "only work of this endpoint")
-	list.Flags().StringVar(&conversation, "conversation", "", "only work of this conversation")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
 
 	var all bool
-	inspect := &cobra.Command{Use: "inspect WORK", Short: "Show work: its three statuses and its timeline", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodGet, c.tenantPath("/work/"+url.PathEscape(args[0])), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) { printWork(w, out, all) })
-		}}
-	c.tenantFlag(inspect)
+	inspect := c.inspectCmd("inspect WORK", "Show work: its three statuses and its timeline", c.itemPath("/work/"), func(w io.Writer, out item) {
+		printWork(w, out, all)
+	})
 	inspect.Flags().BoolVar(&all, "all", false, "also list routine running progress")
 
 	replay := &cobra.Command{Use: "replay WORK", Short: "Hand the work's event over again as new work (generation + 1)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out item
-			if err := c.call(cmd.Context(), http.MethodPost, c.tenantPath("/work/"+url.PathEscape(args[0])+"/replay"), nil, &out); err != nil {
-				return err
-			}
-			return c.emit(out, func(w io.Writer) {
+			return c.do(cmd.Context(), http.MethodPost, c.tenantPath("/work/"+url.PathEscape(args[0])+"/replay"), nil, func(w io.Writer, out item) {
 				fmt.Fprintf(w, "Replayed as work %s (generation %s, conversation %s)\n", str(out["id"]), str(out["generation"]),
 					str(out["conversation_id"]))
 			})

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/workclient"
 )
 
@@ -30,14 +27,12 @@ func (s site) startWork(t *testing.T, caPEM []byte) *running {
 // startWorkWith is startWork with the configuration adjusted by adjust.
 func (s site) startWorkWith(t *testing.T, caPEM []byte, adjust func(*server.Config)) *running {
 	t.Helper()
-	var out bytes.Buffer
-	cfg := s.config(nil, &out)
-	cfg.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	cfg.Egress.ExtraRootsPEM = caPEM
-	cfg.Delivery.RetryMinDelay, cfg.Delivery.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
-	adjust(&cfg)
-	m := servertest.Start(t, cfg)
-	return &running{m: m, url: m.URL(), stdout: out.String()}
+	return s.startWith(t, nil, func(cfg *server.Config) {
+		cfg.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		cfg.Egress.ExtraRootsPEM = caPEM
+		cfg.Delivery.RetryMinDelay, cfg.Delivery.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
+		adjust(cfg)
+	})
 }
 
 // runtimeSink is a TLS endpoint that acknowledges every delivery.
@@ -56,7 +51,7 @@ type sinkDelivery struct {
 
 func newRuntimeSink(t *testing.T) *runtimeSink {
 	rs := &runtimeSink{}
-	rs.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rs.srv = newTLSServer(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var doc map[string]any
 		_ = json.Unmarshal(body, &doc)
@@ -65,8 +60,7 @@ func newRuntimeSink(t *testing.T) *runtimeSink {
 		rs.raw = append(rs.raw, sinkDelivery{header: r.Header.Clone(), body: body})
 		rs.mu.Unlock()
 		w.WriteHeader(http.StatusAccepted)
-	}))
-	t.Cleanup(rs.srv.Close)
+	})
 	return rs
 }
 
@@ -87,12 +81,10 @@ func (rs *runtimeSink) deliveries() []sinkDelivery {
 // server on each backend: endpoints, runtime credentials, a webhook
 // binding, an event, callbacks from a runtime, and the work views.
 func TestCLIAgentWork(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		rs := newRuntimeSink(t)
-		srv := s.startWork(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rs.srv.Certificate().Raw}))
-		admin := s.adminToken(t)
-		op := func(args ...string) cliResult { return srv.cli(t, admin, args...) }
+		srv := s.startWork(t, certPEM(rs.srv))
+		admin, op := s.operator(t, srv)
 		// endpoints create and update take --url for the endpoint's URL, so
 		// the server is named with --api-url (or AGENTOWL_URL).
 		epCmd := func(args ...string) cliResult {

@@ -3,15 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -20,7 +17,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -74,26 +70,11 @@ func newReceiver(t *testing.T, answerFn func(ctx context.Context, id string, n i
 		regs: map[string]string{}, instances: map[string]string{}, seen: map[string]int{},
 		inflight: map[string]int{}, maxInflight: map[string]int{},
 	}
-	rcv.srv = httptest.NewTLSServer(http.HandlerFunc(rcv.serve))
-	t.Cleanup(rcv.srv.Close)
+	rcv.srv = newTLSServer(t, rcv.serve)
 	t.Cleanup(func() { close(rcv.done) }) // runs before srv.Close
 	rcv.url = rcv.srv.URL + "/aap/events"
-	rcv.caFile = filepath.Join(t.TempDir(), "receiver-ca.pem")
-	block := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.srv.Certificate().Raw})
-	if err := os.WriteFile(rcv.caFile, block, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rcv.caFile = writeCA(t, rcv.srv)
 	return rcv
-}
-
-// env is the egress and retry environment a server needs to reach rcv.
-func (rcv *receiver) env(retryMin, retryMax string) []string {
-	return []string{
-		"AGENTOWL_EGRESS_ALLOW_CIDRS=127.0.0.0/8",
-		"AGENTOWL_EGRESS_CA_FILE=" + rcv.caFile,
-		"AGENTOWL_RETRY_MIN_DELAY=" + retryMin,
-		"AGENTOWL_RETRY_MAX_DELAY=" + retryMax,
-	}
 }
 
 // expect associates a registration ID with its secret, as a provisioner does
@@ -277,29 +258,6 @@ func (rcv *receiver) checkEvents(t *testing.T) map[string][]notification {
 	return byID
 }
 
-// within polls cond every 100ms for at most limit and reports whether it
-// came true; like eventually it synchronizes, it asserts nothing about speed.
-func within(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return true
-}
-
-// buildAgentowl builds the binary under test.
-func buildAgentowl(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentowl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // provisionerToken creates a provisioner token over the operator API.
 func provisionerToken(t *testing.T, baseURL, admin string) string {
 	t.Helper()
@@ -316,26 +274,20 @@ func provisionerToken(t *testing.T, baseURL, admin string) string {
 // registering a fresh registration ID and secret with rcv.
 func provisionWithDelivery(t *testing.T, baseURL, provToken, name string, rcv *receiver) harness {
 	t.Helper()
-	regID, secret := uuid.NewString(), webhook.NewSecret()
-	rcv.expect(regID, secret)
-	r := send(t, http.MethodPost, baseURL+"/v1/instances", provToken, map[string]any{
-		"instance_name": name,
-		"delivery":      map[string]any{"type": "webhook", "url": rcv.url, "registration_id": regID, "signing_secret": secret},
-	}, "Idempotency-Key", "provision-"+name)
-	expectStatus(t, "POST /v1/instances with delivery", r, http.StatusCreated)
-	obj := r.object(t)
-	inst, _ := obj["instance"].(map[string]any)
-	cred, _ := obj["credential"].(map[string]any)
-	h := harness{url: baseURL}
-	h.instanceID, _ = inst["id"].(string)
-	h.credential, _ = cred["token"].(string)
-	if h.instanceID == "" || h.credential == "" {
-		t.Fatalf("provisioned instance lacks an id or a credential: %s", r.body)
-	}
+	h := provisionWith(t, baseURL, provToken, map[string]any{"instance_name": name, "delivery": webhookDelivery(rcv.url, rcv.expect)})
 	if !rcv.verified(h.instanceID) {
 		t.Fatalf("instance %s was created without the receiver verifying it", h.instanceID)
 	}
 	return h
+}
+
+// webhookDelivery is an instance's delivery to the webhook receiver at url
+// with a fresh registration ID and secret, handed to expect first (as a
+// provisioner tells its receiver).
+func webhookDelivery(url string, expect func(registrationID, secret string)) map[string]any {
+	regID, secret := uuid.NewString(), webhook.NewSecret()
+	expect(regID, secret)
+	return map[string]any{"type": "webhook", "url": url, "registration_id": regID, "signing_secret": secret}
 }
 
 // submitPending creates one approval request and returns its ID.
@@ -348,6 +300,17 @@ func submitPending(t *testing.T, h harness, key string) string {
 		t.Fatalf("new request is %v, want pending: %s", obj["status"], r.body)
 	}
 	return obj["id"].(string)
+}
+
+// decidedRequest provisions an instance named name whose receiver is rcv,
+// submits a request and approves it; it returns the instance and the
+// request's ID.
+func decidedRequest(t *testing.T, baseURL, admin, name string, rcv *receiver) (harness, string) {
+	t.Helper()
+	h := provisionWithDelivery(t, baseURL, provisionerToken(t, baseURL, admin), name, rcv)
+	id := submitPending(t, h, name+"-1")
+	approve(t, baseURL, admin, id)
+	return h, id
 }
 
 // approve decides a request over the operator API.
@@ -410,14 +373,10 @@ func TestCrashBetweenDecisionAndDelivery(t *testing.T) {
 		}
 		return answer{status: s}
 	})
-	env := rcv.env("200ms", "1s")
-	dataDir := t.TempDir()
-
-	first := startServeWith(t, bin, dataDir, env)
-	admin := site{dataDir: dataDir}.adminToken(t)
-	h := provisionWithDelivery(t, first.url, provisionerToken(t, first.url, admin), "crash-queued", rcv)
-	id := submitPending(t, h, "crash-queued-1")
-	approve(t, first.url, admin, id)
+	s, env := site{dataDir: t.TempDir()}, egressEnv(rcv.caFile)
+	first := s.serve(t, bin, env)
+	admin := s.adminToken(t)
+	h, id := decidedRequest(t, first.url, admin, "crash-queued", rcv)
 
 	eventually(t, 30*time.Second, "a failed delivery attempt in the deliveries API", func() bool {
 		m := onlyDelivery(t, first.url, admin, id)
@@ -440,7 +399,7 @@ func TestCrashBetweenDecisionAndDelivery(t *testing.T) {
 	status.Store(http.StatusNoContent)
 
 	killed := time.Now()
-	second := startServeWith(t, bin, dataDir, env)
+	second := s.serve(t, bin, env)
 	eventually(t, 60*time.Second, "the queued notification to be delivered after restart", func() bool { return rcv.acked(eventID) })
 	t.Logf("delivered %s after kill -9 and restart", time.Since(killed).Round(time.Millisecond))
 	eventually(t, 30*time.Second, "the deliveries API to say delivered", func() bool {
@@ -486,14 +445,10 @@ func TestCrashDuringAttempt(t *testing.T) {
 		}
 		return answer{status: http.StatusInternalServerError}
 	})
-	env := rcv.env("200ms", "1s")
-	dataDir := t.TempDir()
-
-	first := startServeWith(t, bin, dataDir, env)
-	admin := site{dataDir: dataDir}.adminToken(t)
-	h := provisionWithDelivery(t, first.url, provisionerToken(t, first.url, admin), "crash-inflight", rcv)
-	id := submitPending(t, h, "crash-inflight-1")
-	approve(t, first.url, admin, id)
+	s, env := site{dataDir: t.TempDir()}, egressEnv(rcv.caFile)
+	first := s.serve(t, bin, env)
+	admin := s.adminToken(t)
+	h, id := decidedRequest(t, first.url, admin, "crash-inflight", rcv)
 
 	var eventID string
 	select {
@@ -506,7 +461,7 @@ func TestCrashDuringAttempt(t *testing.T) {
 	close(release)
 	eventually(t, 10*time.Second, "the receiver to finish the dead attempt", func() bool { return rcv.inflightNow(eventID) == 0 })
 
-	second := startServeWith(t, bin, dataDir, env)
+	second := s.serve(t, bin, env)
 	ready := time.Now()
 	eventually(t, 45*time.Second, "the event to be delivered after restart", func() bool { return rcv.acked(eventID) })
 	t.Logf("delivered %s after kill -9 during the attempt, %s after the restarted server answered", time.Since(killed).Round(time.Millisecond),
@@ -545,12 +500,7 @@ func TestCrashDuringAttempt(t *testing.T) {
 // unchanged across attempts made by either server, and the two together keep
 // to the destination's concurrency limit.
 func TestTwoServersShareOnePostgres(t *testing.T) {
-	t.Parallel()
-	if storetest.PostgresURL(t) == "" {
-		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set: two servers sharing a database need PostgreSQL")
-	}
-	dbURL := storetest.FreshPostgresURL(t)
-	bin := buildAgentowl(t)
+	bin, dbURL := replicasOnPostgres(t)
 	rcv := newReceiver(t, func(ctx context.Context, id string, n int) answer {
 		// A slow answer widens the window in which a second attempt of the
 		// same event would be seen overlapping this one.
@@ -563,10 +513,8 @@ func TestTwoServersShareOnePostgres(t *testing.T) {
 		}
 		return answer{status: http.StatusNoContent}
 	})
-	// Replicas sharing a database share the key that seals its secrets.
 	const destinationLimit = 3
-	env := append(rcv.env("200ms", "1s"), "AGENTOWL_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)),
-		fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", destinationLimit))
+	env := replicaEnv(rcv.caFile, destinationLimit)
 
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a := startServeWith(t, bin, dirA, env, "--database-url", dbURL)

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,9 +40,15 @@ func newSite(t *testing.T, b storetest.Backend) site {
 	return s
 }
 
-// forEachBackend runs fn as a parallel subtest per store backend, each on a
-// fresh site.
+// forEachBackend marks t parallel with other tests and runs fn as a
+// parallel subtest per store backend, each on a fresh site.
 func forEachBackend(t *testing.T, fn func(t *testing.T, s site)) {
+	t.Parallel()
+	eachBackend(t, fn)
+}
+
+// eachBackend is forEachBackend for a test already marked parallel.
+func eachBackend(t *testing.T, fn func(t *testing.T, s site)) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
@@ -78,8 +82,16 @@ func (s site) config(clock agentowl.Clock, stdout io.Writer) server.Config {
 // is closed at test end if the test did not close it.
 func (s site) start(t *testing.T, clock agentowl.Clock) *running {
 	t.Helper()
+	return s.startWith(t, clock, func(*server.Config) {})
+}
+
+// startWith is start with the configuration adjusted by adjust.
+func (s site) startWith(t *testing.T, clock agentowl.Clock, adjust func(*server.Config)) *running {
+	t.Helper()
 	var out bytes.Buffer
-	m := servertest.Start(t, s.config(clock, &out))
+	cfg := s.config(clock, &out)
+	adjust(&cfg)
+	m := servertest.Start(t, cfg)
 	return &running{m: m, url: m.URL(), stdout: out.String()}
 }
 
@@ -155,26 +167,9 @@ func exchange(t *testing.T, method, url, token string, body any, headers ...stri
 
 // exchangeOnce is one exchange, whatever its answer.
 func exchangeOnce(t *testing.T, method, url, token string, body any, headers ...string) (reply, error) {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return reply{}, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, url, rd)
+	req, err := servertest.NewRequest(method, url, token, body, headers...)
 	if err != nil {
 		return reply{}, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -224,8 +219,14 @@ type harness struct {
 // provision creates an instance with a provisioner token.
 func provision(t *testing.T, baseURL, provToken, name string) harness {
 	t.Helper()
-	r := send(t, http.MethodPost, baseURL+"/v1/instances", provToken, map[string]any{"instance_name": name},
-		"Idempotency-Key", "provision-"+name)
+	return provisionWith(t, baseURL, provToken, map[string]any{"instance_name": name})
+}
+
+// provisionWith creates the instance body describes (its instance_name,
+// and a delivery if any) with a provisioner token, as a harness would.
+func provisionWith(t *testing.T, baseURL, provToken string, body map[string]any) harness {
+	t.Helper()
+	r := send(t, http.MethodPost, baseURL+"/v1/instances", provToken, body, "Idempotency-Key", fmt.Sprint("provision-", body["instance_name"]))
 	expectStatus(t, "POST /v1/instances", r, http.StatusCreated)
 	obj := r.object(t)
 	inst, _ := obj["instance"].(map[string]any)
@@ -252,7 +253,6 @@ func (h harness) get(t *testing.T, id, query string) reply {
 }
 
 func TestMainBootstrapAndHealth(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		first := s.start(t, nil)
 
@@ -360,7 +360,6 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 // answer is complete and comes before the store closes (issue 25: a stopped
 // server exits within the attempt timeout plus 5 s).
 func TestMainCloseFinishesLongPoll(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		clock := newFakeClock()
 		srv := s.start(t, clock)
@@ -409,117 +408,13 @@ func TestMainCloseFinishesLongPoll(t *testing.T) {
 	})
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// serveProcess is `agentowl serve` running as a child process.
-type serveProcess struct {
-	cmd    *exec.Cmd
-	url    string
-	stdout string // path of the captured stdout
-	exited chan struct{}
-}
-
-// startServe runs the built binary on dataDir and waits until /healthz answers.
-func startServe(t *testing.T, bin, dataDir string) *serveProcess {
-	t.Helper()
-	return startServeWith(t, bin, dataDir, nil)
-}
-
-// startServeWith is startServe with extra environment (added after every
-// inherited AGENTOWL_ variable is dropped) and extra serve arguments.
-func startServeWith(t *testing.T, bin, dataDir string, env []string, args ...string) *serveProcess {
-	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	logDir := t.TempDir()
-	stdout, err := os.Create(filepath.Join(logDir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := os.Create(filepath.Join(logDir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr}, args...)...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AGENTOWL_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	p := &serveProcess{cmd: cmd, url: "http://" + addr, stdout: stdout.Name(), exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		stdout.Close()
-		stderr.Close()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			errs, _ := os.ReadFile(stderr.Name())
-			t.Logf("agentowl serve on %s stderr:\n%.20000s", addr, errs)
-		}
-	})
-	p.awaitHealthz(t, "agentowl serve", stderr.Name())
-	return p
-}
-
-// awaitHealthz waits until the process answers GET /healthz, failing the
-// test with its stderr (the file at stderrPath) if it exits first.
-func (p *serveProcess) awaitHealthz(t *testing.T, what, stderrPath string) {
-	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	eventually(t, 30*time.Second, what+" to answer /healthz", func() bool {
-		select {
-		case <-p.exited:
-			errs, _ := os.ReadFile(stderrPath)
-			t.Fatalf("%s exited early: %v\n%s", what, p.cmd.ProcessState, errs)
-		default:
-		}
-		resp, err := client.Get(p.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-}
-
-// kill9 kills the process with SIGKILL and waits for it to be gone.
-func (p *serveProcess) kill9(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Kill(); err != nil {
-		t.Fatalf("kill -9: %v", err)
-	}
-	<-p.exited
-}
-
 // A decision acknowledged to the operator survives kill -9 of the server.
 func TestCrashKeepsApprovedDecision(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "agentowl")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	dataDir := t.TempDir()
-
-	first := startServe(t, bin, dataDir)
-	admin := site{dataDir: dataDir}.adminToken(t)
+	bin := buildAgentowl(t)
+	s := site{dataDir: t.TempDir()}
+	first := s.serve(t, bin, nil)
+	admin := s.adminToken(t)
 	prov := cliJSON(t, runCLI(t, "provisioner-tokens", "create", "--json", "--url", first.url, "--token", admin))
 	h := provision(t, first.url, prov["token"].(string), "crash-agent")
 	r := h.submit(t, "crash-1", map[string]any{"tool": "drop_table", "arguments": map[string]any{"table": "users"}, "timeout": "1h"})
@@ -531,7 +426,7 @@ func TestCrashKeepsApprovedDecision(t *testing.T) {
 	}
 	first.kill9(t)
 
-	second := startServe(t, bin, dataDir)
+	second := s.serve(t, bin, nil)
 	if out, _ := os.ReadFile(second.stdout); bytes.Contains(out, []byte("First start")) {
 		t.Errorf("restart after kill -9 bootstrapped again:\n%s", out)
 	}

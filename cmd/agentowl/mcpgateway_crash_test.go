@@ -59,36 +59,64 @@ func (b tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// writeGatewayConfig writes a gateway configuration to dir/gateway.yaml
+// and returns its path: head (the YAML of listen, provider, receiver…),
+// the billing upstream at upstreamURL with one tool rule, and one agent
+// with token.
+func writeGatewayConfig(t *testing.T, dir, head, upstreamURL, rule, agent, token string) string {
+	t.Helper()
+	config := filepath.Join(dir, "gateway.yaml")
+	must(t, os.WriteFile(config, fmt.Appendf(nil, `%s
+data_dir: data
+upstreams:
+  - name: billing
+    url: %s
+    tools: [%s]
+agents:
+  - name: %s
+    token_sha256: %s
+    tools: ["billing/*"]
+`, head, upstreamURL, rule, agent, mcpgateway.HashToken(token)), 0o600))
+	return config
+}
+
+// provisionGateway runs `agentowl mcp-gateway provision` on config and
+// returns what it printed.
+func provisionGateway(t *testing.T, config, provToken string) map[string]any {
+	t.Helper()
+	return cliJSON(t, runCLI(t, "mcp-gateway", "provision", "--config", config, "--provisioner-token", provToken, "--json"))
+}
+
+// connectAgent connects an MCP client to the gateway at url with an
+// agent's token.
+func connectAgent(t *testing.T, url, token string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: tokenTransport{token}}}, nil)
+	must(t, err)
+	return cs
+}
+
+// callRefund calls issue_refund with args on cs in the background; the
+// result, or the error as one, comes on the channel.
+func callRefund(cs *mcp.ClientSession, args any) <-chan *mcp.CallToolResult {
+	ch := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund", Arguments: args})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		ch <- res
+	}()
+	return ch
+}
+
 // startGatewayProcess runs `agentowl mcp-gateway serve` and waits for its
 // /healthz.
 func startGatewayProcess(t *testing.T, bin, config, addr string) *serveProcess {
 	t.Helper()
-	logs := t.TempDir()
-	stderr, err := os.Create(filepath.Join(logs, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "mcp-gateway", "serve", "--config", config, "--json")
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serveProcess{cmd: cmd, url: "http://" + addr, exited: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		stderr.Close()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			out, _ := os.ReadFile(stderr.Name())
-			t.Logf("mcp-gateway output:\n%.20000s", out)
-		}
-	})
-	p.awaitHealthz(t, "agentowl mcp-gateway serve", stderr.Name())
-	return p
+	return startProcess(t, "agentowl mcp-gateway serve", exec.Command(bin, "mcp-gateway", "serve", "--config", config, "--json"), "http://"+addr)
 }
 
 // kill -9 of the gateway while a gated call waits: nothing is forwarded
@@ -103,53 +131,21 @@ func TestMCPGatewayCrash(t *testing.T) {
 	admin := prov.BootstrapToken()
 	provToken := provisionerToken(t, prov.URL(), admin)
 
-	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	token := "agent-token-crash-0123456789abcdef"
-	config := filepath.Join(dir, "gateway.yaml")
-	must(t, os.WriteFile(config, fmt.Appendf(nil, `
-listen: %s
-data_dir: data
-provider:
-  url: %s
-upstreams:
-  - name: billing
-    url: %s
-    tools: [{match: "*", gate: true}]
-agents:
-  - name: refund-bot
-    token_sha256: %s
-    tools: ["billing/*"]
-`, addr, prov.URL(), up.srv.URL, mcpgateway.HashToken(token)), 0o600))
-	out := cliJSON(t, runCLI(t, "mcp-gateway", "provision", "--config", config, "--provisioner-token", provToken, "--json"))
+	config := writeGatewayConfig(t, t.TempDir(), fmt.Sprintf("listen: %s\nprovider:\n  url: %s", addr, prov.URL()), up.srv.URL,
+		`{match: "*", gate: true}`, "refund-bot", token)
+	out := provisionGateway(t, config, provToken)
 	if out["instance_id"] == "" {
 		t.Fatalf("provision: %v", out)
 	}
 	// Provisioning again returns the same instance (the saved submission).
-	again := cliJSON(t, runCLI(t, "mcp-gateway", "provision", "--config", config, "--provisioner-token", provToken, "--json"))
+	again := provisionGateway(t, config, provToken)
 	if again["instance_id"] != out["instance_id"] {
 		t.Fatalf("provisioning again gave instance %v, then %v", out["instance_id"], again["instance_id"])
 	}
 
-	connect := func(url string) *mcp.ClientSession {
-		c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: tokenTransport{token}}}, nil)
-		must(t, err)
-		return cs
-	}
 	args := `{"order":"A-7","amount_cents":990}`
-	callAsync := func(cs *mcp.ClientSession) <-chan *mcp.CallToolResult {
-		ch := make(chan *mcp.CallToolResult, 1)
-		go func() {
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund", Arguments: json.RawMessage(args)})
-			if err != nil {
-				res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
-			}
-			ch <- res
-		}()
-		return ch
-	}
 	pending := func() []map[string]any {
 		r := send(t, http.MethodGet, prov.URL()+"/api/v1/tenants/default/approvals?status=pending", admin, nil)
 		expectStatus(t, "list approvals", r, http.StatusOK)
@@ -166,8 +162,8 @@ agents:
 	}
 
 	gw := startGatewayProcess(t, bin, config, addr)
-	cs := connect(gw.url)
-	first := callAsync(cs)
+	cs := connectAgent(t, gw.url, token)
+	first := callRefund(cs, json.RawMessage(args))
 	var items []map[string]any
 	eventually(t, 30*time.Second, "the gated call's approval request", func() bool { items = pending(); return len(items) == 1 })
 	id := requestID(items[0])
@@ -187,9 +183,9 @@ agents:
 	// Restarted, the gateway forwards nothing by itself; the agent repeats
 	// the call and waits on the same request.
 	gw = startGatewayProcess(t, bin, config, addr)
-	cs = connect(gw.url)
+	cs = connectAgent(t, gw.url, token)
 	defer cs.Close()
-	second := callAsync(cs)
+	second := callRefund(cs, json.RawMessage(args))
 	if got := pending(); len(got) != 1 || requestID(got[0]) != id {
 		t.Fatalf("after the restart the pending requests are %v, want only %s", got, id)
 	}
@@ -214,7 +210,7 @@ agents:
 	// Killed again and restarted: the approval is never used twice.
 	gw.kill9(t)
 	gw = startGatewayProcess(t, bin, config, addr)
-	cs2 := connect(gw.url)
+	cs2 := connectAgent(t, gw.url, token)
 	defer cs2.Close()
 	up.mu.Lock()
 	got := up.refunds
@@ -238,21 +234,9 @@ func TestMCPGatewayStdio(t *testing.T) {
 	up := newCountingUpstream(t)
 	prov := servertest.Start(t, servertest.Config(t, storetest.Backends(t)[0]))
 	admin := prov.BootstrapToken()
-	dir := t.TempDir()
-	config := filepath.Join(dir, "gateway.yaml")
-	must(t, os.WriteFile(config, fmt.Appendf(nil, `
-data_dir: data
-provider: {url: %s}
-upstreams:
-  - name: billing
-    url: %s
-    tools: [{match: "*"}]
-agents:
-  - name: local-agent
-    token_sha256: %s
-    tools: ["billing/*"]
-`, prov.URL(), up.srv.URL, mcpgateway.HashToken("unused-local-token-0123456789")), 0o600))
-	cliJSON(t, runCLI(t, "mcp-gateway", "provision", "--config", config, "--provisioner-token", provisionerToken(t, prov.URL(), admin), "--json"))
+	config := writeGatewayConfig(t, t.TempDir(), "provider: {url: "+prov.URL()+"}", up.srv.URL, `{match: "*"}`, "local-agent",
+		"unused-local-token-0123456789")
+	provisionGateway(t, config, provisionerToken(t, prov.URL(), admin))
 	r := send(t, http.MethodPost, prov.URL()+"/api/v1/tenants/default/policies", admin,
 		map[string]any{"tool": "billing/issue_refund", "effect": "approve", "condition": `context.mcp.agent == "local-agent"`})
 	expectStatus(t, "create policy", r, http.StatusCreated)
@@ -287,42 +271,20 @@ func TestMCPGatewayAsynchronous(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	raddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	token := "agent-token-async-0123456789abcdef"
-	config := filepath.Join(dir, "gateway.yaml")
-	must(t, os.WriteFile(config, fmt.Appendf(nil, `
-listen: %s
-data_dir: data
+	config := writeGatewayConfig(t, dir, fmt.Sprintf(`listen: %s
 provider: {url: %s}
 approval: {progress_interval: 30s}
 receiver:
   listen: %s
   url: https://%s/aap/events
   tls_cert: %s
-  tls_key: %s
-upstreams:
-  - name: billing
-    url: %s
-    tools: [{match: "*"}]
-agents:
-  - name: refund-bot
-    token_sha256: %s
-    tools: ["billing/*"]
-`, addr, prov.URL(), raddr, raddr, cert, key, up.srv.URL, mcpgateway.HashToken(token)), 0o600))
-	cliJSON(t, runCLI(t, "mcp-gateway", "provision", "--config", config, "--provisioner-token", provisionerToken(t, prov.URL(), admin), "--json"))
+  tls_key: %s`, addr, prov.URL(), raddr, raddr, cert, key), up.srv.URL, `{match: "*"}`, "refund-bot", token)
+	provisionGateway(t, config, provisionerToken(t, prov.URL(), admin))
 
 	gw := startGatewayProcess(t, bin, config, addr)
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: gw.url + "/mcp", MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: tokenTransport{token}}}, nil)
-	must(t, err)
+	cs := connectAgent(t, gw.url, token)
 	defer cs.Close()
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund", Arguments: map[string]any{"order": "Z-1"}})
-		if err != nil {
-			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
-		}
-		done <- res
-	}()
+	done := callRefund(cs, map[string]any{"order": "Z-1"})
 	var id string
 	eventually(t, 30*time.Second, "the approval request", func() bool {
 		r := send(t, http.MethodGet, prov.URL()+"/api/v1/tenants/default/approvals?status=pending", admin, nil)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -16,6 +17,17 @@ import (
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
+
+// repoFile reads the file at path from the repository's root, which the
+// release tests check against what the binary accepts.
+func repoFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
 
 // `agentowl version` and `--version` print the build; --json prints it as
 // one object.
@@ -102,10 +114,7 @@ func checkServeAccepts(t *testing.T, where string, env map[string]string) server
 // on an operator's first `docker compose up`.
 func TestComposeSettings(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../compose.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := repoFile(t, "compose.yaml")
 	var doc struct {
 		Services map[string]struct {
 			Image       string    `yaml:"image"`
@@ -172,10 +181,7 @@ func composeEnvironment(t *testing.T, n *yaml.Node) map[string]string {
 // a non-root user, builds a static binary and declares its data volume.
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := repoFile(t, "Dockerfile")
 	text := strings.ReplaceAll(string(data), "\\\n", " ")
 	env := map[string]string{}
 	var user, volume string
@@ -252,10 +258,7 @@ func served(t *testing.T, r *running) map[string]bool {
 // they name is one the server serves.
 func TestOperatingGuideRules(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../docs/operating.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := repoFile(t, "docs/operating.md")
 	type rule struct {
 		Alert string `yaml:"alert"`
 		Expr  string `yaml:"expr"`

@@ -1,25 +1,18 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -244,12 +237,7 @@ func (f *fleet) leader(admin string, i int) (leaderID string, self bool) {
 }
 
 func TestThreeReplicasSurviveSIGKILL(t *testing.T) {
-	t.Parallel()
-	if storetest.PostgresURL(t) == "" {
-		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set: replicas sharing a database need PostgreSQL")
-	}
-	dbURL := storetest.FreshPostgresURL(t)
-	bin := buildAgentowl(t)
+	bin, dbURL := replicasOnPostgres(t)
 
 	const (
 		approvals, events = 90, 90
@@ -287,20 +275,11 @@ func TestThreeReplicasSurviveSIGKILL(t *testing.T) {
 	rt.secret = func(map[string]any) (string, bool) { s, ok := endpointSecret.Load().(string); return s, ok }
 	rt.answer = func(map[string]any, int) (int, any) { return http.StatusAccepted, nil }
 
-	ca := filepath.Join(t.TempDir(), "ca.pem")
 	// Every httptest server presents the same certificate (for 127.0.0.1
-	// and ::1): one root trusts both sinks.
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: aap.srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{
-		"AGENTOWL_EGRESS_ALLOW_CIDRS=127.0.0.0/8,::1/128", "AGENTOWL_EGRESS_CA_FILE=" + ca,
-		"AGENTOWL_RETRY_MIN_DELAY=200ms", "AGENTOWL_RETRY_MAX_DELAY=1s",
-		"AGENTOWL_SECRET_KEY=" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))),
-		fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", destinationLimit),
-		fmt.Sprintf("AGENTOWL_DELIVERY_ACCOUNT_CONCURRENCY=%d", accountLimit),
-		"AGENTOWL_SCHEDULER_LEASE=3s",
-	}
+	// and ::1): one root trusts both sinks. The later of two settings of a
+	// variable is the one a process sees: the sinks are on both loopbacks.
+	env := append(replicaEnv(writeCA(t, aap.srv), destinationLimit), "AGENTOWL_EGRESS_ALLOW_CIDRS=127.0.0.0/8,::1/128",
+		fmt.Sprintf("AGENTOWL_DELIVERY_ACCOUNT_CONCURRENCY=%d", accountLimit), "AGENTOWL_SCHEDULER_LEASE=3s")
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	f := &fleet{t: t, dead: make([]atomic.Bool, 3)}
 	for _, dir := range dirs {
@@ -310,25 +289,16 @@ func TestThreeReplicasSurviveSIGKILL(t *testing.T) {
 	first := f.replicas[0].url
 
 	// An AAP instance whose receiver is the aap sink.
-	regID, regSecret := uuid.NewString(), webhook.NewSecret()
-	regMu.Lock()
-	regs[regID] = regSecret
-	regMu.Unlock()
-	r := send(t, http.MethodPost, first+"/v1/instances", provisionerToken(t, first, admin), map[string]any{
-		"instance_name": "fleet",
-		"delivery":      map[string]any{"type": "webhook", "url": aap.url, "registration_id": regID, "signing_secret": regSecret},
-	}, "Idempotency-Key", "fleet-instance")
-	expectStatus(t, "POST /v1/instances", r, http.StatusCreated)
-	instCred := str(get(r.object(t), "credential", "token"))
+	instCred := provisionWith(t, first, provisionerToken(t, first, admin), map[string]any{"instance_name": "fleet",
+		"delivery": webhookDelivery(aap.url, func(regID, secret string) {
+			regMu.Lock()
+			defer regMu.Unlock()
+			regs[regID] = secret
+		})}).credential
 	// An agent-work endpoint whose runtime is the rt sink, and a binding.
-	r = send(t, http.MethodPost, first+"/api/v1/tenants/default/endpoints", admin,
-		map[string]any{"name": "fleet-runtime", "url": rt.url, "config": map[string]any{"agent_work": true}})
-	expectStatus(t, "POST endpoints", r, http.StatusCreated)
-	endpointSecret.Store(str(r.object(t)["signing_secret"]))
-	r = send(t, http.MethodPost, first+"/api/v1/tenants/default/bindings", admin,
-		map[string]any{"channel": "webhook", "endpoint_id": str(r.object(t)["id"])})
-	expectStatus(t, "POST bindings", r, http.StatusCreated)
-	ingressPath := strings.TrimPrefix(str(r.object(t)["ingress_url"]), first)
+	ep, bnd := bindAgentWork(t, first, admin, map[string]any{"name": "fleet-runtime", "url": rt.url}, map[string]any{"channel": "webhook"})
+	endpointSecret.Store(str(ep["signing_secret"]))
+	ingressPath := strings.TrimPrefix(str(bnd["ingress_url"]), first)
 
 	// The leader, found by asking each replica whether it leads.
 	victim, leaderID := -1, ""
@@ -443,7 +413,7 @@ func TestThreeReplicasSurviveSIGKILL(t *testing.T) {
 			t.Errorf("request %s (%s) after the kill: %d %s, want it approved", k, id, r.status, r.body)
 		}
 	}
-	r = send(t, http.MethodGet, inst.url+"/api/v1/tenants/default/work?limit=1000", admin, nil)
+	r := send(t, http.MethodGet, inst.url+"/api/v1/tenants/default/work?limit=1000", admin, nil)
 	expectStatus(t, "GET work", r, http.StatusOK)
 	workOf := map[string]string{} // event ID -> work ID
 	for _, it := range itemList(r.object(t)["items"]) {

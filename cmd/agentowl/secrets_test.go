@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,7 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/pressly/goose/v3"
 
-	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
@@ -156,7 +155,7 @@ func (e *everySecret) useEverySecret(t *testing.T, srv *running, rcv *receiver, 
 		}
 	}
 
-	var target *delivery.Target
+	var target *outbox.Target
 	err = srv.m.Store().Read(context.Background(), func(tx store.Tx) (err error) {
 		target, err = srv.m.Work().ResolveDecisionDestination(context.Background(), tx, "decision:"+e.endpointID+"/work_x/dec_x")
 		return err
@@ -188,11 +187,10 @@ func checkNoSecretStored(t *testing.T, s site, e *everySecret, control string) {
 // the database file or its WAL, holds its text, base64 or hex (or, for
 // whsec_ secrets, those of the key bytes).
 func TestSecretsAtRestAreSealed(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		rcv := newReceiver(t, func(context.Context, string, int) answer { return answer{status: http.StatusNoContent} })
 		rs := newRuntimeSink(t)
-		srv := s.startWork(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rs.srv.Certificate().Raw}))
+		srv := s.startWork(t, certPEM(rs.srv))
 		e := createEverySecret(t, s, srv, rcv, rs)
 		e.useEverySecret(t, srv, rcv, rs, submitPending(t, e.instance, "sealed-1"))
 		checkNoSecretStored(t, s, e, rs.srv.URL+"/events")
@@ -209,11 +207,10 @@ func TestSecretsAtRestAreSealed(t *testing.T) {
 // notified with a valid signature, signed events are accepted, handoffs
 // are signed, the decision secret is sent.
 func TestUpgradeSealsSecretsFromBefore(t *testing.T) {
-	t.Parallel()
 	forEachBackend(t, func(t *testing.T, s site) {
 		rcv := newReceiver(t, func(context.Context, string, int) answer { return answer{status: http.StatusNoContent} })
 		rs := newRuntimeSink(t)
-		caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rs.srv.Certificate().Raw})
+		caPEM := certPEM(rs.srv)
 		srv := s.startWork(t, caPEM)
 		e := createEverySecret(t, s, srv, rcv, rs)
 		pending := submitPending(t, e.instance, "before-upgrade")

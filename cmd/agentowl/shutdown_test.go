@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
 // A second `agentowl serve` on a data directory whose SQLite store another
@@ -24,7 +21,7 @@ func TestSecondServeOnSQLiteRefused(t *testing.T) {
 	t.Parallel()
 	bin := buildAgentowl(t)
 	dataDir := t.TempDir()
-	startServe(t, bin, dataDir)
+	startServeWith(t, bin, dataDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve", "--data-dir", dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
@@ -46,15 +43,7 @@ func TestSecondServeOnSQLiteRefused(t *testing.T) {
 // bound a new process keeps to, so what the stopped one hands back is what
 // makes it prompt.
 func TestSIGTERMHandsLeasesBack(t *testing.T) {
-	t.Parallel()
-	if storetest.PostgresURL(t) == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("AGENTOWL_TEST_DATABASE_URL is not set in CI")
-		}
-		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set: replicas sharing a database need PostgreSQL")
-	}
-	dbURL := storetest.FreshPostgresURL(t)
-	bin := buildAgentowl(t)
+	bin, dbURL := replicasOnPostgres(t)
 	var slow atomic.Bool
 	slow.Store(true)
 	var rcv *receiver
@@ -69,8 +58,7 @@ func TestSIGTERMHandsLeasesBack(t *testing.T) {
 		return answer{status: http.StatusNoContent}
 	})
 	const limit, total = 2, 12
-	env := append(rcv.env("200ms", "1s"), "AGENTOWL_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)),
-		fmt.Sprintf("AGENTOWL_DELIVERY_DESTINATION_CONCURRENCY=%d", limit))
+	env := replicaEnv(rcv.caFile, limit)
 	dirA := t.TempDir()
 	a := startServeWith(t, bin, dirA, env, "--database-url", dbURL)
 	admin := site{dataDir: dirA}.adminToken(t)

@@ -2,14 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,23 +14,21 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl/internal/ingress/twilio"
-	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
 // smsRuntime is an agent runtime that records the work of every SMS it is
 // handed, by MessageSid, and is down (503) until told otherwise.
 type smsRuntime struct {
-	srv    *httptest.Server
-	caFile string
-	up     atomic.Bool
-	mu     sync.Mutex
-	work   map[string]map[string]bool // MessageSid → work IDs handed off for it
+	srv  *httptest.Server
+	up   atomic.Bool
+	mu   sync.Mutex
+	work map[string]map[string]bool // MessageSid → work IDs handed off for it
 }
 
 func newSMSRuntime(t *testing.T) *smsRuntime {
 	t.Helper()
 	rt := &smsRuntime{work: map[string]map[string]bool{}}
-	rt.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rt.srv = newTLSServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if !rt.up.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -61,12 +56,7 @@ func newSMSRuntime(t *testing.T) *smsRuntime {
 		rt.work[sid][d.Work.WorkID] = true
 		rt.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(rt.srv.Close)
-	rt.caFile = filepath.Join(t.TempDir(), "runtime-ca.pem")
-	if err := os.WriteFile(rt.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rt.srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return rt
 }
 
@@ -88,132 +78,116 @@ func (rt *smsRuntime) handedOff() map[string]int {
 // conversation. Requests cut off by the kill may or may not have been
 // accepted; none is half-recorded.
 func TestCrashBetweenSMSAcceptanceAndHandoff(t *testing.T) {
-	t.Parallel()
-	bin := buildAgentowl(t)
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			rt := newSMSRuntime(t)
-			env := []string{"AGENTOWL_EGRESS_ALLOW_CIDRS=127.0.0.0/8", "AGENTOWL_EGRESS_CA_FILE=" + rt.caFile,
-				"AGENTOWL_RETRY_MIN_DELAY=200ms", "AGENTOWL_RETRY_MAX_DELAY=1s"}
-			var args []string
-			if b.Name == "postgres" {
-				args = []string{"--database-url", b.URL(t)}
-			}
-			dataDir := t.TempDir()
-			first := startServeWith(t, bin, dataDir, env, args...)
-			admin := site{dataDir: dataDir}.adminToken(t)
-			tenant := first.url + "/api/v1/tenants/default"
-			ep := send(t, http.MethodPost, tenant+"/endpoints", admin, map[string]any{"name": "rt", "url": rt.srv.URL + "/work",
-				"config": map[string]any{"agent_work": true}})
-			expectStatus(t, "create endpoint", ep, http.StatusCreated)
-			const token = "0123456789abcdef0123456789abcdef"
-			bnd := send(t, http.MethodPost, tenant+"/bindings", admin, map[string]any{"channel": "sms",
-				"endpoint_id": ep.object(t)["id"], "auth_token": token})
-			expectStatus(t, "create binding", bnd, http.StatusCreated)
-			ingressURL := bnd.object(t)["ingress_url"].(string)
+	forEachBackendBuilt(t, func(t *testing.T, s site, bin string) {
+		rt := newSMSRuntime(t)
+		env := egressEnv(writeCA(t, rt.srv))
+		first := s.serve(t, bin, env)
+		admin := s.adminToken(t)
+		const token = "0123456789abcdef0123456789abcdef"
+		_, bnd := bindAgentWork(t, first.url, admin, map[string]any{"name": "rt", "url": rt.srv.URL + "/work"},
+			map[string]any{"channel": "sms", "auth_token": token})
+		ingressURL := bnd["ingress_url"].(string)
 
-			// Four senders, two requests at a time each, until the kill.
-			var accepted sync.Map // MessageSid → sender
-			var sent atomic.Int32
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			client := &http.Client{Timeout: 10 * time.Second}
-			for w := range 8 {
-				from := fmt.Sprintf("+1555000000%d", w%4)
-				wg.Go(func() {
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						sid := fmt.Sprintf("SM%d-%d", w, i)
-						form := url.Values{"MessageSid": {sid}, "From": {from}, "To": {"+15559990000"}, "Body": {"message " + sid},
-							"SmsStatus": {"received"}}
-						req, _ := http.NewRequest(http.MethodPost, ingressURL, strings.NewReader(form.Encode()))
-						req.Header.Set("Content-Type", twilio.ContentType)
-						req.Header.Set(twilio.HeaderSignature, twilio.Signature([]byte(token), ingressURL, form))
-						sent.Add(1)
-						resp, err := client.Do(req)
-						if err != nil {
-							return // the server is gone
-						}
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode == http.StatusOK {
-							accepted.Store(sid, from)
-						}
+		// Four senders, two requests at a time each, until the kill.
+		var accepted sync.Map // MessageSid → sender
+		var sent atomic.Int32
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		client := &http.Client{Timeout: 10 * time.Second}
+		for w := range 8 {
+			from := fmt.Sprintf("+1555000000%d", w%4)
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
 					}
-				})
-			}
-			eventually(t, 30*time.Second, "SMS to be accepted", func() bool {
-				n := 0
-				accepted.Range(func(any, any) bool { n++; return true })
-				return n >= 100
+					sid := fmt.Sprintf("SM%d-%d", w, i)
+					form := url.Values{"MessageSid": {sid}, "From": {from}, "To": {"+15559990000"}, "Body": {"message " + sid},
+						"SmsStatus": {"received"}}
+					req, _ := http.NewRequest(http.MethodPost, ingressURL, strings.NewReader(form.Encode()))
+					req.Header.Set("Content-Type", twilio.ContentType)
+					req.Header.Set(twilio.HeaderSignature, twilio.Signature([]byte(token), ingressURL, form))
+					sent.Add(1)
+					resp, err := client.Do(req)
+					if err != nil {
+						return // the server is gone
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						accepted.Store(sid, from)
+					}
+				}
 			})
-			first.kill9(t)
-			close(stop)
-			wg.Wait()
-			var sids []string
-			accepted.Range(func(k, _ any) bool { sids = append(sids, k.(string)); return true })
-			t.Logf("%d SMS sent, %d answered 200 before kill -9", sent.Load(), len(sids))
-
-			rt.up.Store(true)
-			second := startServeWith(t, bin, dataDir, env, args...)
-			eventually(t, 90*time.Second, "every accepted SMS handed to the runtime", func() bool {
-				got := rt.handedOff()
-				for _, sid := range sids {
-					if got[sid] == 0 {
-						return false
-					}
-				}
-				return true
-			})
-			for sid, n := range rt.handedOff() {
-				if n != 1 {
-					t.Errorf("SMS %s was handed off as %d different work, want one", sid, n)
-				}
-			}
-			// Each accepted SMS is one event of its sender's one open
-			// conversation.
-			r := send(t, http.MethodGet, second.url+"/api/v1/tenants/default/conversations?channel=sms", admin, nil)
-			expectStatus(t, "list conversations", r, http.StatusOK)
-			convs := itemsOf(t, r.object(t))
-			if len(convs) != 4 {
-				t.Fatalf("%d conversations, want one per sender: %v", len(convs), convs)
-			}
-			events := map[string]int{}
-			for _, c := range convs {
-				cursor := ""
-				for {
-					r := send(t, http.MethodGet, second.url+"/api/v1/tenants/default/conversations/"+c["id"].(string)+"/events"+cursor, admin, nil)
-					expectStatus(t, "conversation events", r, http.StatusOK)
-					doc := r.object(t)
-					for _, ev := range itemsOf(t, doc) {
-						sid := get(ev, "payload", "message_sid").(string)
-						events[sid]++
-						if ev["sender"] != c["key"] {
-							t.Errorf("SMS %s from %v is in the conversation of %v", sid, ev["sender"], c["key"])
-						}
-					}
-					next, _ := doc["next"].(string)
-					if next == "" {
-						break
-					}
-					cursor = "?after=" + next
-				}
-			}
-			for _, sid := range sids {
-				if events[sid] != 1 {
-					t.Errorf("accepted SMS %s is %d events, want 1", sid, events[sid])
-				}
-			}
-			for sid, n := range events {
-				if n != 1 {
-					t.Errorf("SMS %s is %d events", sid, n)
-				}
-			}
+		}
+		eventually(t, 30*time.Second, "SMS to be accepted", func() bool {
+			n := 0
+			accepted.Range(func(any, any) bool { n++; return true })
+			return n >= 100
 		})
-	}
+		first.kill9(t)
+		close(stop)
+		wg.Wait()
+		var sids []string
+		accepted.Range(func(k, _ any) bool { sids = append(sids, k.(string)); return true })
+		t.Logf("%d SMS sent, %d answered 200 before kill -9", sent.Load(), len(sids))
+
+		rt.up.Store(true)
+		second := s.serve(t, bin, env)
+		eventually(t, 90*time.Second, "every accepted SMS handed to the runtime", func() bool {
+			got := rt.handedOff()
+			for _, sid := range sids {
+				if got[sid] == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		for sid, n := range rt.handedOff() {
+			if n != 1 {
+				t.Errorf("SMS %s was handed off as %d different work, want one", sid, n)
+			}
+		}
+		// Each accepted SMS is one event of its sender's one open
+		// conversation.
+		r := send(t, http.MethodGet, second.url+"/api/v1/tenants/default/conversations?channel=sms", admin, nil)
+		expectStatus(t, "list conversations", r, http.StatusOK)
+		convs := itemsOf(t, r.object(t))
+		if len(convs) != 4 {
+			t.Fatalf("%d conversations, want one per sender: %v", len(convs), convs)
+		}
+		events := map[string]int{}
+		for _, c := range convs {
+			cursor := ""
+			for {
+				r := send(t, http.MethodGet, second.url+"/api/v1/tenants/default/conversations/"+c["id"].(string)+"/events"+cursor, admin, nil)
+				expectStatus(t, "conversation events", r, http.StatusOK)
+				doc := r.object(t)
+				for _, ev := range itemsOf(t, doc) {
+					sid := get(ev, "payload", "message_sid").(string)
+					events[sid]++
+					if ev["sender"] != c["key"] {
+						t.Errorf("SMS %s from %v is in the conversation of %v", sid, ev["sender"], c["key"])
+					}
+				}
+				next, _ := doc["next"].(string)
+				if next == "" {
+					break
+				}
+				cursor = "?after=" + next
+			}
+		}
+		for _, sid := range sids {
+			if events[sid] != 1 {
+				t.Errorf("accepted SMS %s is %d events, want 1", sid, events[sid])
+			}
+		}
+		for sid, n := range events {
+			if n != 1 {
+				t.Errorf("SMS %s is %d events", sid, n)
+			}
+		}
+	})
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -51,11 +49,11 @@ func New(s store.Store, clock agentowl.Clock, cfg Config) *Service {
 // Principal is an authenticated caller.
 type Principal struct {
 	Token *agentowl.Token
-	// Operator and Scope are set for operator tokens: the token's operator
+	// Operator and Membership are set for operator tokens: the token's operator
 	// and the one tenant it acts in, which is the tenant that issued the
 	// token (the schema keeps an operator token in its operator's tenant).
-	Operator *agentowl.Operator
-	Scope    *agentowl.TenantScope
+	Operator   *agentowl.Operator
+	Membership *agentowl.Membership
 	// Secret is the presented bearer secret. Provisioning seals replayable
 	// responses with it; it is never stored or logged.
 	Secret string
@@ -98,7 +96,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl
 		}
 		p = &Principal{Token: tok, Secret: secret}
 		if kind == agentowl.TokenOperator {
-			if p.Operator, p.Scope, err = tx.OperatorScope(ctx, tok.OperatorID); err == nil && p.Scope.TenantID != tok.TenantID {
+			if p.Operator, p.Membership, err = tx.OperatorMembership(ctx, tok.OperatorID); err == nil && p.Membership.TenantID != tok.TenantID {
 				return store.ErrNotFound // defence in depth: the schema already forbids it
 			}
 		}
@@ -110,12 +108,12 @@ func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl
 	return p, err
 }
 
-// Tenant returns the principal's tenant scope if it is the tenant named name
+// Tenant returns the principal's membership if it is the tenant named name
 // and the operator has at least role there; otherwise not_found (so tenant
 // names do not leak) or forbidden. An operator token never reaches beyond
 // the one tenant that issued it.
-func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.TenantScope, error) {
-	m := p.Scope
+func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.Membership, error) {
+	m := p.Membership
 	if m == nil || m.TenantName != name {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No tenant %q is available to this credential.", name)
 	}
@@ -132,8 +130,3 @@ func Audit(ctx context.Context, tx store.Tx, at time.Time, tenantID string, p *P
 		RequestID: agentowl.RequestIDFromContext(ctx), Details: details,
 	})
 }
-
-func newID() string { return uuid.NewString() }
-
-// NewID returns a fresh random UUID.
-func NewID() string { return newID() }

@@ -36,7 +36,7 @@ func (s *Service) Bootstrap(ctx context.Context, tenantName string) (*BootstrapR
 			if existing, err = tx.TenantList(ctx); err != nil {
 				return err
 			}
-			t = &agentowl.Tenant{ID: newID(), Name: tenantName, System: len(existing) == 0, CreatedAt: now}
+			t = &agentowl.Tenant{ID: agentowl.NewID(""), Name: tenantName, System: len(existing) == 0, CreatedAt: now}
 			err = tx.TenantCreate(ctx, t)
 		}
 		if err != nil {
@@ -63,7 +63,7 @@ func (s *Service) ensureAdmin(ctx context.Context, tx store.Tx, tenantID, name s
 	op, err := tx.OperatorGetByName(ctx, tenantID, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		op = &agentowl.Operator{ID: newID(), TenantID: tenantID, Name: name, Role: agentowl.RoleAdmin, CreatedAt: now}
+		op = &agentowl.Operator{ID: agentowl.NewID(""), TenantID: tenantID, Name: name, Role: agentowl.RoleAdmin, CreatedAt: now}
 		return op, tx.OperatorCreate(ctx, op)
 	case err != nil:
 		return nil, err
@@ -88,7 +88,7 @@ func (s *Service) NeedsBootstrap(ctx context.Context) (bool, error) {
 func (s *Service) newToken(kind agentowl.TokenKind, tenantID, label string, expires *time.Time) (string, *agentowl.Token) {
 	secret := agentowl.NewTokenSecret(kind)
 	return secret, &agentowl.Token{
-		ID: newID(), Kind: kind, Hash: agentowl.HashToken(secret), TenantID: tenantID,
+		ID: agentowl.NewID(""), Kind: kind, Hash: agentowl.HashToken(secret), TenantID: tenantID,
 		Label: label, CreatedAt: s.clock.Now(), ExpiresAt: expires,
 	}
 }
@@ -102,8 +102,8 @@ func (s *Service) NewInstanceCredential(tenantID, instanceID string, expires *ti
 }
 
 // ListTenants returns the tenant the operator token acts in: one, always.
-func (s *Service) ListTenants(p *Principal) []*agentowl.TenantScope {
-	return []*agentowl.TenantScope{p.Scope}
+func (s *Service) ListTenants(p *Principal) []*agentowl.Membership {
+	return []*agentowl.Membership{p.Membership}
 }
 
 // NewTenant is a tenant created through the API and the first admin token of
@@ -119,7 +119,7 @@ type NewTenant struct {
 // no role in the new tenant; the token is how they hand it over. The new
 // tenant's own audit log and the caller's both record it.
 func (s *Service) CreateTenant(ctx context.Context, p *Principal, name, adminName string, days int) (*NewTenant, error) {
-	if p.Scope == nil || p.Scope.Role != agentowl.RoleAdmin {
+	if p.Membership == nil || p.Membership.Role != agentowl.RoleAdmin {
 		return nil, errCreateTenant()
 	}
 	if !agentowl.ValidSlug(name) {
@@ -136,10 +136,10 @@ func (s *Service) CreateTenant(ctx context.Context, p *Principal, name, adminNam
 		return nil, err
 	}
 	now := s.clock.Now()
-	t := &agentowl.Tenant{ID: newID(), Name: name, CreatedAt: now}
+	t := &agentowl.Tenant{ID: agentowl.NewID(""), Name: name, CreatedAt: now}
 	var out NewTenant
 	err = s.store.Write(ctx, func(tx store.Tx) error {
-		home, err := tx.TenantGetByID(ctx, p.Scope.TenantID)
+		home, err := tx.TenantGetByID(ctx, p.Membership.TenantID)
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func (s *Service) CreateTenant(ctx context.Context, p *Principal, name, adminNam
 			}
 			return err
 		}
-		op := &agentowl.Operator{ID: newID(), TenantID: t.ID, Name: adminName, Role: agentowl.RoleAdmin, CreatedAt: now}
+		op := &agentowl.Operator{ID: agentowl.NewID(""), TenantID: t.ID, Name: adminName, Role: agentowl.RoleAdmin, CreatedAt: now}
 		if err := tx.OperatorCreate(ctx, op); err != nil {
 			return err
 		}
@@ -199,7 +199,7 @@ func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name
 		op, err := tx.OperatorGetByName(ctx, m.TenantID, name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			op = &agentowl.Operator{ID: newID(), TenantID: m.TenantID, Name: name, Role: role, CreatedAt: now}
+			op = &agentowl.Operator{ID: agentowl.NewID(""), TenantID: m.TenantID, Name: name, Role: role, CreatedAt: now}
 			err = tx.OperatorCreate(ctx, op)
 		case err == nil && op.Role != role:
 			op.Role = role
@@ -376,11 +376,11 @@ func (s *Service) ListAudit(ctx context.Context, p *Principal, tenant string, li
 // otherwise.
 func (s *Service) SystemAdmin(ctx context.Context, p *Principal) error {
 	deny := agentowl.Errorf(agentowl.ECodeForbidden, "This needs the admin role in the system tenant.")
-	if p.Scope == nil || p.Scope.Role != agentowl.RoleAdmin {
+	if p.Membership == nil || p.Membership.Role != agentowl.RoleAdmin {
 		return deny
 	}
 	return s.store.Read(ctx, func(tx store.Tx) error {
-		home, err := tx.TenantGetByID(ctx, p.Scope.TenantID)
+		home, err := tx.TenantGetByID(ctx, p.Membership.TenantID)
 		if err != nil {
 			return err
 		}
@@ -391,10 +391,10 @@ func (s *Service) SystemAdmin(ctx context.Context, p *Principal) error {
 	})
 }
 
-// namedOrCaller returns the operator of tenant scope m named name, or the
+// namedOrCaller returns the operator of membership m named name, or the
 // caller's own when name is "" or theirs; not_found when the tenant has no
 // such operator.
-func namedOrCaller(ctx context.Context, tx store.Tx, p *Principal, m *agentowl.TenantScope, name string) (*agentowl.Operator, error) {
+func namedOrCaller(ctx context.Context, tx store.Tx, p *Principal, m *agentowl.Membership, name string) (*agentowl.Operator, error) {
 	if name == "" || name == p.Operator.Name {
 		return p.Operator, nil
 	}
@@ -408,7 +408,7 @@ func namedOrCaller(ctx context.Context, tx store.Tx, p *Principal, m *agentowl.T
 // forOperator is p's scope in tenant for acting on operator's behalf (""
 // or their own name: themself): themself needs a member, anyone else the
 // admin role.
-func (p *Principal) forOperator(tenant, operator string) (*agentowl.TenantScope, error) {
+func (p *Principal) forOperator(tenant, operator string) (*agentowl.Membership, error) {
 	if operator != "" && operator != p.Operator.Name {
 		return p.Tenant(tenant, agentowl.RoleAdmin)
 	}

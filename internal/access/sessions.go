@@ -80,8 +80,8 @@ func (s *Service) SignIn(ctx context.Context, tokenSecret string) (*Session, err
 func (s *Service) newSession(ctx context.Context, p *Principal, link *agentowl.ConsoleSessionRecord) (*Session, error) {
 	now := s.clock.Now()
 	secret := newConsoleSecret(sessionPrefix)
-	rec := &agentowl.ConsoleSessionRecord{ID: newID(), Kind: agentowl.ConsoleSession, Hash: agentowl.HashToken(secret),
-		TenantID: p.Scope.TenantID, OperatorID: p.Operator.ID, TokenID: p.Token.ID, CreatedAt: now, LastSeenAt: now,
+	rec := &agentowl.ConsoleSessionRecord{ID: agentowl.NewID(""), Kind: agentowl.ConsoleSession, Hash: agentowl.HashToken(secret),
+		TenantID: p.Membership.TenantID, OperatorID: p.Operator.ID, TokenID: p.Token.ID, CreatedAt: now, LastSeenAt: now,
 		ExpiresAt: now.Add(s.cfg.SessionMax)}
 	if p.Token.ExpiresAt != nil && p.Token.ExpiresAt.Before(rec.ExpiresAt) {
 		rec.ExpiresAt = *p.Token.ExpiresAt
@@ -138,7 +138,7 @@ func (s *Service) CreateLoginLink(ctx context.Context, p *Principal, tenant, ope
 			return err
 		}
 		out.OperatorName = op.Name
-		rec := &agentowl.ConsoleSessionRecord{ID: newID(), Kind: agentowl.ConsoleLoginLink, Hash: agentowl.HashToken(secret),
+		rec := &agentowl.ConsoleSessionRecord{ID: agentowl.NewID(""), Kind: agentowl.ConsoleLoginLink, Hash: agentowl.HashToken(secret),
 			TenantID: m.TenantID, OperatorID: op.ID, TokenID: p.Token.ID, CreatedAt: now, LastSeenAt: now, ExpiresAt: out.ExpiresAt}
 		if err := tx.ConsoleSessionCreate(ctx, rec); err != nil {
 			return err
@@ -171,14 +171,14 @@ func (s *Service) lookup(ctx context.Context, secret, prefix string, kind agento
 			(kind == agentowl.ConsoleSession && now.Sub(r.LastSeenAt) >= s.cfg.SessionIdle) {
 			return store.ErrNotFound
 		}
-		op, scope, err := tx.OperatorScope(ctx, r.OperatorID)
+		op, scope, err := tx.OperatorMembership(ctx, r.OperatorID)
 		if err != nil {
 			return err
 		}
 		if scope.TenantID != r.TenantID || tok.TenantID != r.TenantID {
 			return store.ErrNotFound // defence in depth: the schema keeps them in one tenant
 		}
-		rec, p = r, &Principal{Token: tok, Operator: op, Scope: scope}
+		rec, p = r, &Principal{Token: tok, Operator: op, Membership: scope}
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {

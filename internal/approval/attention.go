@@ -81,18 +81,9 @@ func AttentionPrompt(r *agentowl.ApprovalRequest) string {
 	return agentowl.Clip(p, 4096)
 }
 
-// DecisionFile is an operator's decision file on an AAP approval item of
-// the inbox (docs/attention.md); work.DecisionFile is the same file on a
-// runtime request.
-type DecisionFile struct {
-	DecisionID           string
-	RequestRevision      int64
-	Decision             string // approve or reject
-	ExpectedActionDigest string // "" when absent
-	HasAnswer            bool
-}
-
-func (in *DecisionFile) hash(requestID string) []byte {
+// decisionHash is a decision file's content identity on request
+// requestID: a resubmission with the same decision ID must match it.
+func decisionHash(in *agentowl.DecisionFile, requestID string) []byte {
 	b, _ := json.Marshal([]any{AttentionID(requestID), in.RequestRevision, in.Decision, in.ExpectedActionDigest})
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -117,7 +108,7 @@ type AttentionDecideResult struct {
 // digest_mismatch. The same decision_id with the same content after it won
 // is a replay. approve records approved and reject denied, with the
 // notification of the instance's receiver, as Decide does.
-func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tenant, id string, in DecisionFile, submit bool) (*AttentionDecideResult, error) {
+func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tenant, id string, in *agentowl.DecisionFile, submit bool) (*AttentionDecideResult, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
@@ -127,7 +118,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 	if !agentowl.ValidUUID(id) {
 		return nil, notFoundIn(m, "attention item", attID)
 	}
-	sum := in.hash(id)
+	sum := decisionHash(in, id)
 	var out AttentionDecideResult
 	err = s.writeRequest(ctx, func(tx store.Tx) error {
 		out = AttentionDecideResult{}
@@ -191,7 +182,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 		out.DecisionID = in.DecisionID
 		keep := now.Add(agentowl.RetentionAfterDecision)
 		// The decision_id is remembered with the request, for replays.
-		return tx.IdempotencyCreate(ctx, &agentowl.Idempotency{Scope: id, Operation: opAttentionDecide, Key: in.DecisionID,
+		return tx.IdempotencyCreate(ctx, &agentowl.Idempotency{Owner: id, Operation: opAttentionDecide, Key: in.DecisionID,
 			InputHash: sum, ResourceID: in.DecisionID, Response: []byte("{}"), CreatedAt: now, RetainUntil: keep})
 	})
 	if errors.Is(err, store.ErrConflict) {

@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -44,11 +42,11 @@ const NotificationWindow = 168 * time.Hour
 // InstanceDestination names an instance's receiver as a delivery destination.
 func InstanceDestination(instanceID string) string { return "instance:" + instanceID }
 
-// ResolveDestination is the delivery.Resolver of "instance:<id>"
+// ResolveDestination is the outbox.Resolver of "instance:<id>"
 // destinations: the instance's current receiver URL and signing secret, or
 // no target once the instance is deleted or has no receiver, which ends the
 // message.
-func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
+func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
 	id, found := strings.CutPrefix(destination, "instance:")
 	if !found {
 		return nil, nil
@@ -60,7 +58,7 @@ func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*
 	if err != nil || inst.DeletedAt != nil || inst.Receiver == nil {
 		return nil, err
 	}
-	return &delivery.Target{URL: inst.Receiver.URL, Secret: inst.Receiver.SigningSecret}, nil
+	return &outbox.Target{URL: inst.Receiver.URL, Secret: inst.Receiver.SigningSecret}, nil
 }
 
 // checkDelivery validates a proposed receiver.
@@ -102,18 +100,17 @@ func (s *Service) recordNotification(ctx context.Context, tx store.Tx, inst *age
 	if inst == nil || inst.Receiver == nil || inst.DeletedAt != nil {
 		return false, nil
 	}
-	id := uuid.NewString()
+	id := agentowl.NewID("")
 	body, err := json.Marshal(resolvedEvent{ID: id, Type: "request.resolved", InstanceID: inst.ID, RequestID: r.ID,
 		CreatedAt: r.Decision.DecidedAt.UTC().Format(time.RFC3339)})
 	if err != nil {
 		return false, err
 	}
-	now := s.clock.Now()
-	return true, tx.MessageCreate(ctx, &agentowl.OutboxMessage{
+	_, err = outbox.Enqueue(ctx, tx, s.clock.Now(), outbox.Message{
 		ID: id, TenantID: inst.TenantID, Kind: MessageKindRequestResolved, Destination: InstanceDestination(inst.ID),
-		Subject: r.ID, Body: body, CreatedAt: now, DeadlineAt: r.Decision.DecidedAt.Add(NotificationWindow),
-		State: agentowl.MessagePending, NextAttempt: now,
+		Subject: r.ID, Body: body, Deadline: r.Decision.DecidedAt.Add(NotificationWindow),
 	})
+	return true, err
 }
 
 func (s *Service) wakeDelivery() {

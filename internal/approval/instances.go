@@ -83,7 +83,7 @@ func (s *Service) ProvisionInstance(ctx context.Context, p *access.Principal, id
 // provision is one keyed creation; submissions.run keeps it alone per key.
 func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey string, in *ProvisionInput, hash []byte) (*Provisioned, error) {
 	// The instance ID is proposed to the receiver before anything commits.
-	instanceID := access.NewID()
+	instanceID := agentowl.NewID("")
 	if in.Receiver != nil {
 		replay, err := s.provisionReplay(ctx, p, idemKey, hash)
 		if err != nil || replay != nil {
@@ -133,7 +133,7 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 				return err
 			}
 			if err := tx.IdempotencyCreate(ctx, &agentowl.Idempotency{
-				Scope: p.Token.ID, Operation: opInstanceCreate, Key: idemKey, InputHash: hash, ResourceID: inst.ID,
+				Owner: p.Token.ID, Operation: opInstanceCreate, Key: idemKey, InputHash: hash, ResourceID: inst.ID,
 				Response: sealed, CreatedAt: now, RetainUntil: now.Add(agentowl.RetentionAfterDecision),
 			}); err != nil {
 				return err
@@ -311,7 +311,7 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 			return err
 		}
 		if err := tx.IdempotencyCreate(ctx, &agentowl.Idempotency{
-			Scope: scope, Operation: opInstanceUpdate, Key: idemKey, InputHash: hash, ResourceID: id,
+			Owner: scope, Operation: opInstanceUpdate, Key: idemKey, InputHash: hash, ResourceID: id,
 			Response: resp, CreatedAt: now, RetainUntil: now.Add(agentowl.RetentionAfterDecision),
 		}); err != nil {
 			return err

@@ -32,7 +32,7 @@ func (s *Service) CreatePolicy(ctx context.Context, p *access.Principal, tenant 
 			return nil, err
 		}
 	}
-	rule.ID, rule.TenantID, rule.CreatedAt = access.NewID(), tenantID, s.now()
+	rule.ID, rule.TenantID, rule.CreatedAt = agentowl.NewID(""), tenantID, s.now()
 	if rule.Name == "" {
 		rule.Name = string(rule.Effect) + " " + rule.Tool
 	}

@@ -112,8 +112,8 @@ func TestConcurrentCreateAndDecide(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			df := approval.DecisionFile{DecisionID: "d1", RequestRevision: 1, Decision: "approve",
-				ExpectedActionDigest: approval.ActionDigest(other.Request)}
+			df := &agentowl.DecisionFile{DecisionID: "d1", RequestRevision: 1, Decision: "approve",
+				ExpectedActionDigest: approval.ActionDigest(other.Request), HasDigest: true}
 			for _, what := range []string{"an inbox decision", "its replay"} {
 				before = trips()
 				if _, err := appr.DecideAttention(ctx, admin, "acme", other.Request.ID, df, true); err != nil {

@@ -56,7 +56,7 @@ func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
 
 			for what, err := range map[string]error{
 				"list requests": func() error {
-					_, err := appr.ListRequests(ctx, admin, "other", store.RequestListParams{})
+					_, err := appr.ListRequests(ctx, admin, "other", approval.ListFilter{})
 					return err
 				}(),
 				"decide": func() error {

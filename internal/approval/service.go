@@ -112,7 +112,7 @@ func notFound(what, id string) error {
 // notFoundIn is not_found for an operator's look-up: it names the tenant
 // searched, so an operator who meant another tenant sees where the search
 // went (the name is the caller's own tenant, so it leaks nothing).
-func notFoundIn(m *agentowl.TenantScope, what, id string) error {
+func notFoundIn(m *agentowl.Membership, what, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in tenant %q.", what, id, m.TenantName)
 }
 
@@ -159,7 +159,7 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 			}
 			window := min(in.TimeoutDur, s.cfg.MaxTimeout)
 			r := &agentowl.ApprovalRequest{
-				ID: access.NewID(), TenantID: inst.TenantID, InstanceID: inst.ID, IdempotencyKey: idemKey, InputHash: hash,
+				ID: agentowl.NewID(""), TenantID: inst.TenantID, InstanceID: inst.ID, IdempotencyKey: idemKey, InputHash: hash,
 				Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout, AgentReasoning: in.AgentReasoning, Context: in.Context,
 				Status: agentowl.StatusPending, CreatedAt: now, DeadlineAt: now.Add(window),
 			}
@@ -212,7 +212,7 @@ func (s *Service) writeRequest(ctx context.Context, fn func(store.Tx) error) err
 // expireIfDue records expiry on a pending request past its deadline, so a
 // read never shows such a request as pending. r is updated in place.
 func (s *Service) expireIfDue(ctx context.Context, tx store.Tx, r *agentowl.ApprovalRequest, now time.Time) error {
-	if r.EffectiveStatus(now) != agentowl.StatusExpired || r.Status != agentowl.StatusPending {
+	if r.EffectiveStatus(now) != agentowl.StatusExpired || !r.Status.CanBecome(agentowl.StatusExpired) {
 		return nil
 	}
 	d := &agentowl.Decision{Status: agentowl.StatusExpired, DecidedAt: r.DeadlineAt, DecidedBy: "deadline"}
@@ -405,7 +405,11 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		if err := s.expireIfDue(ctx, tx, r, s.clock.Now()); err != nil {
 			return err
 		}
-		if r.Status != agentowl.StatusPending {
+		next := agentowl.StatusDenied
+		if dp.Approve {
+			next = agentowl.StatusApproved
+		}
+		if !r.Status.CanBecome(next) {
 			return alreadyTerminal(r)
 		}
 		_, err = s.decideTx(ctx, tx, p, tenantID, r, inst, dp, nil)
@@ -474,16 +478,24 @@ func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal
 	return now, access.Audit(ctx, tx, now, tenantID, p, "approval.decide", "approval-request:"+r.ID, details)
 }
 
+// ListFilter narrows ListRequests; the zero value lists every request.
+type ListFilter struct {
+	InstanceID string                  // optional
+	Status     agentowl.ApprovalStatus // optional; effective status (a pending request past its deadline is expired)
+	After      *agentowl.Cursor        // optional: the next page
+	Limit      int
+}
+
 // ListRequests lists the requests of the tenant named tenant, newest first,
 // as readers see them, for its members.
-func (s *Service) ListRequests(ctx context.Context, p *access.Principal, tenant string, params store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
+func (s *Service) ListRequests(ctx context.Context, p *access.Principal, tenant string, f ListFilter) ([]*agentowl.ApprovalRequest, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	params.TenantID = m.TenantID
 	now := s.clock.Now()
-	params.Now = now
+	params := store.RequestListParams{TenantID: m.TenantID, InstanceID: f.InstanceID, Status: f.Status,
+		Now: now, After: f.After, Limit: f.Limit}
 	var out []*agentowl.ApprovalRequest
 	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.RequestList(ctx, params)

@@ -209,11 +209,11 @@ func downloadable(a *agentowl.Attachment, now time.Time) error {
 
 // ---- operators
 
-func notFound(m *agentowl.TenantScope, what, id string) error {
+func notFound(m *agentowl.Membership, what, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in tenant %q.", what, id, m.TenantName)
 }
 
-func tenantEvent(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Event, error) {
+func tenantEvent(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Event, error) {
 	ev, err := tx.EventGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && ev.TenantID != m.TenantID) {
 		return nil, notFound(m, "event", id)
@@ -303,7 +303,7 @@ func (s *Service) Open(ctx context.Context, a *agentowl.Attachment, offset, leng
 		return nil, s.storeUnavailable("open", err)
 	}
 	now := s.clock.Now()
-	if !now.Before(a.ExpiresAt) {
+	if a.Expired(now) {
 		return nil, downloadable(a, now) // deleted by retention: expired, not missing
 	}
 	if err := s.store.Write(ctx, func(tx store.Tx) error { return tx.AttachmentSetMissing(ctx, a.ID, now) }); err != nil {
@@ -362,7 +362,7 @@ func (s *Service) sweepExpired(ctx context.Context, now time.Time, limit int) (n
 		return 0, false, err
 	}
 	for _, a := range due {
-		if a.ExpiresAt.After(now) {
+		if !a.Expired(now) {
 			return n, false, fmt.Errorf("attachment: %s is inside its retention until %s", a.ID, a.ExpiresAt) // a store defect
 		}
 		if err := s.blobs.Delete(ctx, a.BlobKey); err != nil {

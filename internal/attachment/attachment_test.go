@@ -82,11 +82,11 @@ func (e *env) write(fn func(tx store.Tx) error) {
 func (e *env) thread() (string, *agentowl.Endpoint, *agentowl.Binding) {
 	e.t.Helper()
 	now := e.clock.Now()
-	tn := &agentowl.Tenant{ID: work.NewID("t"), Name: work.NewID("tenant"), CreatedAt: now}
-	ep := &agentowl.Endpoint{ID: work.NewID("ep"), TenantID: tn.ID, Name: "runtime", URL: "https://runtime.example.com/",
+	tn := &agentowl.Tenant{ID: agentowl.NewID("t"), Name: agentowl.NewID("tenant"), CreatedAt: now}
+	ep := &agentowl.Endpoint{ID: agentowl.NewID("ep"), TenantID: tn.ID, Name: "runtime", URL: "https://runtime.example.com/",
 		AgentWork: true, SigningSecret: []byte("sealed"), CreatedAt: now, UpdatedAt: now}
-	b := &agentowl.Binding{ID: work.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
-		TokenHash: []byte(work.NewID("h")), CreatedAt: now}
+	b := &agentowl.Binding{ID: agentowl.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
+		TokenHash: []byte(agentowl.NewID("h")), CreatedAt: now}
 	e.write(func(tx store.Tx) error {
 		if err := tx.TenantCreate(e.ctx, tn); err != nil {
 			return err
@@ -102,7 +102,7 @@ func (e *env) thread() (string, *agentowl.Endpoint, *agentowl.Binding) {
 func (e *env) credential(ep *agentowl.Endpoint, scopes ...string) *agentowl.RuntimeCredential {
 	e.t.Helper()
 	now := e.clock.Now()
-	c := &agentowl.RuntimeCredential{ID: work.NewID("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: []byte(work.NewID("h")),
+	c := &agentowl.RuntimeCredential{ID: agentowl.NewID("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: []byte(agentowl.NewID("h")),
 		Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(30 * 24 * time.Hour)}
 	e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 	return c
@@ -111,9 +111,9 @@ func (e *env) credential(ep *agentowl.Endpoint, scopes ...string) *agentowl.Runt
 // handoff creates work of generation 1 for the event, as a handoff does.
 func handoff(ep *agentowl.Endpoint, workID *string) attachmenttest.Handoff {
 	return func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
-		*workID = work.NewID("work")
+		*workID = agentowl.NewID("work")
 		return tx.WorkCreate(ctx, &agentowl.Work{ID: *workID, TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: conv.ID,
-			EventID: ev.ID, Generation: 1, DeliveryID: work.NewID("d"), Status: agentowl.WorkPending, CreatedAt: ev.ReceivedAt,
+			EventID: ev.ID, Generation: 1, DeliveryID: agentowl.NewID("d"), Status: agentowl.WorkPending, CreatedAt: ev.ReceivedAt,
 			UpdatedAt: ev.ReceivedAt})
 	}
 }
@@ -391,10 +391,10 @@ func TestQuotaRaceAtCommit(t *testing.T) {
 			t.Fatalf("objects while streaming %v", keys)
 		}
 		commit := func(u *attachment.Upload) *agentowl.Event {
-			ev := &agentowl.Event{ID: work.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
+			ev := &agentowl.Event{ID: agentowl.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
 				Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
 			e.write(func(tx store.Tx) error {
-				conv := &agentowl.Conversation{ID: work.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
+				conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
 					CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 				ev.ConversationID = conv.ID
 				if err := tx.ConversationCreate(e.ctx, conv); err != nil {
@@ -549,10 +549,10 @@ func TestRuntimeAccess(t *testing.T) {
 		wantCode(t, "another event's attachment", agentowl.ErrorCode(err), agentowl.ECodeNotFound)
 
 		// Replayed work of the event shows the same manifest.
-		replay := work.NewID("work")
+		replay := agentowl.NewID("work")
 		e.write(func(tx store.Tx) error {
 			return tx.WorkCreate(e.ctx, &agentowl.Work{ID: replay, TenantID: e.tenant, EndpointID: e.ep.ID, ConversationID: ev.ConversationID,
-				EventID: ev.ID, Generation: 2, ReplayOf: w, DeliveryID: work.NewID("d"), Status: agentowl.WorkPending,
+				EventID: ev.ID, Generation: 2, ReplayOf: w, DeliveryID: agentowl.NewID("d"), Status: agentowl.WorkPending,
 				CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()})
 		})
 		if a, b := e.manifest(w), e.manifest(replay); !slices.Equal(a, b) {
@@ -628,10 +628,10 @@ func TestSweptUploadCannotCommit(t *testing.T) {
 		if n, err := e.svc.SweepOrphans(e.ctx, e.clock.Now()); err != nil || n != 1 {
 			t.Fatalf("sweep: %d, %v", n, err)
 		}
-		ev := &agentowl.Event{ID: work.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
+		ev := &agentowl.Event{ID: agentowl.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
 			Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
 		err = e.st.Write(e.ctx, func(tx store.Tx) error {
-			conv := &agentowl.Conversation{ID: work.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
+			conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
 				CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 			ev.ConversationID = conv.ID
 			if err := tx.ConversationCreate(e.ctx, conv); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/blob"
 	"github.com/agentowl/agentowl/internal/store"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // What a ceiling does (docs/attachments.md):
@@ -103,7 +102,7 @@ func (u *Upload) Decoded(n int) error {
 // start creates the upload's row, before its first byte is stored, and
 // reads the tenant's retained bytes.
 func (u *Upload) start(ctx context.Context) error {
-	id := work.NewID("upl")
+	id := agentowl.NewID("upl")
 	err := u.s.store.Write(ctx, func(tx store.Tx) error {
 		return tx.AttachmentUploadCreate(ctx, &agentowl.AttachmentUpload{ID: id, TenantID: u.tenantID, StartedAt: u.s.clock.Now()})
 	})
@@ -132,7 +131,7 @@ func (u *Upload) Begin(ctx context.Context, p Part) (*PartWriter, error) {
 		}
 	}
 	pos := len(u.parts)
-	rec := &agentowl.Attachment{ID: work.NewID("att"), TenantID: u.tenantID, Position: pos, Name: SafeName(p.Filename, pos),
+	rec := &agentowl.Attachment{ID: agentowl.NewID("att"), TenantID: u.tenantID, Position: pos, Name: SafeName(p.Filename, pos),
 		ContentID: headerValue(strings.Trim(p.ContentID, "<> ")), DeclaredType: declaredType(p.ContentType), Inline: p.Inline}
 	w := &PartWriter{u: u, rec: rec}
 	if u.usage+u.stored >= u.s.cfg.TenantRetainedBytes {

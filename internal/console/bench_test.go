@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -67,7 +65,7 @@ func seed(b *testing.B, s *site, n int) {
 	var tenantID string
 	ep := &agentowl.Endpoint{ID: "ep_bench", Name: "bench", URL: "https://runtime.example/hook", AgentWork: true,
 		SigningSecret: []byte("x"), CreatedAt: now, UpdatedAt: now}
-	bnd := &agentowl.Binding{ID: "bnd_bench", Channel: "webhook", Name: "bench", EndpointID: ep.ID, TokenHash: []byte(uuid.NewString()),
+	bnd := &agentowl.Binding{ID: "bnd_bench", Channel: "webhook", Name: "bench", EndpointID: ep.ID, TokenHash: []byte(agentowl.NewID("")),
 		CreatedAt: now}
 	conv := &agentowl.Conversation{ID: "conv_bench", BindingID: bnd.ID, Status: "open", CreatedAt: now, LastEventAt: now}
 	ev := &agentowl.Event{ID: "evt_bench", BindingID: bnd.ID, ConversationID: conv.ID, Channel: "webhook", Sender: "bench",
@@ -97,7 +95,7 @@ func seed(b *testing.B, s *site, n int) {
 			for i := from; i < min(from+500, n); i++ {
 				at := now.Add(time.Duration(i) * time.Second)
 				w := &agentowl.Work{ID: fmt.Sprintf("work_bench%06d", i), TenantID: tenantID, EndpointID: ep.ID, ConversationID: conv.ID,
-					EventID: ev.ID, Generation: i + 1, DeliveryID: uuid.NewString(), Status: agentowl.WorkRunning, Sequence: 1, Callbacks: 1,
+					EventID: ev.ID, Generation: i + 1, DeliveryID: agentowl.NewID(""), Status: agentowl.WorkRunning, Sequence: 1, Callbacks: 1,
 					CreatedAt: at, UpdatedAt: at}
 				if err := tx.WorkCreate(ctx, w); err != nil {
 					return err

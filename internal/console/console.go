@@ -235,7 +235,7 @@ func (c *Console) sessions(r *http.Request, touch string) []*signedIn {
 			continue
 		}
 		s, err := c.svc.Access.AuthenticateSession(r.Context(), ck.Value, tenant == touch && !isRefresh(r))
-		if err != nil || s.Principal.Scope.TenantName != tenant {
+		if err != nil || s.Principal.Membership.TenantName != tenant {
 			continue
 		}
 		out = append(out, &signedIn{Tenant: tenant, Session: s, secret: ck.Value})

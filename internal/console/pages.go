@@ -15,7 +15,6 @@ import (
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/notify"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -208,7 +207,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 // browser had in that tenant, and goes to next (in that tenant) or its
 // Needs attention.
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, s *access.Session, next string) {
-	tenant := s.Principal.Scope.TenantName
+	tenant := s.Principal.Membership.TenantName
 	for _, old := range c.sessions(r, "") {
 		if old.Tenant == tenant {
 			_ = c.svc.Access.SignOut(r.Context(), old.Session)
@@ -230,7 +229,7 @@ func (c *Console) linkForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.renderPublic(w, r, http.StatusOK, "link", "Sign in with a link",
-		signInView{Code: code, Operator: p.Operator.Name, LinkTenant: p.Scope.TenantName}, nil)
+		signInView{Code: code, Operator: p.Operator.Name, LinkTenant: p.Membership.TenantName}, nil)
 }
 
 func (c *Console) link(w http.ResponseWriter, r *http.Request) {
@@ -396,12 +395,16 @@ func (c *Console) attentionDecide(q *req) error {
 	if err != nil {
 		return err
 	}
-	in, err := work.ParseDecision(body)
+	in, err := inbox.ParseDecision(body)
 	if err != nil {
 		return c.renderItemError(q, err)
 	}
 	submit := f.Get("step") == "submit"
-	res, err := c.inbox.Decide(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"), in, submit)
+	decide := c.inbox.Preview
+	if submit {
+		decide = c.inbox.Decide
+	}
+	res, err := decide(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"), in)
 	if err != nil {
 		return c.renderItemError(q, err)
 	}
@@ -437,7 +440,7 @@ func (c *Console) approvalList(q *req) error {
 		return err
 	}
 	reqs, err := c.svc.Approval.ListRequests(q.r.Context(), q.p(), q.tenant,
-		store.RequestListParams{Status: agentowl.StatusPending, After: after, Limit: c.cfg.PageSize})
+		approval.ListFilter{Status: agentowl.StatusPending, After: after, Limit: c.cfg.PageSize})
 	if err != nil {
 		return err
 	}
@@ -517,7 +520,7 @@ func (c *Console) workList(q *req) error {
 	if err != nil {
 		return err
 	}
-	ws, err := c.svc.Work.ListWork(q.r.Context(), q.p(), q.tenant, store.WorkListParams{Status: st, EndpointID: qs.Get("endpoint"),
+	ws, err := c.svc.Work.ListWork(q.r.Context(), q.p(), q.tenant, work.ListFilter{Status: st, EndpointID: qs.Get("endpoint"),
 		After: after, Limit: c.cfg.PageSize})
 	if err != nil {
 		return err

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
@@ -108,14 +106,14 @@ func (s *site) operator(name, role string) string {
 func (s *site) instance() string {
 	s.t.Helper()
 	prov := s.must(http.StatusCreated, http.MethodPost, "/api/v1/tenants/default/provisioner-tokens", s.admin, map[string]any{})["token"].(string)
-	inst := s.must(http.StatusCreated, http.MethodPost, "/v1/instances", prov, map[string]any{}, "Idempotency-Key", uuid.NewString())
+	inst := s.must(http.StatusCreated, http.MethodPost, "/v1/instances", prov, map[string]any{}, "Idempotency-Key", agentowl.NewID(""))
 	return inst["credential"].(map[string]any)["token"].(string)
 }
 
 // request submits an AAP approval request and returns its ID.
 func (s *site) request(cred string, body map[string]any) string {
 	s.t.Helper()
-	return s.must(http.StatusCreated, http.MethodPost, "/v1/requests", cred, body, "Idempotency-Key", uuid.NewString())["id"].(string)
+	return s.must(http.StatusCreated, http.MethodPost, "/v1/requests", cred, body, "Idempotency-Key", agentowl.NewID(""))["id"].(string)
 }
 
 // hostile is text an agent or sender could write to attack the console.

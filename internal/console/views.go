@@ -60,7 +60,7 @@ var doneMessages = map[string]string{
 
 // render shows a tenant page.
 func (c *Console) render(q *req, status int, name, title, nav string, data any) error {
-	p := page{Title: title, Nav: nav, Tenant: q.tenant, Operator: q.p().Operator.Name, Role: string(q.p().Scope.Role),
+	p := page{Title: title, Nav: nav, Tenant: q.tenant, Operator: q.p().Operator.Name, Role: string(q.p().Membership.Role),
 		CSRF: csrfToken(q.me.secret), RefreshMS: c.cfg.RefreshInterval.Milliseconds(), Done: doneMessages[q.r.URL.Query().Get("done")],
 		Data: data}
 	for _, s := range q.all {
@@ -101,7 +101,7 @@ func (c *Console) write(w http.ResponseWriter, status int, name string, p page) 
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, status int, message string) {
 	p := page{Title: http.StatusText(status), Error: &errorViewData{Message: message}, Data: status}
 	if q != nil && q.me != nil {
-		p.Tenant, p.Operator, p.Role, p.CSRF = q.tenant, q.p().Operator.Name, string(q.p().Scope.Role), csrfToken(q.me.secret)
+		p.Tenant, p.Operator, p.Role, p.CSRF = q.tenant, q.p().Operator.Name, string(q.p().Membership.Role), csrfToken(q.me.secret)
 	}
 	if q != nil {
 		for _, s := range q.all {

@@ -4,8 +4,8 @@
 // processes and crashes), signs each attempt with Standard Webhooks, sends it
 // through the SSRF-safe egress client, and retries with backoff and full
 // jitter until the message's deadline. It knows nothing about approval
-// requests: a Resolver turns a message's destination into a URL and secret
-// at every attempt.
+// requests: an outbox.Resolver turns a message's destination into a URL and
+// secret at every attempt. The use-cases write the rows (outbox.Enqueue).
 package delivery
 
 import (
@@ -28,9 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/webhook"
@@ -161,22 +160,6 @@ const LeaseMargin = 5 * time.Second
 // PerAccountConcurrency: each slot is a row in the store.
 const MaxPerHostConcurrency = 1024
 
-// Target is where one attempt goes.
-type Target struct {
-	URL    string
-	Secret string // whsec_ signing secret
-	// Header, when set, adds headers to every attempt (such as the bearer
-	// secret of a decision push); it cannot replace the signature headers.
-	Header http.Header
-	// Accept, when set, checks a 2xx answer (status and the bounded body):
-	// a non-nil error makes the attempt a failed one.
-	Accept func(status int, body []byte) error
-}
-
-// Resolver returns the current target of a destination, or nil when it no
-// longer exists (the message is then cancelled).
-type Resolver func(ctx context.Context, tx store.Tx, destination string) (*Target, error)
-
 // Doer sends one HTTP request; the egress client in production.
 type Doer interface {
 	Do(*http.Request) (*http.Response, error)
@@ -187,7 +170,7 @@ type Engine struct {
 	store      store.Store
 	clock      agentowl.Clock
 	client     Doer
-	routes     map[string]Resolver // by destination kind; see Handle
+	routes     map[string]outbox.Resolver[store.Tx] // by destination kind; see Handle
 	cfg        Config
 	log        *slog.Logger
 	owner      string
@@ -240,8 +223,8 @@ func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slo
 		return nil, err
 	}
 	e := &Engine{
-		store: st, clock: clock, client: client, routes: map[string]Resolver{}, cfg: cfg, log: log,
-		owner:      uuid.NewString(),
+		store: st, clock: clock, client: client, routes: map[string]outbox.Resolver[store.Tx]{}, cfg: cfg, log: log,
+		owner:      agentowl.NewID(""),
 		started:    clock.Now(),
 		paced:      map[string]time.Time{},
 		wake:       make(chan struct{}, 1),
@@ -416,7 +399,7 @@ func (l lease) left(now time.Time) time.Duration {
 }
 
 type resolved struct {
-	target *Target
+	target *outbox.Target
 	err    error
 }
 
@@ -446,7 +429,7 @@ func (e *Engine) resolveAll(ctx context.Context, msgs []*agentowl.OutboxMessage)
 // called once the exchange with the receiver is over. Once stop ends (the
 // engine stops), an attempt that has not begun its exchange gives its
 // message back instead.
-func (e *Engine) attempt(ctx, stop context.Context, m *agentowl.OutboxMessage, l lease, target *Target, err error, sent func()) {
+func (e *Engine) attempt(ctx, stop context.Context, m *agentowl.OutboxMessage, l lease, target *outbox.Target, err error, sent func()) {
 	e.lag.started(m.ID)
 	start := e.clock.Now()
 	a := agentowl.Attempt{EventID: m.ID, N: m.Attempts, StartedAt: start}
@@ -657,7 +640,7 @@ func (e *Engine) nextAttempt(m *agentowl.OutboxMessage, ended time.Time, delay t
 
 // send posts the exact body bytes, freshly signed, and reports the status
 // and any Retry-After of a 429 or 503.
-func (e *Engine) send(ctx context.Context, m *agentowl.OutboxMessage, t *Target, timeout time.Duration) (int, time.Duration, error) {
+func (e *Engine) send(ctx context.Context, m *agentowl.OutboxMessage, t *outbox.Target, timeout time.Duration) (int, time.Duration, error) {
 	key, err := webhook.ParseSecret(t.Secret)
 	if err != nil {
 		return 0, 0, errors.New("invalid signing secret")
@@ -882,10 +865,10 @@ func outcomeLabel(status int, err error) string {
 // "decision"), or "*" for every destination of a kind with no resolver of
 // its own. A destination no resolver takes has no target, which ends its
 // message. Register before Run; the use-cases register their own kinds.
-func (e *Engine) Handle(kind string, r Resolver) { e.routes[kind] = r }
+func (e *Engine) Handle(kind string, r outbox.Resolver[store.Tx]) { e.routes[kind] = r }
 
 // resolve hands a destination to the resolver of its kind.
-func (e *Engine) resolve(ctx context.Context, tx store.Tx, destination string) (*Target, error) {
+func (e *Engine) resolve(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
 	kind, _, _ := strings.Cut(destination, ":")
 	r, ok := e.routes[kind]
 	if !ok {

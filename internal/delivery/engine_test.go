@@ -22,6 +22,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -95,12 +96,12 @@ type fixture struct {
 	clock   *clocktest.Fake
 	tenant  string
 	mu      sync.Mutex
-	targets map[string]*delivery.Target
+	targets map[string]*outbox.Target
 }
 
 func newFixture(t *testing.T, b storetest.Backend) *fixture {
 	f := &fixture{t: t, store: b.Open(t), clock: clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)),
-		tenant: uuid.NewString(), targets: map[string]*delivery.Target{}}
+		tenant: uuid.NewString(), targets: map[string]*outbox.Target{}}
 	err := f.store.Write(context.Background(), func(tx store.Tx) error {
 		return tx.TenantCreate(context.Background(), &agentowl.Tenant{ID: f.tenant, Name: "t-" + f.tenant[:8], CreatedAt: f.clock.Now()})
 	})
@@ -110,7 +111,7 @@ func newFixture(t *testing.T, b storetest.Backend) *fixture {
 	return f
 }
 
-func (f *fixture) resolve(_ context.Context, _ store.Tx, dest string) (*delivery.Target, error) {
+func (f *fixture) resolve(_ context.Context, _ store.Tx, dest string) (*outbox.Target, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.targets[dest], nil
@@ -123,7 +124,7 @@ func (f *fixture) point(dest string, r *receiver) {
 		delete(f.targets, dest)
 		return
 	}
-	f.targets[dest] = &delivery.Target{URL: r.srv.URL + "/hook", Secret: r.secret}
+	f.targets[dest] = &outbox.Target{URL: r.srv.URL + "/hook", Secret: r.secret}
 }
 
 // engine starts an engine whose HTTPS client trusts client's receiver.
@@ -629,8 +630,8 @@ func TestEngineHostNamesShareTheirAddressLimit(t *testing.T) {
 		}
 		tr.TLSClientConfig.ServerName = "example.com" // in httptest's certificate
 		f.mu.Lock()
-		f.targets["a"] = &delivery.Target{URL: "https://a.test:" + port + "/hook", Secret: r.secret}
-		f.targets["b"] = &delivery.Target{URL: "https://b.test:" + port + "/hook", Secret: r.secret}
+		f.targets["a"] = &outbox.Target{URL: "https://a.test:" + port + "/hook", Secret: r.secret}
+		f.targets["b"] = &outbox.Target{URL: "https://b.test:" + port + "/hook", Secret: r.secret}
 		f.mu.Unlock()
 		e := f.engine(client, delivery.Config{
 			PerHostRate:  ratelimit.Limit{Events: 2, Per: time.Minute},
@@ -715,7 +716,7 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 			}
 		})
 		f.mu.Lock()
-		f.targets["d"] = &delivery.Target{URL: srv.URL + "/hook", Secret: webhook.NewSecret()}
+		f.targets["d"] = &outbox.Target{URL: srv.URL + "/hook", Secret: webhook.NewSecret()}
 		f.mu.Unlock()
 		cfg := delivery.Config{PerHostConcurrency: 2, Concurrency: 8}
 		a, b := f.engine(srv.Client(), cfg), f.engine(srv.Client(), cfg)
@@ -790,8 +791,8 @@ func TestEnginesShareAccountConcurrency(t *testing.T) {
 			}
 		})
 		f.mu.Lock()
-		f.targets["one"] = &delivery.Target{URL: srv1.URL + "/hook", Secret: webhook.NewSecret()}
-		f.targets["two"] = &delivery.Target{URL: srv2.URL + "/hook", Secret: webhook.NewSecret()}
+		f.targets["one"] = &outbox.Target{URL: srv1.URL + "/hook", Secret: webhook.NewSecret()}
+		f.targets["two"] = &outbox.Target{URL: srv2.URL + "/hook", Secret: webhook.NewSecret()}
 		f.mu.Unlock()
 		client := srv1.Client()
 		client.Transport.(*http.Transport).TLSClientConfig.RootCAs.AddCert(srv2.Certificate())
@@ -883,7 +884,7 @@ func TestEngineAttemptEndsBeforeItsLease(t *testing.T) {
 		f.point("d", r)
 		var slow atomic.Bool
 		slow.Store(true)
-		resolve := func(ctx context.Context, tx store.Tx, dest string) (*delivery.Target, error) {
+		resolve := func(ctx context.Context, tx store.Tx, dest string) (*outbox.Target, error) {
 			if slow.CompareAndSwap(true, false) {
 				f.clock.Advance(16 * time.Second)
 			}
@@ -932,7 +933,7 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		f.mu.Lock()
-		f.targets["d"] = &delivery.Target{URL: srv.URL + "/hook", Secret: webhook.NewSecret()}
+		f.targets["d"] = &outbox.Target{URL: srv.URL + "/hook", Secret: webhook.NewSecret()}
 		f.mu.Unlock()
 		e := f.engine(srv.Client(), delivery.Config{
 			Concurrency: 8, PerHostConcurrency: 1, PerHostRate: ratelimit.Limit{Events: 3, Per: time.Minute},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
@@ -103,8 +104,8 @@ func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.Handle("*", func(context.Context, store.Tx, string) (*delivery.Target, error) {
-				return &delivery.Target{URL: rcv.srv.URL + "/hook", Secret: secret}, nil
+			e.Handle("*", func(context.Context, store.Tx, string) (*outbox.Target, error) {
+				return &outbox.Target{URL: rcv.srv.URL + "/hook", Secret: secret}, nil
 			})
 			runCtx, stop := context.WithCancel(ctx)
 			done := make(chan struct{})

@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/webhook"
@@ -87,8 +85,8 @@ func (v *Verifier) Verify(ctx context.Context, d *agentowl.Receiver, instanceID 
 		}
 	}
 	msg := verification{
-		ID: uuid.NewString(), Type: "webhook.verification", RegistrationID: d.RegistrationID, InstanceID: instanceID,
-		CreatedAt: now.Truncate(time.Second).Format(time.RFC3339), Challenge: uuid.NewString(),
+		ID: agentowl.NewID(""), Type: "webhook.verification", RegistrationID: d.RegistrationID, InstanceID: instanceID,
+		CreatedAt: now.Truncate(time.Second).Format(time.RFC3339), Challenge: agentowl.NewID(""),
 	}
 	body, err := json.Marshal(msg)
 	if err != nil {

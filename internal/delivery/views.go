@@ -8,22 +8,38 @@ import (
 	"github.com/agentowl/agentowl/internal/store"
 )
 
-// List returns a tenant's messages, newest first.
-func List(ctx context.Context, st store.Store, p store.MessageListParams) ([]*agentowl.OutboxMessage, error) {
+// Views read the outbox for the operator API, so that the HTTP surface
+// reads deliveries without a store of its own.
+type Views struct{ store store.Store }
+
+// NewViews returns the outbox views of st.
+func NewViews(st store.Store) *Views { return &Views{store: st} }
+
+// ListFilter narrows List; the zero value lists every message.
+type ListFilter struct {
+	Subject     string                // optional: what a message is about, e.g. an approval request ID
+	Destination string                // optional: a destination or its prefix, e.g. "instance:<id>"
+	State       agentowl.MessageState // optional
+	Limit       int
+}
+
+// List returns the messages of the membership m, newest first.
+func (v *Views) List(ctx context.Context, m *agentowl.Membership, f ListFilter) ([]*agentowl.OutboxMessage, error) {
+	p := store.MessageListParams{TenantID: m.TenantID, Subject: f.Subject, Prefix: f.Destination, State: f.State, Limit: f.Limit}
 	var out []*agentowl.OutboxMessage
-	err := st.Read(ctx, func(tx store.Tx) (err error) {
+	err := v.store.Read(ctx, func(tx store.Tx) (err error) {
 		out, err = tx.MessageList(ctx, p)
 		return err
 	})
 	return out, err
 }
 
-// Inspect returns one message of the tenant scope m and its attempts; not
+// Inspect returns one message of the membership m and its attempts; not
 // found names the tenant searched.
-func Inspect(ctx context.Context, st store.Store, m *agentowl.TenantScope, id string) (*agentowl.OutboxMessage, []*agentowl.Attempt, error) {
+func (v *Views) Inspect(ctx context.Context, m *agentowl.Membership, id string) (*agentowl.OutboxMessage, []*agentowl.Attempt, error) {
 	var msg *agentowl.OutboxMessage
 	var attempts []*agentowl.Attempt
-	err := st.Read(ctx, func(tx store.Tx) (err error) {
+	err := v.store.Read(ctx, func(tx store.Tx) (err error) {
 		msg, err = tx.MessageGet(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && msg.TenantID != m.TenantID) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No delivery %q in tenant %q.", id, m.TenantName)

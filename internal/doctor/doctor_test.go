@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/clocktest"
@@ -153,7 +151,7 @@ func (e *env) expect(what, status string, want ...string) *doctor.Report {
 }
 
 func id(prefix string) string {
-	return prefix + "_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+	return prefix + "_" + strings.ReplaceAll(agentowl.NewID(""), "-", "")[:20]
 }
 
 func (e *env) endpoint(agentWork bool) *agentowl.Endpoint {
@@ -164,14 +162,14 @@ func (e *env) endpoint(agentWork bool) *agentowl.Endpoint {
 }
 
 func (e *env) credential(ep *agentowl.Endpoint, days int, scopes ...string) *agentowl.RuntimeCredential {
-	c := &agentowl.RuntimeCredential{ID: id("rtc"), TenantID: e.tenantID, EndpointID: ep.ID, Hash: []byte(uuid.NewString()),
+	c := &agentowl.RuntimeCredential{ID: id("rtc"), TenantID: e.tenantID, EndpointID: ep.ID, Hash: []byte(agentowl.NewID("")),
 		Scopes: scopes, CreatedAt: e.clock.Now(), ExpiresAt: e.clock.Now().Add(time.Duration(days) * 24 * time.Hour)}
 	e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 	return c
 }
 
 func (e *env) binding(ep *agentowl.Endpoint) *agentowl.Binding {
-	b := &agentowl.Binding{ID: id("bnd"), TenantID: e.tenantID, Channel: "webhook", EndpointID: ep.ID, TokenHash: []byte(uuid.NewString()),
+	b := &agentowl.Binding{ID: id("bnd"), TenantID: e.tenantID, Channel: "webhook", EndpointID: ep.ID, TokenHash: []byte(agentowl.NewID("")),
 		CreatedAt: e.clock.Now()}
 	e.write(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	return b
@@ -184,7 +182,7 @@ func (e *env) work(b *agentowl.Binding) *agentowl.Work {
 	ev := &agentowl.Event{ID: id("evt"), TenantID: e.tenantID, BindingID: b.ID, ConversationID: c.ID, Channel: "webhook", ReceivedAt: now,
 		Payload: []byte(`{}`), Attachments: []byte(`[]`)}
 	w := &agentowl.Work{ID: id("work"), TenantID: e.tenantID, EndpointID: b.EndpointID, ConversationID: c.ID, EventID: ev.ID, Generation: 1,
-		DeliveryID: uuid.NewString(), Status: agentowl.WorkPending, CreatedAt: now, UpdatedAt: now}
+		DeliveryID: agentowl.NewID(""), Status: agentowl.WorkPending, CreatedAt: now, UpdatedAt: now}
 	e.write(func(tx store.Tx) error {
 		if err := tx.ConversationCreate(e.ctx, c); err != nil {
 			return err
@@ -199,7 +197,7 @@ func (e *env) work(b *agentowl.Binding) *agentowl.Work {
 
 func (e *env) handoff(w *agentowl.Work) *agentowl.OutboxMessage {
 	now := e.clock.Now()
-	m := &agentowl.OutboxMessage{ID: uuid.NewString(), TenantID: e.tenantID, Kind: work.MessageKindHandoff, Destination: work.Destination(w.EndpointID),
+	m := &agentowl.OutboxMessage{ID: agentowl.NewID(""), TenantID: e.tenantID, Kind: work.MessageKindHandoff, Destination: work.Destination(w.EndpointID),
 		Subject: w.ID, Body: []byte(`{}`), CreatedAt: now, DeadlineAt: now.Add(72 * time.Hour), State: agentowl.MessagePending, NextAttempt: now}
 	e.write(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, m) })
 	return m
@@ -337,7 +335,7 @@ func TestDeliveryFindings(t *testing.T) {
 		plain := e.endpoint(false)
 		pb := e.binding(plain)
 		ev := e.work(pb) // the event; its work is not used
-		pm := &agentowl.OutboxMessage{ID: uuid.NewString(), TenantID: e.tenantID, Kind: work.MessageKindEvent, Destination: work.Destination(plain.ID),
+		pm := &agentowl.OutboxMessage{ID: agentowl.NewID(""), TenantID: e.tenantID, Kind: work.MessageKindEvent, Destination: work.Destination(plain.ID),
 			Subject: ev.EventID, Body: []byte(`{}`), CreatedAt: e.clock.Now(), DeadlineAt: e.clock.Now().Add(time.Hour),
 			State: agentowl.MessagePending, NextAttempt: e.clock.Now()}
 		e.write(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, pm) })
@@ -518,7 +516,7 @@ func TestAccess(t *testing.T) {
 		if _, err := e.doctor.Check(e.ctx, p, "acme"); agentowl.ErrorCode(err) != agentowl.ECodeNotFound {
 			t.Errorf("another tenant's admin: %v, want not_found", err)
 		}
-		member := &access.Principal{Operator: e.admin.Operator, Scope: &agentowl.TenantScope{TenantID: e.tenantID, TenantName: "acme",
+		member := &access.Principal{Operator: e.admin.Operator, Membership: &agentowl.Membership{TenantID: e.tenantID, TenantName: "acme",
 			Role: agentowl.RoleMember}}
 		if _, err := e.doctor.Check(e.ctx, member, "acme"); agentowl.ErrorCode(err) != agentowl.ECodeForbidden {
 			t.Errorf("a member: %v, want forbidden", err)

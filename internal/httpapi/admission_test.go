@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/admission"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
@@ -193,7 +192,7 @@ func TestAdmissionOverload(t *testing.T) {
 			t.Parallel()
 			o := startOverload(t, b)
 			_, cred := o.h.instance()
-			keys := []string{uuid.NewString(), uuid.NewString()}
+			keys := []string{agentowl.NewID(""), agentowl.NewID("")}
 			ids := make([]string, 2)
 			o.overload(t, admission.Requests, func() func() { return o.hold("approval_requests") }, func(i int) *response {
 				r := o.do("POST", "/v1/requests", cred, refundBody(), "Idempotency-Key", keys[i])

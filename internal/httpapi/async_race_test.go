@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -35,7 +34,7 @@ func TestAsyncDeletionWinsOverVerification(t *testing.T) {
 		patched := make(chan *response, 1)
 		go func() {
 			patched <- e.do("PATCH", "/v1/instances/"+h.ID, prov, map[string]any{"instance_name": "renamed", "delivery": map[string]any{
-				"type": "webhook", "url": slow.URL + "/hook", "registration_id": uuid.NewString(), "signing_secret": webhook.NewSecret(),
+				"type": "webhook", "url": slow.URL + "/hook", "registration_id": agentowl.NewID(""), "signing_secret": webhook.NewSecret(),
 			}}, "Idempotency-Key", newKey())
 		}()
 		<-inVerification
@@ -70,13 +69,7 @@ func newGatedReceiver(t *testing.T, clock *fakeClock) *gatedReceiver {
 	var first sync.Once
 	g.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var msg struct {
-			ID             string `json:"id"`
-			Type           string `json:"type"`
-			RegistrationID string `json:"registration_id"`
-			InstanceID     string `json:"instance_id"`
-			Challenge      string `json:"challenge"`
-		}
+		var msg receiverMessage
 		_ = json.Unmarshal(body, &msg)
 		g.mu.Lock()
 		secret := g.secrets[msg.RegistrationID]
@@ -98,7 +91,7 @@ func newGatedReceiver(t *testing.T, clock *fakeClock) *gatedReceiver {
 
 // input registers a fresh registration and returns its delivery input.
 func (g *gatedReceiver) input() map[string]any {
-	regID, secret := uuid.NewString(), webhook.NewSecret()
+	regID, secret := agentowl.NewID(""), webhook.NewSecret()
 	g.mu.Lock()
 	g.secrets[regID] = secret
 	g.mu.Unlock()

@@ -27,6 +27,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -67,9 +68,10 @@ func setupAsync(t *testing.T, b storetest.Backend) *asyncEnv {
 	return setupAsyncWith(t, b, true)
 }
 
-// setupAsyncWith is setupAsync; allowLoopback false keeps egress at its
-// production default, where loopback destinations are refused.
-func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyncEnv {
+// debugServerConfig is servertest's configuration with the server's debug
+// log kept and printed if the test fails: the set-up the async and work
+// tests share, whose failures are hard to read without the log.
+func debugServerConfig(t *testing.T, b storetest.Backend) server.Config {
 	t.Helper()
 	logs := &syncBuffer{}
 	t.Cleanup(func() {
@@ -79,6 +81,14 @@ func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyn
 	})
 	sc := servertest.Config(t, b)
 	sc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return sc
+}
+
+// setupAsyncWith is setupAsync; allowLoopback false keeps egress at its
+// production default, where loopback destinations are refused.
+func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyncEnv {
+	t.Helper()
+	sc := debugServerConfig(t, b)
 	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t)}
 	if allowLoopback {
 		sc.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
@@ -273,7 +283,7 @@ func (rc *receiver) URL() string { return rc.srv.URL + "/aap/events" }
 // register prepares a registration: a fresh UUID and secret, stored on the
 // receiver before the provisioner submits them.
 func (rc *receiver) register() (regID, secret string) {
-	regID, secret = uuid.NewString(), webhook.NewSecret()
+	regID, secret = agentowl.NewID(""), webhook.NewSecret()
 	rc.mu.Lock()
 	rc.registrations[regID] = secret
 	rc.mu.Unlock()
@@ -358,15 +368,19 @@ func pop(script *[]action, def action) action {
 	return a
 }
 
+// receiverMessage is the part of a delivered message the test receivers
+// read to answer it.
+type receiverMessage struct {
+	ID             string `json:"id"`
+	Type           string `json:"type"`
+	RegistrationID string `json:"registration_id"`
+	InstanceID     string `json:"instance_id"`
+	Challenge      string `json:"challenge"`
+}
+
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-	var msg struct {
-		ID             string `json:"id"`
-		Type           string `json:"type"`
-		RegistrationID string `json:"registration_id"`
-		InstanceID     string `json:"instance_id"`
-		Challenge      string `json:"challenge"`
-	}
+	var msg receiverMessage
 	_ = json.Unmarshal(body, &msg)
 	id := req.Header.Get(webhook.HeaderID)
 
@@ -418,7 +432,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case actWrongChallenge:
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": uuid.NewString()})
+		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": agentowl.NewID("")})
 	case act500:
 		http.Error(w, "receiver failure", http.StatusInternalServerError)
 	case act429:

@@ -29,11 +29,11 @@ type wireManifest struct {
 	Items   []wireAttachment `json:"items"`
 }
 
-func (s *Server) attachments() (*attachment.Service, error) {
-	if s.work.attachments == nil {
+func (s *Server) files() (*attachment.Service, error) {
+	if s.attachments == nil {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "Retained attachments are not served here.")
 	}
-	return s.work.attachments, nil
+	return s.attachments, nil
 }
 
 func manifestOf(m *attachment.Manifest, base string) wireManifest {
@@ -46,7 +46,7 @@ func manifestOf(m *attachment.Manifest, base string) wireManifest {
 
 // listWorkAttachments is a runtime's manifest of its work's event.
 func (s *Server) listWorkAttachments(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
-	svc, err := s.attachments()
+	svc, err := s.files()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -54,13 +54,13 @@ func (s *Server) listWorkAttachments(r *http.Request, c *agentowl.RuntimeCredent
 	if err != nil {
 		return 0, nil, err
 	}
-	base := s.work.work.Config().PublicURL + "/runtime/v1/work/" + url.PathEscape(m.WorkID) + "/attachments"
+	base := s.work.Config().PublicURL + "/runtime/v1/work/" + url.PathEscape(m.WorkID) + "/attachments"
 	return http.StatusOK, manifestOf(m, base), nil
 }
 
 // downloadWorkAttachment streams a file of a runtime's work.
 func (s *Server) downloadWorkAttachment(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
-	svc, err := s.attachments()
+	svc, err := s.files()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -73,7 +73,7 @@ func (s *Server) downloadWorkAttachment(r *http.Request, c *agentowl.RuntimeCred
 
 // listEventAttachments is an operator's manifest of an event.
 func (s *Server) listEventAttachments(r *http.Request, p *access.Principal) (int, any, error) {
-	svc, err := s.attachments()
+	svc, err := s.files()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -81,14 +81,14 @@ func (s *Server) listEventAttachments(r *http.Request, p *access.Principal) (int
 	if err != nil {
 		return 0, nil, err
 	}
-	base := s.work.work.Config().PublicURL + "/api/v1/tenants/" + url.PathEscape(r.PathValue("tenant")) + "/events/" +
+	base := s.work.Config().PublicURL + "/api/v1/tenants/" + url.PathEscape(r.PathValue("tenant")) + "/events/" +
 		url.PathEscape(m.EventID) + "/attachments"
 	return http.StatusOK, manifestOf(m, base), nil
 }
 
 // downloadEventAttachment streams a file of an event to an operator.
 func (s *Server) downloadEventAttachment(r *http.Request, p *access.Principal) (int, any, error) {
-	svc, err := s.attachments()
+	svc, err := s.files()
 	if err != nil {
 		return 0, nil, err
 	}

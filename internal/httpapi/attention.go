@@ -118,13 +118,8 @@ func toWireAttention(v *work.AttentionView) wireAttention {
 		d := toWireDecision(v.Decision, true)
 		out.Decision = &d
 	}
-	if m := v.Push; m != nil {
-		p := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
-			LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
-		if m.State == agentowl.MessagePending {
-			p.NextAttempt = timestampPtr(&m.NextAttempt)
-		}
-		out.Push = p
+	if v.Push != nil {
+		out.Push = toWireWorkDelivery(v.Push)
 	}
 	return out
 }
@@ -162,7 +157,7 @@ func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	items, err := s.work.inbox.List(r.Context(), p, r.PathValue("tenant"),
+	items, err := s.inbox.List(r.Context(), p, r.PathValue("tenant"),
 		inbox.ListParams{Status: st, WorkID: r.URL.Query().Get("work"), After: after, Limit: limit})
 	if err != nil {
 		return 0, nil, err
@@ -174,18 +169,18 @@ func (s *Server) listAttention(r *http.Request, p *access.Principal) (int, any, 
 
 func (s *Server) inspectAttention(r *http.Request, p *access.Principal) (int, any, error) {
 	tenant := r.PathValue("tenant")
-	it, err := s.work.inbox.Inspect(r.Context(), p, tenant, r.PathValue("id"))
+	it, err := s.inbox.Inspect(r.Context(), p, tenant, r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
 	out := toWireItem(it)
-	if svc := s.work.attachments; svc != nil && out.WorkID != "" {
+	if svc := s.attachments; svc != nil && out.WorkID != "" {
 		m, err := svc.WorkFiles(r.Context(), p, tenant, out.WorkID)
 		if err != nil {
 			return 0, nil, err
 		}
 		out.EventID = m.EventID
-		out.Files = manifestOf(m, s.work.work.Config().PublicURL+"/api/v1/tenants/"+url.PathEscape(tenant)+"/events/"+
+		out.Files = manifestOf(m, s.work.Config().PublicURL+"/api/v1/tenants/"+url.PathEscape(tenant)+"/events/"+
 			url.PathEscape(m.EventID)+"/attachments").Items
 	}
 	return http.StatusOK, out, nil
@@ -202,19 +197,13 @@ func (s *Server) ackAttention(r *http.Request, p *access.Principal) (int, any, e
 			return 0, nil, err
 		}
 	}
-	it, err := s.work.inbox.Ack(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), assignee)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireItem(it), nil
+	it, err := s.inbox.Ack(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), assignee)
+	return reply(http.StatusOK, it, err, toWireItem)
 }
 
 func (s *Server) resolveAttention(r *http.Request, p *access.Principal) (int, any, error) {
-	it, err := s.work.inbox.Resolve(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireItem(it), nil
+	it, err := s.inbox.Resolve(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return reply(http.StatusOK, it, err, toWireItem)
 }
 
 type wireDecideResult struct {
@@ -235,7 +224,7 @@ func (s *Server) decideAttention(r *http.Request, p *access.Principal) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
-	in, err := work.ParseDecision(data)
+	in, err := inbox.ParseDecision(data)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -243,7 +232,11 @@ func (s *Server) decideAttention(r *http.Request, p *access.Principal) (int, any
 	if preview != "" && preview != "true" && preview != "false" {
 		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "preview", "preview must be true or false.")
 	}
-	res, err := s.work.inbox.Decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in, preview != "true")
+	decide := s.inbox.Decide
+	if preview == "true" {
+		decide = s.inbox.Preview
+	}
+	res, err := decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -267,7 +260,7 @@ type wireDecisionList struct {
 }
 
 func (s *Server) listDecisions(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
-	ds, st, err := s.work.work.ListDecisions(r.Context(), c, r.PathValue("work"))
+	ds, st, err := s.work.ListDecisions(r.Context(), c, r.PathValue("work"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -284,7 +277,7 @@ type wireDecisionReceipt struct {
 }
 
 func (s *Server) postReceipt(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
-	v, err := s.work.work.RecordReceipt(r.Context(), c, r.PathValue("work"), r.PathValue("decision"))
+	v, err := s.work.RecordReceipt(r.Context(), c, r.PathValue("work"), r.PathValue("decision"))
 	if err != nil {
 		return 0, nil, err
 	}

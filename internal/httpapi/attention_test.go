@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 var (
@@ -81,8 +79,7 @@ func approve(id string, rev int, digest string) map[string]any {
 }
 
 func TestAttentionRequestsAndRefusals(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		w := h.workID
 		exp := e.expiry(time.Hour)
@@ -227,8 +224,7 @@ func TestAttentionRequestsAndRefusals(t *testing.T) {
 }
 
 func TestOneDecisionWins(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		receipt(t, "needs_input", e.needsInput(h, 1, approvalRequest("a1", 1, digestA, e.expiry(time.Hour))))
 		id := e.itemFor(t, h.workID, "a1", 1)["id"].(string)
@@ -316,8 +312,7 @@ func (e *workEnv) handOffWithDecisions(t *testing.T, decisionURL string) *handed
 }
 
 func TestDecisionPushReceipt(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		dr := newDecisionRuntime(t, "bearer-secret-0123456789",
 			`{"accepted": true, "decision_id": "someone-else"}`, `{"accepted": false, "decision_id": "d1"}`, `OK`)
 		h := e.handOffWithDecisions(t, dr.srv.URL+"/decisions")
@@ -367,8 +362,7 @@ func TestDecisionPushReceipt(t *testing.T) {
 }
 
 func TestDecisionRecovery(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOffWithDecisions(t, "")
 		path := "/runtime/v1/work/" + h.workID + "/decisions"
 		receipt(t, "needs_input", e.needsInput(h, 1, questionRequest("q1", 1, e.expiry(time.Hour))))

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -190,7 +189,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 					// answer shows nothing of other tenants' objects).
 					switch {
 					case op == "POST /api/v1/tenants":
-						body = map[string]any{"name": "t-" + uuid.NewString()[:8]}
+						body = map[string]any{"name": "t-" + agentowl.NewID("")[:8]}
 					case op == "PATCH /v1/instances/{id}":
 						body = map[string]any{"instance_name": "renamed"}
 					case op == "POST /runtime/v1/work/{work}/callbacks":
@@ -202,7 +201,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 						body = map[string]any{}
 					}
 					if strings.HasPrefix(path, "/v1/") && method != "GET" {
-						headers = []string{"Idempotency-Key", uuid.NewString()}
+						headers = []string{"Idempotency-Key", agentowl.NewID("")}
 					}
 					r := e.do(method, url, c.token, body, headers...)
 					want := expectAuthz(row, c, pathTenant, strings.Contains(path, "{"))
@@ -280,9 +279,9 @@ func fillPath(method, path, tenant string, o *tenantObjects) string {
 		if read {
 			return real
 		}
-		return "x" + uuid.NewString()[:8]
+		return "x" + agentowl.NewID("")[:8]
 	}
-	id := "unknown-" + uuid.NewString()[:8]
+	id := "unknown-" + agentowl.NewID("")[:8]
 	switch {
 	case strings.HasPrefix(path, "/v1/instances/"), strings.Contains(path, "/instances/{id}"):
 		id = pick(o.instance)
@@ -300,7 +299,7 @@ func fillPath(method, path, tenant string, o *tenantObjects) string {
 	}
 	r := strings.NewReplacer("{tenant}", tenant, "{id}", id, "{work}", o.work, "{decision}", "unknown-decision",
 		"{attachment}", "unknown-attachment",
-		"{token}", "in_"+strings.ReplaceAll(uuid.NewString(), "-", ""))
+		"{token}", "in_"+strings.ReplaceAll(agentowl.NewID(""), "-", ""))
 	return r.Replace(path)
 }
 
@@ -325,14 +324,14 @@ func matrixTenant(t *testing.T, e *workEnv, tenant, admin string) (*tenantObject
 	wantJSON(t, "revoke", e.do(http.MethodDelete, base+"/provisioner-tokens/"+revokedProv["id"].(string), admin, nil), http.StatusOK)
 
 	provision := func() (id, cred string) {
-		m := post("/v1/instances", prov, map[string]any{}, "Idempotency-Key", uuid.NewString())
+		m := post("/v1/instances", prov, map[string]any{}, "Idempotency-Key", agentowl.NewID(""))
 		return m["instance"].(map[string]any)["id"].(string), m["credential"].(map[string]any)["token"].(string)
 	}
 	inst, cred := provision()
 	gone, goneCred := provision()
 	wantJSON(t, "delete instance", e.do(http.MethodDelete, "/v1/instances/"+gone, prov, nil), http.StatusNoContent)
 	req := post("/v1/requests", cred, map[string]any{"tool": "issue_refund", "arguments": map[string]any{}, "timeout": "72h"},
-		"Idempotency-Key", uuid.NewString())["id"].(string)
+		"Idempotency-Key", agentowl.NewID(""))["id"].(string)
 
 	rt := newRuntime(t, e)
 	ep := wantJSON(t, "create endpoint", e.do(http.MethodPost, base+"/endpoints", admin,

@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
-	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -181,8 +180,7 @@ func TestBindingChannelRefusals(t *testing.T) {
 
 // Without an SMTP domain, an smtp binding needs its address.
 func TestSMTPBindingWithoutDomain(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		ep := e.endpoint(t, newRuntime(t, e), true)["id"].(string)
 		expectRefused(t, "no address, no domain", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
 			map[string]any{"channel": "smtp", "endpoint_id": ep}), http.StatusBadRequest, "missing_field")

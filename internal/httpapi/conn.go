@@ -123,7 +123,7 @@ func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) *bodyReader {
 // (the parser enforces it exactly, while streaming).
 func (s *Server) bodyLimit(r *http.Request) int64 {
 	if s.work != nil && strings.HasPrefix(r.URL.Path, "/in/cloudflare-email/") {
-		return max(s.cfg.MaxBodyBytes, s.work.ingress.MailLimits().MaxMessageBytes+1)
+		return max(s.cfg.MaxBodyBytes, s.ingress.MailLimits().MaxMessageBytes+1)
 	}
 	return s.cfg.MaxBodyBytes
 }

@@ -104,7 +104,7 @@ func (s *Server) listConversations(r *http.Request, p *access.Principal) (int, a
 	if err != nil {
 		return 0, nil, err
 	}
-	pg, err := s.work.ingress.ListConversations(r.Context(), p, r.PathValue("tenant"), ingress.ConversationFilter{
+	pg, err := s.ingress.ListConversations(r.Context(), p, r.PathValue("tenant"), ingress.ConversationFilter{
 		Channel: q.Get("channel"), BindingID: q.Get("binding"), Status: q.Get("status"), After: after, Limit: limit})
 	if err != nil {
 		return 0, nil, err
@@ -113,11 +113,8 @@ func (s *Server) listConversations(r *http.Request, p *access.Principal) (int, a
 }
 
 func (s *Server) inspectConversation(r *http.Request, p *access.Principal) (int, any, error) {
-	d, err := s.work.ingress.InspectConversation(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireConversationDetail(d), nil
+	d, err := s.ingress.InspectConversation(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return reply(http.StatusOK, d, err, toWireConversationDetail)
 }
 
 func (s *Server) conversationEvents(r *http.Request, p *access.Principal) (int, any, error) {
@@ -125,7 +122,7 @@ func (s *Server) conversationEvents(r *http.Request, p *access.Principal) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	pg, err := s.work.ingress.ConversationEvents(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), after, limit)
+	pg, err := s.ingress.ConversationEvents(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), after, limit)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -148,7 +145,7 @@ func (s *Server) linkConversationEvent(r *http.Request, p *access.Principal) (in
 	if err := requiredField(fields, "event_id", &eventID); err != nil {
 		return 0, nil, err
 	}
-	l, err := s.work.ingress.LinkEvent(r.Context(), p, r.PathValue("tenant"), eventID, r.PathValue("id"))
+	l, err := s.ingress.LinkEvent(r.Context(), p, r.PathValue("tenant"), eventID, r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -166,9 +163,6 @@ func (s *Server) resetConversation(r *http.Request, p *access.Principal) (int, a
 			return 0, nil, err
 		}
 	}
-	d, err := s.work.ingress.ResetConversation(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), force)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireConversationDetail(d), nil
+	d, err := s.ingress.ResetConversation(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), force)
+	return reply(http.StatusOK, d, err, toWireConversationDetail)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // Tests of the conversation views (docs/channels.md): list, inspect,
@@ -325,8 +324,7 @@ func TestConversationLink(t *testing.T) {
 // TestConversationLinkAfterHandoff: with the real delivery engine, an event
 // the runtime received cannot be linked.
 func TestConversationLinkAfterHandoff(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)["id"].(string)
 		_, in := e.binding(t, ep, nil)

@@ -7,7 +7,6 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/delivery"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 type wireAttempt struct {
@@ -54,17 +53,17 @@ func (s *Server) listDeliveries(r *http.Request, p *access.Principal) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	params := store.MessageListParams{TenantID: m.TenantID, Limit: limit, Subject: r.URL.Query().Get("request")}
+	f := delivery.ListFilter{Limit: limit, Subject: r.URL.Query().Get("request")}
 	if inst := r.URL.Query().Get("instance"); inst != "" {
-		params.Prefix = approval.InstanceDestination(inst)
+		f.Destination = approval.InstanceDestination(inst)
 	}
 	switch st := agentowl.MessageState(r.URL.Query().Get("state")); st {
 	case "", agentowl.MessagePending, agentowl.MessageDelivered, agentowl.MessageFailed, agentowl.MessageCancelled:
-		params.State = st
+		f.State = st
 	default:
 		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "state", "state must be pending, delivered, failed or cancelled.")
 	}
-	msgs, err := delivery.List(r.Context(), s.store, params)
+	msgs, err := s.deliveries.List(r.Context(), m, f)
 	return http.StatusOK, listOf(msgs, toWireMessage), err
 }
 
@@ -73,7 +72,7 @@ func (s *Server) inspectDelivery(r *http.Request, p *access.Principal) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
-	msg, attempts, err := delivery.Inspect(r.Context(), s.store, m, r.PathValue("id"))
+	msg, attempts, err := s.deliveries.Inspect(r.Context(), m, r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -195,10 +195,10 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 	for i, rc := range receivers {
 		key := make([]byte, 32)
 		_, _ = rand.Read(key)
-		p, err := appr.ProvisionInstance(ctx, prov, access.NewID(), &approval.ProvisionInput{
+		p, err := appr.ProvisionInstance(ctx, prov, agentowl.NewID(""), &approval.ProvisionInput{
 			Name: fmt.Sprintf("bench-%d", i),
 			Receiver: &agentowl.Receiver{Type: agentowl.DeliveryTypeWebhook, URL: rc.srv.URL + "/aap/events",
-				RegistrationID: access.NewID(), SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(key)},
+				RegistrationID: agentowl.NewID(""), SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(key)},
 		})
 		if err != nil {
 			b.Fatalf("provision instance %d: %v", i, err)
@@ -234,7 +234,7 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
 		}
 		started[i] = time.Now()
-		if _, err := appr.Decide(ctx, op, op.Scope.TenantName, ids[i], approval.DecideParams{Approve: true}); err != nil {
+		if _, err := appr.Decide(ctx, op, op.Membership.TenantName, ids[i], approval.DecideParams{Approve: true}); err != nil {
 			return fmt.Errorf("decide request %d: %w", i, err)
 		}
 		return nil
@@ -258,7 +258,7 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 	for {
 		var msgs []*agentowl.OutboxMessage
 		if err := srv.Store().Read(ctx, func(tx store.Tx) (err error) {
-			msgs, err = tx.MessageList(ctx, store.MessageListParams{TenantID: op.Scope.TenantID, State: agentowl.MessageDelivered, Limit: n + 1})
+			msgs, err = tx.MessageList(ctx, store.MessageListParams{TenantID: op.Membership.TenantID, State: agentowl.MessageDelivered, Limit: n + 1})
 			return err
 		}); err != nil {
 			b.Fatal(err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/store"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // The report is served to admins with its findings and counts, validated
@@ -17,8 +16,7 @@ import (
 // scheduler's leadership is read from the leader lease (these tests run no
 // scheduler, so there is no leader until the test takes the lease).
 func TestDoctorRoute(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)["id"].(string)
 		report := func() (map[string]any, []string) {

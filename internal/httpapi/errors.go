@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // statusOf is the single place where error codes become HTTP statuses. The
@@ -76,7 +75,7 @@ func StatusOf(err error) int {
 	if errors.As(err, &ae) && statusOf[ae.Code] != 0 {
 		return statusOf[ae.Code]
 	}
-	if errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, agentowl.ErrUnavailable) {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -121,7 +120,7 @@ type errorObject struct {
 const unavailableRetryAfter = time.Second
 
 // writeError writes err as the contract's ErrorResponse. A database that
-// cannot answer now (store.ErrUnavailable) is 503 unavailable with
+// cannot answer now (agentowl.ErrUnavailable) is 503 unavailable with
 // Retry-After. Other errors that are not an *agentowl.Error are internal:
 // logged once with the request ID, answered with a generic message. So is
 // an *agentowl.Error whose code has no status: a defect here, never a 400
@@ -136,7 +135,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
 			return // the client went away; nobody reads this response
 		}
-		if errors.Is(err, store.ErrUnavailable) {
+		if errors.Is(err, agentowl.ErrUnavailable) {
 			s.log.Warn("database unavailable", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
 			ae = &agentowl.Error{Code: agentowl.ECodeUnavailable, Message: "The database is temporarily unavailable; retry shortly.",
 				RetryAfter: unavailableRetryAfter}

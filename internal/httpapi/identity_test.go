@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
+	"github.com/agentowl/agentowl"
 )
 
 // victim is tenant "default" (the system tenant) seen from outside: one of
@@ -48,7 +48,7 @@ func (v *victim) unreachable(h *opHarness, what, cred string) {
 	for _, p := range probes {
 		var body any
 		if p.method == "POST" {
-			body = map[string]any{"name": "x-" + strings.ToLower(uuid.NewString()[:8]), "role": "admin"}
+			body = map[string]any{"name": "x-" + strings.ToLower(agentowl.NewID("")[:8]), "role": "admin"}
 			if strings.HasSuffix(p.path, "-tokens") {
 				body = map[string]any{}
 			}
@@ -156,7 +156,7 @@ func TestTenantTakeoverRandomWalks(t *testing.T) {
 			case 3:
 				r = h.call("POST", base+"/provisioner-tokens", cred, map[string]any{})
 			case 4:
-				r = h.call("POST", "/v1/instances", cred, map[string]any{"instance_name": name}, "Idempotency-Key", uuid.NewString())
+				r = h.call("POST", "/v1/instances", cred, map[string]any{"instance_name": name}, "Idempotency-Key", agentowl.NewID(""))
 			case 5:
 				r = h.call("GET", base+"/operator-tokens", cred, nil)
 			}

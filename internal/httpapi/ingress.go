@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ingress/cloudflare"
 )
 
@@ -18,16 +19,9 @@ type wireAccepted struct {
 	Duplicate      bool   `json:"duplicate"`
 }
 
-// receiveWebhook is the generic webhook channel: POST /in/webhook/{token}.
-// The address is checked by its route, before the body is read. The event and its
-// handoff are committed before the answer: 202 for a new event, 200 for a
-// retry the sender's idempotency key identified.
-func (s *Server) receiveWebhook(r *http.Request, b *agentowl.Binding) (int, any, error) {
-	data, err := readBody(r, s.work.ingress.MaxEventBytes())
-	if err != nil {
-		return 0, nil, err
-	}
-	acc, err := s.work.ingress.AcceptWebhook(r.Context(), b, r.Header, data)
+// replyAccepted answers an inbound event once a channel has taken it: 202
+// for a new event, 200 for a duplicate, the same body either way.
+func replyAccepted(acc *ingress.Accepted, err error) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
@@ -39,23 +33,28 @@ func (s *Server) receiveWebhook(r *http.Request, b *agentowl.Binding) (int, any,
 		Duplicate: acc.Duplicate}, nil
 }
 
+// receiveWebhook is the generic webhook channel: POST /in/webhook/{token}.
+// The address is checked by its route, before the body is read. The event and its
+// handoff are committed before the answer: 202 for a new event, 200 for a
+// retry the sender's idempotency key identified.
+func (s *Server) receiveWebhook(r *http.Request, b *agentowl.Binding) (int, any, error) {
+	data, err := readBody(r, s.ingress.MaxEventBytes())
+	if err != nil {
+		return 0, nil, err
+	}
+	acc, err := s.ingress.AcceptWebhook(r.Context(), b, r.Header, data)
+	return replyAccepted(acc, err)
+}
+
 // receiveCloudflareEmail is the cloudflare-email channel: POST
 // /in/cloudflare-email/{token} with the raw message a Worker forwards. The
 // body is streamed through the email parser, never read whole first.
 func (s *Server) receiveCloudflareEmail(r *http.Request, b *agentowl.Binding) (int, any, error) {
-	acc, err := cloudflare.Receive(r.Context(), s.work.ingress, b, r.Header, r.ContentLength, requestBody{r.Body})
+	acc, err := cloudflare.Receive(r.Context(), s.ingress, b, r.Header, r.ContentLength, requestBody{r.Body})
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		panic(http.ErrAbortHandler) // the body did not arrive within ReadTimeout, as readBody does
 	}
-	if err != nil {
-		return 0, nil, err
-	}
-	status := http.StatusAccepted
-	if acc.Duplicate {
-		status = http.StatusOK
-	}
-	return status, wireAccepted{EventID: acc.EventID, ConversationID: acc.ConversationID, FollowUp: acc.FollowUp,
-		Duplicate: acc.Duplicate}, nil
+	return replyAccepted(acc, err)
 }
 
 // requestBody is a request body streamed to a parser: a failure to read it

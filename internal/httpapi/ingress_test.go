@@ -23,8 +23,7 @@ import (
 // receives: the documented original event format, signed with its own
 // secret, and no work.
 func TestOriginalEventFormat(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, false)
 		bid, in := e.binding(t, ep["id"].(string), nil)
@@ -65,8 +64,7 @@ func TestOriginalEventFormat(t *testing.T) {
 // TestHandoffWorkBlock checks the agent-work handoff: the same event
 // format plus the work block, with the newest live credential.
 func TestHandoffWorkBlock(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		id := e.endpoint(t, rt, true)["id"].(string)
 		_, in := e.binding(t, id, nil)
@@ -114,8 +112,7 @@ func TestHandoffWorkBlock(t *testing.T) {
 // TestHandoffRetryKeepsWorkIdentity: a runtime that fails twice and then
 // accepts sees the same work, delivery ID and body three times.
 func TestHandoffRetryKeepsWorkIdentity(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		rt.answer(http.StatusInternalServerError, http.StatusServiceUnavailable)
 		id := e.endpoint(t, rt, true)["id"].(string)
@@ -179,8 +176,7 @@ func timelineAttempts(w map[string]any) int {
 }
 
 func TestConversationsAndReplay(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		id := e.endpoint(t, rt, true)["id"].(string)
 		cred := e.credential(t, id, nil)["token"].(string)
@@ -282,8 +278,7 @@ func TestConversationsAndReplay(t *testing.T) {
 }
 
 func TestIngressRefusalsAndDuplicates(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		id := e.endpoint(t, rt, true)["id"].(string)
 		bid, in := e.binding(t, id, nil)
@@ -316,8 +311,7 @@ func TestIngressRefusalsAndDuplicates(t *testing.T) {
 }
 
 func TestSignedBinding(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		id := e.endpoint(t, rt, false)["id"].(string)
 		secret := webhook.NewSecret()

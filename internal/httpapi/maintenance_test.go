@@ -7,19 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/maintenance"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // An endpoint's overdue expectations: set on creation, shown on the
 // endpoint, replaced as a whole on update (null restores the defaults);
 // bad values are invalid_field or unknown_field, and nothing is written.
 func TestEndpointOverdue(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		create := func(overdue any) *response {
-			return e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, map[string]any{"name": "ep-" + work.NewID("x")[20:],
+			return e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, map[string]any{"name": "ep-" + agentowl.NewID("x")[20:],
 				"url": rt.URL(), "config": map[string]any{"agent_work": true}, "overdue": overdue})
 		}
 		ep := wantJSON(t, "create", create(map[string]any{"accept_within": "90s", "report_interval": "off"}), http.StatusCreated)
@@ -50,7 +49,7 @@ func TestEndpointOverdue(t *testing.T) {
 			r := create(c.overdue)
 			if name == "null on creation" {
 				r = e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, fmt.Sprintf(`{"name":"n-%s","url":%q,"overdue":null}`,
-					work.NewID("x")[20:], rt.URL()))
+					agentowl.NewID("x")[20:], rt.URL()))
 			}
 			expectRefused(t, name, r, http.StatusBadRequest, c.code)
 			if name != "null on creation" {
@@ -71,8 +70,7 @@ func TestEndpointOverdue(t *testing.T) {
 // An overdue incident in Needs attention names its cause and rule; the
 // first callback resolves it; GET /api/v1/maintenance shows the job's run.
 func TestOverdueIncidentAndMaintenanceStatus(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		eventually(t, syncLimit, "the handoff delivered", func() bool {
 			return jsonAt(e.getWork(t, h.workID), "delivery", "state") == "delivered"

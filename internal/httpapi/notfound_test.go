@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // TestNotFoundNamesTenant checks that every operator look-up of an unknown
@@ -14,8 +12,7 @@ import (
 // so an operator who meant another tenant sees where the search went
 // (issue 11, item 6).
 func TestNotFoundNamesTenant(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		const missing = "00000000-0000-4000-8000-000000000000"
 		decision := map[string]any{"decision_id": "d1", "request_revision": 1, "decision": "approve",
 			"expected_action_digest": strings.Repeat("0", 64)}

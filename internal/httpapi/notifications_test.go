@@ -58,8 +58,7 @@ func (e *workEnv) setPrefs(t *testing.T, token string, kinds, endpoints []string
 }
 
 func TestNotificationRules(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		admin := e.operatorToken
 		mia := e.addOperator(t, "mia", "member")
 		noResults := e.addOperator(t, "no-results", "member")
@@ -286,8 +285,7 @@ func TestNotificationApprovalsAndDeliveryIncidents(t *testing.T) {
 }
 
 func TestNotificationPreferencesAndIsolation(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		path := tenantPath + "/notifications/preferences"
 		def := wantJSON(t, "defaults", e.do(http.MethodGet, path, e.operatorToken, nil), http.StatusOK)
 		if fmt.Sprint(def) != "map[muted_endpoints:[] muted_kinds:[]]" {

@@ -8,7 +8,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 type list[T any] struct {
@@ -21,6 +20,17 @@ func listOf[S any, T any](in []S, f func(S) T) list[T] {
 		out.Items = append(out.Items, f(v))
 	}
 	return out
+}
+
+// reply is the tail most handlers share after one service call: the
+// service's error unchanged, or its result in wire form with status. It
+// keeps the error check and the wire mapping in one place instead of four
+// lines per handler.
+func reply[T, W any](status int, v T, err error, wire func(T) W) (int, any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	return status, wire(v), nil
 }
 
 func limitParam(r *http.Request) (int, error) {
@@ -45,7 +55,7 @@ type wireMembership struct {
 func (s *Server) whoami(r *http.Request, p *access.Principal) (int, any, error) {
 	return http.StatusOK, map[string]any{
 		"operator": p.Operator.Name,
-		"tenants": listOf(s.access.ListTenants(p), func(m *agentowl.TenantScope) wireMembership {
+		"tenants": listOf(s.access.ListTenants(p), func(m *agentowl.Membership) wireMembership {
 			return wireMembership{Tenant: m.TenantName, Role: string(m.Role)}
 		}).Items,
 	}, nil
@@ -59,7 +69,7 @@ type wireTenant struct {
 }
 
 func (s *Server) listTenants(r *http.Request, p *access.Principal) (int, any, error) {
-	return http.StatusOK, listOf(s.access.ListTenants(p), func(m *agentowl.TenantScope) wireTenant {
+	return http.StatusOK, listOf(s.access.ListTenants(p), func(m *agentowl.Membership) wireTenant {
 		return wireTenant{ID: m.TenantID, Name: m.TenantName, Role: string(m.Role)}
 	}), nil
 }
@@ -127,10 +137,7 @@ func (s *Server) createOperator(r *http.Request, p *access.Principal) (int, any,
 		return 0, nil, err
 	}
 	op, err := s.access.CreateOperator(r.Context(), p, r.PathValue("tenant"), name, agentowl.Role(role))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, toWireOperator(op), nil
+	return reply(http.StatusCreated, op, err, toWireOperator)
 }
 
 // ---- tokens
@@ -223,10 +230,7 @@ func (s *Server) listTokens(kind agentowl.TokenKind) handler[*access.Principal] 
 func (s *Server) revokeToken(kind agentowl.TokenKind) handler[*access.Principal] {
 	return func(r *http.Request, p *access.Principal) (int, any, error) {
 		tok, err := s.access.RevokeToken(r.Context(), p, r.PathValue("tenant"), kind, r.PathValue("id"))
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, s.toWireToken(tok), nil
+		return reply(http.StatusOK, tok, err, s.toWireToken)
 	}
 }
 
@@ -258,10 +262,10 @@ func formatDuration(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 }
 
-// tenant resolves the path's tenant scope for the outbox views, which have
+// tenant resolves the path's membership for the outbox views, which have
 // no use-case service of their own; the use-case services resolve it
 // themselves from the principal and the tenant name.
-func (s *Server) tenant(r *http.Request, p *access.Principal, role agentowl.Role) (*agentowl.TenantScope, error) {
+func (s *Server) tenant(r *http.Request, p *access.Principal, role agentowl.Role) (*agentowl.Membership, error) {
 	return p.Tenant(r.PathValue("tenant"), role)
 }
 
@@ -272,10 +276,7 @@ func (s *Server) listInstances(r *http.Request, p *access.Principal) (int, any, 
 
 func (s *Server) inspectInstance(r *http.Request, p *access.Principal) (int, any, error) {
 	inst, err := s.approval.TenantInstance(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireOperatorInstance(inst), nil
+	return reply(http.StatusOK, inst, err, toWireOperatorInstance)
 }
 
 func (s *Server) patchInstance(r *http.Request, p *access.Principal) (int, any, error) {
@@ -292,10 +293,7 @@ func (s *Server) patchInstance(r *http.Request, p *access.Principal) (int, any, 
 		return 0, nil, agentowl.FieldError(agentowl.ECodeInvalidField, "approval_validity", "approval_validity must be a duration such as 5m.")
 	}
 	inst, err := s.approval.SetApprovalValidity(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), d)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireOperatorInstance(inst), nil
+	return reply(http.StatusOK, inst, err, toWireOperatorInstance)
 }
 
 // wireApproval is the operator view of a request: the exact provider object
@@ -319,7 +317,7 @@ func (s *Server) listApprovals(r *http.Request, p *access.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	params := store.RequestListParams{InstanceID: r.URL.Query().Get("instance"), Limit: limit}
+	params := approval.ListFilter{InstanceID: r.URL.Query().Get("instance"), Limit: limit}
 	if st := r.URL.Query().Get("status"); st != "" {
 		switch agentowl.ApprovalStatus(st) {
 		case agentowl.StatusPending, agentowl.StatusApproved, agentowl.StatusDenied, agentowl.StatusExpired, agentowl.StatusCancelled:
@@ -337,10 +335,7 @@ func (s *Server) listApprovals(r *http.Request, p *access.Principal) (int, any, 
 
 func (s *Server) inspectApproval(r *http.Request, p *access.Principal) (int, any, error) {
 	req, err := s.approval.TenantRequest(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireApproval(req), nil
+	return reply(http.StatusOK, req, err, toWireApproval)
 }
 
 // decideApproval records approve or deny and answers with the exact provider
@@ -375,10 +370,7 @@ func (s *Server) decideApproval(r *http.Request, p *access.Principal) (int, any,
 		dp.ValidFor = d
 	}
 	req, err := s.approval.Decide(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), dp)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireRequest(req), nil
+	return reply(http.StatusOK, req, err, toWireRequest)
 }
 
 // ---- policies and audit
@@ -426,10 +418,7 @@ func (s *Server) createPolicy(r *http.Request, p *access.Principal) (int, any, e
 		}
 	}
 	created, err := s.approval.CreatePolicy(r.Context(), p, r.PathValue("tenant"), &rule)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, toWirePolicy(created), nil
+	return reply(http.StatusCreated, created, err, toWirePolicy)
 }
 
 func (s *Server) deletePolicy(r *http.Request, p *access.Principal) (int, any, error) {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/egress"
@@ -144,7 +142,7 @@ func (h *opHarness) provision(prov string, body map[string]any) (id, cred string
 	if body == nil {
 		body = map[string]any{}
 	}
-	m := h.ok(h.call("POST", "/v1/instances", prov, body, "Idempotency-Key", uuid.NewString()), 201)
+	m := h.ok(h.call("POST", "/v1/instances", prov, body, "Idempotency-Key", agentowl.NewID("")), 201)
 	return m["instance"].(map[string]any)["id"].(string), m["credential"].(map[string]any)["token"].(string)
 }
 
@@ -159,7 +157,7 @@ func (h *opHarness) instance() (id, cred string) {
 func (h *opHarness) submitResp(cred, tool string, args map[string]any, timeout string) *response {
 	h.t.Helper()
 	return h.call("POST", "/v1/requests", cred, map[string]any{"tool": tool, "arguments": args, "timeout": timeout},
-		"Idempotency-Key", uuid.NewString())
+		"Idempotency-Key", agentowl.NewID(""))
 }
 
 // submit creates a request through /v1 and returns its body.
@@ -403,7 +401,7 @@ func TestOperatorTokens(t *testing.T) {
 		if got := h.find(h.list(e.operatorToken, path), "id", id); got["status"] != "revoked" {
 			t.Fatalf("listed after revocation = %v", got)
 		}
-		h.fails(h.admin("DELETE", path+"/"+uuid.NewString(), nil), 404, "not_found", "")
+		h.fails(h.admin("DELETE", path+"/"+agentowl.NewID(""), nil), 404, "not_found", "")
 		h.fails(h.admin("DELETE", path+"/not-an-id", nil), 404, "not_found", "")
 		_, provID := h.provisioner("default")
 		h.fails(h.admin("DELETE", path+"/"+provID, nil), 404, "not_found", "")
@@ -487,12 +485,12 @@ func TestOperatorProvisionerTokens(t *testing.T) {
 		if m["status"] != "revoked" || m["revoked_at"] != h.now() {
 			t.Fatalf("revoked = %v", m)
 		}
-		h.fails(h.call("POST", "/v1/instances", secret, map[string]any{}, "Idempotency-Key", uuid.NewString()), 401, "unauthenticated", "")
+		h.fails(h.call("POST", "/v1/instances", secret, map[string]any{}, "Idempotency-Key", agentowl.NewID("")), 401, "unauthenticated", "")
 		h.fails(h.call("GET", "/v1/instances/"+inst, secret, nil), 401, "unauthenticated", "")
 		// The instances it created keep working.
 		h.submit(cred, "issue_refund", map[string]any{"amount": 1}, "5m")
 
-		h.fails(h.admin("DELETE", path+"/"+uuid.NewString(), nil), 404, "not_found", "")
+		h.fails(h.admin("DELETE", path+"/"+agentowl.NewID(""), nil), 404, "not_found", "")
 		opTok := h.ok(h.admin("POST", opTenant+"/operator-tokens", map[string]any{}), 201)
 		h.fails(h.admin("DELETE", path+"/"+opTok["id"].(string), nil), 404, "not_found", "")
 
@@ -510,7 +508,7 @@ func TestOperatorProvisionerTokens(t *testing.T) {
 		}
 		h.provision(day, nil)
 		e.clock.Advance(25 * time.Hour)
-		h.fails(h.call("POST", "/v1/instances", day, map[string]any{}, "Idempotency-Key", uuid.NewString()), 401, "unauthenticated", "")
+		h.fails(h.call("POST", "/v1/instances", day, map[string]any{}, "Idempotency-Key", agentowl.NewID("")), 401, "unauthenticated", "")
 		if got := h.find(h.list(e.operatorToken, path), "id", m["id"]); got["status"] != "expired" {
 			t.Fatalf("expired token listed as %v", got)
 		}
@@ -597,7 +595,7 @@ func TestOperatorCredentialKinds(t *testing.T) {
 		inst, cred := h.provision(prov, nil)
 		req := h.submit(cred, "issue_refund", map[string]any{"amount": 1}, "30m")["id"].(string)
 		op := e.operatorToken
-		key := func() []string { return []string{"Idempotency-Key", uuid.NewString()} }
+		key := func() []string { return []string{"Idempotency-Key", agentowl.NewID("")} }
 
 		// An operator token on the provider API.
 		h.fails(h.call("POST", "/v1/instances", op, map[string]any{}, key()...), 403, "forbidden", "")
@@ -652,12 +650,12 @@ func TestOperatorAudit(t *testing.T) {
 		provTarget, provActor := "provisioner-token:"+prov["id"].(string), "provisioner:"+prov["id"].(string)
 		changes = append(changes, change{"default", admin, "provisioner_token.create", provTarget, rid(r)})
 
-		r = h.call("POST", "/v1/instances", prov["token"].(string), map[string]any{"instance_name": "bot"}, "Idempotency-Key", uuid.NewString())
+		r = h.call("POST", "/v1/instances", prov["token"].(string), map[string]any{"instance_name": "bot"}, "Idempotency-Key", agentowl.NewID(""))
 		created := h.ok(r, 201)
 		inst := created["instance"].(map[string]any)["id"].(string)
 		cred := created["credential"].(map[string]any)["token"].(string)
 		changes = append(changes, change{"default", provActor, "instance.create", "instance:" + inst, rid(r)})
-		record(h.call("PATCH", "/v1/instances/"+inst, prov["token"].(string), map[string]any{"instance_name": "bot-2"}, "Idempotency-Key", uuid.NewString()),
+		record(h.call("PATCH", "/v1/instances/"+inst, prov["token"].(string), map[string]any{"instance_name": "bot-2"}, "Idempotency-Key", agentowl.NewID("")),
 			200, "default", provActor, "instance.update", "instance:"+inst)
 		record(h.admin("PATCH", opTenant+"/instances/"+inst, map[string]any{"approval_validity": "1h"}), 200,
 			"default", admin, "instance.set_approval_validity", "instance:"+inst)
@@ -744,7 +742,7 @@ func TestOperatorApprovals(t *testing.T) {
 			t.Fatalf("a pending request has decided_by: %v", list[0])
 		}
 		for q, n := range map[string]int{"?status=pending": 1, "?status=approved": 0, "?instance=" + inst: 1,
-			"?instance=" + uuid.NewString(): 0, "?limit=1": 1} {
+			"?instance=" + agentowl.NewID(""): 0, "?limit=1": 1} {
 			if got := h.list(e.operatorToken, opTenant+"/approvals"+q); len(got) != n {
 				t.Fatalf("approvals%s = %v, want %d items", q, got, n)
 			}
@@ -823,7 +821,7 @@ func TestOperatorApprovals(t *testing.T) {
 		}
 		h.wantStatus(h.request(cred, id4).JSON(t), "pending")
 
-		for _, unknown := range []string{uuid.NewString(), "not-a-uuid"} {
+		for _, unknown := range []string{agentowl.NewID(""), "not-a-uuid"} {
 			h.fails(h.decide(e.operatorToken, "default", unknown, map[string]any{"decision": "approve"}), 404, "not_found", "")
 			h.fails(h.admin("GET", opTenant+"/approvals/"+unknown, nil), 404, "not_found", "")
 		}
@@ -911,7 +909,7 @@ func TestOperatorInstances(t *testing.T) {
 		} {
 			h.fails(h.admin("PATCH", opTenant+"/instances/"+inst, c.body), 400, c.code, c.param)
 		}
-		for _, unknown := range []string{uuid.NewString(), "nope"} {
+		for _, unknown := range []string{agentowl.NewID(""), "nope"} {
 			h.fails(h.admin("GET", opTenant+"/instances/"+unknown, nil), 404, "not_found", "")
 			h.fails(h.admin("PATCH", opTenant+"/instances/"+unknown, map[string]any{"approval_validity": "1h"}), 404, "not_found", "")
 		}
@@ -997,7 +995,7 @@ func TestOperatorPolicies(t *testing.T) {
 			t.Fatalf("policies after delete = %v", rules)
 		}
 		h.fails(h.admin("DELETE", path+"/"+deny["id"].(string), nil), 404, "not_found", "")
-		h.fails(h.admin("DELETE", path+"/"+uuid.NewString(), nil), 404, "not_found", "")
+		h.fails(h.admin("DELETE", path+"/"+agentowl.NewID(""), nil), 404, "not_found", "")
 
 		// Instance rules come before tenant rules, whatever their priority.
 		scoped := h.ok(h.admin("POST", path, map[string]any{"tool": "scoped", "effect": "deny", "instance_id": inst, "priority": 5}), 201)
@@ -1026,7 +1024,7 @@ func TestOperatorPolicies(t *testing.T) {
 		} {
 			h.fails(h.admin("POST", path, c.body), 400, c.code, c.param)
 		}
-		h.fails(h.admin("POST", path, map[string]any{"tool": "t", "effect": "deny", "instance_id": uuid.NewString()}), 404, "not_found", "")
+		h.fails(h.admin("POST", path, map[string]any{"tool": "t", "effect": "deny", "instance_id": agentowl.NewID("")}), 404, "not_found", "")
 		if rules := h.list(e.operatorToken, path); len(rules) != 3 {
 			t.Fatalf("refused rules were stored: %v", rules)
 		}
@@ -1101,15 +1099,15 @@ func TestOperatorBadInput(t *testing.T) {
 				h.fails(h.call("GET", path, tok, nil), 401, "unauthenticated", "")
 			}
 		}
-		for _, path := range []string{opTenant + "/operator-tokens/" + uuid.NewString(), opTenant + "/policies/" + uuid.NewString()} {
+		for _, path := range []string{opTenant + "/operator-tokens/" + agentowl.NewID(""), opTenant + "/policies/" + agentowl.NewID("")} {
 			h.fails(h.call("DELETE", path, "garbage", nil), 401, "unauthenticated", "")
 		}
 
 		// The provider API bounds bodies the same way (documented 413s).
 		prov, _ := h.provisioner("default")
-		h.fails(h.call("POST", "/v1/instances", prov, big, "Idempotency-Key", uuid.NewString()), 413, "request_too_large", "")
-		h.fails(h.call("PATCH", "/v1/instances/"+inst, prov, big, "Idempotency-Key", uuid.NewString()), 413, "request_too_large", "")
-		h.fails(h.call("POST", "/v1/requests", cred, big, "Idempotency-Key", uuid.NewString()), 413, "request_too_large", "")
+		h.fails(h.call("POST", "/v1/instances", prov, big, "Idempotency-Key", agentowl.NewID("")), 413, "request_too_large", "")
+		h.fails(h.call("PATCH", "/v1/instances/"+inst, prov, big, "Idempotency-Key", agentowl.NewID("")), 413, "request_too_large", "")
+		h.fails(h.call("POST", "/v1/requests", cred, big, "Idempotency-Key", agentowl.NewID("")), 413, "request_too_large", "")
 	})
 }
 
@@ -1210,7 +1208,7 @@ func TestOperatorDeliveries(t *testing.T) {
 				t.Fatalf("inspect = %v, want %v", got, want)
 			}
 			for q, n := range map[string]int{"?state=pending": 1, "?state=delivered": 0, "?request=" + req: 1,
-				"?request=" + uuid.NewString(): 0, "?instance=" + inst: 1, "?instance=" + uuid.NewString(): 0, "?limit=1": 1} {
+				"?request=" + agentowl.NewID(""): 0, "?instance=" + inst: 1, "?instance=" + agentowl.NewID(""): 0, "?limit=1": 1} {
 				if got := h.list(e.operatorToken, opTenant+"/deliveries"+q); len(got) != n {
 					t.Fatalf("deliveries%s = %v, want %d items", q, got, n)
 				}
@@ -1269,7 +1267,7 @@ func TestOperatorDeliveries(t *testing.T) {
 			if got := h.list(mia, opTenant+"/deliveries"); len(got) != 1 {
 				t.Fatalf("a member lists deliveries: %v", got)
 			}
-			h.fails(h.admin("GET", opTenant+"/deliveries/"+uuid.NewString(), nil), 404, "not_found", "")
+			h.fails(h.admin("GET", opTenant+"/deliveries/"+agentowl.NewID(""), nil), 404, "not_found", "")
 			createTenant(t, e, "other")
 			h.fails(h.admin("GET", "/api/v1/tenants/other/deliveries/"+id, nil), 404, "not_found", "")
 			if got := h.list(e.adminOf("other"), "/api/v1/tenants/other/deliveries"); len(got) != 0 {

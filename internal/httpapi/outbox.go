@@ -79,27 +79,21 @@ func (s *Server) listQueue(q work.Queue, ids ...string) handler[*access.Principa
 		if err != nil {
 			return 0, nil, err
 		}
-		es, err := s.work.work.ListQueue(r.Context(), p, r.PathValue("tenant"), q, f)
+		es, err := s.work.ListQueue(r.Context(), p, r.PathValue("tenant"), q, f)
 		return http.StatusOK, listOf(es, toWireOutboxEntry), err
 	}
 }
 
 func (s *Server) inspectQueue(q work.Queue) handler[*access.Principal] {
 	return func(r *http.Request, p *access.Principal) (int, any, error) {
-		e, err := s.work.work.InspectQueue(r.Context(), p, r.PathValue("tenant"), q, r.PathValue("id"))
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, toWireOutboxEntry(e), nil
+		e, err := s.work.InspectQueue(r.Context(), p, r.PathValue("tenant"), q, r.PathValue("id"))
+		return reply(http.StatusOK, e, err, toWireOutboxEntry)
 	}
 }
 
 func (s *Server) redriveQueue(q work.Queue) handler[*access.Principal] {
 	return func(r *http.Request, p *access.Principal) (int, any, error) {
-		e, err := s.work.work.Redrive(r.Context(), p, r.PathValue("tenant"), q, r.PathValue("id"))
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, toWireOutboxEntry(e), nil
+		e, err := s.work.Redrive(r.Context(), p, r.PathValue("tenant"), q, r.PathValue("id"))
+		return reply(http.StatusOK, e, err, toWireOutboxEntry)
 	}
 }

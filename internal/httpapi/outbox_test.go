@@ -70,7 +70,7 @@ func (e *workEnv) waitState(t *testing.T, subject, id string, state agentowl.Mes
 // memberToken makes a member operator of the default tenant and returns its token.
 func (e *workEnv) memberToken(t *testing.T) string {
 	t.Helper()
-	name := "member-" + work.NewID("x")[20:]
+	name := "member-" + agentowl.NewID("x")[20:]
 	wantJSON(t, "create member", e.do(http.MethodPost, tenantPath+"/operators", e.operatorToken,
 		map[string]any{"name": name, "role": "member"}), http.StatusCreated)
 	return wantJSON(t, "member token", e.do(http.MethodPost, tenantPath+"/operator-tokens", e.operatorToken,
@@ -297,8 +297,7 @@ func TestRedrivePublication(t *testing.T) {
 // whose request expired, whose work ended or whose endpoint lost its
 // decision URL are refused.
 func TestRedriveDecisionPush(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		// push fails one decision's push, the request expiring in a minute.
 		push := func(dr *pushRuntime, decisionID string) (*handedOff, *agentowl.OutboxMessage) {
 			t.Helper()

@@ -5,16 +5,13 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // TestListPages pages through Needs attention (runtime requests and AAP
 // requests merged, many at one time) and through work: the pages, joined,
 // are the whole list in its order, and a bad page token is refused.
 func TestListPages(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		inst := newInstance(t, e.env)
 		h := e.handOff(t)
 		exp := e.expiry(time.Hour)

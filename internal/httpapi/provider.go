@@ -126,11 +126,7 @@ func (s *Server) provisionInstance(r *http.Request, p *access.Principal) (int, a
 	if err != nil {
 		return 0, nil, err
 	}
-	status := http.StatusCreated
-	if res.Replayed {
-		status = http.StatusOK
-	}
-	return status, wireProvisioned{
+	return createdStatus(res.Replayed), wireProvisioned{
 		Instance:   toWireInstance(res.Instance),
 		Credential: wireCredential{Token: res.Credential, ExpiresAt: timestampPtr(res.CredentialExpiresAt)},
 	}, nil
@@ -173,10 +169,7 @@ func decodeDelivery(raw json.RawMessage, allowNull bool) (*agentowl.Receiver, er
 
 func (s *Server) getInstance(r *http.Request, p *access.Principal) (int, any, error) {
 	inst, err := s.approval.GetInstance(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireInstance(inst), nil
+	return reply(http.StatusOK, inst, err, toWireInstance)
 }
 
 func (s *Server) updateInstance(r *http.Request, p *access.Principal) (int, any, error) {
@@ -208,10 +201,7 @@ func (s *Server) updateInstance(r *http.Request, p *access.Principal) (int, any,
 		}
 	}
 	inst, err := s.approval.UpdateInstance(r.Context(), p, r.PathValue("id"), key, in)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireInstance(inst), nil
+	return reply(http.StatusOK, inst, err, toWireInstance)
 }
 
 func (s *Server) deleteInstance(r *http.Request, p *access.Principal) (int, any, error) {
@@ -237,11 +227,7 @@ func (s *Server) createRequest(r *http.Request, p *access.Principal) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	status := http.StatusCreated
-	if res.Replayed {
-		status = http.StatusOK
-	}
-	return status, toWireRequest(res.Request), nil
+	return createdStatus(res.Replayed), toWireRequest(res.Request), nil
 }
 
 func decodeCreateRequest(fields map[string]json.RawMessage) (*agentowl.CreateRequestInput, error) {
@@ -311,16 +297,19 @@ func (s *Server) getRequest(r *http.Request, p *access.Principal) (int, any, err
 		s.extendWriteDeadline(r, wait)
 	}
 	req, err := s.approval.GetRequest(r.Context(), p, r.PathValue("id"), wait)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireRequest(req), nil
+	return reply(http.StatusOK, req, err, toWireRequest)
 }
 
 func (s *Server) cancelRequest(r *http.Request, p *access.Principal) (int, any, error) {
 	req, err := s.approval.CancelRequest(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
+	return reply(http.StatusOK, req, err, toWireRequest)
+}
+
+// createdStatus is the status of an idempotent create: 201 the first time,
+// 200 when the idempotency key replays an earlier result.
+func createdStatus(replayed bool) int {
+	if replayed {
+		return http.StatusOK
 	}
-	return http.StatusOK, toWireRequest(req), nil
+	return http.StatusCreated
 }

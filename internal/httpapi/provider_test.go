@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -28,7 +26,7 @@ import (
 // ---- factories
 
 // newKey returns a fresh Idempotency-Key.
-func newKey() string { return uuid.NewString() }
+func newKey() string { return agentowl.NewID("") }
 
 // provisionerToken issues a provisioner token in tenant and returns its
 // secret and ID.
@@ -712,7 +710,7 @@ func TestProviderInstanceGetPatchDelete(t *testing.T) {
 		}
 
 		// Unknown and malformed IDs.
-		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
+		for _, id := range []string{agentowl.NewID(""), "not-a-uuid"} {
 			wantError(t, e.do("GET", "/v1/instances/"+id, prov, nil), http.StatusNotFound, "not_found", "")
 			wantError(t, e.do("PATCH", "/v1/instances/"+id, prov, map[string]any{"instance_name": "x"}, "Idempotency-Key", newKey()), http.StatusNotFound, "not_found", "")
 			wantError(t, e.do("DELETE", "/v1/instances/"+id, prov, nil), http.StatusNotFound, "not_found", "")
@@ -1013,7 +1011,7 @@ func TestProviderGetRequest(t *testing.T) {
 		other := provision(t, e, otherProv, map[string]any{})
 		wantError(t, e.do("GET", "/v1/requests/"+req.ID, other.Credential, nil), http.StatusNotFound, "not_found", "")
 		wantError(t, e.do("GET", "/v1/requests/"+req.ID+"?wait=30s", other.Credential, nil), http.StatusNotFound, "not_found", "")
-		wantError(t, e.do("GET", "/v1/requests/"+uuid.NewString(), a.Credential, nil), http.StatusNotFound, "not_found", "")
+		wantError(t, e.do("GET", "/v1/requests/"+agentowl.NewID(""), a.Credential, nil), http.StatusNotFound, "not_found", "")
 		wantError(t, e.do("GET", "/v1/requests/not-a-uuid", a.Credential, nil), http.StatusNotFound, "not_found", "")
 
 		idle := settledWaiters(e.clock)
@@ -1172,7 +1170,7 @@ func TestProviderCancelRequest(t *testing.T) {
 
 		// Another instance cannot cancel it.
 		wantError(t, e.do("DELETE", "/v1/requests/"+req.ID, other.Credential, nil), http.StatusNotFound, "not_found", "")
-		wantError(t, e.do("DELETE", "/v1/requests/"+uuid.NewString(), inst.Credential, nil), http.StatusNotFound, "not_found", "")
+		wantError(t, e.do("DELETE", "/v1/requests/"+agentowl.NewID(""), inst.Credential, nil), http.StatusNotFound, "not_found", "")
 		if got := getRequest(t, e, inst.Credential, req.ID); got.Status != "pending" {
 			t.Fatalf("after a foreign cancel: %s", got.Status)
 		}

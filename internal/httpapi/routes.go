@@ -160,8 +160,8 @@ func (s *Server) routes() []route {
 		{method: post, pattern: "/runtime/v1/work/{work}/decisions/{decision}/receipt", surface: surfaceRuntime,
 			gate: s.runtime(work.ScopeDecisions, s.postReceipt)},
 
-		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelWebhook, s.receiveWebhook))},
-		{method: post, pattern: "/in/cloudflare-email/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.ingress(ingress.ChannelCloudflareEmail, s.receiveCloudflareEmail))},
+		{method: post, pattern: "/in/webhook/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.bindingGate(ingress.ChannelWebhook, s.receiveWebhook))},
+		{method: post, pattern: "/in/cloudflare-email/{token}", surface: surfaceIngress, gate: s.admitted(admission.Events, s.bindingGate(ingress.ChannelCloudflareEmail, s.receiveCloudflareEmail))},
 
 		{method: get, pattern: "/runtime/v1/work/{work}/attachments", surface: surfaceRuntime,
 			gate: s.runtime(work.ScopeAttachments, s.listWorkAttachments)},
@@ -170,8 +170,8 @@ func (s *Server) routes() []route {
 		{method: get, pattern: t + "/events/{id}/attachments", surface: surfaceOperator, gate: s.member(s.listEventAttachments)},
 		{method: get, pattern: t + "/events/{id}/attachments/{attachment}", surface: surfaceOperator,
 			gate: s.member(s.downloadEventAttachment)},
-		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.admitted(admission.Providers, s.ingress(ingress.ChannelSMS, s.receiveProvider))},
-		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.admitted(admission.Providers, s.ingress(ingress.ChannelVoice, s.receiveProvider))},
+		{method: post, pattern: "/in/sms/{token}", surface: surfaceIngress, gate: s.admitted(admission.Providers, s.bindingGate(ingress.ChannelSMS, s.receiveProvider))},
+		{method: post, pattern: "/in/voice/{token}", surface: surfaceIngress, gate: s.admitted(admission.Providers, s.bindingGate(ingress.ChannelVoice, s.receiveProvider))},
 	} {
 		r.work = true
 		rs = append(rs, r)
@@ -294,7 +294,7 @@ func (s *Server) instance(h handler[*access.Principal]) gate {
 	return serveAs(s, authInstance, "", s.principal(agentowl.TokenInstance, ""), h)
 }
 
-// member and admin serve operator routes. The tenant scope is checked
+// member and admin serve operator routes. The membership is checked
 // before the handler reads the request: another tenant's path is 404 and a
 // member on an admin route is 403, whatever the body. The use-cases check
 // again; this fixes the order.
@@ -318,11 +318,11 @@ func (s *Server) runtime(scope string, h handler[*agentowl.RuntimeCredential]) g
 	}, h)
 }
 
-// ingress serves an ingress route of channel: the path's token must name a
+// bindingGate serves an ingress route of channel: the path's token must name a
 // binding of that channel, checked before the body is read.
-func (s *Server) ingress(channel string, h handler[*agentowl.Binding]) gate {
+func (s *Server) bindingGate(channel string, h handler[*agentowl.Binding]) gate {
 	return serveAs(s, authIngress, "", func(r *http.Request) (*agentowl.Binding, error) {
-		return s.work.ingress.Admit(r.Context(), channel, r.PathValue("token"))
+		return s.ingress.Admit(r.Context(), channel, r.PathValue("token"))
 	}, h)
 }
 
@@ -336,8 +336,8 @@ func (s *Server) principal(kind agentowl.TokenKind, role agentowl.Role) func(r *
 			return p, err
 		}
 		name := r.PathValue("tenant")
-		if name == "" && p.Scope != nil {
-			name = p.Scope.TenantName
+		if name == "" && p.Membership != nil {
+			name = p.Membership.TenantName
 		}
 		if _, err := p.Tenant(name, role); err != nil {
 			return nil, err
@@ -395,7 +395,7 @@ func (s *Server) authenticateRuntime(r *http.Request) (*agentowl.RuntimeCredenti
 	if secret == "" {
 		return nil, agentowl.Errorf(agentowl.ECodeUnauthenticated, "A runtime credential is required in the Authorization header.")
 	}
-	c, err := s.work.work.AuthenticateRuntime(r.Context(), secret)
+	c, err := s.work.AuthenticateRuntime(r.Context(), secret)
 	if err = s.otherKind(r.Context(), secret, agentowl.TokenRuntime, "the runtime API", err); err != nil {
 		return nil, err
 	}
@@ -413,11 +413,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
+	if err := s.database.Ping(ctx); err != nil {
 		s.log.Warn("not ready", "request_id", requestID(r), "err", err)
 		s.writeError(w, r, &agentowl.Error{Code: agentowl.ECodeUnavailable, Message: "The database cannot take writes now.",
 			RetryAfter: unavailableRetryAfter})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "database": s.store.Dialect()})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "database": s.database.Dialect()})
 }

@@ -4,21 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/attachment"
-	"github.com/agentowl/agentowl/internal/inbox"
-	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/work"
 )
-
-// workAPI holds the agent-work use-cases behind the runtime (/runtime/v1),
-// ingress (/in) and operator work routes.
-type workAPI struct {
-	work    *work.Service
-	ingress *ingress.Service
-	inbox   *inbox.Service
-	// attachments serves retained files; nil without an object store.
-	attachments *attachment.Service
-}
 
 // wireReceipt is the answer to every accepted callback.
 type wireReceipt struct {
@@ -36,14 +22,14 @@ type wireReceipt struct {
 // are checked by its route; here the rate limit of the credential's
 // endpoint, the body bound, then the callback rules of internal/work.
 func (s *Server) postCallback(r *http.Request, c *agentowl.RuntimeCredential) (int, any, error) {
-	if err := s.work.work.AllowCallback(r.Context(), c); err != nil {
+	if err := s.work.AllowCallback(r.Context(), c); err != nil {
 		return 0, nil, err
 	}
-	data, err := readBody(r, s.work.work.MaxCallbackBytes())
+	data, err := readBody(r, s.work.MaxCallbackBytes())
 	if err != nil {
 		return 0, nil, err
 	}
-	rc, err := s.work.work.RecordCallback(r.Context(), c, r.PathValue("work"), data)
+	rc, err := s.work.RecordCallback(r.Context(), c, r.PathValue("work"), data)
 	if err != nil {
 		return 0, nil, err
 	}

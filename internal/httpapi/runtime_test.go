@@ -51,8 +51,7 @@ func receipt(t *testing.T, what string, r *response) map[string]any {
 }
 
 func TestCallbackLifecycle(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		w := h.workID
 		if st := jsonAt(e.getWork(t, w), "runtime", "status"); st != "pending" {
@@ -121,8 +120,7 @@ func TestCallbackLifecycle(t *testing.T) {
 }
 
 func TestCallbackDuplicatesAndConflicts(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		w := h.workID
 		first := receipt(t, "running 2", e.post(h, h.token, callback(w, "cb-2", 2, "running")))
@@ -175,8 +173,7 @@ func TestCallbackDuplicatesAndConflicts(t *testing.T) {
 }
 
 func TestCallbackValidation(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		w := h.workID
 		with := func(k string, v any) map[string]any {
@@ -247,8 +244,7 @@ func TestCallbackValidation(t *testing.T) {
 }
 
 func TestCallbackBodyLimit(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		w := h.workID
 		big := callback(w, "big", 1, "completed")
@@ -268,8 +264,7 @@ func TestCallbackBodyLimit(t *testing.T) {
 }
 
 func TestCallbackRateLimitAcrossCredentials(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		second := e.credential(t, h.endpointID, nil)["token"].(string)
 		// Another endpoint's budget is separate.

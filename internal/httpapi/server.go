@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -23,12 +22,12 @@ import (
 	"github.com/agentowl/agentowl/internal/admission"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/attachment"
+	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/inbox"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/notify"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -88,16 +87,23 @@ func (c Config) withDefaults() Config {
 
 // Server holds the HTTP handlers' dependencies.
 type Server struct {
-	access   *access.Service
-	approval *approval.Service
-	store    store.Store
-	clock    agentowl.Clock
-	log      *slog.Logger
-	cfg      Config
-	registry *prometheus.Registry
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	work     *workAPI // agent work (runtime.go); nil without Services.Work
+	access     *access.Service
+	approval   *approval.Service
+	database   Database
+	deliveries *delivery.Views
+	clock      agentowl.Clock
+	log        *slog.Logger
+	cfg        Config
+	registry   *prometheus.Registry
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	// The agent-work use-cases behind the runtime (/runtime/v1), ingress
+	// (/in/), operator and Needs-attention routes; all nil without
+	// Services.Work (routes marked work are then not served).
+	work        *work.Service
+	ingress     *ingress.Service
+	inbox       *inbox.Service
+	attachments *attachment.Service
 	// maintenance is the scheduler whose status GET /api/v1/maintenance
 	// reports; nil when none runs.
 	maintenance *maintenance.Scheduler
@@ -105,6 +111,13 @@ type Server struct {
 	notify      *notify.Service
 	console     http.Handler // nil without Services.Console
 	admission   *admission.Set
+}
+
+// Database is the readiness check's view of the store: Ping runs an empty
+// write transaction (store.Store.Ping), Dialect names the backend.
+type Database interface {
+	Ping(ctx context.Context) error
+	Dialect() string
 }
 
 // Services are what the HTTP surfaces call. Work and Ingress are optional:
@@ -115,9 +128,13 @@ type Services struct {
 	Approval *approval.Service
 	Work     *work.Service
 	Ingress  *ingress.Service
-	Store    store.Store
-	Clock    agentowl.Clock
-	Log      *slog.Logger
+	// Database is what the readiness check asks: can the database take a
+	// write now, and which one is it.
+	Database Database
+	// Deliveries reads the outbox for the deliveries API.
+	Deliveries *delivery.Views
+	Clock      agentowl.Clock
+	Log        *slog.Logger
 
 	// Attachments serves retained files (optional with Work).
 	Attachments *attachment.Service
@@ -126,6 +143,7 @@ type Services struct {
 	Maintenance *maintenance.Scheduler
 	// Doctor serves the tenant health report with the agent-work routes.
 	Doctor *doctor.Service
+	// Notify serves in-app notifications (required).
 	Notify *notify.Service
 	// Console, when set, serves the web console under /console/.
 	Console http.Handler
@@ -133,15 +151,12 @@ type Services struct {
 
 // New returns a Server.
 func New(svc Services, cfg Config) *Server {
-	s := &Server{access: svc.Access, approval: svc.Approval, store: svc.Store, clock: svc.Clock, log: svc.Log,
+	s := &Server{access: svc.Access, approval: svc.Approval, database: svc.Database, deliveries: svc.Deliveries, clock: svc.Clock, log: svc.Log,
 		cfg: cfg.withDefaults(), registry: prometheus.NewRegistry(), maintenance: svc.Maintenance, doctor: svc.Doctor,
 		notify: svc.Notify, console: svc.Console}
-	if s.notify == nil {
-		s.notify = notify.New(svc.Store, svc.Clock)
-	}
 	if svc.Work != nil && svc.Ingress != nil {
-		s.work = &workAPI{work: svc.Work, ingress: svc.Ingress, inbox: inbox.New(svc.Work, svc.Approval, svc.Clock),
-			attachments: svc.Attachments}
+		s.work, s.ingress, s.attachments = svc.Work, svc.Ingress, svc.Attachments
+		s.inbox = inbox.New(svc.Work, svc.Approval, svc.Clock)
 	}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentowl_http_requests_total", Help: "HTTP requests by surface, method and status.",
@@ -197,7 +212,7 @@ func requestID(r *http.Request) string {
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := uuid.NewString()
+		id := agentowl.NewID("")
 		w.Header().Set("X-Request-ID", id)
 		ctx := context.WithValue(r.Context(), requestIDCtx, id)
 		ctx = agentowl.ContextWithRequestID(ctx, id)

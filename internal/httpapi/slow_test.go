@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // serveReal starts a second replica of e's server (same database, same
@@ -86,8 +85,7 @@ func answerOf(t *testing.T, c net.Conn) *http.Response {
 // and unknown ingress addresses are answered, and their connections
 // closed, before any of the body is read (here ReadTimeout is an hour).
 func TestSlowBodies(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		h := e.handOff(t)
 		oh := newOpHarness(t, e.env)
 		_, cred := oh.instance()
@@ -133,8 +131,7 @@ func TestSlowBodies(t *testing.T) {
 // deadline by its wait. Here WriteTimeout is a nanosecond, so any other
 // answer is lost.
 func TestLongPollOutlivesWriteTimeout(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		oh := newOpHarness(t, e.env)
 		_, cred := oh.instance()
 		req := oh.submit(cred, "deploy", map[string]any{}, "1h")

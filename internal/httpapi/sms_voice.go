@@ -16,7 +16,7 @@ import (
 // work) is committed before the answer: 200 with an empty TwiML response,
 // for a new event, a provider's retry or a request that records nothing.
 func (s *Server) receiveProvider(r *http.Request, b *agentowl.Binding) (int, any, error) {
-	data, err := readBodyOf(r, twilio.ContentType, s.work.ingress.MaxEventBytes())
+	data, err := readBodyOf(r, twilio.ContentType, s.ingress.MaxEventBytes())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -24,7 +24,7 @@ func (s *Server) receiveProvider(r *http.Request, b *agentowl.Binding) (int, any
 	if err != nil {
 		return 0, nil, agentowl.Errorf(agentowl.ECodeInvalidRequest, "The request body is not a valid form encoding.")
 	}
-	if _, err := s.work.ingress.AcceptProvider(r.Context(), b, ingress.ProviderRequest{RequestURI: r.URL.RequestURI(),
+	if _, err := s.ingress.AcceptProvider(r.Context(), b, ingress.ProviderRequest{RequestURI: r.URL.RequestURI(),
 		Header: r.Header, Form: form}); err != nil {
 		return 0, nil, err
 	}

@@ -136,8 +136,7 @@ func linkTarget(t *testing.T) (base string, fetched *atomic.Int32) {
 // sliding window); the provider's retries are one event; media are links,
 // never fetched; follow-ups carry the runtime session.
 func TestSMSChannel(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		media, fetched := linkTarget(t)
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)["id"].(string)
@@ -258,8 +257,7 @@ func TestSMSChannel(t *testing.T) {
 // TestSMSRefusals: every refused request has its status and code and
 // records nothing.
 func TestSMSRefusals(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)["id"].(string)
 		p := e.provider(t, "sms", ep)
@@ -364,8 +362,7 @@ func call(sid, status string, more ...string) url.Values {
 // (the call's first event); the call's end, its completed recording and
 // its transcription become work too; everything else is recorded only.
 func TestVoiceCallSession(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		recordings, fetched := linkTarget(t)
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)["id"].(string)

@@ -1,15 +1,11 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
 	"os"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/ijson"
@@ -87,95 +83,23 @@ func checkURL(r *http.Request) error {
 	return nil
 }
 
-// checkText is the one input rule for text: a JSON body must be UTF-8, and
-// no string or member name in it, however deep, may hold U+0000.
-// PostgreSQL refuses both in text (SQLSTATE 22021) while SQLite keeps them
-// and serves back invalid JSON; Go's decoder would silently turn invalid
-// bytes into U+FFFD in decoded strings yet keep them in json.RawMessage
-// (tool arguments, callback errors, event payloads). The refusal is
-// invalid_field naming the field's path (arguments.k, requests[0].prompt),
-// or invalid_json where no field can be named. Syntax errors are left to
-// the decoder that reads the body next.
+// checkText is the one input rule for text (ijson.CheckText): the refusal
+// is invalid_field naming the field's path (arguments.k,
+// requests[0].prompt), or invalid_json where no field can be named.
+// Syntax errors are left to the decoder that reads the body next.
 func checkText(data []byte) error {
-	if utf8.Valid(data) && !bytes.Contains(data, []byte(`\u0000`)) {
-		return nil // the common case: nothing to look for
-	}
-	type frame struct {
-		path    string
-		array   bool
-		index   int
-		key     string
-		wantKey bool
-	}
-	var stack []*frame
-	valuePath := func() string {
-		if len(stack) == 0 {
-			return ""
-		}
-		top := stack[len(stack)-1]
-		if top.array {
-			return top.path + "[" + strconv.Itoa(top.index) + "]"
-		}
-		if top.path == "" {
-			return top.key
-		}
-		return top.path + "." + top.key
-	}
-	// next moves the innermost container past the value just read.
-	next := func() {
-		if len(stack) == 0 {
-			return
-		}
-		if top := stack[len(stack)-1]; top.array {
-			top.index++
-		} else {
-			top.wantKey = true
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // any number is read, however large
-	start := dec.InputOffset()
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		raw := data[start:dec.InputOffset()] // the token and the delimiters before it
-		start = dec.InputOffset()
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '{', '[':
-				stack = append(stack, &frame{path: valuePath(), array: v == '[', wantKey: v == '{'})
-			default:
-				stack = stack[:len(stack)-1]
-				next()
-			}
-			continue
-		case string:
-			bad := !utf8.Valid(raw) || !isText(v)
-			if top := len(stack) - 1; top >= 0 && !stack[top].array && stack[top].wantKey {
-				if bad {
-					if stack[top].path == "" {
-						return agentowl.Errorf(agentowl.ECodeInvalidJSON, "A member name in the request body is not UTF-8 text without U+0000.")
-					}
-					return agentowl.FieldError(agentowl.ECodeInvalidField, stack[top].path,
-						"A member name in %s is not UTF-8 text without U+0000.", stack[top].path)
-				}
-				stack[top].key, stack[top].wantKey = v, false
-				continue
-			}
-			if bad {
-				if p := valuePath(); p != "" {
-					return agentowl.FieldError(agentowl.ECodeInvalidField, p, "%s must be UTF-8 text without U+0000.", p)
-				}
-				return agentowl.Errorf(agentowl.ECodeInvalidJSON, "The request body is not UTF-8 text without U+0000.")
-			}
-		}
-		next()
-	}
-	if !utf8.Valid(data) {
+	p := ijson.CheckText(data)
+	switch {
+	case p == nil:
+		return nil
+	case p.Name && p.Path == "":
+		return agentowl.Errorf(agentowl.ECodeInvalidJSON, "A member name in the request body is not UTF-8 text without U+0000.")
+	case p.Name:
+		return agentowl.FieldError(agentowl.ECodeInvalidField, p.Path, "A member name in %s is not UTF-8 text without U+0000.", p.Path)
+	case p.Path != "":
+		return agentowl.FieldError(agentowl.ECodeInvalidField, p.Path, "%s must be UTF-8 text without U+0000.", p.Path)
+	case p.Outside:
 		return agentowl.Errorf(agentowl.ECodeInvalidJSON, "The request body is not UTF-8 text.")
 	}
-	return nil
+	return agentowl.Errorf(agentowl.ECodeInvalidJSON, "The request body is not UTF-8 text without U+0000.")
 }

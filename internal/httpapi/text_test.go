@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/agentowl/agentowl/internal/work"
+	"github.com/agentowl/agentowl"
 )
 
 // badTexts are the two kinds of text no store keeps alike: U+0000 (a JSON
@@ -29,8 +27,7 @@ type textCase struct {
 // refused with 400 invalid_field naming the field (invalid_json where no
 // field can be named) before any use-case runs, on both stores alike.
 func TestTextInputRule(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		oh := newOpHarness(t, e.env)
 		prov, _ := oh.provisioner("default")
 		instID, cred := oh.provision(prov, nil)
@@ -38,7 +35,7 @@ func TestTextInputRule(t *testing.T) {
 		h := e.handOff(t)
 		ok(t, "needs_input", e.needsInput(h, 2, questionRequest("q1", 1, e.expiry(time.Hour))))
 		att := e.itemFor(t, h.workID, "q1", 1)["id"].(string)
-		key := func() []string { return []string{"Idempotency-Key", uuid.NewString()} }
+		key := func() []string { return []string{"Idempotency-Key", agentowl.NewID("")} }
 		cb := func(seq, status, extra string) string {
 			return `{"version":"agent-work.v1","callback_id":"` + h.workID + `:` + seq + `","work_id":"` + h.workID +
 				`","sequence":` + seq + `,"status":"` + status + `","occurred_at":"2026-10-06T12:00:00.000Z"` + extra + `}`
@@ -155,8 +152,7 @@ func ok(t *testing.T, what string, r *response) {
 // "arguments.amount <= 10", CEL reading the last value, while the raw
 // bytes with both went to the tool, whose parser may keep the first).
 func TestDuplicateMemberNames(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		oh := newOpHarness(t, e.env)
 		prov, _ := oh.provisioner("default")
 		_, cred := oh.provision(prov, nil)
@@ -166,7 +162,7 @@ func TestDuplicateMemberNames(t *testing.T) {
 		}
 		req := oh.submit(cred, "deploy", map[string]any{"env": "prod"}, "1h")
 		h := e.handOff(t)
-		key := func() []string { return []string{"Idempotency-Key", uuid.NewString()} }
+		key := func() []string { return []string{"Idempotency-Key", agentowl.NewID("")} }
 		cb := `{"version":"agent-work.v1","callback_id":"` + h.workID + `:2","work_id":"` + h.workID +
 			`","sequence":2,"status":"running","status":"completed","occurred_at":"2026-10-06T12:00:00.000Z"}`
 		for _, c := range []textCase{

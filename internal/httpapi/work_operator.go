@@ -9,7 +9,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -107,7 +106,7 @@ func readEndpointInput(r *http.Request, update bool) (work.EndpointInput, error)
 }
 
 func (s *Server) listEndpoints(r *http.Request, p *access.Principal) (int, any, error) {
-	eps, err := s.work.work.ListEndpoints(r.Context(), p, r.PathValue("tenant"))
+	eps, err := s.work.ListEndpoints(r.Context(), p, r.PathValue("tenant"))
 	return http.StatusOK, listOf(eps, toWireEndpoint), err
 }
 
@@ -116,7 +115,7 @@ func (s *Server) createEndpoint(r *http.Request, p *access.Principal) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := s.work.work.CreateEndpoint(r.Context(), p, r.PathValue("tenant"), in)
+	res, err := s.work.CreateEndpoint(r.Context(), p, r.PathValue("tenant"), in)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -126,7 +125,7 @@ func (s *Server) createEndpoint(r *http.Request, p *access.Principal) (int, any,
 }
 
 func (s *Server) inspectEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
-	v, err := s.work.work.InspectEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	v, err := s.work.InspectEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -141,19 +140,16 @@ func (s *Server) updateEndpoint(r *http.Request, p *access.Principal) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	ep, err := s.work.work.UpdateEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireEndpoint(ep), nil
+	ep, err := s.work.UpdateEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), in)
+	return reply(http.StatusOK, ep, err, toWireEndpoint)
 }
 
 func (s *Server) deleteEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
-	return http.StatusNoContent, nil, s.work.work.DeleteEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return http.StatusNoContent, nil, s.work.DeleteEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 }
 
 func (s *Server) rotateEndpointSecret(r *http.Request, p *access.Principal) (int, any, error) {
-	res, err := s.work.work.RotateSigningSecret(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	res, err := s.work.RotateSigningSecret(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -193,7 +189,7 @@ func (s *Server) toWireRuntimeCredential(c *agentowl.RuntimeCredential) wireRunt
 }
 
 func (s *Server) listRuntimeCredentials(r *http.Request, p *access.Principal) (int, any, error) {
-	cs, err := s.work.work.ListCredentials(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	cs, err := s.work.ListCredentials(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	return http.StatusOK, listOf(cs, s.toWireRuntimeCredential), err
 }
 
@@ -210,7 +206,7 @@ func (s *Server) createRuntimeCredential(r *http.Request, p *access.Principal) (
 			return 0, nil, err
 		}
 	}
-	ic, err := s.work.work.CreateCredential(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), label, days, scopes)
+	ic, err := s.work.CreateCredential(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"), label, days, scopes)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -220,11 +216,8 @@ func (s *Server) createRuntimeCredential(r *http.Request, p *access.Principal) (
 }
 
 func (s *Server) revokeRuntimeCredential(r *http.Request, p *access.Principal) (int, any, error) {
-	c, err := s.work.work.RevokeCredential(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, s.toWireRuntimeCredential(c), nil
+	c, err := s.work.RevokeCredential(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return reply(http.StatusOK, c, err, s.toWireRuntimeCredential)
 }
 
 // ---- bindings
@@ -248,7 +241,7 @@ func toWireBinding(b *agentowl.Binding) wireBinding {
 }
 
 func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, error) {
-	bs, err := s.work.ingress.ListBindings(r.Context(), p, r.PathValue("tenant"))
+	bs, err := s.ingress.ListBindings(r.Context(), p, r.PathValue("tenant"))
 	return http.StatusOK, listOf(bs, toWireBinding), err
 }
 
@@ -270,7 +263,7 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 			return 0, nil, err
 		}
 	}
-	ib, err := s.work.ingress.CreateBinding(r.Context(), p, r.PathValue("tenant"), in)
+	ib, err := s.ingress.CreateBinding(r.Context(), p, r.PathValue("tenant"), in)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -280,15 +273,12 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 }
 
 func (s *Server) inspectBinding(r *http.Request, p *access.Principal) (int, any, error) {
-	b, err := s.work.ingress.InspectBinding(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, toWireBinding(b), nil
+	b, err := s.ingress.InspectBinding(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return reply(http.StatusOK, b, err, toWireBinding)
 }
 
 func (s *Server) deleteBinding(r *http.Request, p *access.Principal) (int, any, error) {
-	return http.StatusNoContent, nil, s.work.ingress.DeleteBinding(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return http.StatusNoContent, nil, s.ingress.DeleteBinding(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 }
 
 // ---- work
@@ -302,6 +292,17 @@ type wireWorkDelivery struct {
 	LastError   string  `json:"last_error,omitempty"`
 	NextAttempt *string `json:"next_attempt_at,omitempty"`
 	EndedAt     *string `json:"ended_at,omitempty"`
+}
+
+// toWireWorkDelivery is the delivery state of one outbox message, as a
+// work's handoff and an attention item's decision push both show it.
+func toWireWorkDelivery(m *agentowl.OutboxMessage) *wireWorkDelivery {
+	d := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
+		LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
+	if m.State == agentowl.MessagePending {
+		d.NextAttempt = timestampPtr(&m.NextAttempt)
+	}
+	return d
 }
 
 type wireResult struct {
@@ -402,13 +403,8 @@ func toWireWork(sum *work.Summary) wireWork {
 			RequestID: d.RequestID, Revision: d.Revision, Decision: d.Decision, DecidedAt: timestamp(d.DecidedAt),
 			ReceiptAt: timestampPtr(d.ReceiptAt), ReceiptVia: d.ReceiptVia})
 	}
-	if m := sum.Handoff; m != nil {
-		d := &wireWorkDelivery{ID: m.ID, State: string(m.State), Attempts: m.Attempts, LastStatus: m.LastStatus,
-			LastError: m.LastError, EndedAt: timestampPtr(m.EndedAt)}
-		if m.State == agentowl.MessagePending {
-			d.NextAttempt = timestampPtr(&m.NextAttempt)
-		}
-		out.Delivery = d
+	if sum.Handoff != nil {
+		out.Delivery = toWireWorkDelivery(sum.Handoff)
 	}
 	return out
 }
@@ -427,8 +423,8 @@ func (s *Server) listWork(r *http.Request, p *access.Principal) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	params := store.WorkListParams{Status: st, EndpointID: q.Get("endpoint"), ConversationID: q.Get("conversation"), After: after, Limit: limit}
-	ws, err := s.work.work.ListWork(r.Context(), p, r.PathValue("tenant"), params)
+	params := work.ListFilter{Status: st, EndpointID: q.Get("endpoint"), ConversationID: q.Get("conversation"), After: after, Limit: limit}
+	ws, err := s.work.ListWork(r.Context(), p, r.PathValue("tenant"), params)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -440,13 +436,13 @@ func (s *Server) listWork(r *http.Request, p *access.Principal) (int, any, error
 }
 
 func (s *Server) inspectWork(r *http.Request, p *access.Principal) (int, any, error) {
-	d, err := s.work.work.InspectWork(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	d, err := s.work.InspectWork(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
 	out := toWireWork(&d.Summary)
 	out.Timeline, out.CallbacksOmitted = []wireTimeline{}, d.CallbacksOmitted
-	out.AttachmentsURL = s.work.work.Config().PublicURL + "/api/v1/tenants/" + url.PathEscape(r.PathValue("tenant")) + "/events/" +
+	out.AttachmentsURL = s.work.Config().PublicURL + "/api/v1/tenants/" + url.PathEscape(r.PathValue("tenant")) + "/events/" +
 		url.PathEscape(d.Work.EventID) + "/attachments"
 	for _, e := range d.Timeline {
 		wt := wireTimeline{At: timestamp(e.At), Kind: e.Kind, Quiet: e.Quiet}
@@ -465,7 +461,7 @@ func (s *Server) inspectWork(r *http.Request, p *access.Principal) (int, any, er
 }
 
 func (s *Server) replayWork(r *http.Request, p *access.Principal) (int, any, error) {
-	w, err := s.work.work.Replay(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	w, err := s.work.Replay(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}

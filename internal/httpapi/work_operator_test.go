@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -15,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
@@ -56,14 +55,7 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 // setupWorkServer is setupWork with any server setting adjusted.
 func setupWorkServer(t *testing.T, b storetest.Backend, adjust func(sc *server.Config)) *workEnv {
 	t.Helper()
-	logs := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	sc := servertest.Config(t, b)
-	sc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sc := debugServerConfig(t, b)
 	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	sc.Delivery = delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}
 	adjust(&sc)
@@ -79,6 +71,15 @@ func forEachWorkBackend(t *testing.T, cfg work.Config, fn func(t *testing.T, e *
 			fn(t, setupWork(t, b, cfg))
 		})
 	}
+}
+
+// parallelWork is the set-up most work tests share: the test runs in
+// parallel with others, on each store backend, with the default work
+// configuration.
+func parallelWork(t *testing.T, fn func(t *testing.T, e *workEnv)) {
+	t.Helper()
+	t.Parallel()
+	forEachWorkBackend(t, work.Config{}, fn)
 }
 
 const tenantPath = "/api/v1/tenants/default"
@@ -222,7 +223,7 @@ func (rt *fakeRuntime) wait(t *testing.T, n int) []*delivered {
 func (e *workEnv) endpoint(t *testing.T, rt *fakeRuntime, agentWork bool) map[string]any {
 	t.Helper()
 	ep := wantJSON(t, "create endpoint", e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken,
-		map[string]any{"name": "ep-" + work.NewID("x")[20:], "url": rt.URL(), "config": map[string]any{"agent_work": agentWork}}), http.StatusCreated)
+		map[string]any{"name": "ep-" + agentowl.NewID("x")[20:], "url": rt.URL(), "config": map[string]any{"agent_work": agentWork}}), http.StatusCreated)
 	rt.setSecret(ep["signing_secret"].(string))
 	return ep
 }
@@ -310,8 +311,7 @@ func (e *workEnv) member(t *testing.T) string {
 // ---- tests
 
 func TestEndpointsLifecycle(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		create := func(body map[string]any) *response {
 			return e.do(http.MethodPost, tenantPath+"/endpoints", e.operatorToken, body)
@@ -410,8 +410,7 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 func TestRuntimeCredentialsLifecycle(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		id := e.endpoint(t, rt, true)["id"].(string)
 		base := tenantPath + "/endpoints/" + id + "/runtime-credentials"
@@ -475,8 +474,7 @@ func TestRuntimeCredentialsLifecycle(t *testing.T) {
 // TestWorkCrossTenant checks that another tenant's objects are 404 to an
 // operator who is not its member, and to its own runtime credentials.
 func TestWorkCrossTenant(t *testing.T) {
-	t.Parallel()
-	forEachWorkBackend(t, work.Config{}, func(t *testing.T, e *workEnv) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
 		rt := newRuntime(t, e)
 		ep := e.endpoint(t, rt, true)
 		id := ep["id"].(string)

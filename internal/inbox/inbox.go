@@ -143,7 +143,7 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 	st := params.Status
 	if (st == "" || st == agentowl.AttentionOpen || st == agentowl.AttentionAcknowledged || st == agentowl.AttentionUnresolved) && params.WorkID == "" {
 		now := s.clock.Now()
-		reqs, err := s.approval.ListRequests(ctx, p, tenant, store.RequestListParams{Status: agentowl.StatusPending,
+		reqs, err := s.approval.ListRequests(ctx, p, tenant, approval.ListFilter{Status: agentowl.StatusPending,
 			After: requestCursor(params.After), Limit: params.Limit})
 		if err != nil {
 			return nil, err
@@ -212,7 +212,7 @@ func (s *Service) Inspect(ctx context.Context, p *access.Principal, tenant, id s
 		return &Item{Work: v}, nil
 	}
 	q, err := s.approval.TenantRequest(ctx, p, tenant, reqID)
-	if agentowl.ErrorCode(err) == agentowl.ECodeNotFound && p.Scope != nil && p.Scope.TenantName == tenant {
+	if agentowl.ErrorCode(err) == agentowl.ECodeNotFound && p.Membership != nil && p.Membership.TenantName == tenant {
 		err = agentowl.Errorf(agentowl.ECodeNotFound, "No attention item %q in tenant %q.", id, tenant)
 	}
 	if err != nil {
@@ -271,11 +271,21 @@ type DecideResult struct {
 	Request *agentowl.ApprovalRequest
 }
 
-// Decide submits (or, with submit false, previews) a decision file on a
-// request item: a runtime request (work.Service.Decide) or an AAP approval
-// request (approval.Service.DecideAttention), with the same refusals in the
-// same order. Members may.
-func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *work.DecisionFile, submit bool) (*DecideResult, error) {
+// Decide submits a decision file on a request item: a runtime request
+// (work.Service.Decide) or an AAP approval request
+// (approval.Service.DecideAttention), with the same refusals in the same
+// order. Members may.
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *agentowl.DecisionFile) (*DecideResult, error) {
+	return s.decide(ctx, p, tenant, id, in, true)
+}
+
+// Preview checks a decision file as Decide does, with the same refusals,
+// and shows what it would record and push, without recording anything.
+func (s *Service) Preview(ctx context.Context, p *access.Principal, tenant, id string, in *agentowl.DecisionFile) (*DecideResult, error) {
+	return s.decide(ctx, p, tenant, id, in, false)
+}
+
+func (s *Service) decide(ctx context.Context, p *access.Principal, tenant, id string, in *agentowl.DecisionFile, submit bool) (*DecideResult, error) {
 	reqID, ok := approval.AttentionRequestID(id)
 	if !ok {
 		res, err := s.work.Decide(ctx, p, tenant, id, in, submit)
@@ -284,9 +294,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		}
 		return &DecideResult{Item: &Item{Work: res.View}, Preview: res.Preview, Replay: res.Replay, Body: res.Body}, nil
 	}
-	res, err := s.approval.DecideAttention(ctx, p, tenant, reqID, approval.DecisionFile{
-		DecisionID: in.DecisionID, RequestRevision: in.RequestRevision, Decision: in.Decision,
-		ExpectedActionDigest: in.ExpectedActionDigest, HasAnswer: in.Answer != ""}, submit)
+	res, err := s.approval.DecideAttention(ctx, p, tenant, reqID, in, submit)
 	if err != nil {
 		return nil, err
 	}

@@ -221,7 +221,7 @@ func (s *Service) accept(ctx context.Context, b *agentowl.Binding, proto *agento
 			}
 		}
 		ev := *proto
-		ev.ID = work.NewID("evt")
+		ev.ID = agentowl.NewID("evt")
 		var conv *agentowl.Conversation
 		if in.Thread != nil {
 			c, err := in.Thread.Continue(ctx, tx, b, route.Open, ev.ReceivedAt)
@@ -236,7 +236,7 @@ func (s *Service) accept(ctx context.Context, b *agentowl.Binding, proto *agento
 			}
 		}
 		if conv == nil {
-			conv = &agentowl.Conversation{ID: work.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel,
+			conv = &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel,
 				Status: agentowl.ConversationOpen, CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 			if in.Thread != nil {
 				in.Thread.Start(conv)

@@ -71,12 +71,12 @@ type EventPage struct {
 	Next  *agentowl.Cursor
 }
 
-func conversationNotFound(m *agentowl.TenantScope, id string) error {
+func conversationNotFound(m *agentowl.Membership, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No conversation %q in tenant %q.", id, m.TenantName)
 }
 
-// tenantConversation reads a conversation of tenant scope m.
-func tenantConversation(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Conversation, error) {
+// tenantConversation reads a conversation of membership m.
+func tenantConversation(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Conversation, error) {
 	c, err := tx.ConversationGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
 		return nil, conversationNotFound(m, id)
@@ -262,7 +262,7 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 		if err != nil {
 			return err
 		}
-		if left == 0 && out.From.Status == agentowl.ConversationOpen {
+		if left == 0 && agentowl.ConversationStatus(out.From.Status).CanBecome(agentowl.ConversationEnded) {
 			if err := tx.ConversationEnd(ctx, out.From.ID, now); err != nil {
 				return err
 			}
@@ -310,7 +310,7 @@ func (s *Service) ResetConversation(ctx context.Context, p *access.Principal, te
 		if err != nil {
 			return err
 		}
-		if c.Status != agentowl.ConversationOpen {
+		if !agentowl.ConversationStatus(c.Status).CanBecome(agentowl.ConversationEnded) {
 			return agentowl.Errorf(agentowl.ECodeConversationEnded, "Conversation %q has already ended.", c.ID)
 		}
 		if d.OpenWork, err = tx.WorkCountOpen(ctx, c.ID); err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
@@ -99,32 +98,21 @@ var Channels = []string{ChannelWebhook, ChannelSMTP, ChannelCloudflareEmail, Cha
 
 // Service implements bindings and the accept path of every channel.
 type Service struct {
-	store store.Store
-	clock agentowl.Clock
-	work  *work.Service
-	// box seals binding secrets: verifying an event needs them.
-	box     *secret.Box
+	store   store.Store
+	clock   agentowl.Clock
+	work    *work.Service
 	cfg     Config
 	limiter *ratelimit.Limiter
 	// partSinks receives email parts' bytes (SetPartSinks); nil: none.
 	partSinks PartSinks
 }
 
-// New returns a Service that hands events over through w. box seals
-// binding secrets (the store's box).
-func New(st store.Store, clock agentowl.Clock, w *work.Service, box *secret.Box, cfg Config) *Service {
+// New returns a Service that hands events over through w.
+func New(st store.Store, clock agentowl.Clock, w *work.Service, cfg Config) *Service {
 	cfg = cfg.withDefaults()
-	return &Service{store: st, clock: clock, work: w, box: box, cfg: cfg,
+	return &Service{store: st, clock: clock, work: w, cfg: cfg,
 		limiter: ratelimit.New("ingress-binding", cfg.Limit, st, clock)}
 }
-
-// Where a binding's secrets are stored: each is sealed for its column of
-// the binding's row.
-const (
-	bindingsTable         = "bindings"
-	bindingSigningColumn  = "signing_secret"
-	bindingProviderColumn = "provider_secret"
-)
 
 // MaxEventBytes is the largest webhook event body accepted.
 func (s *Service) MaxEventBytes() int64 { return s.cfg.MaxEventBytes }
@@ -154,9 +142,12 @@ func (s *Service) IngressURL(channel, token string) string {
 	return s.work.Config().PublicURL + "/in/" + channel + "/" + token
 }
 
-// ProviderSecret opens a binding's sealed provider secret (the Worker's
-// shared secret, the Twilio auth token), for the channel adapter that
-// checks a request's authentication.
+// ProviderSecret is a binding's provider secret (the Worker's shared
+// secret, the Twilio auth token), for the channel adapter that checks a
+// request's authentication; an error for a binding without one.
 func (s *Service) ProviderSecret(b *agentowl.Binding) ([]byte, error) {
-	return s.box.Open(bindingsTable, bindingProviderColumn, b.ID, b.ProviderSecret)
+	if b.ProviderSecret == nil {
+		return nil, fmt.Errorf("ingress: binding %s has no provider secret", b.ID)
+	}
+	return b.ProviderSecret, nil
 }

@@ -70,11 +70,7 @@ func textValue(param, v string, max int) error {
 func (s *Service) AcceptWebhook(ctx context.Context, b *agentowl.Binding, h http.Header, body []byte) (*Accepted, error) {
 	dedupe := h.Get(HeaderIdempotencyKey)
 	if b.SigningSecret != nil {
-		plain, err := s.box.Open(bindingsTable, bindingSigningColumn, b.ID, b.SigningSecret)
-		if err != nil {
-			return nil, err
-		}
-		key, err := webhook.ParseSecret(string(plain))
+		key, err := webhook.ParseSecret(string(b.SigningSecret))
 		if err != nil {
 			return nil, err
 		}

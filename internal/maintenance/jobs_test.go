@@ -57,7 +57,7 @@ func (f *fixture) audit() int {
 	f.t.Helper()
 	n := 0
 	f.gone("audit", func(tx store.Tx) error {
-		es, err := tx.AuditList(f.ctx, store.AuditListParams{TenantID: f.admin.Scope.TenantID, Limit: 10_000})
+		es, err := tx.AuditList(f.ctx, store.AuditListParams{TenantID: f.admin.Membership.TenantID, Limit: 10_000})
 		n = len(es)
 		return err
 	})
@@ -169,7 +169,7 @@ func (f *fixture) overdueOrAny(workID string) *agentowl.AttentionItem {
 	f.t.Helper()
 	var items []*agentowl.AttentionItem
 	f.gone("items", func(tx store.Tx) (err error) {
-		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Scope.TenantID, WorkID: workID, Limit: 10})
+		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Membership.TenantID, WorkID: workID, Limit: 10})
 		return err
 	})
 	if len(items) != 1 {

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -19,7 +18,7 @@ import (
 // hand-back).
 func replica(st store.Store, clock *clocktest.Fake) *Scheduler {
 	return &Scheduler{store: st, clock: clock, cfg: Config{}.withDefaults(), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		owner: uuid.NewString(), running: map[string]bool{}, m: newMetrics()}
+		owner: agentowl.NewID(""), running: map[string]bool{}, m: newMetrics()}
 }
 
 func leader(t *testing.T, s *Scheduler) *Leader {

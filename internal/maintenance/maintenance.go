@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/ingress"
@@ -254,7 +252,7 @@ func New(st store.Store, clock agentowl.Clock, cfg Config, svc Services, log *sl
 	if svc.Approval == nil || svc.Work == nil {
 		return nil, errors.New("maintenance: the approval and work services are required")
 	}
-	s := &Scheduler{store: st, clock: clock, cfg: cfg, svc: svc, log: log, owner: uuid.NewString(),
+	s := &Scheduler{store: st, clock: clock, cfg: cfg, svc: svc, log: log, owner: agentowl.NewID(""),
 		running: map[string]bool{}, m: newMetrics()}
 	s.jobs = []*job{
 		{name: JobExpiry, run: s.expire},

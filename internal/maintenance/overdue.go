@@ -144,7 +144,7 @@ func (s *Scheduler) openOverdue(ctx context.Context, scanned *store.OpenWork, b 
 		}
 		summary := fmt.Sprintf("Work %s is overdue (%s): %s. Last report: %s. Its status stays %s; a later callback resolves this incident.",
 			w.ID, b.rule, b.what, describeLast(last), w.Status)
-		err = tx.AttentionCreate(ctx, &agentowl.AttentionItem{ID: work.NewID("att"), TenantID: w.TenantID, Kind: work.KindIncident,
+		err = tx.AttentionCreate(ctx, &agentowl.AttentionItem{ID: agentowl.NewID("att"), TenantID: w.TenantID, Kind: work.KindIncident,
 			Status: agentowl.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary,
 			OverdueRule: b.rule, OverdueSequence: w.Sequence, CreatedAt: now, UpdatedAt: now})
 		created = err == nil

@@ -185,7 +185,7 @@ func (f *fixture) overdue(workID string) []*agentowl.AttentionItem {
 	f.t.Helper()
 	var items []*agentowl.AttentionItem
 	if err := f.st.Read(f.ctx, func(tx store.Tx) (err error) {
-		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Scope.TenantID, WorkID: workID, Limit: 100})
+		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Membership.TenantID, WorkID: workID, Limit: 100})
 		return err
 	}); err != nil {
 		f.t.Fatal(err)

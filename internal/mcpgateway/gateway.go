@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -70,6 +71,9 @@ type Gateway struct {
 
 	seq  atomic.Uint64
 	live sync.Map // liveHeader value → the HTTP request's context
+	// calls counts the tool calls being handled, so that a stop lets each
+	// write its answer before the sessions close.
+	calls atomic.Int64
 
 	mu      sync.Mutex
 	orphans map[string]orphan // digest → execution waiting for its agent to come back
@@ -329,14 +333,46 @@ func (g *Gateway) agentOf(ctx context.Context) *agent {
 	return g.agents[ti.UserID]
 }
 
-// ServeStdio serves one agent on stdin and stdout until ctx ends or the
-// client closes its side.
+// ServeStdio serves one agent on stdin and stdout (ServeIO).
 func (g *Gateway) ServeStdio(ctx context.Context, agentName string) error {
+	return g.ServeIO(ctx, agentName, os.Stdin, os.Stdout)
+}
+
+// stopGrace bounds how long a stopping gateway waits for the answers of the
+// calls it ends to be written.
+const stopGrace = 5 * time.Second
+
+// ServeIO serves one agent over newline-delimited JSON-RPC (MCP's stdio
+// transport, lineTransport) on r and w until r ends or ctx does. When ctx
+// ends the gateway stops: calls waiting for a decision are answered with
+// the documented "unavailable:" result (their executions stay waiting for
+// the next start), and the connection closes once every call read has its
+// answer, or after stopGrace. A stop is not an error.
+func (g *Gateway) ServeIO(ctx context.Context, agentName string, r io.Reader, w io.Writer) error {
 	a, ok := g.agents[agentName]
 	if !ok {
 		return fmt.Errorf("no agent %q in the configuration", agentName)
 	}
-	return a.server.Run(ctx, &mcp.StdioTransport{})
+	conn := newLineConn(r, w, MaxStdioLine)
+	run, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-run.Done():
+			return
+		}
+		g.cancel()
+		grace, cancel := context.WithTimeout(context.Background(), stopGrace)
+		defer cancel()
+		conn.drain(grace)
+		stop()
+	}()
+	err := a.server.Run(run, lineTransport{conn})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // Tools returns the tool names an agent sees.
@@ -355,6 +391,7 @@ func (g *Gateway) Tools(agentName string) []string {
 func (g *Gateway) Close() error {
 	g.cancel()
 	g.wg.Wait()
+	g.settle(time.Now().Add(stopGrace))
 	for _, a := range g.agents {
 		for ss := range a.server.Sessions() {
 			ss.Close()
@@ -369,6 +406,20 @@ func (g *Gateway) Close() error {
 	return errors.Join(errs...)
 }
 
+// settle waits, until deadline at the latest, for every tool call to return
+// and every agent's HTTP request to finish writing its answer: the calls
+// that were waiting answer "unavailable:" as soon as the gateway stops.
+func (g *Gateway) settle(deadline time.Time) {
+	busy := func() bool {
+		n := false
+		g.live.Range(func(any, any) bool { n = true; return false })
+		return n || g.calls.Load() > 0
+	}
+	for busy() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // handler serves one exposed tool for one agent.
 func (g *Gateway) handler(a *agent, up *upstream, tool string, gated bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -377,6 +428,16 @@ func (g *Gateway) handler(a *agent, up *upstream, tool string, gated bool) mcp.T
 			// any policy reads it or the upstream runs it.
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 				Message: "arguments." + path + " appears twice in one object: member names must be unique (RFC 8259 §4, I-JSON)"}
+		}
+		if p := ijson.CheckText(req.Params.Arguments); p != nil {
+			// The text rule of every surface: a tool must not get (and a
+			// policy must not judge) bytes the API would refuse.
+			where := "arguments"
+			if p.Path != "" {
+				where += "." + p.Path
+			}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: where + " must be UTF-8 text without U+0000"}
 		}
 		args, err := objectArgs(req.Params.Arguments)
 		if err != nil {
@@ -391,6 +452,8 @@ func (g *Gateway) handler(a *agent, up *upstream, tool string, gated bool) mcp.T
 			}
 			return res, nil
 		}
+		g.calls.Add(1)
+		defer g.calls.Add(-1)
 		ctx, cancel := g.withConnection(ctx, req)
 		defer cancel()
 		return g.gated(ctx, req, a, up, tool, args)

@@ -349,9 +349,10 @@ func TestRestartApprovedCallWithoutAgentNotRun(t *testing.T) {
 	// The gateway stops: the waiting agent is told to repeat the call, and
 	// the execution stays waiting (as a killed process leaves it).
 	e.gw.close()
-	// (either the gateway's "unavailable" error or the session's end)
-	if res := receive(t, ch); !res.IsError {
-		t.Errorf("the waiting agent got %q", text(res))
+	// The answer is written before the session closes (a stop is not a
+	// dropped stream).
+	if res := receive(t, ch); !res.IsError || !strings.HasPrefix(text(res), "unavailable:") {
+		t.Errorf("the waiting agent got %q, want the unavailable: tool result", text(res))
 	}
 	e.p.decide(id, true, time.Hour, "while the gateway was down")
 	g2 := startGateway(t, gatewayYAML(e.up.srv.URL), e.aap, e.clock, path)
@@ -408,17 +409,23 @@ func TestPoliciesDecideGatedCalls(t *testing.T) {
 // JSON-RPC -32602 (invalid params) before anything reads it: no approval
 // request, no upstream call (issue 27: the raw bytes with both values went
 // to the tool while a policy read one of them).
+// TestDuplicateArgumentNamesRefused: arguments that break the rule of
+// every surface (a member name twice in one object; a string that is not
+// UTF-8 text without U+0000) are refused with -32602 naming the field,
+// before any policy reads them or the upstream runs them.
 func TestDuplicateArgumentNamesRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	for _, c := range []struct{ tool, args string }{
-		{"issue_refund", `{"order":"A-1","amount_cents":125000,"amount_cents":1}`}, // gated
-		{"lookup_order", `{"order":"A-1","order":"B-2"}`},                          // passed through
+	for _, c := range []struct{ tool, args, says string }{
+		{"issue_refund", `{"order":"A-1","amount_cents":125000,"amount_cents":1}`, "arguments.amount_cents appears twice"}, // gated
+		{"lookup_order", `{"order":"A-1","order":"B-2"}`, "arguments.order appears twice"},                                 // passed through
+		{"issue_refund", `{"order":"A-1\u0000","amount_cents":1}`, "arguments.order must be UTF-8 text"},
+		{"lookup_order", `{"order":{"n\u0000":1}}`, "arguments.order must be UTF-8 text"},
 	} {
 		_, err := e.agent.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: json.RawMessage(c.args)})
 		var rpc *jsonrpc.Error
-		if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, "appears twice") {
-			t.Errorf("%s %s: %v, want a -32602 error naming the member", c.tool, c.args, err)
+		if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, c.says) {
+			t.Errorf("%s %s: %v, want a -32602 error saying %q", c.tool, c.args, err, c.says)
 		}
 	}
 	if n := e.up.refundCount(); n != 0 {

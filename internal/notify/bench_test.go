@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/store"
@@ -28,13 +26,13 @@ func BenchmarkFanOut(b *testing.B) {
 			ctx := context.Background()
 			st := be.Open(b)
 			now := time.Now().UTC()
-			tenant := &agentowl.Tenant{ID: uuid.NewString(), Name: "bench", CreatedAt: now}
+			tenant := &agentowl.Tenant{ID: agentowl.NewID(""), Name: "bench", CreatedAt: now}
 			err := st.Write(ctx, func(tx store.Tx) error {
 				if err := tx.TenantCreate(ctx, tenant); err != nil {
 					return err
 				}
 				for i := range 50 {
-					if err := tx.OperatorCreate(ctx, &agentowl.Operator{ID: uuid.NewString(), TenantID: tenant.ID,
+					if err := tx.OperatorCreate(ctx, &agentowl.Operator{ID: agentowl.NewID(""), TenantID: tenant.ID,
 						Name: fmt.Sprint("op-", i), Role: agentowl.RoleMember, CreatedAt: now}); err != nil {
 						return err
 					}

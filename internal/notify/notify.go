@@ -258,7 +258,7 @@ func (s *Service) GetPrefs(ctx context.Context, p *access.Principal, tenant stri
 func prefsOf(mutes []agentowl.NotificationMute) *Prefs {
 	out := &Prefs{MutedKinds: []string{}, MutedEndpoints: []string{}}
 	for _, m := range mutes {
-		if m.Scope == "kind" {
+		if m.By == "kind" {
 			out.MutedKinds = append(out.MutedKinds, m.Value)
 		} else {
 			out.MutedEndpoints = append(out.MutedEndpoints, m.Value)
@@ -289,7 +289,7 @@ func (s *Service) SetPrefs(ctx context.Context, p *access.Principal, tenant stri
 		if !slices.Contains(Kinds, k) {
 			return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "muted_kinds", "%q is not a kind; kinds are result, failure and input.", k)
 		}
-		add(agentowl.NotificationMute{Scope: "kind", Value: k})
+		add(agentowl.NotificationMute{By: "kind", Value: k})
 	}
 	if len(in.MutedEndpoints) > maxMutedEndpoints {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "muted_endpoints", "At most %d endpoints can be muted.", maxMutedEndpoints)
@@ -298,11 +298,11 @@ func (s *Service) SetPrefs(ctx context.Context, p *access.Principal, tenant stri
 		if id == "" || len(id) > 64 {
 			return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "muted_endpoints", "%q is not an endpoint ID.", id)
 		}
-		add(agentowl.NotificationMute{Scope: "endpoint", Value: id})
+		add(agentowl.NotificationMute{By: "endpoint", Value: id})
 	}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		for _, mu := range mutes {
-			if mu.Scope != "endpoint" {
+			if mu.By != "endpoint" {
 				continue
 			}
 			ep, err := tx.EndpointGet(ctx, mu.Value)

@@ -241,7 +241,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	if wc.PublicURL == "" {
 		wc.PublicURL = "http://" + s.addr
 	}
-	if s.work, err = work.New(s.store, cfg.Clock, s.box, s.egress.CheckURL, s.engine.Wake, wc, cfg.Logger); err != nil {
+	if s.work, err = work.New(s.store, cfg.Clock, s.egress.CheckURL, s.engine.Wake, wc, cfg.Logger); err != nil {
 		ln.Close()
 		return err
 	}
@@ -253,7 +253,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	if mail := &cfg.Ingress.Mail; ac.MaxMessageBytes > 0 && (mail.MaxMessageBytes <= 0 || mail.MaxMessageBytes > ac.MaxMessageBytes) {
 		mail.MaxMessageBytes = ac.MaxMessageBytes
 	}
-	s.ingress = ingress.New(s.store, cfg.Clock, s.work, s.box, cfg.Ingress)
+	s.ingress = ingress.New(s.store, cfg.Clock, s.work, cfg.Ingress)
 	if s.blobs, err = blob.Open(ctx, cfg.BlobURL, cfg.DataDir); err != nil {
 		ln.Close()
 		return err
@@ -296,7 +296,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 		return err
 	}
 	s.api = httpapi.New(httpapi.Services{Access: s.access, Approval: s.approval, Work: s.work, Ingress: s.ingress,
-		Doctor: doc, Store: s.store, Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched, Attachments: s.attach,
+		Doctor: doc, Database: s.store, Deliveries: delivery.NewViews(s.store), Clock: cfg.Clock, Log: cfg.Logger, Maintenance: s.sched, Attachments: s.attach,
 		Notify: s.notify, Console: web}, hc)
 	s.api.Register(s.engine.Metrics().Collectors(s.store)...)
 	s.api.Register(s.sched.Collectors()...)

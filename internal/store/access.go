@@ -23,9 +23,9 @@ type Identity interface {
 	OperatorGetByID(ctx context.Context, id string) (*agentowl.Operator, error)
 	// OperatorSetRole changes an operator's role in its tenant.
 	OperatorSetRole(ctx context.Context, id string, role agentowl.Role) error
-	// OperatorScope returns the operator and the tenant scope it acts in, in
+	// OperatorMembership returns the operator and the membership it acts in, in
 	// one statement (it runs on every operator request).
-	OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.TenantScope, error)
+	OperatorMembership(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.Membership, error)
 	// OperatorListByTenant lists a tenant's operators by name.
 	OperatorListByTenant(ctx context.Context, tenantID string) ([]*agentowl.Operator, error)
 	TokenCreate(ctx context.Context, t *agentowl.Token) error

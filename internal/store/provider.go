@@ -25,8 +25,8 @@ type Provider interface {
 	InstanceGetShared(ctx context.Context, id string) (*agentowl.Instance, error)
 	InstanceUpdate(ctx context.Context, in *agentowl.Instance) error
 	InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Instance, error)
-	// IdempotencyGet returns the record for (scope, operation, key).
-	IdempotencyGet(ctx context.Context, scope, operation, key string) (*agentowl.Idempotency, error)
+	// IdempotencyGet returns the record for (owner, operation, key).
+	IdempotencyGet(ctx context.Context, owner, operation, key string) (*agentowl.Idempotency, error)
 	// IdempotencyCreate inserts a record; ErrConflict if one exists.
 	IdempotencyCreate(ctx context.Context, r *agentowl.Idempotency) error
 	// RequestCreate inserts a request; ErrConflict if the instance already
@@ -44,7 +44,7 @@ type Provider interface {
 	// and on PostgreSQL each statement is a round trip.
 	RequestGetShared(ctx context.Context, id string) (*agentowl.ApprovalRequest, *agentowl.Instance, error)
 	// RequestGetSharedRecord is RequestGetShared with the request's
-	// idempotency record of operation and key (scope: the request's ID; nil
+	// idempotency record of operation and key (owner: the request's ID; nil
 	// when there is none), in one round trip on PostgreSQL.
 	RequestGetSharedRecord(ctx context.Context, id, operation, key string) (*agentowl.ApprovalRequest, *agentowl.Instance, *agentowl.Idempotency, error)
 	// RequestResolve records d on a request that is still pending; ErrConflict

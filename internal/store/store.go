@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/agentowl/agentowl"
 )
 
 // Sentinel errors. Stores interpret driver errors by type or code, never by
@@ -17,13 +19,9 @@ var (
 	// ErrConflict: a uniqueness constraint rejected the write, or a guarded
 	// update matched no row in the expected state.
 	ErrConflict = errors.New("store: conflict")
-	// ErrUnavailable: the database cannot answer now (SQLite busy or
-	// locked past the busy timeout, a PostgreSQL connection lost, refused
-	// or terminated, or contention that outlasted the retries). Nothing of
-	// the failed transaction was committed, except that a lost connection
-	// during COMMIT leaves the outcome unknown; callers answer
-	// 503 unavailable and clients retry.
-	ErrUnavailable = errors.New("store: database unavailable")
+	// ErrUnavailable is agentowl.ErrUnavailable: the faces tell it from other
+	// failures without importing the store.
+	ErrUnavailable = agentowl.ErrUnavailable
 )
 
 // Store opens transactions. Write transactions are serializable with respect

@@ -13,13 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/notify"
+	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -97,7 +95,7 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.
 				}
 			}
 		}
-		it := &agentowl.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: r.Kind, Status: agentowl.AttentionOpen,
+		it := &agentowl.AttentionItem{ID: agentowl.NewID("att"), TenantID: w.TenantID, Kind: r.Kind, Status: agentowl.AttentionOpen,
 			WorkID: w.ID, EndpointID: w.EndpointID, RequestID: r.ID, Revision: r.Revision, Prompt: r.Prompt,
 			AllowedDecisions: r.AllowedDecisions, ExpiresAt: &r.ExpiresAt, ContentHash: r.Hash, Request: r.Canonical,
 			CreatedAt: now, UpdatedAt: now}
@@ -119,7 +117,7 @@ func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.
 		if json.Unmarshal(in.Error, &e) == nil && e.Message != "" {
 			summary = "The runtime reported the work failed: " + truncate(e.Message, 1024)
 		}
-		it := &agentowl.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
+		it := &agentowl.AttentionItem{ID: agentowl.NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
 			Status: agentowl.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: summary, CreatedAt: now, UpdatedAt: now}
 		if err := tx.AttentionCreate(ctx, it); err != nil {
 			return err
@@ -246,7 +244,7 @@ func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant
 	return out, err
 }
 
-func tenantItem(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.AttentionItem, error) {
+func tenantItem(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.AttentionItem, error) {
 	it, err := tx.AttentionGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != m.TenantID) {
 		return nil, notFound(m, "attention item", id)
@@ -348,74 +346,9 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 
 // ---- deciding
 
-// DecisionFile is an operator's decision file on a runtime request item
-// (docs/attention.md); agentowl.WorkDecision is the decision it records.
-type DecisionFile struct {
-	DecisionID           string
-	RequestRevision      int64
-	Decision             string
-	ExpectedActionDigest string
-	Answer               string
-	hasDigest, hasAnswer bool
-}
-
-var decisionFields = []string{"decision_id", "request_revision", "decision", "expected_action_digest", "answer"}
-
-// ParseDecision reads a decision file.
-func ParseDecision(body []byte) (*DecisionFile, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var fields map[string]json.RawMessage
-	if err := dec.Decode(&fields); err != nil || fields == nil {
-		return nil, agentowl.Errorf(agentowl.ECodeInvalidJSON, "The decision must be one JSON object.")
-	}
-	for k := range fields {
-		if !slices.Contains(decisionFields, k) {
-			return nil, agentowl.FieldError(agentowl.ECodeUnknownField, k, "Unknown field %q.", k)
-		}
-	}
-	var in DecisionFile
-	var err error
-	if in.DecisionID, err = stringField(fields, "decision_id", true, 128); err != nil {
-		return nil, err
-	}
-	if strings.ContainsAny(in.DecisionID, "/ ?#%") {
-		return nil, invalid("decision_id", "decision_id must not contain spaces, /, ?, # or %%.")
-	}
-	raw, ok := fields["request_revision"]
-	if !ok {
-		return nil, agentowl.FieldError(agentowl.ECodeMissingField, "request_revision", "request_revision is required.")
-	}
-	var rev json.Number
-	if err := json.Unmarshal(raw, &rev); err != nil || bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`)) {
-		return nil, invalid("request_revision", "request_revision must be a positive integer.")
-	}
-	if in.RequestRevision, err = rev.Int64(); err != nil || in.RequestRevision < 1 {
-		return nil, invalid("request_revision", "request_revision must be a positive integer.")
-	}
-	if in.Decision, err = stringField(fields, "decision", true, 32); err != nil {
-		return nil, err
-	}
-	if in.Decision == DecisionEdit {
-		return nil, agentowl.FieldError(agentowl.ECodeEditUnsupported, "decision",
-			"The edit decision is not supported in agent-work.v1: approve or reject, and ask the runtime for a new revision.")
-	}
-	if _, in.hasDigest = fields["expected_action_digest"]; in.hasDigest {
-		if in.ExpectedActionDigest, err = stringField(fields, "expected_action_digest", true, 64); err != nil || !agentwork.IsDigest(in.ExpectedActionDigest) {
-			return nil, invalid("expected_action_digest", "expected_action_digest must be 64 lowercase hex characters.")
-		}
-	}
-	if raw, in.hasAnswer = fields["answer"]; in.hasAnswer {
-		if err := json.Unmarshal(raw, &in.Answer); err != nil || in.Answer == "" || len(in.Answer) > maxPromptBytes || !utf8.ValidString(in.Answer) {
-			return nil, invalid("answer", "answer must be 1-%d bytes of text.", maxPromptBytes)
-		}
-	}
-	return &in, nil
-}
-
 // hash is the decision's content identity: a resubmission with the same
 // decision ID must match it.
-func (in *DecisionFile) hash(attentionID string) []byte {
+func decisionHash(in *agentowl.DecisionFile, attentionID string) []byte {
 	b, _ := json.Marshal([]any{attentionID, in.RequestRevision, in.Decision, in.ExpectedActionDigest, in.Answer})
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -433,7 +366,7 @@ type DecideResult struct {
 }
 
 // checkDecision applies every refusal to in against item it at now.
-func checkDecision(it *agentowl.AttentionItem, latest *agentowl.AttentionItem, in *DecisionFile, now time.Time) error {
+func checkDecision(it *agentowl.AttentionItem, latest *agentowl.AttentionItem, in *agentowl.DecisionFile, now time.Time) error {
 	if it.Kind == KindIncident {
 		return agentowl.Errorf(agentowl.ECodeNotARequest, "Attention item %q is an incident; there is nothing to decide.", it.ID)
 	}
@@ -454,10 +387,10 @@ func checkDecision(it *agentowl.AttentionItem, latest *agentowl.AttentionItem, i
 	}
 	switch it.Kind {
 	case KindApproval:
-		if in.hasAnswer {
+		if in.HasAnswer {
 			return invalid("answer", "An approval decision carries expected_action_digest, not answer.")
 		}
-		if !in.hasDigest {
+		if !in.HasDigest {
 			return agentowl.FieldError(agentowl.ECodeMissingField, "expected_action_digest",
 				"An approval decision must carry expected_action_digest, the digest of the action you reviewed.")
 		}
@@ -466,10 +399,10 @@ func checkDecision(it *agentowl.AttentionItem, latest *agentowl.AttentionItem, i
 				"The expected action digest does not match the current action's digest %s; review the action again.", it.ActionDigest)
 		}
 	case KindQuestion:
-		if in.hasDigest {
+		if in.HasDigest {
 			return invalid("expected_action_digest", "A question's decision carries answer, not expected_action_digest.")
 		}
-		if !in.hasAnswer {
+		if !in.HasAnswer {
 			return agentowl.FieldError(agentowl.ECodeMissingField, "answer", "An answer decision must carry answer.")
 		}
 	}
@@ -483,7 +416,7 @@ func checkDecision(it *agentowl.AttentionItem, latest *agentowl.AttentionItem, i
 // Resubmitting the same decision ID with the same content replays the
 // recorded decision. Exactly one decision wins per item: the work row is
 // locked, and the store's uniqueness backs it. Members may.
-func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *DecisionFile, submit bool) (*DecideResult, error) {
+func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id string, in *agentowl.DecisionFile, submit bool) (*DecideResult, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
@@ -516,7 +449,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		}
 		view := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !now.Before(*it.ExpiresAt), WorkStatus: w.Status,
 			Decision: chk.Decided, Push: chk.Push}
-		sum := in.hash(it.ID)
+		sum := decisionHash(in, it.ID)
 		if prev := chk.ByID; prev != nil {
 			if !bytes.Equal(prev.ContentHash, sum) {
 				return agentowl.FieldError(agentowl.ECodeDecisionConflict, "decision_id",
@@ -552,11 +485,10 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			ContentHash: sum, Body: out.Body, DecidedBy: p.Actor(), DecidedAt: now}
 		view.Decision = d
 		if ep := chk.Endpoint; ep.DeletedAt == nil && ep.DecisionURL != "" && now.Before(*it.ExpiresAt) {
-			d.MessageID = uuid.NewString()
-			msg := &agentowl.OutboxMessage{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
-				Destination: DecisionDestination(ep.ID, w.ID, d.ID), Subject: w.ID, Body: out.Body, CreatedAt: now,
-				DeadlineAt: *it.ExpiresAt, State: agentowl.MessagePending, NextAttempt: now}
-			if err := tx.MessageCreate(ctx, msg); err != nil {
+			d.MessageID = agentowl.NewID("")
+			msg, err := outbox.Enqueue(ctx, tx, now, outbox.Message{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
+				Destination: DecisionDestination(ep.ID, w.ID, d.ID), Subject: w.ID, Body: out.Body, Deadline: *it.ExpiresAt})
+			if err != nil {
 				return err
 			}
 			view.Push, push = msg, true
@@ -595,11 +527,11 @@ func DecisionDestination(endpointID, workID, decisionID string) string {
 	return "decision:" + endpointID + "/" + workID + "/" + decisionID
 }
 
-// ResolveDecisionDestination is the delivery.Resolver of "decision:"
+// ResolveDecisionDestination is the outbox.Resolver of "decision:"
 // destinations: the endpoint's decision URL, its signing secret, the bearer
 // decision secret and the answer check that records the receipt; no target
 // once the endpoint is deleted or has no decision URL any more.
-func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
+func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
 	rest, found := strings.CutPrefix(destination, "decision:")
 	if !found {
 		return nil, nil
@@ -616,17 +548,9 @@ func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, d
 	if err != nil || ep.DeletedAt != nil || ep.DecisionURL == "" {
 		return nil, err
 	}
-	signing, err := s.openEndpointSecret(signingColumn, ep.ID, ep.SigningSecret)
-	if err != nil {
-		return nil, err
-	}
-	bearer, err := s.openEndpointSecret(decisionColumn, ep.ID, ep.DecisionSecret)
-	if err != nil {
-		return nil, err
-	}
 	bg := context.WithoutCancel(ctx)
-	return &delivery.Target{URL: ep.DecisionURL, Secret: signing,
-		Header: http.Header{"Authorization": {"Bearer " + bearer}},
+	return &outbox.Target{URL: ep.DecisionURL, Secret: string(ep.SigningSecret),
+		Header: http.Header{"Authorization": {"Bearer " + string(ep.DecisionSecret)}},
 		Accept: func(status int, body []byte) error {
 			if err := CheckAcceptance(body, decisionID); err != nil {
 				return err

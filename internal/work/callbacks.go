@@ -105,7 +105,11 @@ func invalid(param, format string, args ...any) error {
 	return agentowl.FieldError(agentowl.ECodeInvalidField, param, format, args...)
 }
 
-func stringField(fields map[string]json.RawMessage, name string, required bool, maxBytes int) (string, error) {
+// StringField reads the string field name of a JSON object's fields:
+// missing_field when required and absent, invalid_field unless it is 1 to
+// maxBytes bytes of UTF-8 text without control characters. The runtime's
+// documents and the inbox's decision file read their text fields with it.
+func StringField(fields map[string]json.RawMessage, name string, required bool, maxBytes int) (string, error) {
 	raw, ok := fields[name]
 	if !ok {
 		if required {
@@ -142,17 +146,17 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 		}
 	}
 	var in CallbackInput
-	version, err := stringField(fields, "version", true, 64)
+	version, err := StringField(fields, "version", true, 64)
 	if err != nil {
 		return nil, err
 	}
 	if version != agentwork.Version {
 		return nil, invalid("version", "version must be %q.", agentwork.Version)
 	}
-	if in.CallbackID, err = stringField(fields, "callback_id", true, maxCallbackIDBytes); err != nil {
+	if in.CallbackID, err = StringField(fields, "callback_id", true, maxCallbackIDBytes); err != nil {
 		return nil, err
 	}
-	if in.WorkID, err = stringField(fields, "work_id", true, 256); err != nil {
+	if in.WorkID, err = StringField(fields, "work_id", true, 256); err != nil {
 		return nil, err
 	}
 	if in.WorkID != workID {
@@ -170,7 +174,7 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 	if in.Sequence, err = seq.Int64(); err != nil || in.Sequence < 1 || in.Sequence > math.MaxInt64/2 {
 		return nil, invalid("sequence", "sequence must be a positive integer.")
 	}
-	status, err := stringField(fields, "status", true, 64)
+	status, err := StringField(fields, "status", true, 64)
 	if err != nil {
 		return nil, err
 	}
@@ -178,13 +182,13 @@ func ParseCallback(body []byte, workID string) (*CallbackInput, error) {
 	if !slices.Contains(reportable, in.Status) {
 		return nil, invalid("status", "status must be accepted, running, needs_input, completed, failed or cancelled.")
 	}
-	if in.OccurredAt, err = stringField(fields, "occurred_at", true, 64); err != nil {
+	if in.OccurredAt, err = StringField(fields, "occurred_at", true, 64); err != nil {
 		return nil, err
 	}
 	if _, err := time.Parse(time.RFC3339Nano, in.OccurredAt); err != nil {
 		return nil, invalid("occurred_at", "occurred_at must be an RFC 3339 timestamp such as 2026-10-06T12:00:00.000Z.")
 	}
-	if in.RuntimeSessionID, err = stringField(fields, "runtime_session_id", false, maxSessionIDBytes); err != nil {
+	if in.RuntimeSessionID, err = StringField(fields, "runtime_session_id", false, maxSessionIDBytes); err != nil {
 		return nil, err
 	}
 	if raw, ok := fields["result"]; ok {
@@ -377,7 +381,7 @@ func (s *Service) RecordCallback(ctx context.Context, c *agentowl.RuntimeCredent
 		if in.Sequence < w.Sequence {
 			cb.Stale = true
 		} else {
-			if w.Status.Terminal() {
+			if !w.Status.CanBecome(in.Status) { // in.Status is reportable: only terminal work refuses it
 				return agentowl.Errorf(agentowl.ECodeAlreadyTerminal,
 					"Work %q is already %s; a later callback cannot reopen it.", w.ID, w.Status)
 			}

@@ -72,14 +72,6 @@ func TestCanonicalJSON(t *testing.T) {
 	}
 }
 
-func TestNewID(t *testing.T) {
-	t.Parallel()
-	a, b := NewID("work"), NewID("work")
-	if a == b || len(a) != len("work_")+26 || strings.ToLower(a) != a {
-		t.Fatalf("IDs %q %q", a, b)
-	}
-}
-
 // FuzzParseCallback feeds arbitrary bodies to the callback parser: it must
 // never panic, and whatever it accepts must satisfy the format's rules.
 func FuzzParseCallback(f *testing.F) {

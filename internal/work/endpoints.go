@@ -147,11 +147,7 @@ func (s *Service) applyDecision(ep *agentowl.Endpoint, in EndpointInput) error {
 		if err := checkDecisionSecret(*in.DecisionSecret); err != nil {
 			return err
 		}
-		sealed, err := s.sealEndpointSecret(decisionColumn, ep.ID, *in.DecisionSecret)
-		if err != nil {
-			return err
-		}
-		ep.DecisionSecret = sealed
+		ep.DecisionSecret = []byte(*in.DecisionSecret) // sealed at rest by the store
 	}
 	return nil
 }
@@ -180,7 +176,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 		return nil, err
 	}
 	now := s.clock.Now()
-	ep := &agentowl.Endpoint{ID: NewID("ep"), TenantID: m.TenantID, Name: *in.Name, URL: *in.URL, CreatedAt: now, UpdatedAt: now}
+	ep := &agentowl.Endpoint{ID: agentowl.NewID("ep"), TenantID: m.TenantID, Name: *in.Name, URL: *in.URL, CreatedAt: now, UpdatedAt: now}
 	if in.AgentWork != nil {
 		ep.AgentWork = *in.AgentWork
 	}
@@ -197,9 +193,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 		ep.Overdue = *in.Overdue
 	}
 	secret := webhook.NewSecret()
-	if ep.SigningSecret, err = s.sealEndpointSecret(signingColumn, ep.ID, secret); err != nil {
-		return nil, err
-	}
+	ep.SigningSecret = []byte(secret) // sealed at rest by the store
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		if err := tx.EndpointCreate(ctx, ep); err != nil {
 			if errors.Is(err, store.ErrConflict) {
@@ -320,9 +314,7 @@ func (s *Service) RotateSigningSecret(ctx context.Context, p *access.Principal, 
 		if err != nil {
 			return err
 		}
-		if ep.SigningSecret, err = s.sealEndpointSecret(signingColumn, ep.ID, secret); err != nil {
-			return err
-		}
+		ep.SigningSecret = []byte(secret)
 		ep.UpdatedAt = s.clock.Now()
 		if err := tx.EndpointUpdate(ctx, ep); err != nil {
 			return err
@@ -421,7 +413,7 @@ func (s *Service) InspectEndpoint(ctx context.Context, p *access.Principal, tena
 
 // EndpointForBinding returns the live endpoint a new binding would route
 // to, for ingress: not_found otherwise.
-func EndpointForBinding(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Endpoint, error) {
+func EndpointForBinding(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Endpoint, error) {
 	return tenantEndpoint(ctx, tx, m, id)
 }
 
@@ -475,7 +467,7 @@ func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, ten
 	}
 	secret := agentowl.NewTokenSecret(agentowl.TokenRuntime)
 	now := s.clock.Now()
-	c := &agentowl.RuntimeCredential{ID: NewID("rtc"), TenantID: m.TenantID, EndpointID: endpointID, Hash: agentowl.HashToken(secret),
+	c := &agentowl.RuntimeCredential{ID: agentowl.NewID("rtc"), TenantID: m.TenantID, EndpointID: endpointID, Hash: agentowl.HashToken(secret),
 		Label: label, Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(time.Duration(lifetime) * 24 * time.Hour)}
 	err = s.store.Write(ctx, func(tx store.Tx) error {
 		if _, err := tenantEndpoint(ctx, tx, m, endpointID); err != nil {

@@ -7,12 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/delivery"
+	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -28,10 +26,10 @@ const (
 // Destination names an endpoint as a delivery destination.
 func Destination(endpointID string) string { return "endpoint:" + endpointID }
 
-// ResolveDestination is the delivery.Resolver of "endpoint:<id>"
+// ResolveDestination is the outbox.Resolver of "endpoint:<id>"
 // destinations: the endpoint's current URL and signing secret, or no target
 // once the endpoint is deleted, which ends the message.
-func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*delivery.Target, error) {
+func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
 	id, found := strings.CutPrefix(destination, "endpoint:")
 	if !found {
 		return nil, nil
@@ -43,11 +41,7 @@ func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destinati
 	if err != nil || ep.DeletedAt != nil {
 		return nil, err
 	}
-	plain, err := s.openEndpointSecret(signingColumn, ep.ID, ep.SigningSecret)
-	if err != nil {
-		return nil, err
-	}
-	return &delivery.Target{URL: ep.URL, Secret: plain}, nil
+	return &outbox.Target{URL: ep.URL, Secret: string(ep.SigningSecret)}, nil
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -100,8 +94,8 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpo
 	gen int, replayOf string, enc *EncodedEvent) (*agentowl.Work, error) {
 	now := s.clock.Now()
 	w := &agentowl.Work{
-		ID: NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
-		Generation: gen, ReplayOf: replayOf, DeliveryID: deliveryID(), CredentialID: cred, Status: agentowl.WorkPending,
+		ID: agentowl.NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
+		Generation: gen, ReplayOf: replayOf, DeliveryID: agentowl.NewID(agentowl.SortedUUID), CredentialID: cred, Status: agentowl.WorkPending,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	block := &agentwork.Work{Version: agentwork.Version, WorkID: w.ID, ConversationID: w.ConversationID, Generation: gen,
@@ -124,7 +118,7 @@ type deliveryWork struct {
 // on every attempt.
 func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, dw *deliveryWork, enc *EncodedEvent) error {
 	now := s.clock.Now()
-	d := agentwork.Handoff{ID: deliveryID(), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
+	d := agentwork.Handoff{ID: agentowl.NewID(agentowl.SortedUUID), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
 	kind, subject := MessageKindEvent, ev.ID
 	if dw != nil {
 		d.ID, d.Work, kind, subject = dw.work.DeliveryID, dw.block, MessageKindHandoff, dw.work.ID
@@ -139,11 +133,11 @@ func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpo
 	if err != nil {
 		return err
 	}
-	return tx.MessageCreate(ctx, &agentowl.OutboxMessage{
+	_, err = outbox.Enqueue(ctx, tx, now, outbox.Message{
 		ID: d.ID, TenantID: ev.TenantID, Kind: kind, Destination: Destination(ep.ID), Subject: subject, Body: body,
-		CreatedAt: now, DeadlineAt: now.Add(s.cfg.HandoffWindow), State: agentowl.MessagePending, NextAttempt: now,
-		Payload: payload,
+		Deadline: now.Add(s.cfg.HandoffWindow), Payload: payload,
 	})
+	return err
 }
 
 // Replay hands an event to its endpoint again as new work: the next
@@ -201,14 +195,4 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 	}
 	s.wake()
 	return out, nil
-}
-
-// deliveryID returns a new delivery (outbox message) ID: a version 7 UUID,
-// which sorts by creation like NewID's IDs, for the same reason.
-func deliveryID() string {
-	id, err := uuid.NewV7()
-	if err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return id.String()
 }

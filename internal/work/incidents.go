@@ -45,7 +45,7 @@ func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
 				return err
 			}
 			now := s.clock.Now()
-			it := &agentowl.AttentionItem{ID: NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
+			it := &agentowl.AttentionItem{ID: agentowl.NewID("att"), TenantID: w.TenantID, Kind: KindIncident,
 				Status: agentowl.AttentionOpen, WorkID: w.ID, EndpointID: w.EndpointID, Summary: deliveryIncidentSummary(m, w, attempts),
 				MessageID: m.ID, CreatedAt: now, UpdatedAt: now}
 			if err := tx.AttentionCreate(ctx, it); err != nil {

@@ -112,9 +112,9 @@ func (s *Service) ListQueue(ctx context.Context, p *access.Principal, tenant str
 	return out, err
 }
 
-// queueEntry reads message id of q in tenant scope m, or not_found: the
+// queueEntry reads message id of q in membership m, or not_found: the
 // message of another tenant, or of another queue, is not there.
-func queueEntry(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, q Queue, id string) (*store.OutboxEntry, error) {
+func queueEntry(ctx context.Context, tx store.Tx, m *agentowl.Membership, q Queue, id string) (*store.OutboxEntry, error) {
 	e, err := tx.OutboxGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (e.Message.TenantID != m.TenantID || !slices.Contains(q.kinds, e.Message.Kind))) {
 		return nil, notFound(m, q.what, id)
@@ -293,7 +293,7 @@ func (s *Service) closeIncidentTx(ctx context.Context, tx store.Tx, id string, n
 	if err != nil {
 		return err
 	}
-	if it.Status != agentowl.AttentionResolved {
+	if it.Status.CanBecome(agentowl.AttentionResolved) {
 		if err := resolveItem(ctx, tx, it, ResolvedRedriven, now); err != nil {
 			return err
 		}

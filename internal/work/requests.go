@@ -22,6 +22,9 @@ const (
 	maxActionDescBytes = 4096
 	// MaxRequests caps the requests of one needs_input callback.
 	MaxRequests = 20
+	// MaxAnswerBytes caps an operator's answer to a question, as a
+	// question's prompt is capped.
+	MaxAnswerBytes = maxPromptBytes
 )
 
 // Attention item kinds and decisions (docs/attention.md): the request

@@ -69,14 +69,24 @@ func ParseStatus(v string) (agentowl.WorkStatus, error) {
 		"status must be pending, accepted, running, needs_input, completed, failed or cancelled.")
 }
 
+// ListFilter narrows ListWork; the zero value lists all of a tenant's work.
+type ListFilter struct {
+	Status         agentowl.WorkStatus // optional
+	EndpointID     string              // optional
+	ConversationID string              // optional
+	After          *agentowl.Cursor    // optional: the next page
+	Limit          int
+}
+
 // ListWork lists a tenant's work, newest first, each with its delivery
 // state. Members may.
-func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant string, params store.WorkListParams) ([]*Summary, error) {
+func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant string, f ListFilter) ([]*Summary, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	params.TenantID = m.TenantID
+	params := store.WorkListParams{TenantID: m.TenantID, Status: f.Status, EndpointID: f.EndpointID,
+		ConversationID: f.ConversationID, After: f.After, Limit: f.Limit}
 	var out []*Summary
 	err = s.store.Read(ctx, func(tx store.Tx) error {
 		ws, err := tx.WorkList(ctx, params)

@@ -7,8 +7,6 @@ package work
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/store"
 )
 
@@ -87,9 +84,6 @@ type Service struct {
 	clock agentowl.Clock
 	cfg   Config
 	log   *slog.Logger
-	// box seals endpoint signing and decision secrets: they must be sent
-	// or used later, so they cannot be hashed.
-	box *secret.Box
 	// checkURL refuses destinations the egress client would refuse.
 	checkURL func(string) error
 	// wake prompts the delivery engine after a handoff commits.
@@ -97,22 +91,18 @@ type Service struct {
 	callbackLimit *ratelimit.Limiter
 }
 
-// New returns a Service. box seals endpoint secrets (the store's box);
-// checkURL is the egress client's URL check (every endpoint URL and
+// New returns a Service. checkURL is the egress client's URL check (every endpoint URL and
 // decision URL must pass it); wake, when set, is called after handoffs
 // commit.
-func New(st store.Store, clock agentowl.Clock, box *secret.Box, checkURL func(string) error, wake func(), cfg Config, log *slog.Logger) (*Service, error) {
+func New(st store.Store, clock agentowl.Clock, checkURL func(string) error, wake func(), cfg Config, log *slog.Logger) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if box == nil {
-		return nil, errors.New("work: a secret.Box is required")
-	}
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Service{store: st, clock: clock, cfg: cfg, log: log, box: box, checkURL: checkURL, wake: wake,
+	return &Service{store: st, clock: clock, cfg: cfg, log: log, checkURL: checkURL, wake: wake,
 		callbackLimit: ratelimit.New("runtime-callbacks", cfg.CallbackLimit, st, clock)}, nil
 }
 
@@ -127,54 +117,9 @@ func (s *Service) CallbackRate() *ratelimit.Limiter { return s.callbackLimit }
 // handoffs.
 func (s *Service) Wake() { s.wake() }
 
-// NewID returns a fresh ID with a readable kind prefix, such as work_…,
-// conv_… or evt_…: 26 characters of [a-z2-7], the first 11 the creation
-// time in milliseconds (base 26 in letters, so IDs sort by creation) and
-// the other 15 random (75 bits, base32). Sorting by creation makes each
-// new row land at the end of its table's primary key and of the indexes
-// keyed by it, where the rows committed with it also land, instead of on a
-// random page of each: the single SQLite writer then writes a few pages
-// per batch rather than a few per row (BENCHMARKS.md).
-func NewID(prefix string) string {
-	return newIDAt(prefix, time.Now())
-}
-
-func newIDAt(prefix string, t time.Time) string {
-	var b [26]byte
-	ms := uint64(max(t.UnixMilli(), 0))
-	for i := 10; i >= 0; i-- {
-		b[i] = byte('a' + ms%26)
-		ms /= 26
-	}
-	var r [10]byte // 80 bits; the first 75 are used
-	if _, err := rand.Read(r[:]); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	enc := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(r[:])) // 16 characters
-	copy(b[11:], enc)
-	return prefix + "_" + string(b[:])
-}
-
-// Where endpoint secrets are stored: each is sealed for its column of its
-// endpoint's row, so a sealed value copied elsewhere does not open.
-const (
-	endpointsTable = "endpoints"
-	signingColumn  = "signing_secret"
-	decisionColumn = "decision_secret"
-)
-
-func (s *Service) sealEndpointSecret(column, endpointID, plain string) ([]byte, error) {
-	return s.box.Seal(endpointsTable, column, endpointID, []byte(plain))
-}
-
-func (s *Service) openEndpointSecret(column, endpointID string, sealed []byte) (string, error) {
-	plain, err := s.box.Open(endpointsTable, column, endpointID, sealed)
-	return string(plain), err
-}
-
-// notFound is not_found for an operator's look-up in tenant scope m: it
+// notFound is not_found for an operator's look-up in membership m: it
 // names the tenant searched (the caller's own, so nothing leaks).
-func notFound(m *agentowl.TenantScope, what, id string) error {
+func notFound(m *agentowl.Membership, what, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in tenant %q.", what, id, m.TenantName)
 }
 
@@ -183,8 +128,8 @@ func (s *Service) CallbackURL(workID string) string {
 	return s.cfg.PublicURL + "/runtime/v1/work/" + workID + "/callbacks"
 }
 
-// tenantEndpoint reads a live endpoint of tenant scope m, or not_found.
-func tenantEndpoint(ctx context.Context, tx store.Tx, m *agentowl.TenantScope, id string) (*agentowl.Endpoint, error) {
+// tenantEndpoint reads a live endpoint of membership m, or not_found.
+func tenantEndpoint(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Endpoint, error) {
 	ep, err := tx.EndpointGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (ep.TenantID != m.TenantID || ep.DeletedAt != nil)) {
 		return nil, notFound(m, "endpoint", id)

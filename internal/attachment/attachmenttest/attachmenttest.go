@@ -14,7 +14,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/store"
-	"github.com/agentowl/agentowl/internal/work"
 )
 
 // File is one attachment part of a test message.
@@ -82,8 +81,8 @@ func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *age
 				return err
 			}
 		}
-		ev.ID = work.NewID("evt")
-		conv := &agentowl.Conversation{ID: work.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Status: "open",
+		ev.ID = agentowl.NewID("evt")
+		conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: b.TenantID, BindingID: b.ID, Status: "open",
 			CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 		if err := tx.ConversationCreate(ctx, conv); err != nil {
 			return err

@@ -110,7 +110,7 @@ func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, de
 	err := t.readGroup(ctx,
 		oneRow(&c.Work, scanWork, `SELECT `+workCols+` FROM work WHERE id = `+work+lock, attentionID, tenantID),
 		oneRow(&c.Item, scanAttention, `SELECT `+attentionCols+` FROM attention_items WHERE id = ?`, attentionID),
-		oneRow(&c.Endpoint, scanEndpoint, `SELECT `+endpointCols+` FROM endpoints
+		oneRow(&c.Endpoint, t.scanEndpoint, `SELECT `+endpointCols+` FROM endpoints
 			WHERE id = (SELECT endpoint_id FROM attention_items WHERE id = ? AND tenant_id = ?)`, attentionID, tenantID),
 		oneRow(&c.ByID, scanWorkDecision, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = `+work+` AND id = ?`,
 			attentionID, tenantID, decisionID),

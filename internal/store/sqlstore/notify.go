@@ -106,7 +106,7 @@ func (t *tx) NotificationMutes(ctx context.Context, operatorID string) ([]agento
 	rows, err := t.query(ctx, `SELECT scope, value FROM notification_mutes WHERE operator_id = ? ORDER BY scope, value`, operatorID)
 	return all(rows, err, func(s scanner) (agentowl.NotificationMute, error) {
 		var m agentowl.NotificationMute
-		err := s.Scan(&m.Scope, &m.Value)
+		err := s.Scan(&m.By, &m.Value)
 		return m, err
 	})
 }
@@ -117,7 +117,7 @@ func (t *tx) NotificationSetMutes(ctx context.Context, tenantID, operatorID stri
 	}
 	for _, m := range mutes {
 		if _, err := t.exec(ctx, `INSERT INTO notification_mutes (operator_id, tenant_id, scope, value) VALUES (?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`, operatorID, tenantID, m.Scope, m.Value); err != nil {
+			ON CONFLICT DO NOTHING`, operatorID, tenantID, m.By, m.Value); err != nil {
 			return err
 		}
 	}

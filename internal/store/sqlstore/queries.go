@@ -101,8 +101,8 @@ func (t *tx) OperatorSetRole(ctx context.Context, id string, role agentowl.Role)
 	return t.execOne(ctx, `UPDATE operators SET role = ? WHERE id = ?`, string(role), id)
 }
 
-func (t *tx) OperatorScope(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.TenantScope, error) {
-	var m agentowl.TenantScope
+func (t *tx) OperatorMembership(ctx context.Context, operatorID string) (*agentowl.Operator, *agentowl.Membership, error) {
+	var m agentowl.Membership
 	o, err := one(t.queryRow(ctx, `SELECT o.id, o.tenant_id, o.name, o.role, o.created_at, tn.name FROM operators o
 		JOIN tenants tn ON tn.id = o.tenant_id WHERE o.id = ?`, operatorID), func(s scanner) (*agentowl.Operator, error) {
 		return scanOperator(scannerFunc(func(dest ...any) error { return s.Scan(append(dest, &m.TenantName)...) }))
@@ -192,56 +192,49 @@ func (t *tx) TokenRevokeByInstance(ctx context.Context, instanceID string, at ti
 
 // ---- instances
 
-const instanceCols = `id, tenant_id, name, provisioner_token_id, delivery_type, delivery_url, delivery_registration_id,
-	delivery_secret_sealed, approval_validity_seconds, created_at, deleted_at`
+// instanceCols end with the instance's sealed columns (instanceSecrets).
+var instanceCols = `id, tenant_id, name, provisioner_token_id, delivery_type, delivery_url, delivery_registration_id,
+	approval_validity_seconds, created_at, deleted_at, ` + instanceSecrets.cols()
 
 // scanInstance reads an instance, opening its receiver signing secret.
 func (t *tx) scanInstance(s scanner) (*agentowl.Instance, error) {
 	var v agentowl.Instance
 	var dtype, durl, dreg sql.NullString
-	var dsecret []byte
 	var validity, created int64
 	var deleted sql.NullInt64
-	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &v.ProvisionerTokenID, &dtype, &durl, &dreg, &dsecret,
-		&validity, &created, &deleted); err != nil {
+	sealed, raw := instanceSecrets.dest()
+	if err := s.Scan(append([]any{&v.ID, &v.TenantID, &v.Name, &v.ProvisionerTokenID, &dtype, &durl, &dreg,
+		&validity, &created, &deleted}, sealed...)...); err != nil {
 		return nil, err
 	}
 	if dtype.Valid {
 		v.Receiver = &agentowl.Receiver{Type: dtype.String, URL: durl.String, RegistrationID: dreg.String}
-		if dsecret != nil {
-			plain, err := t.db.open(instancesTable, deliverySecretColumn, v.ID, dsecret)
-			if err != nil {
-				return nil, err
-			}
-			v.Receiver.SigningSecret = string(plain)
-		}
 	}
 	v.ApprovalValidity = time.Duration(validity) * time.Second
 	v.CreatedAt, v.DeletedAt = fromTS(created), fromNullTS(deleted)
+	if err := instanceSecrets.open(t.db, v.ID, &v, raw); err != nil {
+		return nil, err
+	}
 	return &v, nil
 }
 
-// deliveryArgs are the delivery columns of instance id, its signing secret
-// sealed.
-func (t *tx) deliveryArgs(id string, d *agentowl.Receiver) ([]any, error) {
+// deliveryArgs are an instance's delivery columns but the sealed one.
+func deliveryArgs(d *agentowl.Receiver) []any {
 	if d == nil {
-		return []any{nil, nil, nil, nil}, nil
+		return []any{nil, nil, nil}
 	}
-	sealed, err := t.db.seal(instancesTable, deliverySecretColumn, id, []byte(d.SigningSecret))
-	if err != nil {
-		return nil, err
-	}
-	return []any{d.Type, d.URL, d.RegistrationID, sealed}, nil
+	return []any{d.Type, d.URL, d.RegistrationID}
 }
 
 func (t *tx) InstanceCreate(ctx context.Context, v *agentowl.Instance) error {
-	delivery, err := t.deliveryArgs(v.ID, v.Receiver)
+	sealed, err := instanceSecrets.seal(t.db, v.ID, v)
 	if err != nil {
 		return err
 	}
-	args := append([]any{v.ID, v.TenantID, v.Name, v.ProvisionerTokenID}, delivery...)
+	args := append([]any{v.ID, v.TenantID, v.Name, v.ProvisionerTokenID}, deliveryArgs(v.Receiver)...)
 	args = append(args, int64(v.ApprovalValidity/time.Second), ts(v.CreatedAt), nullTS(v.DeletedAt))
-	_, err = t.exec(ctx, `INSERT INTO instances (`+instanceCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	args = append(args, sealed...)
+	_, err = t.exec(ctx, `INSERT INTO instances (`+instanceCols+`) VALUES (`+marks(len(args))+`)`, args...)
 	return err
 }
 
@@ -258,14 +251,15 @@ func (t *tx) InstanceGetShared(ctx context.Context, id string) (*agentowl.Instan
 }
 
 func (t *tx) InstanceUpdate(ctx context.Context, v *agentowl.Instance) error {
-	delivery, err := t.deliveryArgs(v.ID, v.Receiver)
+	sealed, err := instanceSecrets.seal(t.db, v.ID, v)
 	if err != nil {
 		return err
 	}
-	args := append([]any{v.Name}, delivery...)
-	args = append(args, int64(v.ApprovalValidity/time.Second), nullTS(v.DeletedAt), v.ID)
+	args := append([]any{v.Name}, deliveryArgs(v.Receiver)...)
+	args = append(args, int64(v.ApprovalValidity/time.Second), nullTS(v.DeletedAt))
+	args = append(append(args, sealed...), v.ID)
 	return t.execOne(ctx, `UPDATE instances SET name = ?, delivery_type = ?, delivery_url = ?, delivery_registration_id = ?,
-		delivery_secret_sealed = ?, approval_validity_seconds = ?, deleted_at = ? WHERE id = ?`, args...)
+		approval_validity_seconds = ?, deleted_at = ?, `+instanceSecrets.assignments()+` WHERE id = ?`, args...)
 }
 
 func (t *tx) InstanceList(ctx context.Context, tenantID string) ([]*agentowl.Instance, error) {
@@ -286,14 +280,14 @@ func (t *tx) IdempotencyGet(ctx context.Context, scope, operation, key string) (
 func scanIdempotency(s scanner) (*agentowl.Idempotency, error) {
 	var v agentowl.Idempotency
 	var created, retain int64
-	err := s.Scan(&v.Scope, &v.Operation, &v.Key, &v.InputHash, &v.ResourceID, &v.Response, &created, &retain)
+	err := s.Scan(&v.Owner, &v.Operation, &v.Key, &v.InputHash, &v.ResourceID, &v.Response, &created, &retain)
 	v.CreatedAt, v.RetainUntil = fromTS(created), fromTS(retain)
 	return &v, err
 }
 
 func (t *tx) IdempotencyCreate(ctx context.Context, v *agentowl.Idempotency) error {
 	return t.execLater(ctx, nil, `INSERT INTO idempotency_keys (scope, operation, key, input_hash, resource_id, response, created_at, retain_until)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, v.Scope, v.Operation, v.Key, v.InputHash, v.ResourceID, v.Response,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, v.Owner, v.Operation, v.Key, v.InputHash, v.ResourceID, v.Response,
 		ts(v.CreatedAt), ts(v.RetainUntil))
 }
 
@@ -370,10 +364,9 @@ func (t *tx) RequestGet(ctx context.Context, id string) (*agentowl.ApprovalReque
 	return one(t.queryRow(ctx, `SELECT `+requestCols+` FROM approval_requests WHERE id = ?`, id), scanRequest)
 }
 
-const (
-	requestByKey   = `SELECT ` + requestCols + ` FROM approval_requests WHERE instance_id = ? AND idempotency_key = ?`
-	instanceShared = `SELECT ` + instanceCols + ` FROM instances WHERE id = ?` // + the dialect's ForShare
-)
+const requestByKey = `SELECT ` + requestCols + ` FROM approval_requests WHERE instance_id = ? AND idempotency_key = ?`
+
+var instanceShared = `SELECT ` + instanceCols + ` FROM instances WHERE id = ?` // + the dialect's ForShare
 
 func (t *tx) RequestGetByKey(ctx context.Context, instanceID, key string) (*agentowl.ApprovalRequest, error) {
 	return one(t.queryRow(ctx, requestByKey, instanceID, key), scanRequest)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
@@ -40,10 +38,10 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now().UTC().Truncate(time.Second)
-			tenant := &agentowl.Tenant{ID: uuid.NewString(), Name: "t-" + uuid.NewString()[:8], CreatedAt: now}
+			tenant := &agentowl.Tenant{ID: agentowl.NewID(""), Name: "t-" + agentowl.NewID("")[:8], CreatedAt: now}
 			plain := webhook.NewSecret()
-			receiver := &agentowl.Receiver{Type: "webhook", URL: "https://receiver.example/aap", RegistrationID: uuid.NewString(), SigningSecret: plain}
-			inst := &agentowl.Instance{ID: uuid.NewString(), TenantID: tenant.ID, Name: "i", ProvisionerTokenID: uuid.NewString(),
+			receiver := &agentowl.Receiver{Type: "webhook", URL: "https://receiver.example/aap", RegistrationID: agentowl.NewID(""), SigningSecret: plain}
+			inst := &agentowl.Instance{ID: agentowl.NewID(""), TenantID: tenant.ID, Name: "i", ProvisionerTokenID: agentowl.NewID(""),
 				Receiver: receiver, ApprovalValidity: time.Hour, CreatedAt: now}
 			if err := st.Write(ctx, func(tx store.Tx) error {
 				return errors.Join(tx.TenantCreate(ctx, tenant), tx.InstanceCreate(ctx, inst))
@@ -89,6 +87,17 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 			if err := keyless.Read(ctx, func(tx store.Tx) error { _, err := tx.InstanceGet(ctx, inst.ID); return err }); err == nil {
 				t.Error("a store opened without the key read an instance with a sealed secret")
 			}
+		})
+	}
+}
+
+// Every secret a record carries is sealed at rest for its table, column
+// and row (storetest.SealedAtRest), on both dialects.
+func TestSealedAtRest(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			storetest.SealedAtRest(t, b)
 		})
 	}
 }

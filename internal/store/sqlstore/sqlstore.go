@@ -64,7 +64,7 @@ type DB struct {
 	closeOnce sync.Once
 	closeErr  error
 	dialect   Dialect
-	// box seals the secrets this store seals itself (secrets.go); nil
+	// box seals every stored secret (the declarations of secrets.go); nil
 	// when opened without the key.
 	box    *secret.Box
 	writer *sql.DB

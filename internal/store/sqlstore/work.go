@@ -39,50 +39,64 @@ func nullJSON(raw json.RawMessage) any {
 
 // ---- endpoints
 
-const endpointCols = `id, tenant_id, name, url, agent_work, signing_secret, decision_url, decision_secret,
-	created_at, updated_at, deleted_at, overdue_accept_within, overdue_report_interval, overdue_input_expiry`
+// endpointCols end with the endpoint's sealed columns (endpointSecrets).
+var endpointCols = `id, tenant_id, name, url, agent_work, decision_url, created_at, updated_at, deleted_at,
+	overdue_accept_within, overdue_report_interval, overdue_input_expiry, ` + endpointSecrets.cols()
 
-func scanEndpoint(s scanner) (*agentowl.Endpoint, error) {
+// scanEndpoint reads an endpoint, opening its secrets.
+func (t *tx) scanEndpoint(s scanner) (*agentowl.Endpoint, error) {
 	var v agentowl.Endpoint
 	var agentWork int
 	var decisionURL sql.NullString
 	var created, updated int64
 	var deleted, acceptWithin, reportInterval, inputExpiry sql.NullInt64
-	if err := s.Scan(&v.ID, &v.TenantID, &v.Name, &v.URL, &agentWork, &v.SigningSecret, &decisionURL, &v.DecisionSecret,
-		&created, &updated, &deleted, &acceptWithin, &reportInterval, &inputExpiry); err != nil {
+	sealed, raw := endpointSecrets.dest()
+	if err := s.Scan(append([]any{&v.ID, &v.TenantID, &v.Name, &v.URL, &agentWork, &decisionURL,
+		&created, &updated, &deleted, &acceptWithin, &reportInterval, &inputExpiry}, sealed...)...); err != nil {
 		return nil, err
 	}
 	v.AgentWork, v.DecisionURL = agentWork != 0, decisionURL.String
 	v.CreatedAt, v.UpdatedAt, v.DeletedAt = fromTS(created), fromTS(updated), fromNullTS(deleted)
 	v.Overdue = scanOverdue(acceptWithin, reportInterval, inputExpiry)
+	if err := endpointSecrets.open(t.db, v.ID, &v, raw); err != nil {
+		return nil, err
+	}
 	return &v, nil
 }
 
 func (t *tx) EndpointCreate(ctx context.Context, v *agentowl.Endpoint) error {
+	sealed, err := endpointSecrets.seal(t.db, v.ID, v)
+	if err != nil {
+		return err
+	}
 	accept, report, input := overdueArgs(v.Overdue)
-	_, err := t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.TenantID, v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
-		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input)
+	args := append([]any{v.ID, v.TenantID, v.Name, v.URL, boolInt(v.AgentWork), nullStr(v.DecisionURL),
+		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input}, sealed...)
+	_, err = t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (`+marks(len(args))+`)`, args...)
 	return err
 }
 
 func (t *tx) EndpointGet(ctx context.Context, id string) (*agentowl.Endpoint, error) {
-	return one(t.queryRow(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE id = ?`, id), scanEndpoint)
+	return one(t.queryRow(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE id = ?`, id), t.scanEndpoint)
 }
 
 func (t *tx) EndpointUpdate(ctx context.Context, v *agentowl.Endpoint) error {
+	sealed, err := endpointSecrets.seal(t.db, v.ID, v)
+	if err != nil {
+		return err
+	}
 	accept, report, input := overdueArgs(v.Overdue)
-	return t.execOne(ctx, `UPDATE endpoints SET name = ?, url = ?, agent_work = ?, signing_secret = ?, decision_url = ?,
-		decision_secret = ?, updated_at = ?, deleted_at = ?, overdue_accept_within = ?, overdue_report_interval = ?,
-		overdue_input_expiry = ? WHERE id = ?`,
-		v.Name, v.URL, boolInt(v.AgentWork), v.SigningSecret, nullStr(v.DecisionURL), nullBytes(v.DecisionSecret),
-		ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input, v.ID)
+	args := append([]any{v.Name, v.URL, boolInt(v.AgentWork), nullStr(v.DecisionURL),
+		ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input}, sealed...)
+	return t.execOne(ctx, `UPDATE endpoints SET name = ?, url = ?, agent_work = ?, decision_url = ?,
+		updated_at = ?, deleted_at = ?, overdue_accept_within = ?, overdue_report_interval = ?,
+		overdue_input_expiry = ?, `+endpointSecrets.assignments()+` WHERE id = ?`, append(args, v.ID)...)
 }
 
 func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*agentowl.Endpoint, error) {
 	rows, err := t.query(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE tenant_id = ? AND deleted_at IS NULL
 		ORDER BY created_at, id`, tenantID)
-	return all(rows, err, scanEndpoint)
+	return all(rows, err, t.scanEndpoint)
 }
 
 // ---- runtime credentials
@@ -139,31 +153,41 @@ func (t *tx) RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID s
 
 // ---- bindings
 
-const bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, signing_secret, address, provider_secret,
-	created_at, deleted_at`
+// bindingCols end with the binding's sealed columns (bindingSecrets).
+var bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, address, created_at, deleted_at, ` +
+	bindingSecrets.cols()
 
-func scanBinding(s scanner) (*agentowl.Binding, error) {
+// scanBinding reads a binding, opening its secrets.
+func (t *tx) scanBinding(s scanner) (*agentowl.Binding, error) {
 	var v agentowl.Binding
 	var address sql.NullString
 	var created int64
 	var deleted sql.NullInt64
-	if err := s.Scan(&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &v.SigningSecret, &address,
-		&v.ProviderSecret, &created, &deleted); err != nil {
+	sealed, raw := bindingSecrets.dest()
+	if err := s.Scan(append([]any{&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &address,
+		&created, &deleted}, sealed...)...); err != nil {
 		return nil, err
 	}
 	v.Address, v.CreatedAt, v.DeletedAt = address.String, fromTS(created), fromNullTS(deleted)
+	if err := bindingSecrets.open(t.db, v.ID, &v, raw); err != nil {
+		return nil, err
+	}
 	return &v, nil
 }
 
 func (t *tx) BindingCreate(ctx context.Context, v *agentowl.Binding) error {
-	_, err := t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, nullBytes(v.TokenHash), nullBytes(v.SigningSecret),
-		nullStr(v.Address), nullBytes(v.ProviderSecret), ts(v.CreatedAt), nullTS(v.DeletedAt))
+	sealed, err := bindingSecrets.seal(t.db, v.ID, v)
+	if err != nil {
+		return err
+	}
+	args := append([]any{v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, nullBytes(v.TokenHash),
+		nullStr(v.Address), ts(v.CreatedAt), nullTS(v.DeletedAt)}, sealed...)
+	_, err = t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (`+marks(len(args))+`)`, args...)
 	return err
 }
 
 func (t *tx) BindingGet(ctx context.Context, id string) (*agentowl.Binding, error) {
-	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE id = ?`, id), scanBinding)
+	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE id = ?`, id), t.scanBinding)
 }
 
 // bindingRouteCols are BindingRoute's binding and endpoint columns.
@@ -174,9 +198,9 @@ func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time, 
 	var cred sql.NullString
 	reads := []groupRead{oneRow(&r.Binding, func(s scanner) (*agentowl.Binding, error) {
 		// The binding's columns, then the endpoint's, then the credential.
-		return scanBinding(scannerFunc(func(dest ...any) error {
+		return t.scanBinding(scannerFunc(func(dest ...any) error {
 			var err error
-			r.Endpoint, err = scanEndpoint(scannerFunc(func(epDest ...any) error {
+			r.Endpoint, err = t.scanEndpoint(scannerFunc(func(epDest ...any) error {
 				return s.Scan(append(append(dest, epDest...), &cred)...)
 			}))
 			return err
@@ -218,18 +242,18 @@ func scopeWord(scope string) string { return " " + scope + " " }
 
 func (t *tx) BindingGetByToken(ctx context.Context, tokenHash []byte) (*agentowl.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE token_hash = ? AND deleted_at IS NULL`, tokenHash),
-		scanBinding)
+		t.scanBinding)
 }
 
 func (t *tx) BindingGetByAddress(ctx context.Context, address string) (*agentowl.Binding, error) {
 	return one(t.queryRow(ctx, `SELECT `+bindingCols+` FROM bindings WHERE address = ? AND deleted_at IS NULL`, address),
-		scanBinding)
+		t.scanBinding)
 }
 
 func (t *tx) BindingList(ctx context.Context, tenantID string) ([]*agentowl.Binding, error) {
 	rows, err := t.query(ctx, `SELECT `+bindingCols+` FROM bindings WHERE tenant_id = ? AND deleted_at IS NULL
 		ORDER BY created_at, id`, tenantID)
-	return all(rows, err, scanBinding)
+	return all(rows, err, t.scanBinding)
 }
 
 func (t *tx) BindingDelete(ctx context.Context, id string, at time.Time) error {

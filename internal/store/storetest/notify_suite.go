@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -38,7 +36,7 @@ func (e *env) operators(t *testing.T, tenantID string, n int) []*agentowl.Operat
 func fanOut(tenantID, key, kind, endpointID string, at time.Time) *store.NotificationFanOut {
 	return &store.NotificationFanOut{TenantID: tenantID, CauseKey: key, Kind: kind, Cause: "work_completed",
 		Subject: "work:" + key, EndpointID: endpointID, Title: "Title of " + key, CreatedAt: at,
-		IDPrefix: "ntf_" + uuid.NewString()[:8] + "_"}
+		IDPrefix: "ntf_" + agentowl.NewID("")[:8] + "_"}
 }
 
 func (e *env) fanOut(t *testing.T, f *store.NotificationFanOut) int {
@@ -59,14 +57,14 @@ func testNotificationFanOut(t *testing.T, e *env) {
 	e.operators(t, other.ID, 2)
 	// ops[1] mutes results; ops[2] mutes endpoint ep_muted.
 	e.write(t, func(tx store.Tx) error {
-		if err := tx.NotificationSetMutes(e.ctx, ten.ID, ops[1].ID, []agentowl.NotificationMute{{Scope: "kind", Value: "result"}}); err != nil {
+		if err := tx.NotificationSetMutes(e.ctx, ten.ID, ops[1].ID, []agentowl.NotificationMute{{By: "kind", Value: "result"}}); err != nil {
 			return err
 		}
-		return tx.NotificationSetMutes(e.ctx, ten.ID, ops[2].ID, []agentowl.NotificationMute{{Scope: "endpoint", Value: "ep_muted"}})
+		return tx.NotificationSetMutes(e.ctx, ten.ID, ops[2].ID, []agentowl.NotificationMute{{By: "endpoint", Value: "ep_muted"}})
 	})
 	equal(t, "mutes", read(t, e, func(tx store.Tx) ([]agentowl.NotificationMute, error) {
 		return tx.NotificationMutes(e.ctx, ops[1].ID)
-	}), []agentowl.NotificationMute{{Scope: "kind", Value: "result"}})
+	}), []agentowl.NotificationMute{{By: "kind", Value: "result"}})
 
 	equal(t, "result on ep_a reaches", e.fanOut(t, fanOut(ten.ID, "k1", "result", "ep_a", e.now)), 2)
 	equal(t, "failure on ep_muted reaches", e.fanOut(t, fanOut(ten.ID, "k2", "failure", "ep_muted", e.now.Add(time.Second))), 2)
@@ -201,11 +199,11 @@ func testConsoleSessions(t *testing.T, e *env) {
 	tok := newToken(agentowl.TokenOperator, ten.ID, e.now)
 	tok.OperatorID = op.ID
 	e.write(t, func(tx store.Tx) error { return tx.TokenCreate(e.ctx, tok) })
-	s := &agentowl.ConsoleSessionRecord{ID: uuid.NewString(), Kind: agentowl.ConsoleLoginLink, Hash: hashOf(uuid.NewString()),
+	s := &agentowl.ConsoleSessionRecord{ID: agentowl.NewID(""), Kind: agentowl.ConsoleLoginLink, Hash: hashOf(agentowl.NewID("")),
 		TenantID: ten.ID, OperatorID: op.ID, TokenID: tok.ID, CreatedAt: e.now, LastSeenAt: e.now, ExpiresAt: e.now.Add(time.Hour)}
 	e.write(t, func(tx store.Tx) error { return tx.ConsoleSessionCreate(e.ctx, s) })
 	dup := *s
-	dup.ID = uuid.NewString()
+	dup.ID = agentowl.NewID("")
 	wantErr(t, "a taken hash", e.writeErr(func(tx store.Tx) error { return tx.ConsoleSessionCreate(e.ctx, &dup) }), store.ErrConflict)
 
 	got, gotTok, err := readPair(e, func(tx store.Tx) (*agentowl.ConsoleSessionRecord, *agentowl.Token, error) {

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -58,10 +56,10 @@ func (e *env) attention(t *testing.T, it *agentowl.AttentionItem) *agentowl.Atte
 func (e *env) decided(t *testing.T, w *agentowl.Work, messageID string, at time.Time) *agentowl.WorkDecision {
 	t.Helper()
 	it := &agentowl.AttentionItem{ID: wid("att"), TenantID: w.TenantID, Kind: "question", Status: agentowl.AttentionOpen, WorkID: w.ID,
-		EndpointID: w.EndpointID, RequestID: "q-" + uuid.NewString()[:8], Revision: 1, Prompt: "Which?",
+		EndpointID: w.EndpointID, RequestID: "q-" + agentowl.NewID("")[:8], Revision: 1, Prompt: "Which?",
 		AllowedDecisions: []string{"answer"}, ExpiresAt: ptr(at.Add(time.Hour)), ContentHash: hashOf("q"), Request: []byte(`{}`),
 		CreatedAt: at, UpdatedAt: at}
-	d := &agentowl.WorkDecision{WorkID: w.ID, ID: "dec-" + uuid.NewString()[:8], TenantID: w.TenantID, AttentionID: it.ID,
+	d := &agentowl.WorkDecision{WorkID: w.ID, ID: "dec-" + agentowl.NewID("")[:8], TenantID: w.TenantID, AttentionID: it.ID,
 		RequestID: it.RequestID, Revision: 1, Decision: "answer", Answer: "blue", ContentHash: hashOf("d"), Body: []byte(`{"d":1}`),
 		DecidedBy: "op", DecidedAt: at, MessageID: messageID}
 	e.write(t, func(tx store.Tx) error {
@@ -133,7 +131,7 @@ func testOutboxFind(t *testing.T, e *env) {
 		Channel: "webhook", EndpointID: ep.ID})
 	equal(t, "AAP entry", get(aap.ID), &store.OutboxEntry{Message: aap})
 	wantErr(t, "OutboxGet unknown", e.readErr(func(tx store.Tx) error {
-		_, err := tx.OutboxGet(e.ctx, uuid.NewString())
+		_, err := tx.OutboxGet(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 }
@@ -185,7 +183,7 @@ func testMessageRedrive(t *testing.T, e *env) {
 	wantErr(t, "redrive of a pending message", err, store.ErrConflict)
 	_, err = redrive(failed.ID, both...)
 	wantErr(t, "a second redrive while the first series runs", err, store.ErrConflict)
-	_, err = redrive(uuid.NewString(), both...)
+	_, err = redrive(agentowl.NewID(""), both...)
 	wantErr(t, "redrive of an unknown message", err, store.ErrNotFound)
 	_, err = redrive(delivered.ID)
 	wantErr(t, "redrive from no state", err, store.ErrConflict)

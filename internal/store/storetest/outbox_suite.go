@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -53,8 +51,8 @@ var msgBody = []byte("{\"id\": \"x\",  \"n\":4900.0,\"raw\":\"\x00\xff\xfe\"}\r\
 // attempt yet.
 func newMessage(tenantID string, created time.Time) *agentowl.OutboxMessage {
 	return &agentowl.OutboxMessage{
-		ID: uuid.NewString(), TenantID: tenantID, Kind: "aap.request_resolved", Destination: "instance:" + uuid.NewString(),
-		Subject: uuid.NewString(), Body: slices.Clone(msgBody), CreatedAt: created, DeadlineAt: created.Add(24 * time.Hour),
+		ID: agentowl.NewID(""), TenantID: tenantID, Kind: "aap.request_resolved", Destination: "instance:" + agentowl.NewID(""),
+		Subject: agentowl.NewID(""), Body: slices.Clone(msgBody), CreatedAt: created, DeadlineAt: created.Add(24 * time.Hour),
 		State: agentowl.MessagePending, NextAttempt: created,
 	}
 }
@@ -218,7 +216,7 @@ func testMessageRoundTrip(t *testing.T, e *env) {
 	}
 
 	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
-		_, err := tx.MessageGet(e.ctx, uuid.NewString())
+		_, err := tx.MessageGet(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 	dup := newMessage(ten.ID, e.now)
@@ -664,7 +662,7 @@ func testMessageDefer(t *testing.T, e *env) {
 
 func testMessageCancelDestination(t *testing.T, e *env) {
 	ten := e.tenant(t)
-	dest, otherDest := "instance:"+uuid.NewString(), "instance:"+uuid.NewString()
+	dest, otherDest := "instance:"+agentowl.NewID(""), "instance:"+agentowl.NewID("")
 	to := func(m *agentowl.OutboxMessage, d string) *agentowl.OutboxMessage { m.Destination = d; return m }
 	idle := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(time.Hour)), dest)
 	dueIdle := to(msgDue(ten.ID, e.now.Add(-time.Hour), e.now.Add(-time.Minute)), dest)
@@ -727,7 +725,7 @@ func testMessageCancelDestination(t *testing.T, e *env) {
 func testMessageList(t *testing.T, e *env) {
 	ten, other := e.tenant(t), e.tenant(t)
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
-	destA, destB, subj := "instance:"+uuid.NewString(), "instance:"+uuid.NewString(), uuid.NewString()
+	destA, destB, subj := "instance:"+agentowl.NewID(""), "instance:"+agentowl.NewID(""), agentowl.NewID("")
 	mk := func(tenantID string, s int, dest, subject string) *agentowl.OutboxMessage {
 		m := newMessage(tenantID, at(s))
 		m.Destination = dest
@@ -762,8 +760,8 @@ func testMessageList(t *testing.T, e *env) {
 		{"every filter", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, State: agentowl.MessagePending, Limit: 10}, []*agentowl.OutboxMessage{m1}},
 		{"every filter and limit", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, Limit: 1}, []*agentowl.OutboxMessage{m4}},
 		{"other tenant", store.MessageListParams{TenantID: other.ID, Limit: 10}, []*agentowl.OutboxMessage{u1}},
-		{"no match", store.MessageListParams{TenantID: ten.ID, Subject: uuid.NewString(), Limit: 10}, []*agentowl.OutboxMessage{}},
-		{"unknown tenant", store.MessageListParams{TenantID: uuid.NewString(), Limit: 10}, []*agentowl.OutboxMessage{}},
+		{"no match", store.MessageListParams{TenantID: ten.ID, Subject: agentowl.NewID(""), Limit: 10}, []*agentowl.OutboxMessage{}},
+		{"unknown tenant", store.MessageListParams{TenantID: agentowl.NewID(""), Limit: 10}, []*agentowl.OutboxMessage{}},
 	} {
 		equal(t, c.what, list(c.p), msgIDs(c.want))
 	}
@@ -797,13 +795,13 @@ func testMessageStats(t *testing.T, e *env) {
 	p1, p2 := msgDue(ten.ID, at(-30), at(0)), msgDue(ten.ID, at(-10), at(5))
 	leased := withLease(msgDue(ten.ID, at(-20), at(0)), "w", at(60))
 	push := msgDue(ten.ID, at(-5), at(-5))
-	push.Destination = "decision:" + uuid.NewString()
+	push.Destination = "decision:" + agentowl.NewID("")
 	e.messages(t, oldestEnded, p2, leased, p1, push)
 	stats("pending and leased messages by surface, not ended ones", e.now, "decision 1 -5 -5", "instance 3 -30 0")
 	stats("a message due later is not due yet", at(10), "decision 1 -5 -5", "instance 3 -30 0")
 
 	u := msgDue(other.ID, at(-50), at(-40))
-	u.Destination = "endpoint:" + uuid.NewString()
+	u.Destination = "endpoint:" + agentowl.NewID("")
 	e.messages(t, u)
 	stats("every tenant's", e.now, "decision 1 -5 -5", "endpoint 1 -50 -40", "instance 3 -30 0")
 

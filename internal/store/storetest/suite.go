@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -165,7 +163,7 @@ func sorted(s []string) []string {
 
 // ---- factories: valid objects with random IDs; callers adjust fields.
 
-func name(prefix string) string { return prefix + "-" + uuid.NewString()[:8] }
+func name(prefix string) string { return prefix + "-" + agentowl.NewID("")[:8] }
 
 func hashOf(s string) []byte {
 	sum := sha256.Sum256([]byte(s))
@@ -175,30 +173,30 @@ func hashOf(s string) []byte {
 func ptr[T any](v T) *T { return &v }
 
 func newTenant(at time.Time) *agentowl.Tenant {
-	return &agentowl.Tenant{ID: uuid.NewString(), Name: name("tenant"), CreatedAt: at}
+	return &agentowl.Tenant{ID: agentowl.NewID(""), Name: name("tenant"), CreatedAt: at}
 }
 
 func newOperator(tenantID string, at time.Time) *agentowl.Operator {
-	return &agentowl.Operator{ID: uuid.NewString(), TenantID: tenantID, Name: name("op"), Role: agentowl.RoleMember, CreatedAt: at}
+	return &agentowl.Operator{ID: agentowl.NewID(""), TenantID: tenantID, Name: name("op"), Role: agentowl.RoleMember, CreatedAt: at}
 }
 
 func newInstance(tenantID string, at time.Time) *agentowl.Instance {
 	return &agentowl.Instance{
-		ID: uuid.NewString(), TenantID: tenantID, Name: name("agent"), ProvisionerTokenID: uuid.NewString(),
+		ID: agentowl.NewID(""), TenantID: tenantID, Name: name("agent"), ProvisionerTokenID: agentowl.NewID(""),
 		ApprovalValidity: 15 * time.Minute, CreatedAt: at,
 	}
 }
 
 func newDelivery() *agentowl.Receiver {
 	return &agentowl.Receiver{
-		Type: agentowl.DeliveryTypeWebhook, URL: "https://hooks.example.com/aap?x=" + uuid.NewString(),
-		RegistrationID: uuid.NewString(), SigningSecret: "whsec_" + uuid.NewString(),
+		Type: agentowl.DeliveryTypeWebhook, URL: "https://hooks.example.com/aap?x=" + agentowl.NewID(""),
+		RegistrationID: agentowl.NewID(""), SigningSecret: "whsec_" + agentowl.NewID(""),
 	}
 }
 
 func newToken(kind agentowl.TokenKind, tenantID string, at time.Time) *agentowl.Token {
 	return &agentowl.Token{
-		ID: uuid.NewString(), Kind: kind, Hash: agentowl.HashToken(agentowl.NewTokenSecret(kind)),
+		ID: agentowl.NewID(""), Kind: kind, Hash: agentowl.HashToken(agentowl.NewTokenSecret(kind)),
 		TenantID: tenantID, Label: name("label"), CreatedAt: at,
 	}
 }
@@ -211,9 +209,9 @@ func newInstanceToken(in *agentowl.Instance, at time.Time) *agentowl.Token {
 
 // newRequest returns a pending request with every optional field set.
 func newRequest(in *agentowl.Instance, created time.Time) *agentowl.ApprovalRequest {
-	id := uuid.NewString()
+	id := agentowl.NewID("")
 	return &agentowl.ApprovalRequest{
-		ID: id, TenantID: in.TenantID, InstanceID: in.ID, IdempotencyKey: uuid.NewString(), InputHash: hashOf(id),
+		ID: id, TenantID: in.TenantID, InstanceID: in.ID, IdempotencyKey: agentowl.NewID(""), InputHash: hashOf(id),
 		Tool: "payments.refund", Arguments: json.RawMessage(`{"amount":4900.0,"b":[1,2]}`), Timeout: "30m",
 		AgentReasoning: ptr("customer asked twice"), Context: json.RawMessage(`{"user": "ann",  "n": 1e3}`),
 		Status: agentowl.StatusPending, CreatedAt: created, DeadlineAt: created.Add(30 * time.Minute),
@@ -232,15 +230,15 @@ func approved(at time.Time) *agentowl.Decision {
 
 func newIdempotency(at time.Time) *agentowl.Idempotency {
 	return &agentowl.Idempotency{
-		Scope: uuid.NewString(), Operation: "instance.create", Key: uuid.NewString(), InputHash: hashOf(uuid.NewString()),
-		ResourceID: uuid.NewString(), Response: []byte(`{"id":"x","secret":"sealed\u0000bytes"}`),
+		Owner: agentowl.NewID(""), Operation: "instance.create", Key: agentowl.NewID(""), InputHash: hashOf(agentowl.NewID("")),
+		ResourceID: agentowl.NewID(""), Response: []byte(`{"id":"x","secret":"sealed\u0000bytes"}`),
 		CreatedAt: at, RetainUntil: at.Add(agentowl.RetentionAfterDecision),
 	}
 }
 
 func newPolicy(tenantID, instanceID string, priority int, created time.Time) *agentowl.Policy {
 	return &agentowl.Policy{
-		ID: uuid.NewString(), TenantID: tenantID, InstanceID: instanceID, Name: name("rule"), Tool: "payments.refund",
+		ID: agentowl.NewID(""), TenantID: tenantID, InstanceID: instanceID, Name: name("rule"), Tool: "payments.refund",
 		Condition: `arguments.amount < 5000`, Effect: agentowl.EffectApprove, Note: "small refunds", Priority: priority,
 		CreatedAt: created,
 	}
@@ -322,7 +320,7 @@ func testTenants(t *testing.T, e *env) {
 		return err
 	}), store.ErrNotFound)
 	wantErr(t, "get unknown ID", e.readErr(func(tx store.Tx) error {
-		_, err := tx.TenantGetByID(e.ctx, uuid.NewString())
+		_, err := tx.TenantGetByID(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 	equal(t, "list by name", read(t, e, func(tx store.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(e.ctx) }),
@@ -352,14 +350,14 @@ func testOperators(t *testing.T, e *env) {
 		return err
 	}), store.ErrNotFound)
 	wantErr(t, "get unknown ID", e.readErr(func(tx store.Tx) error {
-		_, err := tx.OperatorGetByID(e.ctx, uuid.NewString())
+		_, err := tx.OperatorGetByID(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 
 	e.write(t, func(tx store.Tx) error { return tx.OperatorSetRole(e.ctx, ann.ID, agentowl.RoleAdmin) })
 	ann.Role = agentowl.RoleAdmin
 	wantErr(t, "set the role of an unknown operator", e.writeErr(func(tx store.Tx) error {
-		return tx.OperatorSetRole(e.ctx, uuid.NewString(), agentowl.RoleAdmin)
+		return tx.OperatorSetRole(e.ctx, agentowl.NewID(""), agentowl.RoleAdmin)
 	}), store.ErrNotFound)
 	equal(t, "operators of tenant by name", read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) {
 		return tx.OperatorListByTenant(e.ctx, tenY.ID)
@@ -367,15 +365,15 @@ func testOperators(t *testing.T, e *env) {
 	if got := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, lonely.ID) }); len(got) != 0 {
 		t.Fatalf("operators of a tenant without operators: %s", show(got))
 	}
-	op, scope, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, *agentowl.TenantScope, error) {
-		return tx.OperatorScope(e.ctx, bobX.ID)
+	op, scope, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, *agentowl.Membership, error) {
+		return tx.OperatorMembership(e.ctx, bobX.ID)
 	})
 	if err != nil || *op != *bobX {
 		t.Fatalf("scope of an operator: %v %v", err, op)
 	}
-	equal(t, "scope", scope, &agentowl.TenantScope{OperatorID: bobX.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleMember})
+	equal(t, "scope", scope, &agentowl.Membership{OperatorID: bobX.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleMember})
 	wantErr(t, "scope of an unknown operator", e.readErr(func(tx store.Tx) error {
-		_, _, err := tx.OperatorScope(e.ctx, uuid.NewString())
+		_, _, err := tx.OperatorMembership(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 
@@ -419,11 +417,11 @@ func testTokens(t *testing.T, e *env) {
 		equal(t, "get by ID", read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, v.ID) }), v)
 	}
 	wantErr(t, "get unknown hash", e.readErr(func(tx store.Tx) error {
-		_, err := tx.TokenGetByHash(e.ctx, hashOf(uuid.NewString()))
+		_, err := tx.TokenGetByHash(e.ctx, hashOf(agentowl.NewID("")))
 		return err
 	}), store.ErrNotFound)
 	wantErr(t, "get unknown ID", e.readErr(func(tx store.Tx) error {
-		_, err := tx.TokenGetByID(e.ctx, uuid.NewString())
+		_, err := tx.TokenGetByID(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 
@@ -437,7 +435,7 @@ func testTokens(t *testing.T, e *env) {
 		[]*agentowl.Token{inst1a, inst1b})
 	equal(t, "list operator tokens", list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenOperator, OperatorID: op.ID}),
 		[]*agentowl.Token{opTok})
-	if got := list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenOperator, OperatorID: uuid.NewString()}); len(got) != 0 {
+	if got := list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenOperator, OperatorID: agentowl.NewID("")}); len(got) != 0 {
 		t.Fatalf("list tokens of another operator: %s", show(got))
 	}
 	equal(t, "list provisioner tokens", list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenProvisioner}),
@@ -452,7 +450,7 @@ func testTokens(t *testing.T, e *env) {
 	equal(t, "revoked twice keeps the first time, found by hash", read(t, e, func(tx store.Tx) (*agentowl.Token, error) {
 		return tx.TokenGetByHash(e.ctx, prov.Hash)
 	}), prov)
-	wantErr(t, "revoke unknown", e.writeErr(func(tx store.Tx) error { return tx.TokenRevoke(e.ctx, uuid.NewString(), first) }), store.ErrNotFound)
+	wantErr(t, "revoke unknown", e.writeErr(func(tx store.Tx) error { return tx.TokenRevoke(e.ctx, agentowl.NewID(""), first) }), store.ErrNotFound)
 	equal(t, "others untouched", read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, opTok.ID) }), opTok)
 }
 
@@ -573,24 +571,24 @@ func testIdempotency(t *testing.T, e *env) {
 		t.Helper()
 		return read(t, e, func(tx store.Tx) (*agentowl.Idempotency, error) { return tx.IdempotencyGet(e.ctx, scope, op, key) })
 	}
-	equal(t, "get", get(r.Scope, r.Operation, r.Key), r)
+	equal(t, "get", get(r.Owner, r.Operation, r.Key), r)
 
 	dup := newIdempotency(e.now.Add(time.Second))
-	dup.Scope, dup.Operation, dup.Key = r.Scope, r.Operation, r.Key
+	dup.Owner, dup.Operation, dup.Key = r.Owner, r.Operation, r.Key
 	wantErr(t, "create duplicate", e.writeErr(func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, dup) }), store.ErrConflict)
-	equal(t, "duplicate left the original", get(r.Scope, r.Operation, r.Key), r)
+	equal(t, "duplicate left the original", get(r.Owner, r.Operation, r.Key), r)
 
 	otherOp := newIdempotency(e.now)
-	otherOp.Scope, otherOp.Operation, otherOp.Key = r.Scope, "instance.update", r.Key
+	otherOp.Owner, otherOp.Operation, otherOp.Key = r.Owner, "instance.update", r.Key
 	otherScope := newIdempotency(e.now)
 	otherScope.Key, otherScope.Operation = r.Key, r.Operation
 	e.write(t, func(tx store.Tx) error {
 		return errors.Join(tx.IdempotencyCreate(e.ctx, otherOp), tx.IdempotencyCreate(e.ctx, otherScope))
 	})
-	equal(t, "same key, other operation", get(r.Scope, "instance.update", r.Key), otherOp)
-	equal(t, "same key, other scope", get(otherScope.Scope, r.Operation, r.Key), otherScope)
+	equal(t, "same key, other operation", get(r.Owner, "instance.update", r.Key), otherOp)
+	equal(t, "same key, other scope", get(otherScope.Owner, r.Operation, r.Key), otherScope)
 	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
-		_, err := tx.IdempotencyGet(e.ctx, r.Scope, r.Operation, uuid.NewString())
+		_, err := tx.IdempotencyGet(e.ctx, r.Owner, r.Operation, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 }
@@ -608,7 +606,7 @@ func testRequestRoundTrip(t *testing.T, e *env) {
 	nullContext.Context = json.RawMessage(`null`)
 	decidedAtCreation := newRequest(in, e.now)
 	decidedAtCreation.Status, decidedAtCreation.Decision = agentowl.StatusApproved, &agentowl.Decision{
-		Status: agentowl.StatusApproved, DecidedAt: e.now, ExpiresAt: e.now.Add(time.Hour), DecidedBy: "policy:" + uuid.NewString(),
+		Status: agentowl.StatusApproved, DecidedAt: e.now, ExpiresAt: e.now.Add(time.Hour), DecidedBy: "policy:" + agentowl.NewID(""),
 	}
 	deniedAtCreation := newRequest(in, e.now)
 	deniedAtCreation.Status, deniedAtCreation.Decision = agentowl.StatusDenied, denied(e.now)
@@ -631,7 +629,7 @@ func testRequestRoundTrip(t *testing.T, e *env) {
 		}
 	}
 	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
-		_, err := tx.RequestGet(e.ctx, uuid.NewString())
+		_, err := tx.RequestGet(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 }
@@ -661,7 +659,7 @@ func testRequestIdempotencyKey(t *testing.T, e *env) {
 	equal(t, "by key on instance 1", byKey(i1.ID, r1.IdempotencyKey), r1)
 	equal(t, "by key on instance 2", byKey(i2.ID, r1.IdempotencyKey), r2)
 	wantErr(t, "unknown key", e.readErr(func(tx store.Tx) error {
-		_, err := tx.RequestGetByKey(e.ctx, i1.ID, uuid.NewString())
+		_, err := tx.RequestGetByKey(e.ctx, i1.ID, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 
@@ -675,10 +673,10 @@ func testRequestIdempotencyKey(t *testing.T, e *env) {
 	c := forCreate(i2.ID, r1.IdempotencyKey)
 	equal(t, "existing request, for a creation", c.Existing, r2)
 	equal(t, "instance, for a creation", c.Instance, read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, i2.ID) }))
-	if c = forCreate(i1.ID, uuid.NewString()); c.Existing != nil || c.Instance == nil || c.Instance.ID != i1.ID {
+	if c = forCreate(i1.ID, agentowl.NewID("")); c.Existing != nil || c.Instance == nil || c.Instance.ID != i1.ID {
 		t.Fatalf("a new key: %+v", c)
 	}
-	if c = forCreate(uuid.NewString(), r1.IdempotencyKey); c.Existing != nil || c.Instance != nil || c.Policies != nil {
+	if c = forCreate(agentowl.NewID(""), r1.IdempotencyKey); c.Existing != nil || c.Instance != nil || c.Policies != nil {
 		t.Fatalf("an unknown instance: %+v", c)
 	}
 }
@@ -696,7 +694,7 @@ func testRequestResolve(t *testing.T, e *env) {
 	}), store.ErrConflict)
 	equal(t, "second resolve changed nothing", e.getRequest(t, r.ID), r)
 	wantErr(t, "resolve unknown", e.writeErr(func(tx store.Tx) error {
-		return tx.RequestResolve(e.ctx, uuid.NewString(), denied(e.now), e.now.Add(agentowl.RetentionAfterDecision))
+		return tx.RequestResolve(e.ctx, agentowl.NewID(""), denied(e.now), e.now.Add(agentowl.RetentionAfterDecision))
 	}), store.ErrNotFound)
 
 	ok := e.request(t, in, e.now)
@@ -740,13 +738,13 @@ func testRequestGetShared(t *testing.T, e *env) {
 		equal(t, "instance", inst, read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, in.ID) }))
 	}
 	wantErr(t, "unknown request", e.writeErr(func(tx store.Tx) error {
-		_, _, err := tx.RequestGetShared(e.ctx, uuid.NewString())
+		_, _, err := tx.RequestGetShared(e.ctx, agentowl.NewID(""))
 		return err
 	}), store.ErrNotFound)
 
 	// RequestGetSharedRecord: the same, with the request's record of an
 	// operation and key as IdempotencyGet finds it.
-	rec := &agentowl.Idempotency{Scope: r.ID, Operation: "decide", Key: "d1", InputHash: []byte{1}, ResourceID: "d1",
+	rec := &agentowl.Idempotency{Owner: r.ID, Operation: "decide", Key: "d1", InputHash: []byte{1}, ResourceID: "d1",
 		Response: []byte("{}"), CreatedAt: e.now, RetainUntil: e.now.Add(time.Hour)}
 	e.write(t, func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, rec) })
 	for _, key := range []string{"d1", "d2"} {
@@ -764,7 +762,7 @@ func testRequestGetShared(t *testing.T, e *env) {
 		}
 	}
 	wantErr(t, "unknown request with a record", e.writeErr(func(tx store.Tx) error {
-		_, _, _, err := tx.RequestGetSharedRecord(e.ctx, uuid.NewString(), "decide", "d1")
+		_, _, _, err := tx.RequestGetSharedRecord(e.ctx, agentowl.NewID(""), "decide", "d1")
 		return err
 	}), store.ErrNotFound)
 }
@@ -801,10 +799,10 @@ func testWritesFailTogether(t *testing.T, e *env) {
 			return tx.RequestResolve(e.ctx, decided.ID, approved(e.now), e.now)
 		}, store.ErrConflict},
 		{"resolve of an unknown request", func(tx store.Tx) error {
-			return tx.RequestResolve(e.ctx, uuid.NewString(), approved(e.now), e.now)
+			return tx.RequestResolve(e.ctx, agentowl.NewID(""), approved(e.now), e.now)
 		}, store.ErrNotFound},
 		{"update of unknown work", func(tx store.Tx) error {
-			return tx.WorkUpdate(e.ctx, &agentowl.Work{ID: uuid.NewString(), Status: "accepted"})
+			return tx.WorkUpdate(e.ctx, &agentowl.Work{ID: agentowl.NewID(""), Status: "accepted"})
 		}, store.ErrNotFound},
 		{"caller's error", func(store.Tx) error { return errCaller }, errCaller},
 	} {
@@ -950,7 +948,7 @@ func testRequestPendingIDs(t *testing.T, e *env) {
 	}
 	equal(t, "instance 1", pending(i1.ID), sorted([]string{a.ID, b.ID}))
 	equal(t, "instance 2", pending(i2.ID), []string{c.ID})
-	equal(t, "unknown instance", pending(uuid.NewString()), []string{})
+	equal(t, "unknown instance", pending(agentowl.NewID("")), []string{})
 }
 
 func testRequestDueForExpiry(t *testing.T, e *env) {
@@ -1043,7 +1041,7 @@ func testAudit(t *testing.T, e *env) {
 	entry := func(tenantID string, s int) *agentowl.AuditEntry {
 		return &agentowl.AuditEntry{
 			TenantID: tenantID, At: e.now.Add(time.Duration(s) * time.Second), Actor: "operator:ann", Action: "policy.create",
-			Target: uuid.NewString(), RequestID: uuid.NewString(),
+			Target: agentowl.NewID(""), RequestID: agentowl.NewID(""),
 			Details: map[string]any{"amount": 4900.5, "name": "refunds", "nested": map[string]any{"ok": true}, "list": []any{1.0, "two"}},
 		}
 	}
@@ -1158,7 +1156,7 @@ func testPurge(t *testing.T, e *env) {
 	}
 	keyGone := func(what string, gone bool, k *agentowl.Idempotency) {
 		t.Helper()
-		check("key "+what, gone, func(tx store.Tx) error { _, err := tx.IdempotencyGet(e.ctx, k.Scope, k.Operation, k.Key); return err })
+		check("key "+what, gone, func(tx store.Tx) error { _, err := tx.IdempotencyGet(e.ctx, k.Owner, k.Operation, k.Key); return err })
 	}
 	instanceGone := func(what string, gone bool, in *agentowl.Instance) {
 		t.Helper()
@@ -1260,7 +1258,7 @@ func testWriteRollsBack(t *testing.T, e *env) {
 	notFound("instance", func(tx store.Tx) error { _, err := tx.InstanceGet(e.ctx, newIn.ID); return err })
 	notFound("request", func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, newReq.ID); return err })
 	notFound("idempotency key", func(tx store.Tx) error {
-		_, err := tx.IdempotencyGet(e.ctx, newKey.Scope, newKey.Operation, newKey.Key)
+		_, err := tx.IdempotencyGet(e.ctx, newKey.Owner, newKey.Operation, newKey.Key)
 		return err
 	})
 	notFound("policy", func(tx store.Tx) error { _, err := tx.PolicyGet(e.ctx, newRule.ID); return err })

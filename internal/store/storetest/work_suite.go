@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store"
 )
@@ -41,11 +39,11 @@ var workTests = []struct {
 
 // ---- factories
 
-func wid(prefix string) string { return prefix + "_" + uuid.NewString()[:13] }
+func wid(prefix string) string { return prefix + "_" + agentowl.NewID("")[:13] }
 
 func newEndpoint(tenantID string, at time.Time) *agentowl.Endpoint {
 	return &agentowl.Endpoint{
-		ID: wid("ep"), TenantID: tenantID, Name: name("endpoint"), URL: "https://runtime.example.com/hook?x=" + uuid.NewString(),
+		ID: wid("ep"), TenantID: tenantID, Name: name("endpoint"), URL: "https://runtime.example.com/hook?x=" + agentowl.NewID(""),
 		AgentWork: true, SigningSecret: []byte("sealed\x00\xffsecret"), CreatedAt: at, UpdatedAt: at,
 	}
 }
@@ -59,7 +57,7 @@ func (e *env) endpoint(t *testing.T, tenantID string) *agentowl.Endpoint {
 
 func newRuntimeCredential(ep *agentowl.Endpoint, at time.Time) *agentowl.RuntimeCredential {
 	return &agentowl.RuntimeCredential{
-		ID: wid("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: hashOf(uuid.NewString()), Label: name("label"),
+		ID: wid("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: hashOf(agentowl.NewID("")), Label: name("label"),
 		Scopes: []string{"callbacks:write", "decisions:read"}, CreatedAt: at, ExpiresAt: at.Add(30 * 24 * time.Hour),
 	}
 }
@@ -67,7 +65,7 @@ func newRuntimeCredential(ep *agentowl.Endpoint, at time.Time) *agentowl.Runtime
 func newBinding(ep *agentowl.Endpoint, at time.Time) *agentowl.Binding {
 	return &agentowl.Binding{
 		ID: wid("bnd"), TenantID: ep.TenantID, Channel: "webhook", Name: name("binding"), EndpointID: ep.ID,
-		TokenHash: hashOf(uuid.NewString()), CreatedAt: at,
+		TokenHash: hashOf(agentowl.NewID("")), CreatedAt: at,
 	}
 }
 
@@ -130,7 +128,7 @@ func (e *env) eventGone(t *testing.T, id string) bool {
 func newWork(ep *agentowl.Endpoint, ev *agentowl.Event, gen int, at time.Time) *agentowl.Work {
 	return &agentowl.Work{
 		ID: wid("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
-		Generation: gen, DeliveryID: uuid.NewString(), CredentialID: wid("rtc"), Status: agentowl.WorkPending,
+		Generation: gen, DeliveryID: agentowl.NewID(""), CredentialID: wid("rtc"), Status: agentowl.WorkPending,
 		CreatedAt: at, UpdatedAt: at,
 	}
 }
