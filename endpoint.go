@@ -40,6 +40,10 @@ type Endpoint struct {
 
 	// Overdue is when its work counts as overdue (internal/maintenance).
 	Overdue EndpointOverdue
+	// PausedAt is set while an operator holds the endpoint's handoffs
+	// (endpoints pause): events are recorded and their handoffs queued,
+	// held (OutboxHeld) until resume hands them off in order.
+	PausedAt *time.Time
 }
 
 // RuntimeCredential is an endpoint-bound bearer credential of an agent
@@ -85,6 +89,13 @@ type Binding struct {
 	// text: the Worker's shared secret (cloudflare-email), the Twilio auth
 	// token (sms, voice). Set for those channels only.
 	ProviderSecret []byte
-	CreatedAt      time.Time
-	DeletedAt      *time.Time
+	// HandoffDelay holds each event's handoff this long after it is
+	// received (0 to MaxHandoffDelay): a window in which an operator can
+	// re-thread a message (conversations link) before the runtime sees it.
+	HandoffDelay time.Duration
+	CreatedAt    time.Time
+	DeletedAt    *time.Time
 }
+
+// MaxHandoffDelay bounds a binding's HandoffDelay.
+const MaxHandoffDelay = 10 * time.Minute

@@ -2,6 +2,12 @@ package agentowl
 
 import "time"
 
+// OutboxHeld is the next attempt time of a held message: a handoff to a
+// paused endpoint (Endpoint.PausedAt), which no attempt starts until the
+// endpoint is resumed. Its due time is held too, so a held message is
+// neither a deferral nor a stall.
+var OutboxHeld = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // OutboxMessage is one outbound message of the delivery engine: a row of
 // the outbox (internal/outbox builds them, internal/delivery sends them).
 type OutboxMessage struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"net/smtp"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,8 @@ func TestAttachmentsKilledBeforeCommit(t *testing.T) {
 	forEachBackendBuilt(t, func(t *testing.T, s site, bin string) {
 		smtpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		p := s.serve(t, bin, []string{"AGENTOWL_SMTP_LISTEN=" + smtpAddr, "AGENTOWL_SMTP_DOMAIN=mail.example.com"})
+		expectStatus(t, "assign the mail domain", send(t, http.MethodPost, p.url+"/api/v1/mail-domains", s.adminToken(t),
+			map[string]any{"domain": "mail.example.com", "tenant": "default"}), http.StatusCreated)
 		bindAgentWork(t, p.url, s.adminToken(t), map[string]any{"name": "mail", "url": "https://runtime.example.com/events"},
 			map[string]any{"channel": "smtp", "address": "crash@mail.example.com"})
 

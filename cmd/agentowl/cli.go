@@ -44,7 +44,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.BoolVar(&c.json, "json", false, "print one JSON document on stdout")
 	pf.StringVar(&c.url, "url", "", "server URL (env AGENTOWL_URL, default http://127.0.0.1:8470)")
 	pf.StringVar(&c.token, "token", "", "operator token (env AGENTOWL_TOKEN)")
-	root.AddCommand(c.serveCommand(), c.adminCommand(), c.versionCommand())
+	root.AddCommand(c.serveCommand(), c.adminCommand(), c.versionCommand(), c.secretsCommand())
 	root.AddCommand(c.receiverCommand(), c.mcpGatewayCommand())
 	// --version prints what `agentowl version` prints.
 	root.Version = buildinfo.Get().String()

@@ -161,6 +161,7 @@ func (c *cli) addOperatorCommands(root *cobra.Command) {
 	c.addOpsCommands(root)
 	root.AddCommand(c.notificationsCommand(), c.consoleCommand())
 	root.AddCommand(c.conversationsCommand())
+	root.AddCommand(c.domainsCommand())
 }
 
 func (c *cli) deliveriesCommand() *cobra.Command {

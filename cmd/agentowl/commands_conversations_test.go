@@ -119,6 +119,7 @@ func TestCLIBindingChannels(t *testing.T) {
 			"https://runtime.example.com/events", "--agent-work", "--api-url", srv.url, "--token", admin))
 		epID := ep["id"].(string)
 
+		op("domains", "add", "mail.example.com", "--tenant", "default").ok(t) // a system admin assigns the tenant its mail domain
 		out := op("bindings", "create", "--tenant", "default", "--channel", "smtp", "--endpoint", epID,
 			"--address", "Support@Mail.Example.com").ok(t)
 		if !strings.Contains(out, "Receiving address: support@mail.example.com") || strings.Contains(out, "Ingress URL") {

@@ -43,7 +43,8 @@ func (c *cli) workDoctorCommand() *cobra.Command {
 		Short: "Check a tenant's agent work: findings with severity and a suggested command (exit 0 clean, 1 warnings, 2 errors)",
 		Long: "Checks a tenant's agent work (admin): runtime credentials missing or expiring within 7 days, failed and\n" +
 			"failing deliveries, overdue work, a stuck outbox, decisions without receipts, quotas near their limit,\n" +
-			"bindings routing to endpoints without agent work, and the scheduler's leadership. Each finding has a\n" +
+			"bindings routing to endpoints without agent work, smtp bindings outside the tenant's mail domains, and\n" +
+			"the scheduler's leadership. Each finding has a\n" +
 			"severity (error, warning, info) and a command to run next. Exit status: 0 when no finding is a warning\n" +
 			"or an error, 1 on warnings, 2 on errors; --json prints the report for scripts. TENANT defaults to\n" +
 			"--tenant, AGENTOWL_TENANT or the tenant your token acts in.",

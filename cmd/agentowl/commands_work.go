@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -184,7 +185,27 @@ func (c *cli) endpointsCommand() *cobra.Command {
 			})
 		}}
 	c.tenantFlag(rotate)
-	cmd.AddCommand(list, create, inspect, update, del, rotate, c.endpointOverdueCommand())
+	pause := &cobra.Command{Use: "pause ENDPOINT", Short: "Hold an endpoint's handoffs: events queue, no attempt starts until resume",
+		Long: `Holds the endpoint's handoffs: events keep being recorded and their handoffs
+queued, but none is sent until 'endpoints resume'. Meanwhile 'conversations
+link' can re-thread a message that joined the wrong conversation.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.do(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/pause", nil, func(w io.Writer, out item) {
+				fmt.Fprintf(w, "Paused endpoint %s (since %s): its handoffs are held until 'agentowl endpoints resume %s'.\n",
+					str(out["id"]), str(out["paused_at"]), str(out["id"]))
+			})
+		}}
+	c.tenantFlag(pause)
+	resume := &cobra.Command{Use: "resume ENDPOINT", Short: "Hand an endpoint's held handoffs off, oldest first",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.do(cmd.Context(), http.MethodPost, c.endpointPath(args[0])+"/resume", nil, func(w io.Writer, out item) {
+				fmt.Fprintf(w, "Resumed endpoint %s: its held handoffs go out, oldest first.\n", str(out["id"]))
+			})
+		}}
+	c.tenantFlag(resume)
+	cmd.AddCommand(list, create, inspect, update, del, rotate, pause, resume, c.endpointOverdueCommand())
 	return cmd
 }
 
@@ -247,11 +268,18 @@ func (c *cli) bindingsCommand() *cobra.Command {
 		"ID\tCHANNEL\tENDPOINT\tSIGNED\tADDRESS\tNAME", "id", "channel", "endpoint_id", "signed", "address", "name")
 	c.tenantFlag(list)
 	var channel, endpoint, name, secretFile, address, authTokenFile string
+	var handoffDelay time.Duration
 	create := &cobra.Command{Use: "create", Short: "Add a binding; its ingress URL (or email address) and secret are printed once",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := item{"channel": channel, "endpoint_id": endpoint, "name": name}
 			if address != "" {
 				body["address"] = address
+			}
+			if handoffDelay != 0 {
+				if handoffDelay%time.Second != 0 {
+					return fmt.Errorf("--handoff-delay must be whole seconds, such as 90s or 2m")
+				}
+				body["handoff_delay_seconds"] = int(handoffDelay / time.Second)
 			}
 			for field, file := range map[string]string{"signing_secret": secretFile, "auth_token": authTokenFile} {
 				if file == "" {
@@ -284,10 +312,11 @@ func (c *cli) bindingsCommand() *cobra.Command {
 	f.StringVar(&secretFile, "signing-secret-file", "", "webhook: file holding a whsec_ secret: events must then carry a valid Standard Webhooks signature")
 	f.StringVar(&address, "address", "", "smtp: the receiving email address (default: a generated one at the server's AGENTOWL_SMTP_DOMAIN)")
 	f.StringVar(&authTokenFile, "auth-token-file", "", "sms, voice: file holding the provider account's auth token that signs its webhooks (stored encrypted, never shown)")
+	f.DurationVar(&handoffDelay, "handoff-delay", 0, "hold each event's handoff this long (at most 10m): a window to re-thread a message with 'conversations link'")
 	create.MarkFlagRequired("channel")
 	create.MarkFlagRequired("endpoint")
 	inspect := c.inspectCmd("inspect BINDING", "Show a binding", c.itemPath("/bindings/"), func(w io.Writer, out item) {
-		showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "address", "created_at")
+		showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "address", "handoff_delay_seconds", "created_at")
 	})
 	del := &cobra.Command{Use: "delete BINDING", Short: "Delete a binding: its ingress URL stops accepting events", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -49,6 +49,9 @@ var settings = []setting{
 		help: "externally reachable base URL of callback and ingress URLs", set: text(func(c *server.Config) *string { return &c.PublicURL })},
 	{section: "Server", env: "AGENTOWL_SECRET_KEY", def: "DATA-DIR/secret-key, created on first start", bound: "base64 of 32 bytes",
 		help: "key that seals stored secrets; every replica needs the same", set: secretKey},
+	{section: "Server", env: "AGENTOWL_SECRET_KEY_PREVIOUS", def: "DATA-DIR/secret-key.previous if present, else none", bound: "base64 of 32 bytes",
+		help: "during a key rotation, the old key: it only opens what it sealed until `agentowl secrets rotate-key` reports it can be removed (docs/operating.md, \"The secret key\")",
+		set:  previousSecretKey},
 
 	{section: "Delivery and egress", env: "AGENTOWL_EGRESS_ALLOW_CIDRS", def: "empty", bound: "comma-separated CIDRs",
 		help: "addresses exempt from the SSRF address check (internal receivers)", set: allowCIDRs},
@@ -342,12 +345,24 @@ func databaseURL(c *server.Config, v string) error {
 }
 
 func secretKey(c *server.Config, v string) error {
+	key, err := parseKey(v)
+	c.SecretKey = key
+	return err
+}
+
+func previousSecretKey(c *server.Config, v string) error {
+	key, err := parseKey(v)
+	c.PreviousSecretKey = key
+	return err
+}
+
+// parseKey parses a secret key setting: the base64 of 32 bytes.
+func parseKey(v string) ([]byte, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
 	if err != nil || len(key) != 32 {
-		return errors.New("must be the base64 of exactly 32 bytes (openssl rand -base64 32)")
+		return nil, errors.New("must be the base64 of exactly 32 bytes (openssl rand -base64 32)")
 	}
-	c.SecretKey = key
-	return nil
+	return key, nil
 }
 
 func allowCIDRs(c *server.Config, v string) error {

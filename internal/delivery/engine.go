@@ -444,6 +444,10 @@ func (e *Engine) attempt(ctx, stop context.Context, m *agentowl.OutboxMessage, l
 		e.finish(ctx, m, a, agentowl.MessageCancelled, time.Time{})
 		return
 	}
+	if target.Held {
+		e.hold(ctx, m)
+		return
+	}
 	a.URL = target.URL
 	if !start.Before(m.DeadlineAt) {
 		a.EndedAt, a.Error = start, "retry window ended"
@@ -772,6 +776,15 @@ func (e *Engine) deferMessage(ctx context.Context, m *agentowl.OutboxMessage, ne
 	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageDefer(ctx, m.ID, e.owner, m.Attempts, next) })
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		e.log.Error("defer delivery", "event_id", m.ID, "err", err)
+	}
+}
+
+// hold gives a claimed message back, uncounted, held until its destination
+// is resumed (outbox.Target.Held).
+func (e *Engine) hold(ctx context.Context, m *agentowl.OutboxMessage) {
+	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageHold(ctx, m.ID, e.owner, m.Attempts) })
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		e.log.Error("hold delivery", "event_id", m.ID, "err", err)
 	}
 }
 

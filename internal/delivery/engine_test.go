@@ -501,6 +501,38 @@ func TestEngineUsesCurrentTargetAndCancelsRemoved(t *testing.T) {
 	})
 }
 
+// TestEngineHoldsPausedDestination: a destination whose resolver says held
+// (a paused endpoint) gets no attempt; its message is given back held,
+// uncounted, and goes out once released.
+func TestEngineHoldsPausedDestination(t *testing.T) {
+	forEach(t, func(t *testing.T, f *fixture) {
+		r := newReceiver(t, f.clock, nil)
+		f.mu.Lock()
+		f.targets["p"] = &outbox.Target{Held: true}
+		f.mu.Unlock()
+		e := f.engine(r.srv.Client(), delivery.Config{})
+		m := f.message("p", time.Hour)
+		e.Wake()
+		waitFor(t, "the message held", func() bool { return f.get(m.ID).NextAttempt.Equal(agentowl.OutboxHeld) }, e)
+		if got := f.get(m.ID); got.Attempts != 0 || got.LeaseOwner != "" || len(f.attempts(m.ID)) != 0 || len(r.received()) != 0 {
+			t.Fatalf("held message: %+v, attempts %v, received %d", got, f.attempts(m.ID), len(r.received()))
+		}
+		f.point("p", r)
+		ctx := context.Background()
+		if err := f.store.Write(ctx, func(tx store.Tx) error {
+			_, err := tx.MessageReleaseDestination(ctx, "p", f.clock.Now())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		e.Wake()
+		waitFor(t, "delivery after release", func() bool { return f.get(m.ID).State == agentowl.MessageDelivered }, e)
+		if got := f.get(m.ID); got.Attempts != 1 {
+			t.Fatalf("attempts = %d, want 1", got.Attempts)
+		}
+	})
+}
+
 func TestEngineReclaimsAfterLeaseLapses(t *testing.T) {
 	forEach(t, func(t *testing.T, f *fixture) {
 		r := newReceiver(t, f.clock, nil)

@@ -44,6 +44,7 @@ const (
 	CheckPlainBindings     = "bindings_without_agent_work"
 	CheckScheduler         = "scheduler_leader"
 	CheckDeliveryEngines   = "delivery_engines"
+	CheckMailDomains       = "bindings_outside_mail_domains"
 )
 
 // Finding is one thing the report found.
@@ -136,6 +137,9 @@ type Config struct {
 	RetainedBytesLimit int64
 	// Limit bounds the items one check lists. Defaults to 20.
 	Limit int
+	// SMTPDomain is the server's SMTP domain (ingress.Config.SMTPDomain):
+	// addresses generated there belong to no mail domain and are fine.
+	SMTPDomain string
 
 	Scheduler    SchedulerStatus
 	Overdue      OverdueWork
@@ -190,7 +194,7 @@ func (s *Service) Check(ctx context.Context, p *access.Principal, tenant string)
 			return err
 		}
 		for _, check := range []func(context.Context, store.Tx, *Report, []*agentowl.Endpoint) error{
-			s.credentials, s.deliveries, s.receipts, s.callbackQuota, s.retainedBytes, s.plainBindings,
+			s.credentials, s.deliveries, s.receipts, s.callbackQuota, s.retainedBytes, s.plainBindings, s.mailDomains,
 		} {
 			if err := check(ctx, tx, r, eps); err != nil {
 				return err
@@ -421,6 +425,63 @@ func (s *Service) plainBindings(ctx context.Context, tx store.Tx, r *Report, eps
 				"Binding %s (%s) routes to endpoint %q, which does not take agent work: its events are delivered without work, "+
 					"callbacks or decisions. Pass the rollout gates (docs/operating.md) before turning agent work on.", b.ID, b.Channel, ep.Name)
 		}
+	}
+	return nil
+}
+
+// mailDomains: smtp bindings whose address is not under a mail domain of
+// their tenant (docs/channels.md, "Mail domains"): made before domains
+// were assigned (the upgrade leaves a domain several tenants used
+// unassigned), or whose domain was removed or given to another tenant
+// since. They keep receiving mail; a system admin settles each domain.
+// The tenant sees its own bindings; the system tenant's report also lists
+// every tenant's, by domain, for its admins to settle.
+func (s *Service) mailDomains(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
+	p := store.OutsideDomainsParams{TenantID: r.TenantID, ServerDomain: strings.ToLower(s.cfg.SMTPDomain), Limit: s.cfg.Limit}
+	bs, err := tx.BindingListOutsideDomains(ctx, p)
+	if err != nil {
+		return err
+	}
+	for _, b := range bs {
+		_, domain, _ := strings.Cut(b.Address, "@")
+		r.add(CheckMailDomains, Warning, "binding:"+b.ID, "agentowl domains add "+domain+" --tenant "+r.Tenant+" (a system admin)",
+			"Binding %s receives at %s, which is not under a mail domain assigned to this tenant: it keeps receiving mail, but "+
+				"no new binding can be made there. Ask a system admin to assign %s to this tenant, or move the binding to an "+
+				"assigned domain.", b.ID, b.Address, domain)
+	}
+	home, err := tx.TenantGetByID(ctx, r.TenantID)
+	if err != nil || !home.System {
+		return err
+	}
+	p.TenantID = ""
+	if bs, err = tx.BindingListOutsideDomains(ctx, p); err != nil {
+		return err
+	}
+	ts, err := tx.TenantList(ctx)
+	if err != nil {
+		return err
+	}
+	names := map[string]string{}
+	for _, t := range ts {
+		names[t.ID] = t.Name
+	}
+	byDomain := map[string][]string{}
+	var domains []string
+	for _, b := range bs {
+		if b.TenantID == r.TenantID {
+			continue // listed above
+		}
+		_, domain, _ := strings.Cut(b.Address, "@")
+		if byDomain[domain] == nil {
+			domains = append(domains, domain)
+		}
+		byDomain[domain] = append(byDomain[domain], b.Address+" ("+names[b.TenantID]+", "+b.ID+")")
+	}
+	for _, d := range domains {
+		r.add(CheckMailDomains, Warning, "mail_domain:"+d, "agentowl domains add "+d+" --tenant <tenant>",
+			"Live smtp bindings at %s are outside their tenants' mail domains: %s. They keep receiving mail; assign the domain "+
+				"to the tenant it belongs to (or single addresses: agentowl domains add ADDRESS --tenant T), and have the others "+
+				"move their bindings.", d, strings.Join(byDomain[d], ", "))
 	}
 	return nil
 }

@@ -53,7 +53,10 @@ var authzRoutes = map[string]need{
 	"GET /api/v1/tenants":  needMember,
 	"POST /api/v1/tenants": needSystemAdmin,
 
-	"GET /api/v1/maintenance": needSystemAdmin,
+	"GET /api/v1/maintenance":              needSystemAdmin,
+	"GET /api/v1/mail-domains":             needSystemAdmin,
+	"POST /api/v1/mail-domains":            needSystemAdmin,
+	"DELETE /api/v1/mail-domains/{domain}": needSystemAdmin,
 
 	"GET /api/v1/tenants/{tenant}/operators":                           needMember,
 	"POST /api/v1/tenants/{tenant}/operators":                          needAdmin,
@@ -88,6 +91,8 @@ var authzRoutes = map[string]need{
 	"PATCH /api/v1/tenants/{tenant}/endpoints/{id}":                    needAdmin,
 	"DELETE /api/v1/tenants/{tenant}/endpoints/{id}":                   needAdmin,
 	"POST /api/v1/tenants/{tenant}/endpoints/{id}/rotate-secret":       needAdmin,
+	"POST /api/v1/tenants/{tenant}/endpoints/{id}/pause":               needAdmin,
+	"POST /api/v1/tenants/{tenant}/endpoints/{id}/resume":              needAdmin,
 	"GET /api/v1/tenants/{tenant}/endpoints/{id}/runtime-credentials":  needAdmin,
 	"POST /api/v1/tenants/{tenant}/endpoints/{id}/runtime-credentials": needAdmin,
 	"DELETE /api/v1/tenants/{tenant}/runtime-credentials/{id}":         needAdmin,
@@ -176,7 +181,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 			method, path, _ := strings.Cut(op, " ")
 			row := authzRoutes[op]
 			for _, pathTenant := range []string{"default", "other"} {
-				if pathTenant == "other" && !strings.Contains(path, "{") {
+				// A mail domain is server-wide: no tenant owns its path.
+				params := strings.Contains(path, "{") && !strings.HasPrefix(path, "/api/v1/mail-domains")
+				if pathTenant == "other" && !params {
 					continue // no tenant or object in the path: one round is enough
 				}
 				url := fillPath(method, path, pathTenant, objects[pathTenant])
@@ -204,7 +211,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 						headers = []string{"Idempotency-Key", agentowl.NewID("")}
 					}
 					r := e.do(method, url, c.token, body, headers...)
-					want := expectAuthz(row, c, pathTenant, strings.Contains(path, "{"))
+					want := expectAuthz(row, c, pathTenant, params)
 					if !want.matches(r.Status) {
 						t.Errorf("%s %s as %s: %d %s, want %s", method, url, c.name, r.Status, r.Body, want)
 					}
@@ -298,7 +305,7 @@ func fillPath(method, path, tenant string, o *tenantObjects) string {
 		id = o.request // refused calls change nothing; allowed ones may decide it
 	}
 	r := strings.NewReplacer("{tenant}", tenant, "{id}", id, "{work}", o.work, "{decision}", "unknown-decision",
-		"{attachment}", "unknown-attachment",
+		"{attachment}", "unknown-attachment", "{domain}", "unknown-"+agentowl.NewID("")[:8]+".example.com",
 		"{token}", "in_"+strings.ReplaceAll(agentowl.NewID(""), "-", ""))
 	return r.Replace(path)
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/agentowl/agentowl/webhook"
 )
 
-// channelsEnv is a server whose SMTP domain is mail.example.com, with the
-// location of its database.
+// channelsEnv is a server whose SMTP domain is mail.example.com, assigned
+// to tenant default as its mail domain, with the location of its database.
 type channelsEnv struct {
 	*env
 	database string
@@ -32,7 +32,9 @@ func forEachChannelsBackend(t *testing.T, fn func(t *testing.T, e *channelsEnv))
 			if database == "" {
 				database = filepath.Join(sc.DataDir, "agentowl.db")
 			}
-			fn(t, &channelsEnv{env: start(t, sc), database: database})
+			e := &channelsEnv{env: start(t, sc), database: database}
+			assignDomain(t, e.env, "mail.example.com", "default")
+			fn(t, e)
 		})
 	}
 }
@@ -129,7 +131,8 @@ func TestBindingChannels(t *testing.T) {
 
 // Each channel refuses the inputs it does not take and needs those it
 // does, with a field error naming the input; an smtp address is unique
-// among live bindings in every tenant, whatever its case.
+// among live bindings in every tenant, whatever its case, and a taken one
+// is refused like any address the tenant may not bind (maildomains_test.go).
 func TestBindingChannelRefusals(t *testing.T) {
 	t.Parallel()
 	forEachChannelsBackend(t, func(t *testing.T, e *channelsEnv) {
@@ -167,12 +170,12 @@ func TestBindingChannelRefusals(t *testing.T) {
 		wantJSON(t, "smtp", e.createBinding(t, e.operatorToken, map[string]any{"channel": "smtp", "endpoint_id": ep,
 			"address": "help@mail.example.com"}), http.StatusCreated)
 		refused("a taken address in another case", map[string]any{"channel": "smtp", "address": "HELP@mail.example.com"},
-			http.StatusConflict, "already_exists", "address")
+			http.StatusBadRequest, "invalid_field", "address")
 		createTenant(t, e.env, "acme")
 		ep2 := wantJSON(t, "acme endpoint", e.do(http.MethodPost, "/api/v1/tenants/acme/endpoints", e.adminOf("acme"),
 			map[string]any{"name": "runtime", "url": "https://runtime.example.com/acme"}), http.StatusCreated)["id"].(string)
 		expectRefused(t, "an address another tenant holds", e.do(http.MethodPost, "/api/v1/tenants/acme/bindings", e.adminOf("acme"),
-			map[string]any{"channel": "smtp", "endpoint_id": ep2, "address": "help@mail.example.com"}), http.StatusConflict, "already_exists")
+			map[string]any{"channel": "smtp", "endpoint_id": ep2, "address": "help@mail.example.com"}), http.StatusBadRequest, "invalid_field")
 		expectRefused(t, "another tenant's endpoint", e.do(http.MethodPost, "/api/v1/tenants/acme/bindings", e.adminOf("acme"),
 			map[string]any{"channel": "smtp", "endpoint_id": ep, "address": "other@mail.example.com"}), http.StatusNotFound, "not_found")
 	})

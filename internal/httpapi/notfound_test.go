@@ -31,6 +31,8 @@ func TestNotFoundNamesTenant(t *testing.T) {
 			{http.MethodPatch, "/endpoints/ep_missing", map[string]any{"name": "x"}},
 			{http.MethodDelete, "/endpoints/ep_missing", nil},
 			{http.MethodPost, "/endpoints/ep_missing/rotate-secret", nil},
+			{http.MethodPost, "/endpoints/ep_missing/pause", nil},
+			{http.MethodPost, "/endpoints/ep_missing/resume", nil},
 			{http.MethodGet, "/endpoints/ep_missing/runtime-credentials", nil},
 			{http.MethodDelete, "/runtime-credentials/rc_missing", nil},
 			{http.MethodGet, "/bindings/bnd_missing", nil},

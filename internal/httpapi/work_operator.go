@@ -29,6 +29,7 @@ type wireEndpoint struct {
 	DecisionSecretSet  bool                     `json:"decision_secret_set"`
 	CreatedAt          string                   `json:"created_at"`
 	UpdatedAt          string                   `json:"updated_at"`
+	PausedAt           *string                  `json:"paused_at,omitempty"`
 	SigningSecret      string                   `json:"signing_secret,omitempty"`
 	Overdue            map[string]any           `json:"overdue,omitempty"`
 	Bindings           *int                     `json:"bindings,omitempty"`
@@ -38,7 +39,7 @@ type wireEndpoint struct {
 func toWireEndpoint(ep *agentowl.Endpoint) wireEndpoint {
 	return wireEndpoint{ID: ep.ID, Name: ep.Name, URL: ep.URL, Config: wireEndpointConfig{AgentWork: ep.AgentWork}, DecisionURL: ep.DecisionURL,
 		DecisionSecretSet: ep.DecisionSecret != nil, CreatedAt: timestamp(ep.CreatedAt), UpdatedAt: timestamp(ep.UpdatedAt),
-		Overdue: work.OverdueDetails(ep.Overdue)}
+		Overdue: work.OverdueDetails(ep.Overdue), PausedAt: timestampPtr(ep.PausedAt)}
 }
 
 // readEndpointInput reads an endpoint body; on update, decision_url null
@@ -148,6 +149,16 @@ func (s *Server) deleteEndpoint(r *http.Request, p *access.Principal) (int, any,
 	return http.StatusNoContent, nil, s.work.DeleteEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 }
 
+func (s *Server) pauseEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
+	ep, err := s.work.PauseEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return reply(http.StatusOK, ep, err, toWireEndpoint)
+}
+
+func (s *Server) resumeEndpoint(r *http.Request, p *access.Principal) (int, any, error) {
+	ep, err := s.work.ResumeEndpoint(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
+	return reply(http.StatusOK, ep, err, toWireEndpoint)
+}
+
 func (s *Server) rotateEndpointSecret(r *http.Request, p *access.Principal) (int, any, error) {
 	res, err := s.work.RotateSigningSecret(r.Context(), p, r.PathValue("tenant"), r.PathValue("id"))
 	if err != nil {
@@ -229,7 +240,9 @@ type wireBinding struct {
 	EndpointID string `json:"endpoint_id"`
 	Signed     bool   `json:"signed"`
 	Address    string `json:"address,omitempty"`
-	CreatedAt  string `json:"created_at"`
+	// HandoffDelay is shown when set.
+	HandoffDelay int    `json:"handoff_delay_seconds,omitempty"`
+	CreatedAt    string `json:"created_at"`
 	// Shown once, on creation.
 	IngressURL string `json:"ingress_url,omitempty"`
 	Secret     string `json:"secret,omitempty"`
@@ -237,7 +250,7 @@ type wireBinding struct {
 
 func toWireBinding(b *agentowl.Binding) wireBinding {
 	return wireBinding{ID: b.ID, Channel: b.Channel, Name: b.Name, EndpointID: b.EndpointID, Signed: b.SigningSecret != nil,
-		Address: b.Address, CreatedAt: timestamp(b.CreatedAt)}
+		Address: b.Address, HandoffDelay: int(b.HandoffDelay / time.Second), CreatedAt: timestamp(b.CreatedAt)}
 }
 
 func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, error) {
@@ -246,7 +259,7 @@ func (s *Server) listBindings(r *http.Request, p *access.Principal) (int, any, e
 }
 
 func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, error) {
-	fields, err := readObject(r, "channel", "name", "endpoint_id", "signing_secret", "address", "auth_token")
+	fields, err := readObject(r, "channel", "name", "endpoint_id", "signing_secret", "address", "auth_token", "handoff_delay_seconds")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -263,6 +276,12 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 			return 0, nil, err
 		}
 	}
+	var delay int
+	if _, err := field(fields, "handoff_delay_seconds", &delay); err != nil {
+		return 0, nil, err
+	}
+	// Out of range stays out of range (no overflow): the use-case refuses it.
+	in.HandoffDelay = time.Duration(min(max(delay, -1), 601)) * time.Second
 	ib, err := s.ingress.CreateBinding(r.Context(), p, r.PathValue("tenant"), in)
 	if err != nil {
 		return 0, nil, err

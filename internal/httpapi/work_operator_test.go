@@ -372,6 +372,15 @@ func TestEndpointsLifecycle(t *testing.T) {
 			t.Fatalf("rotation returned %v", rot["signing_secret"])
 		}
 
+		paused := wantJSON(t, "pause", e.do(http.MethodPost, path+"/pause", e.operatorToken, nil), http.StatusOK)
+		again := wantJSON(t, "pause again", e.do(http.MethodPost, path+"/pause", e.operatorToken, nil), http.StatusOK)
+		if paused["paused_at"] == nil || again["paused_at"] != paused["paused_at"] || paused["signing_secret"] != nil {
+			t.Fatalf("pause = %v, then %v", paused, again)
+		}
+		if resumed := wantJSON(t, "resume", e.do(http.MethodPost, path+"/resume", e.operatorToken, nil), http.StatusOK); resumed["paused_at"] != nil {
+			t.Fatalf("resume = %v", resumed)
+		}
+
 		cred := e.credential(t, id, map[string]any{"days": 30})
 		bid, _ := e.binding(t, id, nil)
 		insp := wantJSON(t, "inspect", e.do(http.MethodGet, path, e.operatorToken, nil), http.StatusOK)
@@ -388,8 +397,9 @@ func TestEndpointsLifecycle(t *testing.T) {
 		expectRefused(t, "the deleted endpoint's credential", e.do(http.MethodPost, "/runtime/v1/work/work_x/callbacks", cred["token"].(string),
 			callback("work_x", "c1", 1, "accepted")), http.StatusUnauthorized, "unauthenticated")
 
+		// One pause and one resume: pausing a paused endpoint records nothing.
 		want := []string{"endpoint.create", "endpoint.create", "operator.create", "operator_token.create", "endpoint.update",
-			"endpoint.update", "endpoint.rotate_secret", "runtime_credential.create", "binding.create", "binding.delete", "endpoint.delete"}
+			"endpoint.update", "endpoint.rotate_secret", "endpoint.pause", "endpoint.resume", "runtime_credential.create", "binding.create", "binding.delete", "endpoint.delete"}
 		if got := e.auditActions(t); strings.Join(got[1:], " ") != strings.Join(want, " ") {
 			t.Errorf("audit log = %v, want bootstrap then %v", got, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentowl/agentowl"
@@ -38,6 +39,9 @@ type BindingInput struct {
 	// AuthToken (sms and voice, required) is the provider account's auth
 	// token that signs its webhooks (X-Twilio-Signature).
 	AuthToken string
+	// HandoffDelay (0 to agentowl.MaxHandoffDelay) holds each event's
+	// handoff that long: a window to re-thread it (conversations link).
+	HandoffDelay time.Duration
 }
 
 // IssuedBinding is a new binding with what is shown once: its ingress URL
@@ -50,7 +54,9 @@ type IssuedBinding struct {
 }
 
 // CreateBinding adds a receiving address that routes to an endpoint of the
-// tenant. Admin only. A taken smtp address is already_exists.
+// tenant. Admin only. A named smtp address must be the tenant's
+// (addressAllowed, domains.go) and free; otherwise, whatever the reason,
+// the answer is the one invalid_field of errAddressRefused.
 func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant string, in BindingInput) (*IssuedBinding, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
 	if err != nil {
@@ -66,6 +72,10 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 	if len(in.Name) > maxNameBytes || !utf8.ValidString(in.Name) {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "name", "name is limited to %d bytes of text.", maxNameBytes)
 	}
+	if in.HandoffDelay < 0 || in.HandoffDelay > agentowl.MaxHandoffDelay || in.HandoffDelay%time.Second != 0 {
+		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "handoff_delay_seconds",
+			"handoff_delay_seconds must be a whole number of seconds from 0 to %d.", int(agentowl.MaxHandoffDelay/time.Second))
+	}
 	for field, given := range map[string]bool{"signing_secret": in.SigningSecret != "", "address": in.Address != "",
 		"auth_token": in.AuthToken != ""} {
 		if given && !channelTakes(in.Channel, field) {
@@ -74,7 +84,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 	}
 	now := s.clock.Now()
 	b := &agentowl.Binding{ID: agentowl.NewID("bnd"), TenantID: m.TenantID, Channel: in.Channel, Name: in.Name,
-		EndpointID: in.EndpointID, CreatedAt: now}
+		EndpointID: in.EndpointID, HandoffDelay: in.HandoffDelay, CreatedAt: now}
 	out := &IssuedBinding{Binding: b}
 	if err := s.channelInputs(b, in, out); err != nil {
 		return nil, err
@@ -83,16 +93,28 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 		if _, err := work.EndpointForBinding(ctx, tx, m, in.EndpointID); err != nil {
 			return err
 		}
+		if b.Channel == ChannelSMTP && in.Address != "" {
+			ok, err := addressAllowed(ctx, tx, m.TenantID, b.Address)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errAddressRefused()
+			}
+		}
 		if err := tx.BindingCreate(ctx, b); err != nil {
 			if errors.Is(err, store.ErrConflict) && b.Address != "" {
-				return agentowl.FieldError(agentowl.ECodeAlreadyExists, "address", "The address %s is taken by another binding.", b.Address)
+				return errAddressRefused()
 			}
 			return err
 		}
 		return access.Audit(ctx, tx, now, m.TenantID, p, "binding.create", "binding:"+b.ID,
 			map[string]any{"channel": b.Channel, "endpoint": b.EndpointID, "name": b.Name, "signed": b.SigningSecret != nil,
-				"address": b.Address})
+				"address": b.Address, "handoff_delay_seconds": int(b.HandoffDelay / time.Second)})
 	})
+	if errors.Is(err, store.ErrConflict) && b.Address != "" { // PostgreSQL may report the taken address at COMMIT
+		return nil, errAddressRefused()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +146,7 @@ func (s *Service) channelInputs(b *agentowl.Binding, in BindingInput, out *Issue
 					"address is required: no SMTP domain is configured (AGENTOWL_SMTP_DOMAIN) to generate one at.")
 			}
 			local := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(random(8)))
-			addr = "agent-" + local + "@" + s.cfg.SMTPDomain
+			addr = generatedPrefix + local + "@" + s.cfg.SMTPDomain
 		}
 		norm, ok := NormalizeAddress(addr)
 		if !ok {

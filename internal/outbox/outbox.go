@@ -25,6 +25,10 @@ type Target struct {
 	// Accept, when set, checks a 2xx answer (status and the bounded body):
 	// a non-nil error makes the attempt a failed one.
 	Accept func(status int, body []byte) error
+	// Held says the destination is paused (an endpoint's handoffs held by
+	// an operator): no attempt starts, the message waits, held, until the
+	// destination is resumed. URL and Secret are then unused.
+	Held bool
 }
 
 // Resolver returns the current target of a destination, or nil when it no
@@ -49,19 +53,27 @@ type Message struct {
 	Subject     string // what it is about, e.g. the work ID
 	Body        []byte // exact bytes sent on every attempt
 	Deadline    time.Time
+	// Due, when set, is when the first attempt may start (a binding's
+	// handoff delay, or agentowl.OutboxHeld for a paused endpoint); zero is
+	// at once.
+	Due time.Time
 	// Payload, when set, locates an event's payload inside Body (see
 	// agentowl.OutboxMessage.Payload).
 	Payload *agentowl.PayloadRef
 }
 
 // Enqueue writes m through tx as a pending outbox row created at now and
-// due at once, and returns the row written. Call it inside the
+// due at m.Due (at once when zero), and returns the row written. Call it inside the
 // transaction of the change that caused the message: it is sent only if
 // that commits.
 func Enqueue(ctx context.Context, tx Creator, now time.Time, m Message) (*agentowl.OutboxMessage, error) {
+	due := now
+	if !m.Due.IsZero() {
+		due = m.Due
+	}
 	row := &agentowl.OutboxMessage{
 		ID: m.ID, TenantID: m.TenantID, Kind: m.Kind, Destination: m.Destination, Subject: m.Subject, Body: m.Body,
-		CreatedAt: now, DeadlineAt: m.Deadline, State: agentowl.MessagePending, NextAttempt: now, Payload: m.Payload,
+		CreatedAt: now, DeadlineAt: m.Deadline, State: agentowl.MessagePending, NextAttempt: due, Payload: m.Payload,
 	}
 	if err := tx.MessageCreate(ctx, row); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/agentowl/agentowl/internal/secret"
@@ -29,8 +31,8 @@ func TestSealBindsPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(sealed, plain) || sealed[0] != 1 {
-		t.Fatalf("sealed value %x holds the plaintext or lacks the format byte", sealed)
+	if bytes.Contains(sealed, plain) || sealed[0] != 2 || !bytes.Equal(sealed[1:5], box.KeyCheck()[:4]) {
+		t.Fatalf("sealed value %x holds the plaintext or lacks the format byte and key identifier", sealed)
 	}
 	if got, err := box.Open("endpoints", "signing_secret", "ep_a", sealed); err != nil || !bytes.Equal(got, plain) {
 		t.Fatalf("open = %q, %v", got, err)
@@ -116,5 +118,121 @@ func TestOpenUnversioned(t *testing.T) {
 	}
 	if _, err := box.Open("endpoints", "signing_secret", "ep_a", sealed); err == nil {
 		t.Error("an unversioned value opened as a v1 value")
+	}
+}
+
+// A value names the key that sealed it: a Box with the new key as current
+// and the old one as previous opens values of both, seals under the new
+// one only, and picks each value's key by its identifier; a Box given
+// only one key opens only that key's values and says which key a value
+// needs.
+func TestKeySelection(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := secret.NewKey(), secret.NewKey()
+	oldBox, err := secret.New(oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := secret.New(newKey, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newBox, err := secret.New(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ring.KeyCheck(), newBox.KeyCheck()) || len(ring.PreviousKeyChecks()) != 1 ||
+		!bytes.Equal(ring.PreviousKeyChecks()[0], oldBox.KeyCheck()) {
+		t.Fatal("the ring's current key is not the new key, or its previous key is not the old one")
+	}
+	if !ring.HasKey(oldBox.KeyCheck()) || !ring.HasKey(newBox.KeyCheck()) || newBox.HasKey(oldBox.KeyCheck()) {
+		t.Error("HasKey does not tell the keys a box holds")
+	}
+
+	byOld, _ := oldBox.Seal("endpoints", "signing_secret", "ep_a", []byte("old"))
+	byRing, _ := ring.Seal("endpoints", "signing_secret", "ep_a", []byte("new"))
+	if ring.SealedByCurrent(byOld) || !ring.SealedByCurrent(byRing) || !newBox.SealedByCurrent(byRing) {
+		t.Error("SealedByCurrent does not tell the new key's values from the old key's")
+	}
+	if !bytes.HasPrefix(byRing, ring.SealedPrefix()) || bytes.HasPrefix(byOld, ring.SealedPrefix()) {
+		t.Error("SealedPrefix does not tell the new key's values from the old key's")
+	}
+	if id, ok := secret.KeyID(byOld); !ok || id != hex.EncodeToString(oldBox.KeyCheck()[:secret.KeyIDSize]) {
+		t.Errorf("KeyID of the old key's value = %q, %v", id, ok)
+	}
+	for _, c := range []struct {
+		box    *secret.Box
+		sealed []byte
+		want   string // "" for a refusal
+	}{
+		{ring, byOld, "old"}, {ring, byRing, "new"}, {newBox, byRing, "new"}, {oldBox, byOld, "old"},
+		{newBox, byOld, ""}, {oldBox, byRing, ""},
+	} {
+		got, err := c.box.Open("endpoints", "signing_secret", "ep_a", c.sealed)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("a box without the sealing key opened %q", got)
+			} else if id, _ := secret.KeyID(c.sealed); !strings.Contains(err.Error(), id) {
+				t.Errorf("the refusal %q does not name the key %s the value needs", err, id)
+			}
+			continue
+		}
+		if err != nil || string(got) != c.want {
+			t.Errorf("open = %q, %v; want %q", got, err, c.want)
+		}
+	}
+	// The key identifier is bound to the value: a value whose identifier
+	// is changed to another key's does not open under that key.
+	forged := bytes.Clone(byOld)
+	copy(forged[1:1+secret.KeyIDSize], ring.KeyCheck())
+	if _, err := ring.Open("endpoints", "signing_secret", "ep_a", forged); err == nil {
+		t.Error("a value relabelled with the new key's identifier opened")
+	}
+}
+
+// Values of the first format (before values named their key) still open,
+// under whichever key of the box sealed them, for their place only.
+func TestOpenFormatV1(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := secret.NewKey(), secret.NewKey()
+	v1 := secrettest.SealV1(oldKey, "bindings", "signing_secret", "bnd_a", []byte("whsec_v1"))
+	ring, err := secret.New(newKey, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ring.Open("bindings", "signing_secret", "bnd_a", v1); err != nil || string(got) != "whsec_v1" {
+		t.Fatalf("open v1 with the ring = %q, %v", got, err)
+	}
+	if ring.SealedByCurrent(v1) {
+		t.Error("a v1 value counts as sealed by the current key")
+	}
+	if _, ok := secret.KeyID(v1); ok {
+		t.Error("a v1 value names a key")
+	}
+	if _, err := ring.Open("bindings", "signing_secret", "bnd_b", v1); err == nil {
+		t.Error("a v1 value opened for another row")
+	}
+	only, _ := secret.New(newKey)
+	if _, err := only.Open("bindings", "signing_secret", "bnd_a", v1); err == nil {
+		t.Error("a v1 value opened under a key that did not seal it")
+	}
+	// Unversioned values too open under whichever key sealed them.
+	unv := secrettest.SealUnversioned(oldKey, "binding:bnd_a:signing", []byte("whsec_0"))
+	if got, err := ring.OpenUnversioned("binding:bnd_a:signing", unv); err != nil || string(got) != "whsec_0" {
+		t.Errorf("open unversioned with the ring = %q, %v", got, err)
+	}
+}
+
+// A previous key equal to the current key, or a missing one, is ignored;
+// a previous key of the wrong size is refused.
+func TestNewWithPrevious(t *testing.T) {
+	t.Parallel()
+	k := secret.NewKey()
+	b, err := secret.New(k, k, nil)
+	if err != nil || len(b.PreviousKeyChecks()) != 0 {
+		t.Fatalf("New(k, k, nil) = %d previous keys, %v; want 0", len(b.PreviousKeyChecks()), err)
+	}
+	if _, err := secret.New(k, make([]byte, 16)); err == nil {
+		t.Error("a 16-byte previous key was accepted")
 	}
 }

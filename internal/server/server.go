@@ -63,7 +63,13 @@ type Config struct {
 	// bytes. Defaults to the key file DataDir/secret-key, created on first
 	// start. Replicas sharing PostgreSQL must share it.
 	SecretKey []byte
-	HTTP      httpapi.Config
+	// PreviousSecretKey is the key a rotation moves away from: it opens
+	// the values it sealed until `agentowl secrets rotate-key` has
+	// re-sealed them under SecretKey (docs/operating.md, "The secret
+	// key"); it never seals. Defaults to the key file
+	// DataDir/secret-key.previous when that exists.
+	PreviousSecretKey []byte
+	HTTP              httpapi.Config
 	// Access bounds token lifetimes and console sessions.
 	Access   access.Config
 	Approval approval.Config
@@ -207,7 +213,13 @@ func (s *Server) start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if s.store, s.box, err = OpenStore(ctx, cfg.DataDir, cfg.DatabaseURL, key, cfg.SQLiteBusyTimeout); err != nil {
+	previous := cfg.PreviousSecretKey
+	if previous == nil {
+		if previous, err = PreviousKeyFile(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	if s.store, s.box, err = OpenStoreRotating(ctx, cfg.DataDir, cfg.DatabaseURL, key, [][]byte{previous}, cfg.SQLiteBusyTimeout); err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	s.access = access.New(s.store, cfg.Clock, cfg.Access)
@@ -274,7 +286,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 
 	doc := doctor.New(s.store, cfg.Clock, doctor.Config{MaxCallbacksPerWork: s.work.Config().MaxCallbacksPerWork,
 		RetainedBytesLimit: s.attach.Config().TenantRetainedBytes, CallbackRate: s.work.CallbackRate(), Scheduler: s.sched,
-		Overdue: s.sched, Engines: s.sched})
+		Overdue: s.sched, Engines: s.sched, SMTPDomain: cfg.Ingress.SMTPDomain})
 	s.notify = notify.New(s.store, cfg.Clock)
 	hc := cfg.HTTP
 	hc.PublicURL = s.work.Config().PublicURL
@@ -492,10 +504,20 @@ func (s *Server) close() error {
 // nil key opens it for offline administration, which touches no sealed
 // secret.
 func OpenStore(ctx context.Context, dataDir, databaseURL string, key []byte, busyTimeout time.Duration) (store.Store, *secret.Box, error) {
+	return OpenStoreRotating(ctx, dataDir, databaseURL, key, nil, busyTimeout)
+}
+
+// OpenStoreRotating is OpenStore with the previous keys of a key rotation:
+// they open the values they sealed, key seals. Opened with a new key and
+// the database's key as previous, the store starts a rotation (the
+// database then refuses the old key alone); `agentowl secrets rotate-key`
+// finishes it. A key that opens none of the database's secrets is refused
+// with a message naming the settings.
+func OpenStoreRotating(ctx context.Context, dataDir, databaseURL string, key []byte, previous [][]byte, busyTimeout time.Duration) (store.Store, *secret.Box, error) {
 	var box *secret.Box
 	if key != nil {
 		var err error
-		if box, err = secret.New(key); err != nil {
+		if box, err = secret.New(key, previous...); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -506,13 +528,55 @@ func OpenStore(ctx context.Context, dataDir, databaseURL string, key []byte, bus
 	} else {
 		st, err = sqlite.OpenWith(ctx, filepath.Join(dataDir, "agentowl.db"), box, sqlite.Config{BusyTimeout: busyTimeout})
 	}
-	if errors.Is(err, secret.ErrKeyMismatch) {
+	if err != nil {
+		return nil, nil, keyError(err)
+	}
+	return st, box, nil
+}
+
+// keyError explains a store's refusal of the secret keys in terms of the
+// settings.
+func keyError(err error) error {
+	switch {
+	case errors.Is(err, secret.ErrKeyMismatch):
 		// Another replica's data directory, or a changed AGENTOWL_SECRET_KEY:
 		// secrets sealed under the first key could not be opened.
-		return nil, nil, errors.New("the secret key differs from the one that sealed this database's secrets: " +
-			"give every replica the same AGENTOWL_SECRET_KEY (or the same DATA-DIR/secret-key file)")
+		return fmt.Errorf("the secret key opens none of this database's secrets: it differs from the one that sealed them "+
+			"(and, during a key rotation, from the previous one): give every replica the same AGENTOWL_SECRET_KEY "+
+			"(or the same DATA-DIR/secret-key file) (%w)", err)
+	case errors.Is(err, secret.ErrKeyRetired):
+		return fmt.Errorf("the secret key was retired by a finished key rotation: this database's secrets are sealed by the new key; "+
+			"give the new key as AGENTOWL_SECRET_KEY (or DATA-DIR/secret-key) (%w)", err)
+	case errors.Is(err, secret.ErrKeyRotating):
+		return fmt.Errorf("a secret key rotation to a new key is under way: give the new key as AGENTOWL_SECRET_KEY (or DATA-DIR/secret-key) "+
+			"and this one as AGENTOWL_SECRET_KEY_PREVIOUS (or DATA-DIR/secret-key.previous) (%w)", err)
+	case errors.Is(err, secret.ErrPreviousKeyNeeded):
+		return fmt.Errorf("a secret key rotation is unfinished: some secrets are still sealed by the previous key; give it as "+
+			"AGENTOWL_SECRET_KEY_PREVIOUS (or DATA-DIR/secret-key.previous) until `agentowl secrets rotate-key` reports "+
+			"that the old key can be removed (%w)", err)
+	case errors.Is(err, secret.ErrRotationUnfinished):
+		return fmt.Errorf("the database's secret key is given as the previous key of a new rotation while an earlier rotation "+
+			"is unfinished: finish that one first (`agentowl secrets rotate-key` with its keys) (%w)", err)
 	}
-	return st, box, err
+	return err
+}
+
+// PreviousKeyFile returns the key in DataDir/secret-key.previous, nil
+// when there is no such file.
+func PreviousKeyFile(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, "secret-key.previous")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(key) != secret.KeySize {
+		return nil, fmt.Errorf("%s must hold the base64 of exactly 32 bytes", path)
+	}
+	return key, nil
 }
 
 // KeyFile returns the key in DataDir/secret-key, creating it (mode 0600,

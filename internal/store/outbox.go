@@ -58,6 +58,18 @@ type Outbox interface {
 	// (a destination limit delayed it) and schedules it at next;
 	// ErrConflict if the lease was lost.
 	MessageDefer(ctx context.Context, id, owner string, attempt int, next time.Time) error
+	// MessageHold gives back a leased message without counting an attempt
+	// and holds it (next attempt and due time agentowl.OutboxHeld): its
+	// destination is paused. ErrConflict if the lease was lost.
+	MessageHold(ctx context.Context, id, owner string, attempt int) error
+	// MessageHoldDestination holds every pending message of destination
+	// that is not leased, and returns how many.
+	MessageHoldDestination(ctx context.Context, destination string) (int, error)
+	// MessageReleaseDestination makes every held message of destination
+	// due, and returns how many: due since its creation, so that claims
+	// (oldest due first) take them in the order they were enqueued; their
+	// wait for an attempt counts from now.
+	MessageReleaseDestination(ctx context.Context, destination string, now time.Time) (int, error)
 	// MessageUndefer makes due at now up to limit deferred messages (put
 	// back by MessageDefer to a time after now, not leased): those of ids,
 	// or every deferred one when ids is nil. It returns how many.

@@ -70,6 +70,7 @@ type Tx interface {
 	Notifications
 	ConsoleSessions
 	Conversations
+	MailDomains
 }
 
 // Keys records the check values of the secret keys (internal/secret), so a
@@ -78,6 +79,8 @@ type Keys interface {
 	// KeyCheck records check as the check value of the key called name if
 	// none is recorded yet, and returns ErrConflict if a different one is.
 	KeyCheck(ctx context.Context, name string, check []byte, now time.Time) error
+	// KeyRotation re-seals secrets under a new key (keys.go).
+	KeyRotation
 }
 
 // Counters are the fixed-window counters behind the rate limits shared by

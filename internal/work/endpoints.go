@@ -366,6 +366,62 @@ func (s *Service) DeleteEndpoint(ctx context.Context, p *access.Principal, tenan
 	})
 }
 
+// PauseEndpoint holds the endpoint's handoffs: events keep being recorded
+// and their handoffs queued, but no attempt starts until ResumeEndpoint,
+// so an operator can re-thread a message (conversations link) before the
+// runtime sees it. Handoffs already queued are held too; an attempt in
+// flight ends as usual. Pausing a paused endpoint changes nothing. Admin
+// only; audited.
+func (s *Service) PauseEndpoint(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Endpoint, error) {
+	return s.setPaused(ctx, p, tenant, id, true)
+}
+
+// ResumeEndpoint hands the endpoint's held handoffs off, claimed in the
+// order they were queued, and ends the pause. Admin only; audited.
+func (s *Service) ResumeEndpoint(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Endpoint, error) {
+	return s.setPaused(ctx, p, tenant, id, false)
+}
+
+func (s *Service) setPaused(ctx context.Context, p *access.Principal, tenant, id string, pause bool) (*agentowl.Endpoint, error) {
+	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	var out *agentowl.Endpoint
+	err = s.store.Write(ctx, func(tx store.Tx) error {
+		ep, err := tenantEndpoint(ctx, tx, m, id)
+		if err != nil {
+			return err
+		}
+		out = ep
+		if (ep.PausedAt != nil) == pause {
+			return nil // already so: nothing to record
+		}
+		now := s.clock.Now()
+		action, n := "endpoint.resume", 0
+		if pause {
+			ep.PausedAt, action = &now, "endpoint.pause"
+			n, err = tx.MessageHoldDestination(ctx, Destination(ep.ID))
+		} else {
+			ep.PausedAt = nil
+			n, err = tx.MessageReleaseDestination(ctx, Destination(ep.ID), now)
+		}
+		if err != nil {
+			return err
+		}
+		ep.UpdatedAt = now
+		if err := tx.EndpointUpdate(ctx, ep); err != nil {
+			return err
+		}
+		return access.Audit(ctx, tx, now, m.TenantID, p, action, "endpoint:"+ep.ID,
+			map[string]any{"name": ep.Name, "handoffs": n})
+	})
+	if err == nil && !pause {
+		s.wake()
+	}
+	return out, err
+}
+
 // deliveredGrace is how long cancelled handoffs stay visible, matching the
 // delivery engine's default.
 const deliveredGrace = 24 * time.Hour

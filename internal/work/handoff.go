@@ -28,7 +28,9 @@ func Destination(endpointID string) string { return "endpoint:" + endpointID }
 
 // ResolveDestination is the outbox.Resolver of "endpoint:<id>"
 // destinations: the endpoint's current URL and signing secret, or no target
-// once the endpoint is deleted, which ends the message.
+// once the endpoint is deleted, which ends the message. While the endpoint
+// is paused the target is held: no attempt starts (a handoff enqueued as
+// the pause committed is held here).
 func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
 	id, found := strings.CutPrefix(destination, "endpoint:")
 	if !found {
@@ -40,6 +42,9 @@ func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destinati
 	}
 	if err != nil || ep.DeletedAt != nil {
 		return nil, err
+	}
+	if ep.PausedAt != nil {
+		return &outbox.Target{Held: true}, nil
 	}
 	return &outbox.Target{URL: ep.URL, Secret: string(ep.SigningSecret)}, nil
 }
@@ -81,17 +86,21 @@ func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpo
 // encodes them here).
 func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, route *store.Route, ev *agentowl.Event, conv *agentowl.Conversation,
 	enc *EncodedEvent) (*agentowl.Work, error) {
-	if !route.Endpoint.AgentWork {
-		return nil, s.deliverTx(ctx, tx, route.Endpoint, ev, nil, enc)
+	var delay time.Duration
+	if route.Binding != nil {
+		delay = route.Binding.HandoffDelay
 	}
-	return s.newWorkTx(ctx, tx, route.Endpoint, route.Credential, ev, conv, 1, "", enc)
+	if !route.Endpoint.AgentWork {
+		return nil, s.deliverTx(ctx, tx, route.Endpoint, ev, nil, enc, delay)
+	}
+	return s.newWorkTx(ctx, tx, route.Endpoint, route.Credential, ev, conv, 1, "", enc, delay)
 }
 
 // newWorkTx records new work for ev at ep and its handoff; its work block
 // names cred, the newest live credential allowed to post callbacks (during
 // rotation, the new one).
 func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, cred string, ev *agentowl.Event, conv *agentowl.Conversation,
-	gen int, replayOf string, enc *EncodedEvent) (*agentowl.Work, error) {
+	gen int, replayOf string, enc *EncodedEvent, delay time.Duration) (*agentowl.Work, error) {
 	now := s.clock.Now()
 	w := &agentowl.Work{
 		ID: agentowl.NewID("work"), TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: ev.ConversationID, EventID: ev.ID,
@@ -103,7 +112,7 @@ func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpo
 	if err := tx.WorkCreate(ctx, w); err != nil {
 		return nil, err
 	}
-	return w, s.deliverTx(ctx, tx, ep, ev, &deliveryWork{work: w, block: block}, enc)
+	return w, s.deliverTx(ctx, tx, ep, ev, &deliveryWork{work: w, block: block}, enc, delay)
 }
 
 type deliveryWork struct {
@@ -115,8 +124,10 @@ type deliveryWork struct {
 // agent-work handoff envelope (agentwork.Handoff, docs/agent-work.md): the
 // original event format, plus the work block for agent-work endpoints. The
 // bytes are fixed here, when the delivery is committed, and sent unchanged
-// on every attempt.
-func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, dw *deliveryWork, enc *EncodedEvent) error {
+// on every attempt. Its first attempt waits delay (the binding's handoff
+// delay), or, while the endpoint is paused, until it is resumed.
+func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, dw *deliveryWork, enc *EncodedEvent,
+	delay time.Duration) error {
 	now := s.clock.Now()
 	d := agentwork.Handoff{ID: agentowl.NewID(agentowl.SortedUUID), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
 	kind, subject := MessageKindEvent, ev.ID
@@ -133,9 +144,16 @@ func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpo
 	if err != nil {
 		return err
 	}
+	var due time.Time
+	switch {
+	case ep.PausedAt != nil:
+		due = agentowl.OutboxHeld
+	case delay > 0:
+		due = now.Add(delay)
+	}
 	_, err = outbox.Enqueue(ctx, tx, now, outbox.Message{
 		ID: d.ID, TenantID: ev.TenantID, Kind: kind, Destination: Destination(ep.ID), Subject: subject, Body: body,
-		Deadline: now.Add(s.cfg.HandoffWindow), Payload: payload,
+		Deadline: now.Add(s.cfg.HandoffWindow), Payload: payload, Due: due,
 	})
 	return err
 }
@@ -184,7 +202,7 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 		if err != nil {
 			return err
 		}
-		if out, err = s.newWorkTx(ctx, tx, ep, cred, ev, conv, gen+1, orig.ID, nil); err != nil {
+		if out, err = s.newWorkTx(ctx, tx, ep, cred, ev, conv, gen+1, orig.ID, nil, 0); err != nil {
 			return err
 		}
 		return access.Audit(ctx, tx, out.CreatedAt, m.TenantID, p, "work.replay", "work:"+out.ID,

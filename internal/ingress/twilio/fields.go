@@ -5,7 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentowl/agentowl"
 )
 
 // Limits of the fields read from a request (docs/limits.md). The request
@@ -38,23 +39,22 @@ func missing(field string) error {
 	return &FieldError{Field: field, Missing: true, Reason: "is required"}
 }
 
-// CheckText refuses a form whose names or values are not text: UTF-8
-// without NUL. Every value is stored and forwarded as JSON text.
+// CheckText refuses a form whose names or values are not text
+// (agentowl.IsText, the rule of every surface): UTF-8 without NUL. Every
+// value is stored and forwarded as JSON text.
 func CheckText(form url.Values) error {
 	for name, vs := range form {
-		if !text(name) {
+		if !agentowl.IsText(name) {
 			return &FieldError{Field: "form", Reason: "has a parameter name that is not UTF-8 text"}
 		}
 		for _, v := range vs {
-			if !text(v) {
+			if !agentowl.IsText(v) {
 				return &FieldError{Field: name, Reason: "must be UTF-8 text"}
 			}
 		}
 	}
 	return nil
 }
-
-func text(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // line reads an optional one-line field of at most max bytes.
 func line(form url.Values, field string, max int) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/binary"
 	"testing"
 
 	"github.com/agentowl/agentowl/internal/secret"
@@ -38,4 +39,31 @@ func NewBox(t testing.TB) *secret.Box {
 		t.Fatal(err)
 	}
 	return box
+}
+
+// SealV1 seals plaintext for table, column and row as AgentOwl did before
+// sealed values named their key (format byte 1): the format byte, a 12-byte
+// nonce, then AES-256-GCM with the format byte and the length-prefixed
+// place as associated data. Rotation tests write such values to check they
+// open and are re-sealed.
+func SealV1(key []byte, table, column, rowID string, plaintext []byte) []byte {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	out := make([]byte, 1+aead.NonceSize())
+	out[0] = 1
+	if _, err := rand.Read(out[1:]); err != nil {
+		panic(err)
+	}
+	ad := []byte{1}
+	for _, s := range []string{table, column, rowID} {
+		ad = binary.AppendUvarint(ad, uint64(len(s)))
+		ad = append(ad, s...)
+	}
+	return aead.Seal(out, out[1:], plaintext, ad)
 }

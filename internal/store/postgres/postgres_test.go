@@ -46,6 +46,13 @@ func upgradeDB(t *testing.T) (db *sql.DB, open func() store.Store) {
 	}
 }
 
+// Migration 23 assigns each mail domain used by one tenant to it.
+func TestMailDomainsUpgrade(t *testing.T) {
+	t.Parallel()
+	db, open := upgradeDB(t)
+	storetest.MailDomainsUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), open)
+}
+
 func TestIdentityUpgrade(t *testing.T) {
 	t.Parallel()
 	db, open := upgradeDB(t)

@@ -42,6 +42,13 @@ func upgradeDB(t *testing.T) (path string, db *sql.DB, open func() store.Store) 
 	}
 }
 
+// Migration 23 assigns each mail domain used by one tenant to it.
+func TestMailDomainsUpgrade(t *testing.T) {
+	t.Parallel()
+	_, db, open := upgradeDB(t)
+	storetest.MailDomainsUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), open)
+}
+
 func TestIdentityUpgrade(t *testing.T) {
 	t.Parallel()
 	_, db, open := upgradeDB(t)

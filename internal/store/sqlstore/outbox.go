@@ -192,6 +192,31 @@ func (t *tx) MessageDefer(ctx context.Context, id, owner string, attempt int, ne
 	return err
 }
 
+func (t *tx) MessageHold(ctx context.Context, id, owner string, attempt int) error {
+	held := ts(agentowl.OutboxHeld)
+	err := t.execOne(ctx, `UPDATE outbox SET next_attempt_at = ?, due_since = ?, lease_owner = NULL, lease_until = NULL,
+		attempts = attempts - 1 WHERE id = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`, held, held, id, owner, attempt)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.ErrConflict
+	}
+	return err
+}
+
+func (t *tx) MessageHoldDestination(ctx context.Context, destination string) (int, error) {
+	held := ts(agentowl.OutboxHeld)
+	res, err := t.exec(ctx, `UPDATE outbox SET next_attempt_at = ?, due_since = ?
+		WHERE destination = ? AND state = 'pending' AND lease_owner IS NULL`, held, held, destination)
+	return affected(res, err)
+}
+
+func (t *tx) MessageReleaseDestination(ctx context.Context, destination string, now time.Time) (int, error) {
+	// Due since their creation, for the claim's order (oldest due first):
+	// the queue resumes in the order it was held.
+	res, err := t.exec(ctx, `UPDATE outbox SET next_attempt_at = created_at, due_since = ?
+		WHERE destination = ? AND state = 'pending' AND next_attempt_at = ?`, ts(now), destination, ts(agentowl.OutboxHeld))
+	return affected(res, err)
+}
+
 func (t *tx) MessageUndefer(ctx context.Context, ids []string, now time.Time, limit int) (int, error) {
 	// A deferral moves next_attempt_at past due_since (a recorded attempt
 	// sets both): that is what tells a deferred message from a retry.

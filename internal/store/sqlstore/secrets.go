@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Stored secrets are sealed by one secret.Box, each bound to the table,
@@ -178,8 +177,14 @@ func (db *DB) open(table, column, rowID string, sealed []byte) ([]byte, error) {
 	return db.box.Open(table, column, rowID, sealed)
 }
 
-// secretKeyCheck is the key_checks row of the key that seals secrets.
-const secretKeyCheck = "secret-key"
+// The key_checks rows of the secret key (rotate.go): the key that seals
+// secrets, the key a rotation moves away from while values it sealed
+// remain, and the key the last finished rotation retired.
+const (
+	secretKeyCheck   = "secret-key"
+	previousKeyCheck = "secret-key-previous"
+	retiredKeyCheck  = "secret-key-retired"
+)
 
 // resealStatements store a value queued in secrets_to_seal once sealed,
 // by its table and column, for every sealed field declared above: the
@@ -193,13 +198,15 @@ var resealStatements = func() map[[2]string]string {
 }()
 
 // PrepareSecrets makes this database's secrets usable with box, in one
-// transaction on db: it checks that box holds the key that sealed them
-// (recording its check value on first use; secret.ErrKeyMismatch
-// otherwise), then seals in place every value migration 11 queued in
-// secrets_to_seal (plain text, or sealed in the earlier format) and
-// empties the queue. Checking first keeps a replica given the wrong key
-// from sealing anything under it. It reports how many values it sealed.
-// The dialect packages call it right after migrating, before New.
+// transaction on db: it checks that box holds the keys that sealed them
+// (checkKeys: recording the current key's check value on first use, and
+// starting a key rotation when the database's key is one of box's
+// previous keys; secret.ErrKeyMismatch and its kin otherwise), then seals
+// in place every value migration 11 queued in secrets_to_seal (plain text,
+// or sealed in the earlier format) and empties the queue. Checking first
+// keeps a replica given the wrong key from sealing anything under it. It
+// reports how many values it sealed. The dialect packages call it right
+// after migrating, before New.
 func PrepareSecrets(ctx context.Context, d Dialect, db *sql.DB, box *secret.Box, now time.Time) (int, error) {
 	sqlTx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -222,11 +229,7 @@ type queuedSecret struct {
 
 func (t *tx) prepareSecrets(ctx context.Context, now time.Time) (int, error) {
 	box := t.db.box
-	err := t.KeyCheck(ctx, secretKeyCheck, box.KeyCheck(), now)
-	if errors.Is(err, store.ErrConflict) {
-		return 0, secret.ErrKeyMismatch
-	}
-	if err != nil {
+	if err := t.checkKeys(ctx, box, now); err != nil {
 		return 0, err
 	}
 	rows, err := t.query(ctx, `SELECT table_name, column_name, row_id, value, unversioned_purpose FROM secrets_to_seal`+

@@ -41,7 +41,7 @@ func nullJSON(raw json.RawMessage) any {
 
 // endpointCols end with the endpoint's sealed columns (endpointSecrets).
 var endpointCols = `id, tenant_id, name, url, agent_work, decision_url, created_at, updated_at, deleted_at,
-	overdue_accept_within, overdue_report_interval, overdue_input_expiry, ` + endpointSecrets.cols()
+	overdue_accept_within, overdue_report_interval, overdue_input_expiry, paused_at, ` + endpointSecrets.cols()
 
 // scanEndpoint reads an endpoint, opening its secrets.
 func (t *tx) scanEndpoint(s scanner) (*agentowl.Endpoint, error) {
@@ -49,14 +49,14 @@ func (t *tx) scanEndpoint(s scanner) (*agentowl.Endpoint, error) {
 	var agentWork int
 	var decisionURL sql.NullString
 	var created, updated int64
-	var deleted, acceptWithin, reportInterval, inputExpiry sql.NullInt64
+	var deleted, acceptWithin, reportInterval, inputExpiry, paused sql.NullInt64
 	sealed, raw := endpointSecrets.dest()
 	if err := s.Scan(append([]any{&v.ID, &v.TenantID, &v.Name, &v.URL, &agentWork, &decisionURL,
-		&created, &updated, &deleted, &acceptWithin, &reportInterval, &inputExpiry}, sealed...)...); err != nil {
+		&created, &updated, &deleted, &acceptWithin, &reportInterval, &inputExpiry, &paused}, sealed...)...); err != nil {
 		return nil, err
 	}
 	v.AgentWork, v.DecisionURL = agentWork != 0, decisionURL.String
-	v.CreatedAt, v.UpdatedAt, v.DeletedAt = fromTS(created), fromTS(updated), fromNullTS(deleted)
+	v.CreatedAt, v.UpdatedAt, v.DeletedAt, v.PausedAt = fromTS(created), fromTS(updated), fromNullTS(deleted), fromNullTS(paused)
 	v.Overdue = scanOverdue(acceptWithin, reportInterval, inputExpiry)
 	if err := endpointSecrets.open(t.db, v.ID, &v, raw); err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (t *tx) EndpointCreate(ctx context.Context, v *agentowl.Endpoint) error {
 	}
 	accept, report, input := overdueArgs(v.Overdue)
 	args := append([]any{v.ID, v.TenantID, v.Name, v.URL, boolInt(v.AgentWork), nullStr(v.DecisionURL),
-		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input}, sealed...)
+		ts(v.CreatedAt), ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input, nullTS(v.PausedAt)}, sealed...)
 	_, err = t.exec(ctx, `INSERT INTO endpoints (`+endpointCols+`) VALUES (`+marks(len(args))+`)`, args...)
 	return err
 }
@@ -87,10 +87,10 @@ func (t *tx) EndpointUpdate(ctx context.Context, v *agentowl.Endpoint) error {
 	}
 	accept, report, input := overdueArgs(v.Overdue)
 	args := append([]any{v.Name, v.URL, boolInt(v.AgentWork), nullStr(v.DecisionURL),
-		ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input}, sealed...)
+		ts(v.UpdatedAt), nullTS(v.DeletedAt), accept, report, input, nullTS(v.PausedAt)}, sealed...)
 	return t.execOne(ctx, `UPDATE endpoints SET name = ?, url = ?, agent_work = ?, decision_url = ?,
 		updated_at = ?, deleted_at = ?, overdue_accept_within = ?, overdue_report_interval = ?,
-		overdue_input_expiry = ?, `+endpointSecrets.assignments()+` WHERE id = ?`, append(args, v.ID)...)
+		overdue_input_expiry = ?, paused_at = ?, `+endpointSecrets.assignments()+` WHERE id = ?`, append(args, v.ID)...)
 }
 
 func (t *tx) EndpointList(ctx context.Context, tenantID string) ([]*agentowl.Endpoint, error) {
@@ -154,7 +154,7 @@ func (t *tx) RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID s
 // ---- bindings
 
 // bindingCols end with the binding's sealed columns (bindingSecrets).
-var bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, address, created_at, deleted_at, ` +
+var bindingCols = `id, tenant_id, channel, name, endpoint_id, token_hash, address, created_at, deleted_at, handoff_delay, ` +
 	bindingSecrets.cols()
 
 // scanBinding reads a binding, opening its secrets.
@@ -163,12 +163,14 @@ func (t *tx) scanBinding(s scanner) (*agentowl.Binding, error) {
 	var address sql.NullString
 	var created int64
 	var deleted sql.NullInt64
+	var delay int64
 	sealed, raw := bindingSecrets.dest()
 	if err := s.Scan(append([]any{&v.ID, &v.TenantID, &v.Channel, &v.Name, &v.EndpointID, &v.TokenHash, &address,
-		&created, &deleted}, sealed...)...); err != nil {
+		&created, &deleted, &delay}, sealed...)...); err != nil {
 		return nil, err
 	}
 	v.Address, v.CreatedAt, v.DeletedAt = address.String, fromTS(created), fromNullTS(deleted)
+	v.HandoffDelay = time.Duration(delay) * time.Microsecond
 	if err := bindingSecrets.open(t.db, v.ID, &v, raw); err != nil {
 		return nil, err
 	}
@@ -181,7 +183,7 @@ func (t *tx) BindingCreate(ctx context.Context, v *agentowl.Binding) error {
 		return err
 	}
 	args := append([]any{v.ID, v.TenantID, v.Channel, v.Name, v.EndpointID, nullBytes(v.TokenHash),
-		nullStr(v.Address), ts(v.CreatedAt), nullTS(v.DeletedAt)}, sealed...)
+		nullStr(v.Address), ts(v.CreatedAt), nullTS(v.DeletedAt), v.HandoffDelay.Microseconds()}, sealed...)
 	_, err = t.exec(ctx, `INSERT INTO bindings (`+bindingCols+`) VALUES (`+marks(len(args))+`)`, args...)
 	return err
 }

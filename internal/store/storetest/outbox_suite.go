@@ -34,6 +34,7 @@ var outboxTests = []struct {
 	{"MessageList", testMessageList},
 	{"MessageStats", testMessageStats},
 	{"MessageUndefer", testMessageUndefer},
+	{"MessageHold", testMessageHold},
 	{"MessagePurge", testMessagePurge},
 	{"MessagePurgeKeepsRequest", testMessagePurgeKeepsRequest},
 	{"SlotLease", testSlotLease},
@@ -864,6 +865,46 @@ func testMessageUndefer(t *testing.T, e *env) {
 	equal(t, "d1 due now", e.getMessage(t, d1.ID).NextAttempt, e.now)
 	equal(t, "nothing left", undefer(nil, 10), 0)
 	equal(t, "the leased one keeps its lease", e.getMessage(t, leased.ID).LeaseOwner, "other")
+}
+
+// testMessageHold: a paused destination's messages are held (no claim
+// takes them, they are neither deferred nor due), a claimed one is given
+// back held, and release makes them due in the order they were created.
+func testMessageHold(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
+	const dest = "endpoint:ep_paused"
+	mk := func(created time.Time) *agentowl.OutboxMessage {
+		m := msgDue(ten.ID, created, created)
+		m.Destination = dest
+		return m
+	}
+	m1, m2, m3, other := mk(at(-30)), mk(at(-20)), mk(at(-10)), msgDue(ten.ID, at(-5), at(-5))
+	leased := withLease(mk(at(-40)), "w", at(30))
+	e.messages(t, m1, m2, m3, other, leased)
+	var n int
+	e.write(t, func(tx store.Tx) (err error) { n, err = tx.MessageHoldDestination(e.ctx, dest); return err })
+	equal(t, "held: the destination's unleased pending messages", n, 3)
+	equal(t, "a held message waits", e.getMessage(t, m1.ID).NextAttempt, agentowl.OutboxHeld)
+	equal(t, "a claim takes only the other destination", msgIDs(e.claim(t, "w2", at(0), at(30), 10)), []string{other.ID})
+	e.write(t, func(tx store.Tx) error { return tx.MessageHold(e.ctx, leased.ID, "w", leased.Attempts) })
+	got := e.getMessage(t, leased.ID)
+	equal(t, "the leased one given back held, uncounted", []any{got.NextAttempt, got.LeaseOwner, got.Attempts}, []any{agentowl.OutboxHeld, "", 0})
+	if err := e.writeErr(func(tx store.Tx) error { return tx.MessageHold(e.ctx, m1.ID, "w", 1) }); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("MessageHold without the lease: %v, want ErrConflict", err)
+	}
+	stats := read(t, e, func(tx store.Tx) ([]*agentowl.QueueStats, error) { return tx.MessageStats(e.ctx, at(0)) })
+	for _, s := range stats {
+		if s.Surface == "endpoint" && s.OldestDue != nil {
+			t.Errorf("held messages count as due since %v", *s.OldestDue)
+		}
+	}
+	var undeferred int
+	e.write(t, func(tx store.Tx) (err error) { undeferred, err = tx.MessageUndefer(e.ctx, nil, at(0), 100); return err })
+	equal(t, "held messages are not deferrals", undeferred, 0)
+	e.write(t, func(tx store.Tx) (err error) { n, err = tx.MessageReleaseDestination(e.ctx, dest, at(1)); return err })
+	equal(t, "released", n, 4)
+	equal(t, "released in creation order", msgIDs(e.claim(t, "w3", at(2), at(30), 10)), []string{leased.ID, m1.ID, m2.ID, m3.ID})
 }
 
 func testEngineReports(t *testing.T, e *env) {

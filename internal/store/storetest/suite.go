@@ -50,6 +50,7 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 	tests = append(tests, opsTests...)
 	tests = append(tests, notifyTests...)
 	tests = append(tests, conversationTests...)
+	tests = append(tests, domainTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

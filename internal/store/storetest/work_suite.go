@@ -171,6 +171,15 @@ func testEndpointRoundTrip(t *testing.T, e *env) {
 	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint with decision settings cleared", got, ep)
 
+	ep.PausedAt = ptr(e.now.Add(2 * time.Minute))
+	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	equal(t, "paused endpoint", got, ep)
+	ep.PausedAt = nil
+	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	equal(t, "resumed endpoint", got, ep)
+
 	other := newEndpoint(tn.ID, e.now.Add(time.Second))
 	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, other) })
 	e.endpoint(t, e.tenant(t).ID) // another tenant's
@@ -336,7 +345,7 @@ func testBindings(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	ep := e.endpoint(t, tn.ID)
 	a := newBinding(ep, e.now)
-	a.SigningSecret = []byte("sealed-whsec")
+	a.SigningSecret, a.HandoffDelay = []byte("sealed-whsec"), 90*time.Second
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, a) })
 	b := newBinding(ep, e.now.Add(time.Second))
 	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
