@@ -15,6 +15,21 @@ import (
 	"github.com/agentowl/agentowl/internal/store"
 )
 
+// migrateTo applies the store's migrations up to version on db: the
+// database as a release of that version left it, for an upgrade test to
+// fill with that version's data.
+func migrateTo(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, version int64) context.Context {
+	t.Helper()
+	p, err := goose.NewProvider(dialect, db, migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), version); err != nil {
+		t.Fatalf("migrate to %d: %v", version, err)
+	}
+	return context.Background()
+}
+
 // IdentityUpgrade checks migration 00010 (operators per tenant) on data of
 // the old model. db is an empty database of the dialect; migrations are the
 // store's embedded files (sqlite.Migrations()); open opens the store on the same database, which
@@ -24,14 +39,7 @@ import (
 // default and acme, and a member of evil with a token minted there.
 func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
 	t.Helper()
-	ctx := context.Background()
-	p, err := goose.NewProvider(dialect, db, migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 9); err != nil {
-		t.Fatalf("migrate to 9: %v", err)
-	}
+	ctx := migrateTo(t, dialect, db, migrations, 9)
 	for _, q := range []string{
 		// acme was bootstrapped first; a tenant admin created "default" later.
 		`INSERT INTO tenants (id, name, created_at) VALUES ('t-acme', 'acme', 1), ('t-def', 'default', 2), ('t-evil', 'evil', 3)`,
@@ -128,14 +136,7 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 // opens the store on it, which applies the remaining migrations.
 func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
 	t.Helper()
-	ctx := context.Background()
-	p, err := goose.NewProvider(dialect, db, migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 11); err != nil {
-		t.Fatalf("migrate to 11: %v", err)
-	}
+	ctx := migrateTo(t, dialect, db, migrations, 11)
 	for _, q := range []string{
 		`INSERT INTO tenants (id, name, created_at) VALUES ('t-1', 'acme', 1)`,
 		`INSERT INTO endpoints (id, tenant_id, name, url, agent_work, signing_secret, created_at, updated_at)

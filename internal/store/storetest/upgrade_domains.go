@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"database/sql"
 	"io/fs"
 	"strconv"
@@ -23,14 +22,7 @@ import (
 // migrations.
 func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
 	t.Helper()
-	ctx := context.Background()
-	p, err := goose.NewProvider(dialect, db, migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 22); err != nil {
-		t.Fatalf("migrate to 22: %v", err)
-	}
+	ctx := migrateTo(t, dialect, db, migrations, 22)
 	tru := map[bool]string{true: "true", false: "1"}[dialect == goose.DialectPostgres]
 	fls := map[bool]string{true: "false", false: "0"}[dialect == goose.DialectPostgres]
 	stmts := []string{
