@@ -176,6 +176,18 @@ func TestInputRule(t *testing.T) {
 			}
 		}
 
+		// A form posted before sign-in, by a browser with no session.
+		publicForm := func(path string, form url.Values) func(*testing.T) string {
+			return func(t *testing.T) string {
+				jar, _ := cookiejar.New(nil)
+				anon := &consoleBrowser{base: srv.url, http: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+					return http.ErrUseLastResponse
+				}}}
+				form.Set("csrf", anon.csrf(t, "/console/sign-in"))
+				return fmt.Sprint(anon.post(t, path, form))
+			}
+		}
+
 		// The CLI: files it reads and sends.
 		cli := func(args ...string) func(*testing.T) string {
 			return func(t *testing.T) string {
@@ -263,6 +275,9 @@ func TestInputRule(t *testing.T) {
 			{"console approval", "note 0xFF", "400", consoleForm(approvalPage, "/decide", url.Values{"decision": {"deny"}, "note": {badUTF8}}, true)},
 			{"console approval", "field name 0xFF", "400", consoleForm(approvalPage, "/decide", url.Values{"decision": {"deny"}, badUTF8: {"x"}}, true)},
 			{"console approval", "note NUL, no CSRF token", "403", consoleForm(approvalPage, "/decide", url.Values{"decision": {"approve"}, "note": {rawNUL}}, false)},
+			{"console sign-in", "token NUL", "400", publicForm("/console/sign-in", url.Values{"token": {rawNUL}})},
+			{"console sign-in", "next 0xFF", "400", publicForm("/console/sign-in", url.Values{"token": {"owl_op_x"}, "next": {badUTF8}})},
+			{"console login link", "code NUL", "400", publicForm("/console/link", url.Values{"code": {rawNUL}})},
 			{"console attention", "answer NUL", "400", consoleForm(attentionPage, "/decide",
 				url.Values{"decision": {"answer"}, "revision": {"1"}, "answer": {rawNUL}, "step": {"submit"}}, true)},
 			{"console attention", "answer 0xFF", "400", consoleForm(attentionPage, "/decide",

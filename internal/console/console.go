@@ -1,8 +1,9 @@
 // Package console is the web console served at /console/ (docs/console.md):
 // server-rendered pages (html/template, assets embedded) over the same
 // use-cases as the operator API and the CLI: Needs attention
-// (internal/inbox), approvals (internal/approval), agent work
-// (internal/work) and notifications (internal/notify). Each page makes the
+// (internal/inbox), approvals (internal/approval), agent work and endpoints
+// (internal/work), conversations (internal/ingress) and notifications
+// (internal/notify). Each page makes the
 // use-case calls its API equivalent makes; nothing here decides anything
 // the use-cases do not.
 //

@@ -56,6 +56,9 @@ func (c *Console) routes() {
 		{"POST " + t + "/conversations/{id}/link", c.conversationLink},
 		{"POST " + t + "/conversations/{id}/reset", c.conversationReset},
 		{"GET " + t + "/events/{event}/attachments/{attachment}", c.attachmentDownload},
+		{"GET " + t + "/endpoints", c.endpointList},
+		{"POST " + t + "/endpoints/{id}/pause", c.endpointPause},
+		{"POST " + t + "/endpoints/{id}/resume", c.endpointResume},
 		{"GET " + t + "/notifications", c.notificationList},
 		{"POST " + t + "/notifications/read-all", c.notificationsReadAll},
 		{"POST " + t + "/notifications/preferences", c.notificationPrefs},
@@ -120,8 +123,7 @@ func (c *Console) tenantPage(h func(q *req) error) http.HandlerFunc {
 				return
 			}
 			if field, ok := formText(r); !ok {
-				c.fail(w, r, q, http.StatusBadRequest, "The field "+field+" holds something that is not text (a NUL character "+
-					"or bytes that are not UTF-8). Nothing was changed.")
+				c.fail(w, r, q, http.StatusBadRequest, notTextNotice(field).Message)
 				return
 			}
 		}
@@ -152,13 +154,17 @@ func (c *Console) preCSRF(w http.ResponseWriter, r *http.Request) string {
 	return v
 }
 
+// checkPreCSRF reports whether a form posted before sign-in carries the
+// pre-session CSRF token of its cookie.
 func (c *Console) checkPreCSRF(r *http.Request) bool {
 	ck, err := r.Cookie(preCSRFCookie)
-	if err != nil || r.ParseForm() != nil || !validToken(r.PostForm.Get("csrf"), ck.Value) {
-		return false
-	}
-	_, ok := formText(r)
-	return ok
+	return err == nil && r.ParseForm() == nil && validToken(r.PostForm.Get("csrf"), ck.Value)
+}
+
+// notTextNotice is the console's answer to a posted field that breaks the
+// text rule, as every signed-in form answers it (400, the field named).
+func notTextNotice(field string) *errorViewData {
+	return notice("The field " + field + " holds something that is not text (a NUL character or bytes that are not UTF-8). Nothing was changed.")
 }
 
 // formText applies the text rule (agentowl.IsText) to every name and value
@@ -192,6 +198,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if !c.checkPreCSRF(r) {
 		c.renderPublic(w, r, http.StatusForbidden, "signin", "Sign in", signInView{},
 			notice("The form's security token is missing or stale; try again."))
+		return
+	}
+	if field, ok := formText(r); !ok {
+		c.renderPublic(w, r, http.StatusBadRequest, "signin", "Sign in", signInView{}, notTextNotice(field))
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
@@ -236,6 +246,10 @@ func (c *Console) link(w http.ResponseWriter, r *http.Request) {
 	if !c.checkPreCSRF(r) {
 		c.renderPublic(w, r, http.StatusForbidden, "link", "Sign in with a link", signInView{},
 			notice("The form's security token is missing or stale; open the link again."))
+		return
+	}
+	if field, ok := formText(r); !ok {
+		c.renderPublic(w, r, http.StatusBadRequest, "link", "Sign in with a link", signInView{}, notTextNotice(field))
 		return
 	}
 	s, err := c.svc.Access.SignInWithLink(r.Context(), r.PostForm.Get("code"))

@@ -56,6 +56,8 @@ var doneMessages = map[string]string{
 	"saved":        "Preferences saved.",
 	"reset":        "Conversation reset: its next event starts a new conversation.",
 	"link":         "Event moved.",
+	"paused":       "Endpoint paused: its events are still recorded, and their handoffs wait until it is resumed.",
+	"resumed":      "Endpoint resumed: its held handoffs are handed off in the order they were queued.",
 }
 
 // render shows a tenant page.
