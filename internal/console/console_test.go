@@ -349,3 +349,28 @@ func TestConsoleFormsKeepTheTextRule(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleErrorPages: an error page keeps the header's unread count,
+// and a deep link opened without a session offers to sign in and come
+// back to it (the return path stays inside the console).
+func TestConsoleErrorPages(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		s := start(t, b, nil)
+		s.request(s.instance(), refund("Duplicate charge."))
+		c := s.client()
+		c.signIn(s.admin)
+		p := c.get("/console/t/default/attention/att_missing")
+		if p.Status != http.StatusNotFound || !strings.Contains(p.Body, `data-count="1"`) {
+			t.Errorf("an error page: %d, unread count missing:\n%s", p.Status, p.Body)
+		}
+		anon := s.client()
+		p = anon.get("/console/t/default/approvals")
+		if p.Status != http.StatusNotFound || !strings.Contains(p.Body, `id="sign-in-return" href="/console/sign-in?next=%2fconsole%2ft%2fdefault%2fapprovals"`) {
+			t.Errorf("a deep link without a session: %d\n%s", p.Status, p.Body)
+		}
+		if p = anon.get("/console/sign-in?next=%2fconsole%2ft%2fdefault%2fapprovals"); !strings.Contains(p.Body, `name="next" value="/console/t/default/approvals"`) {
+			t.Errorf("the sign-in form lost the return path:\n%s", p.Body)
+		}
+	})
+}

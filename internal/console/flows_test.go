@@ -299,6 +299,14 @@ func TestBrowserNotificationsCSRFSignOut(t *testing.T) {
 		}
 		do(t, ctx, "go back to the item", chromedp.Navigate(s.url+"/console/t/default/attention/att_aap_"+id))
 		waitTitle(t, ctx, "Not Found")
+		// The deep link, opened without a session, offers to sign in and
+		// comes back to the item it named, not to the inbox.
+		click(t, ctx, "#sign-in-return", "Sign in")
+		do(t, ctx, "type the token and press Enter", chromedp.SendKeys(chromedp.ID("token"), s.admin+kb.Enter))
+		waitTitle(t, ctx, "Attention item")
+		if !eval[bool](t, ctx, fmt.Sprintf(`location.pathname === "/console/t/default/attention/att_aap_%s"`, id)) {
+			t.Fatalf("signing in from the deep link opened %s", pageText(ctx))
+		}
 	})
 }
 

@@ -31,7 +31,10 @@ type page struct {
 	// Done names a finished action (?done=…) whose confirmation to show.
 	Done  string
 	Error *errorViewData
-	Data  any
+	// SignInNext, on an error page, is where signing in returns to: the
+	// deep link that was opened without a session.
+	SignInNext string
+	Data       any
 }
 
 type errorViewData struct {
@@ -104,6 +107,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, status in
 	p := page{Title: http.StatusText(status), Error: &errorViewData{Message: message}, Data: status}
 	if q != nil && q.me != nil {
 		p.Tenant, p.Operator, p.Role, p.CSRF = q.tenant, q.p().Operator.Name, string(q.p().Membership.Role), csrfToken(q.me.secret)
+		// The header's unread count, as on every other page (0 if it
+		// cannot be read: the error is what this page is about).
+		p.Unread, _ = c.svc.Notify.Unread(r.Context(), q.p(), q.tenant)
+	} else if r.Method == http.MethodGet {
+		if next := safeNext(r.URL.RequestURI()); next != "/console/" {
+			p.SignInNext = next
+		}
 	}
 	if q != nil {
 		for _, s := range q.all {
