@@ -360,6 +360,9 @@ func TestConsoleErrorPages(t *testing.T) {
 		s.request(s.instance(), refund("Duplicate charge."))
 		c := s.client()
 		c.signIn(s.admin)
+		if p := c.get("/console/t/default/attention"); !strings.Contains(p.Body, `class="time-left">in `) {
+			t.Errorf("the inbox does not say how long the request has left:\n%s", p.Body)
+		}
 		p := c.get("/console/t/default/attention/att_missing")
 		if p.Status != http.StatusNotFound || !strings.Contains(p.Body, `data-count="1"`) {
 			t.Errorf("an error page: %d, unread count missing:\n%s", p.Status, p.Body)

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
 	"strings"
@@ -181,11 +182,13 @@ type itemView struct {
 	ActionDigest                 string
 	ExpiresAt                    *time.Time
 	Expired                      bool
-	Assignee                     string
-	WorkID, EndpointID           string
-	WorkStatus                   string
-	CreatedAt                    time.Time
-	ResolvedAt                   *time.Time
+	// TimeLeft says how urgent an unexpired request is ("in 12 min").
+	TimeLeft           string
+	Assignee           string
+	WorkID, EndpointID string
+	WorkStatus         string
+	CreatedAt          time.Time
+	ResolvedAt         *time.Time
 	// Decision, Push and Receipt: the winning decision of a work item, its
 	// push delivery and the runtime's receipt.
 	Decision *agentowl.WorkDecision
@@ -216,6 +219,32 @@ func (v itemView) Allows(d string) bool {
 }
 
 func (c *Console) itemView(it *inbox.Item) itemView {
+	v := c.itemViewOf(it)
+	if v.ExpiresAt != nil && !v.Expired {
+		v.TimeLeft = timeLeft(v.ExpiresAt.Sub(c.svc.Clock.Now()))
+	}
+	return v
+}
+
+// timeLeft is a wait as a person reads it at a glance: "in 40 s", "in 12
+// min", "in 3 h 5 min", "in 2 days".
+func timeLeft(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("in %d s", max(int(d/time.Second), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("in %d min", int(d/time.Minute))
+	case d < 48*time.Hour:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return fmt.Sprintf("in %d h", h)
+		}
+		return fmt.Sprintf("in %d h %d min", h, m)
+	}
+	return fmt.Sprintf("in %d days", int(d/(24*time.Hour)))
+}
+
+func (c *Console) itemViewOf(it *inbox.Item) itemView {
 	if a := it.Approval; a != nil {
 		av := approvalViewOf(a.Request)
 		return itemView{ID: a.ID, Kind: work.KindApproval, Status: string(a.Status), Resolution: a.Resolution, Prompt: a.Prompt,
