@@ -377,3 +377,21 @@ func TestConsoleErrorPages(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleWorkFilterByName: the work list filters by an endpoint picked
+// by its name, never by typing an ep_… ID.
+func TestConsoleWorkFilterByName(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b storetest.Backend) {
+		s := start(t, b, nil)
+		ep := s.must(http.StatusCreated, http.MethodPost, "/api/v1/tenants/default/endpoints", s.admin,
+			map[string]any{"name": "Refund desk <b>", "url": "https://runtime.example.com/events", "config": map[string]any{"agent_work": true}})
+		c := s.client()
+		c.signIn(s.admin)
+		p := c.get("/console/t/default/work?endpoint=" + ep["id"].(string))
+		want := `<option value="` + ep["id"].(string) + `" selected>Refund desk &lt;b&gt;</option>`
+		if p.Status != http.StatusOK || !strings.Contains(p.Body, want) || strings.Contains(p.Body, `placeholder="ep_`) {
+			t.Errorf("the work filter (want %s):\n%s", want, p.Body)
+		}
+	})
+}

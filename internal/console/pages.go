@@ -522,6 +522,10 @@ type workListView struct {
 	Statuses         []string
 	Items            []workView
 	Next             string
+	// Endpoints are the tenant's endpoints for the filter, by name; Names
+	// maps an endpoint ID to its name, so rows show names, not IDs.
+	Endpoints []*agentowl.Endpoint
+	Names     map[string]string
 }
 
 func (c *Console) workList(q *req) error {
@@ -539,7 +543,14 @@ func (c *Console) workList(q *req) error {
 	if err != nil {
 		return err
 	}
-	v := workListView{Status: string(st), Endpoint: qs.Get("endpoint"), Statuses: workStatuses}
+	eps, err := c.svc.Work.ListEndpoints(q.r.Context(), q.p(), q.tenant)
+	if err != nil {
+		return err
+	}
+	v := workListView{Status: string(st), Endpoint: qs.Get("endpoint"), Statuses: workStatuses, Endpoints: eps, Names: map[string]string{}}
+	for _, ep := range eps {
+		v.Names[ep.ID] = ep.Name
+	}
 	for _, s := range ws {
 		v.Items = append(v.Items, workViewOf(s))
 	}
