@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -52,26 +51,9 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b storetest.Backend)) {
 // api calls the operator, provider or runtime API and decodes the answer.
 func (s *site) api(method, path, token string, body any, headers ...string) (int, map[string]any) {
 	s.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, s.url+path, rd)
+	req, err := servertest.NewRequest(method, s.url+path, token, body, headers...)
 	if err != nil {
 		s.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

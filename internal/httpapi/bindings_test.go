@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -187,5 +188,23 @@ func TestSMTPBindingWithoutDomain(t *testing.T) {
 		ep := e.endpoint(t, newRuntime(t, e), true)["id"].(string)
 		expectRefused(t, "no address, no domain", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
 			map[string]any{"channel": "smtp", "endpoint_id": ep}), http.StatusBadRequest, "missing_field")
+	})
+}
+
+// TestBindingHandoffDelayBounds: handoff_delay_seconds is a whole number
+// of seconds from 0 to 600; anything else is invalid_field, never a wrapped
+// duration.
+func TestBindingHandoffDelayBounds(t *testing.T) {
+	parallelWork(t, func(t *testing.T, e *workEnv) {
+		ep := e.endpoint(t, newRuntime(t, e), true)["id"].(string)
+		for _, bad := range []any{-1, 601, 1.5, "60", 18446744074} {
+			expectRefused(t, fmt.Sprint("handoff_delay_seconds ", bad), e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
+				map[string]any{"channel": "webhook", "endpoint_id": ep, "handoff_delay_seconds": bad}), http.StatusBadRequest, "invalid_field")
+		}
+		b := wantJSON(t, "a delay of 600 s", e.do(http.MethodPost, tenantPath+"/bindings", e.operatorToken,
+			map[string]any{"channel": "webhook", "endpoint_id": ep, "handoff_delay_seconds": 600}), http.StatusCreated)
+		if b["handoff_delay_seconds"] != 600.0 {
+			t.Errorf("binding = %v", b)
+		}
 	})
 }

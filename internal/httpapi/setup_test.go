@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -167,32 +166,9 @@ func (r *response) ErrorCode(t *testing.T) string {
 // validated against api/openapi.yaml and must carry X-Request-ID.
 func (e *env) do(method, path, token string, body any, headers ...string) *response {
 	e.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = bytes.NewReader([]byte(b))
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	req, err := servertest.NewRequest(method, e.srv.URL+path, token, body, headers...)
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {

@@ -271,17 +271,11 @@ func (s *Server) createBinding(r *http.Request, p *access.Principal) (int, any, 
 		return 0, nil, err
 	}
 	for name, dst := range map[string]any{"name": &in.Name, "signing_secret": &in.SigningSecret, "address": &in.Address,
-		"auth_token": &in.AuthToken} {
+		"auth_token": &in.AuthToken, "handoff_delay_seconds": &in.HandoffDelaySeconds} {
 		if _, err := field(fields, name, dst); err != nil {
 			return 0, nil, err
 		}
 	}
-	var delay int
-	if _, err := field(fields, "handoff_delay_seconds", &delay); err != nil {
-		return 0, nil, err
-	}
-	// Out of range stays out of range (no overflow): the use-case refuses it.
-	in.HandoffDelay = time.Duration(min(max(delay, -1), 601)) * time.Second
 	ib, err := s.ingress.CreateBinding(r.Context(), p, r.PathValue("tenant"), in)
 	if err != nil {
 		return 0, nil, err

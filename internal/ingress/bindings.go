@@ -39,9 +39,10 @@ type BindingInput struct {
 	// AuthToken (sms and voice, required) is the provider account's auth
 	// token that signs its webhooks (X-Twilio-Signature).
 	AuthToken string
-	// HandoffDelay (0 to agentowl.MaxHandoffDelay) holds each event's
-	// handoff that long: a window to re-thread it (conversations link).
-	HandoffDelay time.Duration
+	// HandoffDelaySeconds (0 to agentowl.MaxHandoffDelay) holds each
+	// event's handoff that long: a window to re-thread it (conversations
+	// link).
+	HandoffDelaySeconds int
 }
 
 // IssuedBinding is a new binding with what is shown once: its ingress URL
@@ -72,7 +73,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 	if len(in.Name) > maxNameBytes || !utf8.ValidString(in.Name) {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "name", "name is limited to %d bytes of text.", maxNameBytes)
 	}
-	if in.HandoffDelay < 0 || in.HandoffDelay > agentowl.MaxHandoffDelay || in.HandoffDelay%time.Second != 0 {
+	if in.HandoffDelaySeconds < 0 || in.HandoffDelaySeconds > int(agentowl.MaxHandoffDelay/time.Second) {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "handoff_delay_seconds",
 			"handoff_delay_seconds must be a whole number of seconds from 0 to %d.", int(agentowl.MaxHandoffDelay/time.Second))
 	}
@@ -84,7 +85,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 	}
 	now := s.clock.Now()
 	b := &agentowl.Binding{ID: agentowl.NewID("bnd"), TenantID: m.TenantID, Channel: in.Channel, Name: in.Name,
-		EndpointID: in.EndpointID, HandoffDelay: in.HandoffDelay, CreatedAt: now}
+		EndpointID: in.EndpointID, HandoffDelay: time.Duration(in.HandoffDelaySeconds) * time.Second, CreatedAt: now}
 	out := &IssuedBinding{Binding: b}
 	if err := s.channelInputs(b, in, out); err != nil {
 		return nil, err

@@ -8,7 +8,8 @@ import (
 // KeyRotation re-seals the stored secrets under the store's current
 // secret key (internal/secret: the key a store is opened with seals; its
 // previous keys only open) and ends the rotation once no value sealed by
-// another key remains. Implemented by Tx; part of Keys.
+// another key remains. Implemented by Tx. (The key check values themselves
+// are checked when a store opens: sqlstore.PrepareSecrets.)
 type KeyRotation interface {
 	// SecretsReseal re-seals up to limit sealed values the current key did
 	// not seal, in the sealed columns' order from after on, and returns

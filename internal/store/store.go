@@ -55,7 +55,7 @@ type Tx interface {
 	Identity
 	Provider
 	Audit
-	Keys
+	KeyRotation
 	Counters
 	Outbox
 	Slots
@@ -71,16 +71,6 @@ type Tx interface {
 	ConsoleSessions
 	Conversations
 	MailDomains
-}
-
-// Keys records the check values of the secret keys (internal/secret), so a
-// server started with the wrong key refuses to start. Implemented by Tx.
-type Keys interface {
-	// KeyCheck records check as the check value of the key called name if
-	// none is recorded yet, and returns ErrConflict if a different one is.
-	KeyCheck(ctx context.Context, name string, check []byte, now time.Time) error
-	// KeyRotation re-seals secrets under a new key (keys.go).
-	KeyRotation
 }
 
 // Counters are the fixed-window counters behind the rate limits shared by

@@ -16,14 +16,7 @@ import (
 // AES-256-GCM with purpose (such as "endpoint:<id>:signing") as associated
 // data. Upgrade tests write such values to check they are re-sealed.
 func SealUnversioned(key []byte, purpose string, plaintext []byte) []byte {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		panic(err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		panic(err)
-	}
+	aead := gcm(key)
 	nonce := make([]byte, aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		panic(err)
@@ -47,14 +40,7 @@ func NewBox(t testing.TB) *secret.Box {
 // place as associated data. Rotation tests write such values to check they
 // open and are re-sealed.
 func SealV1(key []byte, table, column, rowID string, plaintext []byte) []byte {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		panic(err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		panic(err)
-	}
+	aead := gcm(key)
 	out := make([]byte, 1+aead.NonceSize())
 	out[0] = 1
 	if _, err := rand.Read(out[1:]); err != nil {
@@ -66,4 +52,17 @@ func SealV1(key []byte, table, column, rowID string, plaintext []byte) []byte {
 		ad = append(ad, s...)
 	}
 	return aead.Seal(out, out[1:], plaintext, ad)
+}
+
+// gcm is AES-256-GCM under key, as every format of the sealed values uses.
+func gcm(key []byte) cipher.AEAD {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	return aead
 }

@@ -581,23 +581,6 @@ func (t *tx) AAPAckGet(ctx context.Context, requestID string) (*agentowl.AAPAck,
 		})
 }
 
-// ---- key checks
-
-func (t *tx) KeyCheck(ctx context.Context, name string, check []byte, now time.Time) error {
-	if _, err := t.exec(ctx, `INSERT INTO key_checks (name, check_value, created_at) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO NOTHING`, name, check, ts(now)); err != nil {
-		return err
-	}
-	var stored []byte
-	if err := t.queryRow(ctx, `SELECT check_value FROM key_checks WHERE name = ?`, name).Scan(&stored); err != nil {
-		return err
-	}
-	if string(stored) != string(check) {
-		return store.ErrConflict
-	}
-	return nil
-}
-
 // ---- rate counters
 
 func (t *tx) CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error) {

@@ -30,6 +30,20 @@ func migrateTo(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS
 	return context.Background()
 }
 
+// writeOldData fills a database of an earlier version with stmts, then
+// closes it for the store to open (and migrate).
+func writeOldData(t *testing.T, ctx context.Context, db *sql.DB, stmts []string) {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("old data: %v\n%s", err, q)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // IdentityUpgrade checks migration 00010 (operators per tenant) on data of
 // the old model. db is an empty database of the dialect; migrations are the
 // store's embedded files (sqlite.Migrations()); open opens the store on the same database, which
@@ -40,7 +54,7 @@ func migrateTo(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS
 func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
 	t.Helper()
 	ctx := migrateTo(t, dialect, db, migrations, 9)
-	for _, q := range []string{
+	writeOldData(t, ctx, db, []string{
 		// acme was bootstrapped first; a tenant admin created "default" later.
 		`INSERT INTO tenants (id, name, created_at) VALUES ('t-acme', 'acme', 1), ('t-def', 'default', 2), ('t-evil', 'evil', 3)`,
 		`INSERT INTO operators (id, name, created_at) VALUES ('op-admin', 'admin', 1), ('op-mia', 'mia', 2), ('op-lonely', 'lonely', 3)`,
@@ -53,14 +67,7 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 			('tok-lonely', 'operator', 'h4', 't-def', 'op-lonely', '', 4),
 			('tok-cross', 'operator', 'h5', 't-def', 'op-mia', '', 5)`,
 		`INSERT INTO tokens (id, kind, hash, tenant_id, label, created_at) VALUES ('tok-prov', 'provisioner', 'h6', 't-def', '', 6)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("old data: %v\n%s", err, q)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	})
 
 	s := open()
 	e := &env{s: s, ctx: ctx}

@@ -58,14 +58,7 @@ func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrati
 	}
 	stmts = append(stmts, `INSERT INTO bindings (id, tenant_id, channel, name, endpoint_id, token_hash, created_at)
 		VALUES ('b-9', 't-2', 'webhook', '', 'ep-2', 'hash-9', 95)`)
-	for _, q := range stmts {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("old data: %v\n%s", err, q)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeOldData(t, ctx, db, stmts)
 	s := open()
 	e := &env{s: s, ctx: ctx}
 	got := read(t, e, func(tx store.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(ctx, "") })
