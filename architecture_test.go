@@ -97,7 +97,7 @@ func TestArchitectureLayers(t *testing.T) {
 				why = "only the assembly mounts the HTTP surfaces"
 			case (under(imp, "internal/store/sqlite") || under(imp, "internal/store/postgres")) &&
 				!under(p, "internal/server") && !under(p, "internal/store"):
-				why = "only the assembly picks a concrete store; the rest use the store.Store interface"
+				why = "only the assembly picks a concrete store; the rest use the agentowl.Store interface"
 			case under(p, "examples") && under(imp, "internal"):
 				why = "examples use only the public packages"
 			case (under(p, "internal") || under(p, "agentwork") || under(p, "webhook") || under(p, "workclient") || under(p, "aap") || p == "") &&
@@ -109,22 +109,44 @@ func TestArchitectureLayers(t *testing.T) {
 			}
 		}
 	}
-	// The faces translate: they call the domain and the use-cases, never the
-	// store (the assembly hands them what they need).
-	for _, p := range []string{"internal/httpapi", "internal/console", "cmd/agentowl"} {
-		for _, imp := range graph[p] {
-			if under(imp, "internal/store") {
-				t.Errorf("%s imports %s: faces never reach the store; add a use-case", p, imp)
-			}
-		}
-	}
 	// The use-cases sit below HTTP: none imports internal/httpapi (checked
 	// above) and, for the domain services, none imports the inbox or ingress
 	// that are built on them.
-	for _, p := range []string{"internal/access", "internal/approval", "internal/work", "internal/delivery", "internal/store"} {
+	for _, p := range []string{"internal/access", "internal/approval", "internal/work", "internal/delivery", "internal/store/sqlstore"} {
 		for _, imp := range graph[p] {
 			if imp == "internal/inbox" || imp == "internal/ingress" || imp == "internal/maintenance" {
 				t.Errorf("%s imports %s, which is built on it", p, imp)
+			}
+		}
+	}
+}
+
+// TestArchitectureFacesWithoutStore: the faces translate; they call the
+// domain and the use-cases, never persistence, not even through another
+// package: the store's interfaces are the domain's (store*.go at the root),
+// and only the assembly (internal/server) links a store.
+func TestArchitectureFacesWithoutStore(t *testing.T) {
+	for _, p := range []string{"./internal/httpapi", "./internal/console", "./cmd/agentowl"} {
+		out, err := exec.Command("go", "list", "-deps", p).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", p, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			rel, ok := strings.CutPrefix(dep, module+"/")
+			if !ok || !under(rel, "internal/store") {
+				continue
+			}
+			if p != "./cmd/agentowl" {
+				t.Errorf("%s depends on %s: faces never reach the store; add a use-case", p, dep)
+			}
+		}
+	}
+	// cmd/agentowl links the stores, and only through the assembly: no
+	// package but internal/server (and the store's own) imports one.
+	for p, imps := range moduleImports(t) {
+		for _, imp := range imps {
+			if under(imp, "internal/store") && !under(p, "internal/server") && !under(p, "internal/store") {
+				t.Errorf("%s imports %s: only the assembly links a store", p, imp)
 			}
 		}
 	}

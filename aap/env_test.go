@@ -25,7 +25,6 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -187,7 +186,7 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 }
 
 // store is the provider's current store.
-func (p *provider) store() store.Store {
+func (p *provider) store() agentowl.Store {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.srv.Store()

@@ -18,7 +18,6 @@ import (
 	"github.com/agentowl/agentowl/internal/blob"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // TestAttachmentsKilledBeforeCommit kills -9 the built server while a
@@ -93,12 +92,12 @@ func TestAttachmentsKilledBeforeCommit(t *testing.T) {
 		var uploads []*agentowl.AttachmentUpload
 		read := func() {
 			t.Helper()
-			err := st.Read(ctx, func(tx store.Tx) error {
+			err := st.Read(ctx, func(tx agentowl.Tx) error {
 				tn, err := tx.TenantGetByName(ctx, "default")
 				if err != nil {
 					return err
 				}
-				ws, err := tx.WorkList(ctx, store.WorkListParams{TenantID: tn.ID, Limit: 10})
+				ws, err := tx.WorkList(ctx, agentowl.WorkListParams{TenantID: tn.ID, Limit: 10})
 				if err != nil || len(ws) != 1 {
 					return fmt.Errorf("work %d, %v; want the kept message's only", len(ws), err)
 				}

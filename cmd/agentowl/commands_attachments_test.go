@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment/attachmenttest"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // TestCLIAttachments runs the seed's line, agentowl attachments download
@@ -68,7 +67,7 @@ func TestCLIAttachments(t *testing.T) {
 
 		// Bytes that differ from the recorded SHA-256 are not saved.
 		var a *agentowl.Attachment
-		if err := r.m.Store().Read(context.Background(), func(tx store.Tx) (err error) {
+		if err := r.m.Store().Read(context.Background(), func(tx agentowl.Tx) (err error) {
 			a, err = tx.AttachmentGet(context.Background(), report)
 			return err
 		}); err != nil {
@@ -96,7 +95,7 @@ func storeMessage(t *testing.T, r *running, files ...attachmenttest.File) *agent
 	ctx := context.Background()
 	st := r.m.Store()
 	var b *agentowl.Binding
-	err := st.Write(ctx, func(tx store.Tx) error {
+	err := st.Write(ctx, func(tx agentowl.Tx) error {
 		tn, err := tx.TenantGetByName(ctx, "default")
 		if err != nil {
 			return err

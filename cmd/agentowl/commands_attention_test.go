@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/workclient"
 )
 
@@ -75,7 +74,7 @@ func TestCLIAttention(t *testing.T) {
 		// bytes) is listed by inspect with the command that downloads it.
 		ctx := context.Background()
 		var eventID string
-		if err := srv.m.Store().Write(ctx, func(tx store.Tx) error {
+		if err := srv.m.Store().Write(ctx, func(tx agentowl.Tx) error {
 			w, err := tx.WorkGet(ctx, workID)
 			if err != nil {
 				return err

@@ -18,9 +18,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/pressly/goose/v3"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -156,7 +156,7 @@ func (e *everySecret) useEverySecret(t *testing.T, srv *running, rcv *receiver, 
 	}
 
 	var target *outbox.Target
-	err = srv.m.Store().Read(context.Background(), func(tx store.Tx) (err error) {
+	err = srv.m.Store().Read(context.Background(), func(tx agentowl.Tx) (err error) {
 		target, err = srv.m.Work().ResolveDecisionDestination(context.Background(), tx, "decision:"+e.endpointID+"/work_x/dec_x")
 		return err
 	})

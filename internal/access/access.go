@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Config bounds token lifetimes.
@@ -36,13 +35,13 @@ func (c Config) withDefaults() Config {
 
 // Service implements the access use-cases.
 type Service struct {
-	store store.Store
+	store agentowl.Store
 	clock agentowl.Clock
 	cfg   Config
 }
 
 // New returns a Service.
-func New(s store.Store, clock agentowl.Clock, cfg Config) *Service {
+func New(s agentowl.Store, clock agentowl.Clock, cfg Config) *Service {
 	return &Service{store: s, clock: clock, cfg: cfg.withDefaults()}
 }
 
@@ -86,23 +85,23 @@ func (s *Service) Authenticate(ctx context.Context, secret string, kind agentowl
 		return nil, unauthenticated()
 	}
 	var p *Principal
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		tok, err := tx.TokenGetByHash(ctx, agentowl.HashToken(secret))
 		if err != nil {
 			return err
 		}
 		if tok.Kind != kind || !agentowl.TokenMatches(secret, tok.Hash) || !tok.Active(s.clock.Now()) {
-			return store.ErrNotFound
+			return agentowl.ErrNotFound
 		}
 		p = &Principal{Token: tok, Secret: secret}
 		if kind == agentowl.TokenOperator {
 			if p.Operator, p.Membership, err = tx.OperatorMembership(ctx, tok.OperatorID); err == nil && p.Membership.TenantID != tok.TenantID {
-				return store.ErrNotFound // defence in depth: the schema already forbids it
+				return agentowl.ErrNotFound // defence in depth: the schema already forbids it
 			}
 		}
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, unauthenticated()
 	}
 	return p, err
@@ -124,7 +123,7 @@ func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.Membershi
 }
 
 // Audit appends an audit entry for a configuration change in tx.
-func Audit(ctx context.Context, tx store.Tx, at time.Time, tenantID string, p *Principal, action, target string, details map[string]any) error {
+func Audit(ctx context.Context, tx agentowl.Tx, at time.Time, tenantID string, p *Principal, action, target string, details map[string]any) error {
 	return tx.AuditAppend(ctx, &agentowl.AuditEntry{
 		TenantID: tenantID, At: at, Actor: p.Actor(), Action: action, Target: target,
 		RequestID: agentowl.RequestIDFromContext(ctx), Details: details,

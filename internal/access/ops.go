@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // BootstrapResult is a tenant and a fresh admin operator token.
@@ -28,10 +27,10 @@ func (s *Service) Bootstrap(ctx context.Context, tenantName string) (*BootstrapR
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "tenant", "A tenant name is 1-63 lowercase letters, digits and hyphens.")
 	}
 	var res BootstrapResult
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		now := s.clock.Now()
 		t, err := tx.TenantGetByName(ctx, tenantName)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			var existing []*agentowl.Tenant
 			if existing, err = tx.TenantList(ctx); err != nil {
 				return err
@@ -59,10 +58,10 @@ func (s *Service) Bootstrap(ctx context.Context, tenantName string) (*BootstrapR
 
 // ensureAdmin returns the tenant's operator named name with the admin role,
 // creating it or raising its role as needed.
-func (s *Service) ensureAdmin(ctx context.Context, tx store.Tx, tenantID, name string, now time.Time) (*agentowl.Operator, error) {
+func (s *Service) ensureAdmin(ctx context.Context, tx agentowl.Tx, tenantID, name string, now time.Time) (*agentowl.Operator, error) {
 	op, err := tx.OperatorGetByName(ctx, tenantID, name)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, agentowl.ErrNotFound):
 		op = &agentowl.Operator{ID: agentowl.NewID(""), TenantID: tenantID, Name: name, Role: agentowl.RoleAdmin, CreatedAt: now}
 		return op, tx.OperatorCreate(ctx, op)
 	case err != nil:
@@ -77,7 +76,7 @@ func (s *Service) ensureAdmin(ctx context.Context, tx store.Tx, tenantID, name s
 // NeedsBootstrap reports whether the database has no tenant yet.
 func (s *Service) NeedsBootstrap(ctx context.Context) (bool, error) {
 	var empty bool
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		ts, err := tx.TenantList(ctx)
 		empty = len(ts) == 0
 		return err
@@ -138,7 +137,7 @@ func (s *Service) CreateTenant(ctx context.Context, p *Principal, name, adminNam
 	now := s.clock.Now()
 	t := &agentowl.Tenant{ID: agentowl.NewID(""), Name: name, CreatedAt: now}
 	var out NewTenant
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		home, err := tx.TenantGetByID(ctx, p.Membership.TenantID)
 		if err != nil {
 			return err
@@ -147,7 +146,7 @@ func (s *Service) CreateTenant(ctx context.Context, p *Principal, name, adminNam
 			return errCreateTenant()
 		}
 		if err := tx.TenantCreate(ctx, t); err != nil {
-			if errors.Is(err, store.ErrConflict) {
+			if errors.Is(err, agentowl.ErrConflict) {
 				return agentowl.Errorf(agentowl.ECodeAlreadyExists, "A tenant named %q already exists.", name)
 			}
 			return err
@@ -194,11 +193,11 @@ func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "role", "The role must be admin or member.")
 	}
 	var out *agentowl.Operator
-	write := func(tx store.Tx) error {
+	write := func(tx agentowl.Tx) error {
 		now := s.clock.Now()
 		op, err := tx.OperatorGetByName(ctx, m.TenantID, name)
 		switch {
-		case errors.Is(err, store.ErrNotFound):
+		case errors.Is(err, agentowl.ErrNotFound):
 			op = &agentowl.Operator{ID: agentowl.NewID(""), TenantID: m.TenantID, Name: name, Role: role, CreatedAt: now}
 			err = tx.OperatorCreate(ctx, op)
 		case err == nil && op.Role != role:
@@ -213,7 +212,7 @@ func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name
 	}
 	// Two admins adding the same name at once: the one that lost the insert
 	// finds the operator on its second try and sets the role.
-	if err = s.store.Write(ctx, write); errors.Is(err, store.ErrConflict) {
+	if err = s.store.Write(ctx, write); errors.Is(err, agentowl.ErrConflict) {
 		err = s.store.Write(ctx, write)
 	}
 	return out, err
@@ -226,7 +225,7 @@ func (s *Service) ListOperators(ctx context.Context, p *Principal, tenant string
 		return nil, err
 	}
 	var out []*agentowl.Operator
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.OperatorListByTenant(ctx, m.TenantID)
 		return err
 	})
@@ -264,7 +263,7 @@ func (s *Service) CreateOperatorToken(ctx context.Context, p *Principal, tenant,
 		return nil, err
 	}
 	var out IssuedToken
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		op, err := namedOrCaller(ctx, tx, p, m, operator)
 		if err != nil {
 			return err
@@ -291,7 +290,7 @@ func (s *Service) CreateProvisionerToken(ctx context.Context, p *Principal, tena
 		return nil, err
 	}
 	var out IssuedToken
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		secret, tok := s.newToken(agentowl.TokenProvisioner, m.TenantID, label, exp)
 		if err := tx.TokenCreate(ctx, tok); err != nil {
 			return err
@@ -313,12 +312,12 @@ func (s *Service) ListTokens(ctx context.Context, p *Principal, tenant string, k
 	if err != nil {
 		return nil, err
 	}
-	params := store.TokenListParams{TenantID: m.TenantID, Kind: kind}
+	params := agentowl.TokenListParams{TenantID: m.TenantID, Kind: kind}
 	if kind == agentowl.TokenOperator && m.Role != agentowl.RoleAdmin {
 		params.OperatorID = p.Operator.ID
 	}
 	var out []*agentowl.Token
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.TokenList(ctx, params)
 		return err
 	})
@@ -334,9 +333,9 @@ func (s *Service) RevokeToken(ctx context.Context, p *Principal, tenant string, 
 		return nil, err
 	}
 	var out *agentowl.Token
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		tok, err := tx.TokenGetByID(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (tok.TenantID != m.TenantID || tok.Kind != kind)) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (tok.TenantID != m.TenantID || tok.Kind != kind)) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No %s token %q in tenant %q.", kind, id, m.TenantName)
 		}
 		if err != nil {
@@ -364,8 +363,8 @@ func (s *Service) ListAudit(ctx context.Context, p *Principal, tenant string, li
 		return nil, err
 	}
 	var out []*agentowl.AuditEntry
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
-		out, err = tx.AuditList(ctx, store.AuditListParams{TenantID: m.TenantID, Limit: limit})
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+		out, err = tx.AuditList(ctx, agentowl.AuditListParams{TenantID: m.TenantID, Limit: limit})
 		return err
 	})
 	return out, err
@@ -379,7 +378,7 @@ func (s *Service) SystemAdmin(ctx context.Context, p *Principal) error {
 	if p.Membership == nil || p.Membership.Role != agentowl.RoleAdmin {
 		return deny
 	}
-	return s.store.Read(ctx, func(tx store.Tx) error {
+	return s.store.Read(ctx, func(tx agentowl.Tx) error {
 		home, err := tx.TenantGetByID(ctx, p.Membership.TenantID)
 		if err != nil {
 			return err
@@ -394,12 +393,12 @@ func (s *Service) SystemAdmin(ctx context.Context, p *Principal) error {
 // namedOrCaller returns the operator of membership m named name, or the
 // caller's own when name is "" or theirs; not_found when the tenant has no
 // such operator.
-func namedOrCaller(ctx context.Context, tx store.Tx, p *Principal, m *agentowl.Membership, name string) (*agentowl.Operator, error) {
+func namedOrCaller(ctx context.Context, tx agentowl.Tx, p *Principal, m *agentowl.Membership, name string) (*agentowl.Operator, error) {
 	if name == "" || name == p.Operator.Name {
 		return p.Operator, nil
 	}
 	op, err := tx.OperatorGetByName(ctx, m.TenantID, name)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No operator %q in tenant %q.", name, m.TenantName)
 	}
 	return op, err

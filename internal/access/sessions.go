@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Web console sessions (docs/console.md). An operator signs in with an
@@ -86,10 +85,10 @@ func (s *Service) newSession(ctx context.Context, p *Principal, link *agentowl.C
 	if p.Token.ExpiresAt != nil && p.Token.ExpiresAt.Before(rec.ExpiresAt) {
 		rec.ExpiresAt = *p.Token.ExpiresAt
 	}
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		if link != nil {
 			if err := tx.ConsoleSessionUse(ctx, link.ID, now); err != nil {
-				if errors.Is(err, store.ErrConflict) {
+				if errors.Is(err, agentowl.ErrConflict) {
 					return unauthenticated()
 				}
 				return err
@@ -132,7 +131,7 @@ func (s *Service) CreateLoginLink(ctx context.Context, p *Principal, tenant, ope
 	if p.Token.ExpiresAt != nil && p.Token.ExpiresAt.Before(out.ExpiresAt) {
 		out.ExpiresAt = *p.Token.ExpiresAt
 	}
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		op, err := namedOrCaller(ctx, tx, p, m, operator)
 		if err != nil {
 			return err
@@ -160,7 +159,7 @@ func (s *Service) lookup(ctx context.Context, secret, prefix string, kind agento
 	}
 	var rec *agentowl.ConsoleSessionRecord
 	var p *Principal
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		r, tok, err := tx.ConsoleSessionGetByHash(ctx, agentowl.HashToken(secret))
 		if err != nil {
 			return err
@@ -169,19 +168,19 @@ func (s *Service) lookup(ctx context.Context, secret, prefix string, kind agento
 		if r.Kind != kind || !agentowl.TokenMatches(secret, r.Hash) || r.RevokedAt != nil || r.UsedAt != nil ||
 			!now.Before(r.ExpiresAt) || tok.Kind != agentowl.TokenOperator || !tok.Active(now) ||
 			(kind == agentowl.ConsoleSession && now.Sub(r.LastSeenAt) >= s.cfg.SessionIdle) {
-			return store.ErrNotFound
+			return agentowl.ErrNotFound
 		}
 		op, scope, err := tx.OperatorMembership(ctx, r.OperatorID)
 		if err != nil {
 			return err
 		}
 		if scope.TenantID != r.TenantID || tok.TenantID != r.TenantID {
-			return store.ErrNotFound // defence in depth: the schema keeps them in one tenant
+			return agentowl.ErrNotFound // defence in depth: the schema keeps them in one tenant
 		}
 		rec, p = r, &Principal{Token: tok, Operator: op, Membership: scope}
 		return nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, nil, sessionExpired()
 	}
 	return rec, p, err
@@ -213,7 +212,7 @@ func (s *Service) AuthenticateSession(ctx context.Context, secret string, touch 
 		return nil, err
 	}
 	if now := s.clock.Now(); touch && now.Sub(rec.LastSeenAt) >= touchEvery {
-		if err := s.store.Write(ctx, func(tx store.Tx) error { return tx.ConsoleSessionTouch(ctx, rec.ID, now) }); err != nil {
+		if err := s.store.Write(ctx, func(tx agentowl.Tx) error { return tx.ConsoleSessionTouch(ctx, rec.ID, now) }); err != nil {
 			return nil, err
 		}
 		rec.LastSeenAt = now
@@ -224,7 +223,7 @@ func (s *Service) AuthenticateSession(ctx context.Context, secret string, touch 
 // SignOut ends a session. Signing out of an ended session changes nothing.
 func (s *Service) SignOut(ctx context.Context, sess *Session) error {
 	now := s.clock.Now()
-	return s.store.Write(ctx, func(tx store.Tx) error {
+	return s.store.Write(ctx, func(tx agentowl.Tx) error {
 		if err := tx.ConsoleSessionRevoke(ctx, sess.Record.ID, now); err != nil {
 			return err
 		}

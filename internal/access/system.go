@@ -4,13 +4,12 @@ import (
 	"context"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // SystemAdminTx checks, in the caller's transaction, that p is an admin of
 // the system tenant, as server-wide objects (mail domains) need, and
 // returns that tenant; forbidden otherwise.
-func SystemAdminTx(ctx context.Context, tx store.Tx, p *Principal) (*agentowl.Tenant, error) {
+func SystemAdminTx(ctx context.Context, tx agentowl.Tx, p *Principal) (*agentowl.Tenant, error) {
 	deny := agentowl.Errorf(agentowl.ECodeForbidden, "This needs the admin role in the system tenant.")
 	if p.Membership == nil || p.Membership.Role != agentowl.RoleAdmin {
 		return nil, deny

@@ -15,7 +15,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // AAP approval requests in the Needs-attention inbox (docs/attention.md,
@@ -120,12 +119,12 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 	}
 	sum := decisionHash(in, id)
 	var out AttentionDecideResult
-	err = s.writeRequest(ctx, func(tx store.Tx) error {
+	err = s.writeRequest(ctx, func(tx agentowl.Tx) error {
 		out = AttentionDecideResult{}
 		// The request, its instance and the decision_id's record in one
 		// read (one round trip on PostgreSQL).
 		r, inst, rec, err := tx.RequestGetSharedRecord(ctx, id, opAttentionDecide, in.DecisionID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
 			return notFoundIn(m, "attention item", attID)
 		}
 		if err != nil {
@@ -185,7 +184,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 		return tx.IdempotencyCreate(ctx, &agentowl.Idempotency{Owner: id, Operation: opAttentionDecide, Key: in.DecisionID,
 			InputHash: sum, ResourceID: in.DecisionID, Response: []byte("{}"), CreatedAt: now, RetainUntil: keep})
 	})
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, agentowl.ErrConflict) {
 		return nil, agentowl.Errorf(agentowl.ECodeAlreadyDecided, "The request was decided concurrently.")
 	}
 	if err != nil {
@@ -218,9 +217,9 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 	}
 	var r *agentowl.ApprovalRequest
 	var ack *agentowl.AAPAck
-	err = s.writeRequest(ctx, func(tx store.Tx) (err error) {
+	err = s.writeRequest(ctx, func(tx agentowl.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
 			return notFoundIn(m, "attention item", AttentionID(id))
 		}
 		if err != nil {
@@ -247,10 +246,10 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 // Acks returns the acknowledgements of the given requests that have one.
 func (s *Service) Acks(ctx context.Context, ids []string) (map[string]*agentowl.AAPAck, error) {
 	out := map[string]*agentowl.AAPAck{}
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		for _, id := range ids {
 			a, err := tx.AAPAckGet(ctx, id)
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, agentowl.ErrNotFound) {
 				continue
 			}
 			if err != nil {

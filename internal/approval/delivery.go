@@ -10,7 +10,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // ReceiverVerifier sends the signed webhook.verification to a proposed
@@ -46,13 +45,13 @@ func InstanceDestination(instanceID string) string { return "instance:" + instan
 // destinations: the instance's current receiver URL and signing secret, or
 // no target once the instance is deleted or has no receiver, which ends the
 // message.
-func ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
+func ResolveDestination(ctx context.Context, tx agentowl.Tx, destination string) (*outbox.Target, error) {
 	id, found := strings.CutPrefix(destination, "instance:")
 	if !found {
 		return nil, nil
 	}
 	inst, err := tx.InstanceGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil || inst.DeletedAt != nil || inst.Receiver == nil {
@@ -96,7 +95,7 @@ type resolvedEvent struct {
 
 // recordNotification writes the request.resolved message for r in tx when
 // its instance has a receiver. It reports whether it wrote one.
-func (s *Service) recordNotification(ctx context.Context, tx store.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest) (bool, error) {
+func (s *Service) recordNotification(ctx context.Context, tx agentowl.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest) (bool, error) {
 	if inst == nil || inst.Receiver == nil || inst.DeletedAt != nil {
 		return false, nil
 	}

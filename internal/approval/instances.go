@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Idempotency operations for keyed instance management.
@@ -95,13 +94,13 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 	}
 	for attempt := 0; ; attempt++ {
 		var out *Provisioned
-		err := s.store.Write(ctx, func(tx store.Tx) error {
+		err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 			rec, err := tx.IdempotencyGet(ctx, p.Token.ID, opInstanceCreate, idemKey)
 			if err == nil {
 				out, err = s.replayProvision(ctx, tx, p, idemKey, hash, rec)
 				return err
 			}
-			if !errors.Is(err, store.ErrNotFound) {
+			if !errors.Is(err, agentowl.ErrNotFound) {
 				return err
 			}
 			now := s.now()
@@ -141,7 +140,7 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 			out = &Provisioned{Instance: inst, Credential: secret, CredentialExpiresAt: exp}
 			return access.Audit(ctx, tx, now, inst.TenantID, p, "instance.create", "instance:"+inst.ID, map[string]any{"name": inst.Name})
 		})
-		if errors.Is(err, store.ErrConflict) && attempt == 0 {
+		if errors.Is(err, agentowl.ErrConflict) && attempt == 0 {
 			continue // a concurrent attempt with the same key (another process) committed first: replay it
 		}
 		if err != nil {
@@ -155,9 +154,9 @@ func (s *Service) provision(ctx context.Context, p *access.Principal, idemKey st
 // when the key is new.
 func (s *Service) provisionReplay(ctx context.Context, p *access.Principal, idemKey string, hash []byte) (*Provisioned, error) {
 	var out *Provisioned
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		rec, err := tx.IdempotencyGet(ctx, p.Token.ID, opInstanceCreate, idemKey)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -169,12 +168,12 @@ func (s *Service) provisionReplay(ctx context.Context, p *access.Principal, idem
 	return out, err
 }
 
-func (s *Service) replayProvision(ctx context.Context, tx store.Tx, p *access.Principal, idemKey string, hash []byte, rec *agentowl.Idempotency) (*Provisioned, error) {
+func (s *Service) replayProvision(ctx context.Context, tx agentowl.Tx, p *access.Principal, idemKey string, hash []byte, rec *agentowl.Idempotency) (*Provisioned, error) {
 	if string(rec.InputHash) != string(hash) {
 		return nil, errKeyReused()
 	}
 	inst, err := tx.InstanceGet(ctx, rec.ResourceID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
 		return nil, agentowl.Errorf(agentowl.ECodeInstanceDeleted, "The instance created with this idempotency key has been deleted.")
 	}
 	if err != nil {
@@ -193,7 +192,7 @@ func (s *Service) replayProvision(ctx context.Context, tx store.Tx, p *access.Pr
 
 // provisionerInstance loads an instance visible to provisioner p (its
 // tenant, not deleted); anything else is not_found.
-func provisionerInstance(ctx context.Context, tx store.Tx, p *access.Principal, id string, forUpdate bool) (*agentowl.Instance, error) {
+func provisionerInstance(ctx context.Context, tx agentowl.Tx, p *access.Principal, id string, forUpdate bool) (*agentowl.Instance, error) {
 	if !agentowl.ValidUUID(id) {
 		return nil, notFound("instance", id)
 	}
@@ -202,7 +201,7 @@ func provisionerInstance(ctx context.Context, tx store.Tx, p *access.Principal, 
 		get = tx.InstanceGetForUpdate
 	}
 	inst, err := get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != p.Token.TenantID) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && inst.TenantID != p.Token.TenantID) {
 		return nil, notFound("instance", id)
 	}
 	return inst, err
@@ -211,7 +210,7 @@ func provisionerInstance(ctx context.Context, tx store.Tx, p *access.Principal, 
 // GetInstance returns an instance in p's scope; deleted instances are not_found.
 func (s *Service) GetInstance(ctx context.Context, p *access.Principal, id string) (*agentowl.Instance, error) {
 	var inst *agentowl.Instance
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		inst, err = provisionerInstance(ctx, tx, p, id, false)
 		if err == nil && inst.DeletedAt != nil {
 			err = notFound("instance", id)
@@ -265,7 +264,7 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 		}
 	}
 	var out *agentowl.Instance
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		inst, err := provisionerInstance(ctx, tx, p, id, true)
 		if err != nil {
 			return err
@@ -281,7 +280,7 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 			out = &agentowl.Instance{}
 			return json.Unmarshal(rec.Response, out)
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, agentowl.ErrNotFound) {
 			return err
 		}
 		if in.Name != nil {
@@ -326,7 +325,7 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 // a live instance, nil when the key is new.
 func (s *Service) updateReplay(ctx context.Context, p *access.Principal, id, scope, idemKey string, hash []byte) (*agentowl.Instance, error) {
 	var out *agentowl.Instance
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		inst, err := provisionerInstance(ctx, tx, p, id, false)
 		if err != nil {
 			return err
@@ -335,7 +334,7 @@ func (s *Service) updateReplay(ctx context.Context, p *access.Principal, id, sco
 			return notFound("instance", id)
 		}
 		rec, err := tx.IdempotencyGet(ctx, scope, opInstanceUpdate, idemKey)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -359,7 +358,7 @@ const deliveredGrace = 24 * time.Hour
 // deletion record is kept.
 func (s *Service) DeleteInstance(ctx context.Context, p *access.Principal, id string) error {
 	var cancelled []string
-	err := s.writeRequest(ctx, func(tx store.Tx) error {
+	err := s.writeRequest(ctx, func(tx agentowl.Tx) error {
 		inst, err := provisionerInstance(ctx, tx, p, id, true)
 		if err != nil || inst.DeletedAt != nil {
 			return err
@@ -403,7 +402,7 @@ func (s *Service) TenantInstances(ctx context.Context, p *access.Principal, tena
 		return nil, err
 	}
 	var out []*agentowl.Instance
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.InstanceList(ctx, m.TenantID)
 		return err
 	})
@@ -421,11 +420,11 @@ func (s *Service) TenantInstance(ctx context.Context, p *access.Principal, tenan
 		return nil, notFoundIn(m, "instance", id)
 	}
 	var inst *agentowl.Instance
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		inst, err = tx.InstanceGet(ctx, id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) || (err == nil && inst.TenantID != m.TenantID) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && inst.TenantID != m.TenantID) {
 		return nil, notFoundIn(m, "instance", id)
 	}
 	return inst, err
@@ -443,9 +442,9 @@ func (s *Service) SetApprovalValidity(ctx context.Context, p *access.Principal, 
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "approval_validity", "approval_validity must be between 1s and %s.", s.cfg.MaxApprovalValidity)
 	}
 	var inst *agentowl.Instance
-	err = s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 		inst, err = tx.InstanceGetForUpdate(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
 			return notFoundIn(m, "instance", id)
 		}
 		if err != nil {

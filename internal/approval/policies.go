@@ -6,7 +6,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // CreatePolicy validates and stores a rule for a tenant (or one of its
@@ -36,10 +35,10 @@ func (s *Service) CreatePolicy(ctx context.Context, p *access.Principal, tenant 
 	if rule.Name == "" {
 		rule.Name = string(rule.Effect) + " " + rule.Tool
 	}
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		if rule.InstanceID != "" {
 			inst, err := tx.InstanceGet(ctx, rule.InstanceID)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
+			if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (inst.TenantID != tenantID || inst.DeletedAt != nil)) {
 				return notFoundIn(m, "instance", rule.InstanceID)
 			}
 			if err != nil {
@@ -67,7 +66,7 @@ func (s *Service) ListPolicies(ctx context.Context, p *access.Principal, tenant 
 		return nil, err
 	}
 	var out []*agentowl.Policy
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.PolicyList(ctx, m.TenantID, "")
 		return err
 	})
@@ -81,9 +80,9 @@ func (s *Service) DeletePolicy(ctx context.Context, p *access.Principal, tenant,
 		return err
 	}
 	tenantID := m.TenantID
-	return s.store.Write(ctx, func(tx store.Tx) error {
+	return s.store.Write(ctx, func(tx agentowl.Tx) error {
 		rule, err := tx.PolicyGet(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && rule.TenantID != tenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && rule.TenantID != tenantID) {
 			return notFoundIn(m, "policy", id)
 		}
 		if err != nil {

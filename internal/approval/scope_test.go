@@ -12,7 +12,6 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/clocktest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -83,7 +82,7 @@ func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
 
 // newApprovals is the approval service over a fresh store of backend b,
 // with the tenant "acme" bootstrapped and its admin signed in.
-func newApprovals(t *testing.T, b storetest.Backend) (store.Store, *access.Service, *approval.Service, *access.Principal) {
+func newApprovals(t *testing.T, b storetest.Backend) (agentowl.Store, *access.Service, *approval.Service, *access.Principal) {
 	t.Helper()
 	st := b.Open(t)
 	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))

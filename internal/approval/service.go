@@ -16,7 +16,6 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Config holds the provider's policy limits.
@@ -72,7 +71,7 @@ func (c Config) withDefaults() Config {
 
 // Service implements the provider use-cases.
 type Service struct {
-	store  store.Store
+	store  agentowl.Store
 	access *access.Service
 	clock  agentowl.Clock
 	cfg    Config
@@ -91,7 +90,7 @@ type Service struct {
 
 // New returns a Service; receivers turns on asynchronous mode (nil: the
 // provider is synchronous-only).
-func New(s store.Store, acc *access.Service, clock agentowl.Clock, cfg Config, receivers *Receivers, log *slog.Logger) *Service {
+func New(s agentowl.Store, acc *access.Service, clock agentowl.Clock, cfg Config, receivers *Receivers, log *slog.Logger) *Service {
 	cfg = cfg.withDefaults()
 	return &Service{store: s, access: acc, clock: clock, cfg: cfg, log: log, hub: newHub(), policies: newPolicyEngine(), async: receivers,
 		draining:       make(chan struct{}),
@@ -135,7 +134,7 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 	hash := in.Hash()
 	for attempt := 0; ; attempt++ {
 		var res CreateResult
-		err := s.store.Write(ctx, func(tx store.Tx) error {
+		err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 			now := s.now()
 			// The key, the instance and its rules in one read (one round
 			// trip on PostgreSQL).
@@ -152,7 +151,7 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 			}
 			inst := chk.Instance
 			if inst == nil {
-				return store.ErrNotFound
+				return agentowl.ErrNotFound
 			}
 			if inst.DeletedAt != nil {
 				return agentowl.Errorf(agentowl.ECodeUnauthenticated, "The credential is missing, expired, revoked or otherwise invalid.")
@@ -183,7 +182,7 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 			return err
 		})
 		// Two replicas racing on one key: the loser replays the winner.
-		if errors.Is(err, store.ErrConflict) && attempt == 0 {
+		if errors.Is(err, agentowl.ErrConflict) && attempt == 0 {
 			continue
 		}
 		if err != nil {
@@ -200,10 +199,10 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 // guarded update. Under PostgreSQL's read committed isolation another
 // replica or goroutine may move it in between; the guarded update then
 // reports ErrConflict, and running fn again reads the outcome that won.
-func (s *Service) writeRequest(ctx context.Context, fn func(store.Tx) error) error {
+func (s *Service) writeRequest(ctx context.Context, fn func(agentowl.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.store.Write(ctx, fn)
-		if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+		if !errors.Is(err, agentowl.ErrConflict) || attempt == 2 {
 			return err
 		}
 	}
@@ -211,7 +210,7 @@ func (s *Service) writeRequest(ctx context.Context, fn func(store.Tx) error) err
 
 // expireIfDue records expiry on a pending request past its deadline, so a
 // read never shows such a request as pending. r is updated in place.
-func (s *Service) expireIfDue(ctx context.Context, tx store.Tx, r *agentowl.ApprovalRequest, now time.Time) error {
+func (s *Service) expireIfDue(ctx context.Context, tx agentowl.Tx, r *agentowl.ApprovalRequest, now time.Time) error {
 	if r.EffectiveStatus(now) != agentowl.StatusExpired || !r.Status.CanBecome(agentowl.StatusExpired) {
 		return nil
 	}
@@ -223,7 +222,7 @@ func (s *Service) expireIfDue(ctx context.Context, tx store.Tx, r *agentowl.Appr
 // request.resolved notification when the instance has a receiver, and
 // updates r. The decision and its notification commit or fail together.
 // inst is r's instance when the caller has already read it, else nil.
-func (s *Service) resolve(ctx context.Context, tx store.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest, d *agentowl.Decision) error {
+func (s *Service) resolve(ctx context.Context, tx agentowl.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest, d *agentowl.Decision) error {
 	if err := tx.RequestResolve(ctx, r.ID, d, d.DecidedAt.Add(agentowl.RetentionAfterDecision)); err != nil {
 		return err
 	}
@@ -291,11 +290,11 @@ func (s *Service) readRequest(ctx context.Context, instanceID, id string) (*agen
 		return nil, notFound("approval request", id)
 	}
 	var r *agentowl.ApprovalRequest
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) || (err == nil && instanceID != "" && r.InstanceID != instanceID) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && instanceID != "" && r.InstanceID != instanceID) {
 		return nil, notFound("approval request", id)
 	}
 	if err != nil {
@@ -311,7 +310,7 @@ func (s *Service) readRequest(ctx context.Context, instanceID, id string) (*agen
 // returns it in its resulting state.
 func (s *Service) expire(ctx context.Context, id string) (*agentowl.ApprovalRequest, error) {
 	var r *agentowl.ApprovalRequest
-	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
+	err := s.writeRequest(ctx, func(tx agentowl.Tx) (err error) {
 		if r, err = tx.RequestGet(ctx, id); err != nil {
 			return err
 		}
@@ -331,9 +330,9 @@ func (s *Service) CancelRequest(ctx context.Context, p *access.Principal, id str
 		return nil, notFound("approval request", id)
 	}
 	var r *agentowl.ApprovalRequest
-	err := s.writeRequest(ctx, func(tx store.Tx) (err error) {
+	err := s.writeRequest(ctx, func(tx agentowl.Tx) (err error) {
 		r, err = tx.RequestGet(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && r.InstanceID != p.Token.InstanceID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && r.InstanceID != p.Token.InstanceID) {
 			return notFound("approval request", id)
 		}
 		if err != nil {
@@ -393,10 +392,10 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "note", "The note is longer than 4096 bytes.")
 	}
 	var r *agentowl.ApprovalRequest
-	err = s.writeRequest(ctx, func(tx store.Tx) (err error) {
+	err = s.writeRequest(ctx, func(tx agentowl.Tx) (err error) {
 		var inst *agentowl.Instance
 		r, inst, err = tx.RequestGetShared(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && r.TenantID != tenantID) {
 			return notFoundIn(m, "approval request", id)
 		}
 		if err != nil {
@@ -415,7 +414,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		_, err = s.decideTx(ctx, tx, p, tenantID, r, inst, dp, nil)
 		return err
 	})
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, agentowl.ErrConflict) {
 		return nil, agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "The request was decided concurrently; its outcome is unchanged.")
 	}
 	if r != nil && r.Status.Terminal() {
@@ -447,7 +446,7 @@ func mcpAgent(ctx json.RawMessage) string {
 // (approval.decide, with extra details) commit together. It returns the
 // time of the decision. inst is r's instance read as InstanceGetShared
 // reads it, or nil to read it here.
-func (s *Service) decideTx(ctx context.Context, tx store.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, inst *agentowl.Instance, dp DecideParams, extra map[string]any) (time.Time, error) {
+func (s *Service) decideTx(ctx context.Context, tx agentowl.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, inst *agentowl.Instance, dp DecideParams, extra map[string]any) (time.Time, error) {
 	if inst == nil {
 		var err error
 		if inst, err = tx.InstanceGetShared(ctx, r.InstanceID); err != nil {
@@ -494,10 +493,10 @@ func (s *Service) ListRequests(ctx context.Context, p *access.Principal, tenant 
 		return nil, err
 	}
 	now := s.clock.Now()
-	params := store.RequestListParams{TenantID: m.TenantID, InstanceID: f.InstanceID, Status: f.Status,
+	params := agentowl.RequestListParams{TenantID: m.TenantID, InstanceID: f.InstanceID, Status: f.Status,
 		Now: now, After: f.After, Limit: f.Limit}
 	var out []*agentowl.ApprovalRequest
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.RequestList(ctx, params)
 		return err
 	})
@@ -532,7 +531,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		var ids []string
-		err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+		err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 			ids, err = tx.RequestDueForExpiry(ctx, s.clock.Now(), 500)
 			return err
 		})
@@ -540,7 +539,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			return total, err
 		}
 		var expired []string
-		err = s.writeRequest(ctx, func(tx store.Tx) error {
+		err = s.writeRequest(ctx, func(tx agentowl.Tx) error {
 			expired = expired[:0]
 			for _, id := range ids {
 				r, err := tx.RequestGet(ctx, id)

@@ -20,13 +20,12 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/blob"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
 // Service implements retained attachments.
 type Service struct {
-	store store.Store
+	store agentowl.Store
 	blobs *blob.Store
 	clock agentowl.Clock
 	cfg   Config
@@ -34,7 +33,7 @@ type Service struct {
 }
 
 // New returns a Service keeping bytes in blobs.
-func New(st store.Store, blobs *blob.Store, clock agentowl.Clock, cfg Config, log *slog.Logger) (*Service, error) {
+func New(st agentowl.Store, blobs *blob.Store, clock agentowl.Clock, cfg Config, log *slog.Logger) (*Service, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -133,9 +132,9 @@ func noAttachment(id string) error {
 }
 
 // runtimeWork reads work of c's endpoint.
-func runtimeWork(ctx context.Context, tx store.Tx, c *agentowl.RuntimeCredential, workID string) (*agentowl.Work, error) {
+func runtimeWork(ctx context.Context, tx agentowl.Tx, c *agentowl.RuntimeCredential, workID string) (*agentowl.Work, error) {
 	w, err := tx.WorkGet(ctx, workID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {
 		return nil, noWork(workID)
 	}
 	return w, err
@@ -149,7 +148,7 @@ func (s *Service) WorkManifest(ctx context.Context, c *agentowl.RuntimeCredentia
 		return nil, err
 	}
 	m := &Manifest{WorkID: workID}
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		w, err := runtimeWork(ctx, tx, c, workID)
 		if err != nil {
 			return err
@@ -170,7 +169,7 @@ func (s *Service) WorkAttachment(ctx context.Context, c *agentowl.RuntimeCredent
 		return nil, err
 	}
 	var a *agentowl.Attachment
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		w, err := runtimeWork(ctx, tx, c, workID)
 		if err != nil {
 			return err
@@ -184,9 +183,9 @@ func (s *Service) WorkAttachment(ctx context.Context, c *agentowl.RuntimeCredent
 	return a, downloadable(a, s.clock.Now())
 }
 
-func eventAttachment(ctx context.Context, tx store.Tx, eventID, id string) (*agentowl.Attachment, error) {
+func eventAttachment(ctx context.Context, tx agentowl.Tx, eventID, id string) (*agentowl.Attachment, error) {
 	a, err := tx.AttachmentGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && a.EventID != eventID) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && a.EventID != eventID) {
 		return nil, noAttachment(id)
 	}
 	return a, err
@@ -213,9 +212,9 @@ func notFound(m *agentowl.Membership, what, id string) error {
 	return agentowl.Errorf(agentowl.ECodeNotFound, "No %s %q in tenant %q.", what, id, m.TenantName)
 }
 
-func tenantEvent(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Event, error) {
+func tenantEvent(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.Event, error) {
 	ev, err := tx.EventGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && ev.TenantID != m.TenantID) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && ev.TenantID != m.TenantID) {
 		return nil, notFound(m, "event", id)
 	}
 	return ev, err
@@ -228,7 +227,7 @@ func (s *Service) EventManifest(ctx context.Context, p *access.Principal, tenant
 		return nil, err
 	}
 	out := &Manifest{EventID: eventID}
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		if _, err := tenantEvent(ctx, tx, m, eventID); err != nil {
 			return err
 		}
@@ -248,9 +247,9 @@ func (s *Service) WorkFiles(ctx context.Context, p *access.Principal, tenant, wo
 		return nil, err
 	}
 	out := &Manifest{WorkID: workID}
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		w, err := tx.WorkGet(ctx, workID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
 			return notFound(m, "work", workID)
 		}
 		if err != nil {
@@ -272,12 +271,12 @@ func (s *Service) EventAttachment(ctx context.Context, p *access.Principal, tena
 		return nil, err
 	}
 	var a *agentowl.Attachment
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		ev, err := tenantEvent(ctx, tx, m, eventID)
 		if err != nil {
 			return err
 		}
-		if a, err = eventAttachment(ctx, tx, ev.ID, id); errors.Is(err, store.ErrNotFound) {
+		if a, err = eventAttachment(ctx, tx, ev.ID, id); errors.Is(err, agentowl.ErrNotFound) {
 			return notFound(m, "attachment", id)
 		}
 		return err
@@ -306,7 +305,7 @@ func (s *Service) Open(ctx context.Context, a *agentowl.Attachment, offset, leng
 	if a.Expired(now) {
 		return nil, downloadable(a, now) // deleted by retention: expired, not missing
 	}
-	if err := s.store.Write(ctx, func(tx store.Tx) error { return tx.AttachmentSetMissing(ctx, a.ID, now) }); err != nil {
+	if err := s.store.Write(ctx, func(tx agentowl.Tx) error { return tx.AttachmentSetMissing(ctx, a.ID, now) }); err != nil {
 		return nil, err
 	}
 	s.log.Warn("attachment bytes missing", "attachment", a.ID, "event", a.EventID, "key", a.BlobKey)
@@ -354,7 +353,7 @@ func (s *Service) DeleteExpired(ctx context.Context, now time.Time, limit int) (
 // reports that the batch was full (more may be due).
 func (s *Service) sweepExpired(ctx context.Context, now time.Time, limit int) (n int, full bool, err error) {
 	var due []*agentowl.Attachment
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		due, err = tx.AttachmentDue(ctx, now, limit)
 		return err
 	})
@@ -368,14 +367,14 @@ func (s *Service) sweepExpired(ctx context.Context, now time.Time, limit int) (n
 		if err := s.blobs.Delete(ctx, a.BlobKey); err != nil {
 			return n, false, s.storeUnavailable("delete", err)
 		}
-		err := s.store.Write(ctx, func(tx store.Tx) error {
+		err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 			if err := tx.AttachmentSetDeleted(ctx, a.ID, now); err != nil {
 				return err
 			}
 			return tx.RetainedBytesRelease(ctx, a.TenantID, a.Size)
 		})
 		switch {
-		case errors.Is(err, store.ErrNotFound): // another replica recorded it first
+		case errors.Is(err, agentowl.ErrNotFound): // another replica recorded it first
 		case err != nil:
 			return n, false, err
 		default:
@@ -404,7 +403,7 @@ func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (int, error) 
 // sweepOrphans clears one batch of up to limit stale uploads.
 func (s *Service) sweepOrphans(ctx context.Context, now time.Time, limit int) (n int, full bool, err error) {
 	var stale []*agentowl.AttachmentUpload
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		stale, err = tx.AttachmentUploadStale(ctx, now.Add(-s.cfg.OrphanGrace), limit)
 		return err
 	})
@@ -413,7 +412,7 @@ func (s *Service) sweepOrphans(ctx context.Context, now time.Time, limit int) (n
 	}
 	for _, u := range stale {
 		switch err := s.discard(ctx, u, now); {
-		case errors.Is(err, store.ErrNotFound): // committed meanwhile
+		case errors.Is(err, agentowl.ErrNotFound): // committed meanwhile
 		case err != nil:
 			return n, false, err
 		default:
@@ -428,15 +427,15 @@ func (s *Service) sweepOrphans(ctx context.Context, now time.Time, limit int) (n
 // deletes the bytes, then the upload.
 func (s *Service) discard(ctx context.Context, u *agentowl.AttachmentUpload, now time.Time) error {
 	if u.AbandonedAt == nil {
-		if err := s.store.Write(ctx, func(tx store.Tx) error { return tx.AttachmentUploadAbandon(ctx, u.ID, now) }); err != nil {
+		if err := s.store.Write(ctx, func(tx agentowl.Tx) error { return tx.AttachmentUploadAbandon(ctx, u.ID, now) }); err != nil {
 			return err
 		}
 	}
 	if _, err := s.blobs.DeletePrefix(ctx, blob.GroupPrefix(u.TenantID, u.ID)); err != nil {
 		return s.storeUnavailable("delete", err)
 	}
-	err := s.store.Write(ctx, func(tx store.Tx) error { return tx.AttachmentUploadDelete(ctx, u.ID) })
-	if errors.Is(err, store.ErrNotFound) {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error { return tx.AttachmentUploadDelete(ctx, u.ID) })
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil // another sweep finished it
 	}
 	return err

@@ -19,7 +19,6 @@ import (
 	"github.com/agentowl/agentowl/internal/blob"
 	"github.com/agentowl/agentowl/internal/blob/blobtest"
 	"github.com/agentowl/agentowl/internal/clocktest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -29,7 +28,7 @@ import (
 type env struct {
 	t      *testing.T
 	ctx    context.Context
-	st     store.Store
+	st     agentowl.Store
 	blobs  *blob.Store
 	clock  *clocktest.Fake
 	svc    *attachment.Service
@@ -51,7 +50,7 @@ func forEachBackend(t *testing.T, cfg attachment.Config, fn func(t *testing.T, e
 	}
 }
 
-func setup(t *testing.T, st store.Store, blobs *blob.Store, cfg attachment.Config) *env {
+func setup(t *testing.T, st agentowl.Store, blobs *blob.Store, cfg attachment.Config) *env {
 	t.Helper()
 	clock := clocktest.New(time.Date(2026, 10, 6, 12, 0, 0, 0, time.UTC))
 	e := &env{t: t, ctx: t.Context(), st: st, blobs: blobs, clock: clock}
@@ -70,7 +69,7 @@ func (e *env) service(cfg attachment.Config) *attachment.Service {
 	return svc
 }
 
-func (e *env) write(fn func(tx store.Tx) error) {
+func (e *env) write(fn func(tx agentowl.Tx) error) {
 	e.t.Helper()
 	if err := e.st.Write(e.ctx, fn); err != nil {
 		e.t.Fatalf("write: %v", err)
@@ -87,7 +86,7 @@ func (e *env) thread() (string, *agentowl.Endpoint, *agentowl.Binding) {
 		AgentWork: true, SigningSecret: []byte("sealed"), CreatedAt: now, UpdatedAt: now}
 	b := &agentowl.Binding{ID: agentowl.NewID("bnd"), TenantID: tn.ID, Channel: "webhook", Name: "mail", EndpointID: ep.ID,
 		TokenHash: []byte(agentowl.NewID("h")), CreatedAt: now}
-	e.write(func(tx store.Tx) error {
+	e.write(func(tx agentowl.Tx) error {
 		if err := tx.TenantCreate(e.ctx, tn); err != nil {
 			return err
 		}
@@ -104,13 +103,13 @@ func (e *env) credential(ep *agentowl.Endpoint, scopes ...string) *agentowl.Runt
 	now := e.clock.Now()
 	c := &agentowl.RuntimeCredential{ID: agentowl.NewID("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID, Hash: []byte(agentowl.NewID("h")),
 		Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(30 * 24 * time.Hour)}
-	e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
+	e.write(func(tx agentowl.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 	return c
 }
 
 // handoff creates work of generation 1 for the event, as a handoff does.
 func handoff(ep *agentowl.Endpoint, workID *string) attachmenttest.Handoff {
-	return func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
+	return func(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 		*workID = agentowl.NewID("work")
 		return tx.WorkCreate(ctx, &agentowl.Work{ID: *workID, TenantID: ev.TenantID, EndpointID: ep.ID, ConversationID: conv.ID,
 			EventID: ev.ID, Generation: 1, DeliveryID: agentowl.NewID("d"), Status: agentowl.WorkPending, CreatedAt: ev.ReceivedAt,
@@ -177,7 +176,7 @@ func (e *env) keys() []string {
 func (e *env) retained() int64 {
 	e.t.Helper()
 	var n int64
-	if err := e.st.Read(e.ctx, func(tx store.Tx) (err error) {
+	if err := e.st.Read(e.ctx, func(tx agentowl.Tx) (err error) {
 		n, err = tx.RetainedBytes(e.ctx, e.tenant)
 		return err
 	}); err != nil {
@@ -189,7 +188,7 @@ func (e *env) retained() int64 {
 func (e *env) uploadsLeft() int {
 	e.t.Helper()
 	var n int
-	if err := e.st.Read(e.ctx, func(tx store.Tx) error {
+	if err := e.st.Read(e.ctx, func(tx agentowl.Tx) error {
 		us, err := tx.AttachmentUploadStale(e.ctx, e.clock.Now().Add(1000*time.Hour), 1000)
 		n = len(us)
 		return err
@@ -393,7 +392,7 @@ func TestQuotaRaceAtCommit(t *testing.T) {
 		commit := func(u *attachment.Upload) *agentowl.Event {
 			ev := &agentowl.Event{ID: agentowl.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
 				Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
-			e.write(func(tx store.Tx) error {
+			e.write(func(tx agentowl.Tx) error {
 				conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
 					CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 				ev.ConversationID = conv.ID
@@ -550,7 +549,7 @@ func TestRuntimeAccess(t *testing.T) {
 
 		// Replayed work of the event shows the same manifest.
 		replay := agentowl.NewID("work")
-		e.write(func(tx store.Tx) error {
+		e.write(func(tx agentowl.Tx) error {
 			return tx.WorkCreate(e.ctx, &agentowl.Work{ID: replay, TenantID: e.tenant, EndpointID: e.ep.ID, ConversationID: ev.ConversationID,
 				EventID: ev.ID, Generation: 2, ReplayOf: w, DeliveryID: agentowl.NewID("d"), Status: agentowl.WorkPending,
 				CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()})
@@ -630,7 +629,7 @@ func TestSweptUploadCannotCommit(t *testing.T) {
 		}
 		ev := &agentowl.Event{ID: agentowl.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
 			Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
-		err = e.st.Write(e.ctx, func(tx store.Tx) error {
+		err = e.st.Write(e.ctx, func(tx agentowl.Tx) error {
 			conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
 				CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
 			ev.ConversationID = conv.ID
@@ -647,10 +646,10 @@ func TestSweptUploadCannotCommit(t *testing.T) {
 		})
 		wantCode(t, "commit after the sweep", agentowl.ErrorCode(err), agentowl.ECodeUnavailable)
 		u.Finish(e.ctx, false)
-		if err := e.st.Read(e.ctx, func(tx store.Tx) error {
+		if err := e.st.Read(e.ctx, func(tx agentowl.Tx) error {
 			_, err := tx.EventGet(e.ctx, ev.ID)
 			return err
-		}); err != store.ErrNotFound {
+		}); err != agentowl.ErrNotFound {
 			t.Fatalf("event after the failed commit: %v", err)
 		}
 		if r := e.retained(); r != 0 {

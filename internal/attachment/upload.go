@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/blob"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // What a ceiling does (docs/attachments.md):
@@ -103,14 +102,14 @@ func (u *Upload) Decoded(n int) error {
 // reads the tenant's retained bytes.
 func (u *Upload) start(ctx context.Context) error {
 	id := agentowl.NewID("upl")
-	err := u.s.store.Write(ctx, func(tx store.Tx) error {
+	err := u.s.store.Write(ctx, func(tx agentowl.Tx) error {
 		return tx.AttachmentUploadCreate(ctx, &agentowl.AttachmentUpload{ID: id, TenantID: u.tenantID, StartedAt: u.s.clock.Now()})
 	})
 	if err != nil {
 		return err
 	}
 	u.id = id
-	return u.s.store.Read(ctx, func(tx store.Tx) (err error) {
+	return u.s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		u.usage, err = tx.RetainedBytes(ctx, u.tenantID)
 		return err
 	})
@@ -247,7 +246,7 @@ func (u *Upload) Parts() int { return len(u.parts) }
 // its share of the tenant's quota, reserved now (a part that no longer fits
 // is recorded blocked: quota). It sets ev.Attachments to the attachments as
 // the event carries them. It may run again if the transaction is retried.
-func (u *Upload) PrepareTx(ctx context.Context, tx store.Tx, ev *agentowl.Event) error {
+func (u *Upload) PrepareTx(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event) error {
 	if u.open != nil || u.refused != nil {
 		return errors.New("attachment: PrepareTx of an unfinished or refused upload")
 	}
@@ -292,7 +291,7 @@ func boolInt(b bool) int64 {
 // attachment records and closes the upload. If the orphan sweep abandoned
 // the upload meanwhile (the message took longer than the grace), it fails
 // and the event must not commit: its bytes are being deleted.
-func (u *Upload) RecordTx(ctx context.Context, tx store.Tx) error {
+func (u *Upload) RecordTx(ctx context.Context, tx agentowl.Tx) error {
 	for _, rec := range u.records {
 		if err := tx.AttachmentCreate(ctx, rec); err != nil {
 			return err
@@ -302,7 +301,7 @@ func (u *Upload) RecordTx(ctx context.Context, tx store.Tx) error {
 		return nil
 	}
 	err := tx.AttachmentUploadCommit(ctx, u.id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return &agentowl.Error{Code: agentowl.ECodeUnavailable, Message: "The message took too long to store its attachments; send it again.",
 			RetryAfter: 5 * time.Second}
 	}
@@ -329,7 +328,7 @@ func (u *Upload) Finish(ctx context.Context, committed bool) {
 	}
 	if !committed {
 		err := u.s.discard(ctx, &agentowl.AttachmentUpload{ID: u.id, TenantID: u.tenantID}, u.s.clock.Now())
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
 			u.s.log.Warn("attachment upload not cleared; the orphan sweep will", "upload", u.id, "err", err)
 		}
 		return

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -70,7 +69,7 @@ func seed(b *testing.B, s *site, n int) {
 	conv := &agentowl.Conversation{ID: "conv_bench", BindingID: bnd.ID, Status: "open", CreatedAt: now, LastEventAt: now}
 	ev := &agentowl.Event{ID: "evt_bench", BindingID: bnd.ID, ConversationID: conv.ID, Channel: "webhook", Sender: "bench",
 		ReceivedAt: now, Headers: map[string][]string{}, Payload: []byte(`{}`), Attachments: []byte(`[]`)}
-	err := st.Write(ctx, func(tx store.Tx) error {
+	err := st.Write(ctx, func(tx agentowl.Tx) error {
 		t, err := tx.TenantGetByName(ctx, "default")
 		if err != nil {
 			return err
@@ -91,7 +90,7 @@ func seed(b *testing.B, s *site, n int) {
 		b.Fatal(err)
 	}
 	for from := 0; from < n; from += 500 {
-		err := st.Write(ctx, func(tx store.Tx) error {
+		err := st.Write(ctx, func(tx agentowl.Tx) error {
 			for i := from; i < min(from+500, n); i++ {
 				at := now.Add(time.Duration(i) * time.Second)
 				w := &agentowl.Work{ID: fmt.Sprintf("work_bench%06d", i), TenantID: tenantID, EndpointID: ep.ID, ConversationID: conv.ID,

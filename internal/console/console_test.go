@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -55,7 +54,7 @@ func TestConsoleSessions(t *testing.T) {
 			t.Fatalf("session cookie %+v", ck)
 		}
 		// Stored hashed: the secret finds its record only by its hash.
-		if err := s.srv.Store().Read(context.Background(), func(tx store.Tx) error {
+		if err := s.srv.Store().Read(context.Background(), func(tx agentowl.Tx) error {
 			rec, _, err := tx.ConsoleSessionGetByHash(context.Background(), agentowl.HashToken(ck.Value))
 			if err == nil && string(rec.Hash) == ck.Value {
 				t.Error("the session secret is stored in the clear")

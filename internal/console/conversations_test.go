@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment/attachmenttest"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -146,13 +145,13 @@ func TestConsoleWorkFiles(t *testing.T) {
 		var bnd *agentowl.Binding
 		var workID string
 		st := s.srv.Store()
-		if err := st.Read(ctx, func(tx store.Tx) (err error) { bnd, err = tx.BindingGet(ctx, s.binding); return err }); err != nil {
+		if err := st.Read(ctx, func(tx agentowl.Tx) (err error) { bnd, err = tx.BindingGet(ctx, s.binding); return err }); err != nil {
 			t.Fatal(err)
 		}
 		ev, err := attachmenttest.Accept(ctx, st, s.srv.Attachments(), bnd, attachmenttest.Message{Sender: "ann@example.com",
 			Files: []attachmenttest.File{{Name: `"><img src=x onerror=alert(1)>.pdf`, ContentType: "application/pdf", Data: []byte("%PDF-1.7 report")},
 				{Name: "huge.iso", ContentType: "application/octet-stream", Size: 10<<20 + 1}}}, time.Now(),
-			func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
+			func(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 				ep, err := tx.EndpointGet(ctx, s.endpoint)
 				if err != nil {
 					return err

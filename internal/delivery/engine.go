@@ -31,7 +31,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -167,10 +166,10 @@ type Doer interface {
 
 // Engine delivers outbox messages.
 type Engine struct {
-	store      store.Store
+	store      agentowl.Store
 	clock      agentowl.Clock
 	client     Doer
-	routes     map[string]outbox.Resolver[store.Tx] // by destination kind; see Handle
+	routes     map[string]outbox.Resolver[agentowl.Tx] // by destination kind; see Handle
 	cfg        Config
 	log        *slog.Logger
 	owner      string
@@ -217,13 +216,13 @@ const (
 // New returns an Engine, or an error for a configuration it refuses (see
 // Config.Lease). The use-cases that send messages register their
 // destination kinds with Handle; then call Run to start delivering.
-func New(st store.Store, clock agentowl.Clock, client Doer, cfg Config, log *slog.Logger) (*Engine, error) {
+func New(st agentowl.Store, clock agentowl.Clock, client Doer, cfg Config, log *slog.Logger) (*Engine, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	e := &Engine{
-		store: st, clock: clock, client: client, routes: map[string]outbox.Resolver[store.Tx]{}, cfg: cfg, log: log,
+		store: st, clock: clock, client: client, routes: map[string]outbox.Resolver[agentowl.Tx]{}, cfg: cfg, log: log,
 		owner:      agentowl.NewID(""),
 		started:    clock.Now(),
 		paced:      map[string]time.Time{},
@@ -298,7 +297,7 @@ func (e *Engine) Run(ctx context.Context) {
 		<-finishing
 		<-reporting
 		gone := context.Background()
-		if err := e.store.Write(gone, func(tx store.Tx) error { return tx.EngineGone(gone, e.owner) }); err != nil {
+		if err := e.store.Write(gone, func(tx agentowl.Tx) error { return tx.EngineGone(gone, e.owner) }); err != nil {
 			e.log.Error("remove delivery engine report", "err", err)
 		}
 	}()
@@ -342,8 +341,8 @@ func (e *Engine) claimAndStart(ctx context.Context) (int, error) {
 	// then gives back, and another process would wait out their lease. The
 	// attempts see the stop and give the messages back at once.
 	claim := context.WithoutCancel(ctx)
-	err := e.store.Write(claim, func(tx store.Tx) (err error) {
-		msgs, err = tx.MessageClaim(claim, store.ClaimParams{Now: l.clockStart, LeaseUntil: l.clockStart.Add(l.length), Owner: e.owner, Limit: free})
+	err := e.store.Write(claim, func(tx agentowl.Tx) (err error) {
+		msgs, err = tx.MessageClaim(claim, agentowl.ClaimParams{Now: l.clockStart, LeaseUntil: l.clockStart.Add(l.length), Owner: e.owner, Limit: free})
 		return err
 	})
 	if err != nil {
@@ -407,7 +406,7 @@ type resolved struct {
 // in one read: a busy destination's messages cost one lookup per claim.
 func (e *Engine) resolveAll(ctx context.Context, msgs []*agentowl.OutboxMessage) map[string]resolved {
 	out := make(map[string]resolved, len(msgs))
-	err := e.store.Read(ctx, func(tx store.Tx) error {
+	err := e.store.Read(ctx, func(tx agentowl.Tx) error {
 		for _, m := range msgs {
 			if _, done := out[m.Destination]; !done {
 				t, err := e.resolve(ctx, tx, m.Destination)
@@ -559,7 +558,7 @@ func (e *Engine) undeferPaced() {
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), 500)]
 		ids = ids[len(batch):]
-		err := e.store.Write(ctx, func(tx store.Tx) error {
+		err := e.store.Write(ctx, func(tx agentowl.Tx) error {
 			_, err := tx.MessageUndefer(ctx, batch, now, len(batch))
 			return err
 		})
@@ -582,7 +581,7 @@ func (e *Engine) TakeOverLeases(ctx context.Context) error {
 	horizon := e.clock.Now().Add(100 * 365 * 24 * time.Hour)
 	for {
 		var msgs, slots, paced int
-		err := e.store.Write(ctx, func(tx store.Tx) (err error) {
+		err := e.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 			if msgs, err = tx.MessageRecoverLapsed(ctx, horizon, 1000); err != nil {
 				return err
 			}
@@ -607,7 +606,7 @@ func (e *Engine) report(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		r := e.Report()
-		err := e.store.Write(ctx, func(tx store.Tx) error { return tx.EngineReport(ctx, &r, r.SeenAt.Add(-forgetReports)) })
+		err := e.store.Write(ctx, func(tx agentowl.Tx) error { return tx.EngineReport(ctx, &r, r.SeenAt.Add(-forgetReports)) })
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("record delivery engine report", "err", err)
 		}
@@ -773,8 +772,8 @@ func (e *Engine) releaseDestinations(held []heldSlot) {
 // deferMessage gives a claimed message back, uncounted, for later.
 func (e *Engine) deferMessage(ctx context.Context, m *agentowl.OutboxMessage, next time.Time) {
 	e.metrics.deferred.WithLabelValues(m.Kind).Inc()
-	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageDefer(ctx, m.ID, e.owner, m.Attempts, next) })
-	if err != nil && !errors.Is(err, store.ErrConflict) {
+	err := e.store.Write(ctx, func(tx agentowl.Tx) error { return tx.MessageDefer(ctx, m.ID, e.owner, m.Attempts, next) })
+	if err != nil && !errors.Is(err, agentowl.ErrConflict) {
 		e.log.Error("defer delivery", "event_id", m.ID, "err", err)
 	}
 }
@@ -782,8 +781,8 @@ func (e *Engine) deferMessage(ctx context.Context, m *agentowl.OutboxMessage, ne
 // hold gives a claimed message back, uncounted, held until its destination
 // is resumed (outbox.Target.Held).
 func (e *Engine) hold(ctx context.Context, m *agentowl.OutboxMessage) {
-	err := e.store.Write(ctx, func(tx store.Tx) error { return tx.MessageHold(ctx, m.ID, e.owner, m.Attempts) })
-	if err != nil && !errors.Is(err, store.ErrConflict) {
+	err := e.store.Write(ctx, func(tx agentowl.Tx) error { return tx.MessageHold(ctx, m.ID, e.owner, m.Attempts) })
+	if err != nil && !errors.Is(err, agentowl.ErrConflict) {
 		e.log.Error("hold delivery", "event_id", m.ID, "err", err)
 	}
 }
@@ -791,7 +790,7 @@ func (e *Engine) hold(ctx context.Context, m *agentowl.OutboxMessage) {
 // finish records the attempt; a lost lease means another worker owns the
 // message now, and this outcome is dropped.
 func (e *Engine) finish(ctx context.Context, m *agentowl.OutboxMessage, a agentowl.Attempt, state agentowl.MessageState, next time.Time) {
-	p := store.FinishParams{ID: m.ID, Owner: e.owner, Attempt: a, State: state, NextAttempt: next}
+	p := agentowl.FinishParams{ID: m.ID, Owner: e.owner, Attempt: a, State: state, NextAttempt: next}
 	if state != agentowl.MessagePending {
 		retain := m.CreatedAt.Add(e.cfg.Retention)
 		if grace := a.EndedAt.Add(e.cfg.DeliveredGrace); grace.After(retain) {
@@ -803,7 +802,7 @@ func (e *Engine) finish(ctx context.Context, m *agentowl.OutboxMessage, a agento
 	done := make(chan error, 1)
 	e.finishes <- finishReq{p: p, done: done}
 	err := <-done
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, agentowl.ErrConflict) {
 		e.log.Warn("delivery lease lost; attempt outcome dropped", "event_id", m.ID, "attempt", a.N)
 		return
 	}
@@ -813,7 +812,7 @@ func (e *Engine) finish(ctx context.Context, m *agentowl.OutboxMessage, a agento
 }
 
 type finishReq struct {
-	p    store.FinishParams
+	p    agentowl.FinishParams
 	done chan error
 }
 
@@ -836,13 +835,13 @@ func (e *Engine) recordFinishes() {
 				break fill
 			}
 		}
-		ps := make([]store.FinishParams, len(batch))
+		ps := make([]agentowl.FinishParams, len(batch))
 		for i, r := range batch {
 			ps[i] = r.p
 		}
 		var lost []bool
 		ctx := context.Background()
-		err := e.store.Write(ctx, func(tx store.Tx) (err error) {
+		err := e.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 			lost, err = tx.MessageFinishAll(ctx, ps)
 			return err
 		})
@@ -851,7 +850,7 @@ func (e *Engine) recordFinishes() {
 			case err != nil:
 				r.done <- err
 			case lost[i]:
-				r.done <- store.ErrConflict
+				r.done <- agentowl.ErrConflict
 			default:
 				r.done <- nil
 			}
@@ -878,10 +877,10 @@ func outcomeLabel(status int, err error) string {
 // "decision"), or "*" for every destination of a kind with no resolver of
 // its own. A destination no resolver takes has no target, which ends its
 // message. Register before Run; the use-cases register their own kinds.
-func (e *Engine) Handle(kind string, r outbox.Resolver[store.Tx]) { e.routes[kind] = r }
+func (e *Engine) Handle(kind string, r outbox.Resolver[agentowl.Tx]) { e.routes[kind] = r }
 
 // resolve hands a destination to the resolver of its kind.
-func (e *Engine) resolve(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
+func (e *Engine) resolve(ctx context.Context, tx agentowl.Tx, destination string) (*outbox.Target, error) {
 	kind, _, _ := strings.Cut(destination, ":")
 	r, ok := e.routes[kind]
 	if !ok {

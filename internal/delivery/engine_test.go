@@ -24,7 +24,6 @@ import (
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -92,7 +91,7 @@ func (r *receiver) received() []received {
 // targets a test can change.
 type fixture struct {
 	t       *testing.T
-	store   store.Store
+	store   agentowl.Store
 	clock   *clocktest.Fake
 	tenant  string
 	mu      sync.Mutex
@@ -102,7 +101,7 @@ type fixture struct {
 func newFixture(t *testing.T, b storetest.Backend) *fixture {
 	f := &fixture{t: t, store: b.Open(t), clock: clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)),
 		tenant: uuid.NewString(), targets: map[string]*outbox.Target{}}
-	err := f.store.Write(context.Background(), func(tx store.Tx) error {
+	err := f.store.Write(context.Background(), func(tx agentowl.Tx) error {
 		return tx.TenantCreate(context.Background(), &agentowl.Tenant{ID: f.tenant, Name: "t-" + f.tenant[:8], CreatedAt: f.clock.Now()})
 	})
 	if err != nil {
@@ -111,7 +110,7 @@ func newFixture(t *testing.T, b storetest.Backend) *fixture {
 	return f
 }
 
-func (f *fixture) resolve(_ context.Context, _ store.Tx, dest string) (*outbox.Target, error) {
+func (f *fixture) resolve(_ context.Context, _ agentowl.Tx, dest string) (*outbox.Target, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.targets[dest], nil
@@ -155,7 +154,7 @@ func (f *fixture) messageFor(tenant, dest string, window time.Duration) *agentow
 	m := &agentowl.OutboxMessage{ID: id, TenantID: tenant, Kind: "test", Destination: dest, Subject: "s-" + id,
 		Body: []byte(fmt.Sprintf(`{"id":%q,"type":"test"}`, id)), CreatedAt: now, DeadlineAt: now.Add(window),
 		State: agentowl.MessagePending, NextAttempt: now}
-	if err := f.store.Write(context.Background(), func(tx store.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
+	if err := f.store.Write(context.Background(), func(tx agentowl.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
 		f.t.Fatal(err)
 	}
 	return m
@@ -163,7 +162,7 @@ func (f *fixture) messageFor(tenant, dest string, window time.Duration) *agentow
 
 func (f *fixture) get(id string) *agentowl.OutboxMessage {
 	var m *agentowl.OutboxMessage
-	if err := f.store.Read(context.Background(), func(tx store.Tx) (err error) { m, err = tx.MessageGet(context.Background(), id); return err }); err != nil {
+	if err := f.store.Read(context.Background(), func(tx agentowl.Tx) (err error) { m, err = tx.MessageGet(context.Background(), id); return err }); err != nil {
 		f.t.Fatal(err)
 	}
 	return m
@@ -228,7 +227,7 @@ func (f *fixture) deliverAll(t *testing.T, ids []string, engines ...*delivery.En
 
 func (f *fixture) attempts(id string) []*agentowl.Attempt {
 	var as []*agentowl.Attempt
-	if err := f.store.Read(context.Background(), func(tx store.Tx) (err error) { as, err = tx.AttemptList(context.Background(), id); return err }); err != nil {
+	if err := f.store.Read(context.Background(), func(tx agentowl.Tx) (err error) { as, err = tx.AttemptList(context.Background(), id); return err }); err != nil {
 		f.t.Fatal(err)
 	}
 	return as
@@ -359,7 +358,7 @@ func TestEngineRedrivenSeriesBacksOffAfresh(t *testing.T) {
 		m := &agentowl.OutboxMessage{ID: id, TenantID: f.tenant, Kind: "test", Destination: "d", Subject: "s-" + id, Body: []byte(`{}`),
 			CreatedAt: now, DeadlineAt: now.Add(48 * time.Hour), State: agentowl.MessagePending, NextAttempt: now, Attempts: 20,
 			AttemptBase: 20, Redrives: 1}
-		if err := f.store.Write(context.Background(), func(tx store.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
+		if err := f.store.Write(context.Background(), func(tx agentowl.Tx) error { return tx.MessageCreate(context.Background(), m) }); err != nil {
 			t.Fatal(err)
 		}
 		e.Wake()
@@ -519,7 +518,7 @@ func TestEngineHoldsPausedDestination(t *testing.T) {
 		}
 		f.point("p", r)
 		ctx := context.Background()
-		if err := f.store.Write(ctx, func(tx store.Tx) error {
+		if err := f.store.Write(ctx, func(tx agentowl.Tx) error {
 			_, err := tx.MessageReleaseDestination(ctx, "p", f.clock.Now())
 			return err
 		}); err != nil {
@@ -540,8 +539,8 @@ func TestEngineReclaimsAfterLeaseLapses(t *testing.T) {
 		m := f.message("d", time.Hour)
 		// A process claims the message and dies before finishing its attempt.
 		ctx := context.Background()
-		if err := f.store.Write(ctx, func(tx store.Tx) error {
-			ms, err := tx.MessageClaim(ctx, store.ClaimParams{Now: f.clock.Now(), LeaseUntil: f.clock.Now().Add(30 * time.Second), Owner: "crashed", Limit: 10})
+		if err := f.store.Write(ctx, func(tx agentowl.Tx) error {
+			ms, err := tx.MessageClaim(ctx, agentowl.ClaimParams{Now: f.clock.Now(), LeaseUntil: f.clock.Now().Add(30 * time.Second), Owner: "crashed", Limit: 10})
 			if err == nil && len(ms) != 1 {
 				err = errors.New("claim did not lease the message")
 			}
@@ -789,7 +788,7 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 func TestEnginesShareAccountConcurrency(t *testing.T) {
 	forEach(t, func(t *testing.T, f *fixture) {
 		other := uuid.NewString()
-		if err := f.store.Write(context.Background(), func(tx store.Tx) error {
+		if err := f.store.Write(context.Background(), func(tx agentowl.Tx) error {
 			return tx.TenantCreate(context.Background(), &agentowl.Tenant{ID: other, Name: "t-" + other[:8], CreatedAt: f.clock.Now()})
 		}); err != nil {
 			t.Fatal(err)
@@ -916,7 +915,7 @@ func TestEngineAttemptEndsBeforeItsLease(t *testing.T) {
 		f.point("d", r)
 		var slow atomic.Bool
 		slow.Store(true)
-		resolve := func(ctx context.Context, tx store.Tx, dest string) (*outbox.Target, error) {
+		resolve := func(ctx context.Context, tx agentowl.Tx, dest string) (*outbox.Target, error) {
 			if slow.CompareAndSwap(true, false) {
 				f.clock.Advance(16 * time.Second)
 			}
@@ -984,7 +983,7 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		hostPort := srv.Listener.Addr().String()
 		counted := func(window time.Time) (host, addr int64) {
 			ctx := context.Background()
-			err := f.store.Write(ctx, func(tx store.Tx) (err error) {
+			err := f.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 				if host, err = tx.CounterAdd(ctx, "deliver-host:host:"+hostPort, window, 0); err != nil {
 					return err
 				}

@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Metrics are the engine's Prometheus collectors.
@@ -64,14 +63,14 @@ var (
 
 // Collectors returns the collectors plus the queue and slot gauges; the
 // queue's are read from st at each scrape.
-func (m *Metrics) Collectors(st store.Store) []prometheus.Collector {
+func (m *Metrics) Collectors(st agentowl.Store) []prometheus.Collector {
 	return []prometheus.Collector{m.attempts, m.outcomes, m.decisionToAck, m.deferred, m.slotsReclaimed,
 		&gauges{store: st, engine: m.engine}}
 }
 
 // gauges reads the outbox and the engine's slots once per scrape.
 type gauges struct {
-	store  store.Store
+	store  agentowl.Store
 	engine *Engine
 }
 
@@ -86,7 +85,7 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	now := g.engine.clock.Now()
 	var qs []*agentowl.QueueStats
-	err := g.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := g.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		qs, err = tx.MessageStats(ctx, now)
 		return err
 	})

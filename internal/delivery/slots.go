@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // sharedSlots bounds the attempts in flight per destination key (host:port,
@@ -39,7 +38,7 @@ import (
 //     (reclaimStale): a bug that drops a slot costs a minute, not the
 //     destination.
 type sharedSlots struct {
-	store store.Store
+	store agentowl.Store
 	clock agentowl.Clock
 	log   *slog.Logger
 	owner string
@@ -124,7 +123,7 @@ const (
 // have minLeft of its lease left to start an attempt; leases are renewed
 // when a third of them has passed, so they are at least three times
 // minLeft.
-func newSharedSlots(st store.Store, clock agentowl.Clock, log *slog.Logger, owner string, limit func(key string) int, lease, minLeft time.Duration) *sharedSlots {
+func newSharedSlots(st agentowl.Store, clock agentowl.Clock, log *slog.Logger, owner string, limit func(key string) int, lease, minLeft time.Duration) *sharedSlots {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &sharedSlots{store: st, clock: clock, log: log, owner: owner, limit: limit, lease: max(lease, 3*minLeft),
 		minLeft: minLeft, ctx: ctx, cancel: cancel, keys: map[string]*keySlots{}}
@@ -304,7 +303,7 @@ func (s *sharedSlots) leaseFor(key string, ks *keySlots) {
 		now := s.clock.Now()
 		until := now.Add(s.lease)
 		var got []int
-		err := s.store.Write(s.ctx, func(tx store.Tx) (err error) {
+		err := s.store.Write(s.ctx, func(tx agentowl.Tx) (err error) {
 			if !made {
 				if err := tx.SlotsMake(s.ctx, key, s.limit(key)); err != nil {
 					return err
@@ -383,7 +382,7 @@ func (s *sharedSlots) renew() {
 	}
 	until := now.Add(s.lease)
 	var kept []agentowl.Slot
-	err := s.store.Write(s.ctx, func(tx store.Tx) (err error) {
+	err := s.store.Write(s.ctx, func(tx agentowl.Tx) (err error) {
 		kept, err = tx.SlotRenew(s.ctx, s.owner, slots, now, until)
 		return err
 	})
@@ -458,7 +457,7 @@ func (s *sharedSlots) releaseIdle(all bool) {
 	if len(back) == 0 {
 		return
 	}
-	err := s.store.Write(context.Background(), func(tx store.Tx) error { return tx.SlotRelease(context.Background(), s.owner, back) })
+	err := s.store.Write(context.Background(), func(tx agentowl.Tx) error { return tx.SlotRelease(context.Background(), s.owner, back) })
 	if err != nil {
 		s.log.Error("release destination slots", "err", err)
 	}

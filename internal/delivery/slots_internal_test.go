@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -34,7 +34,7 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 			otherLeases := func(key string) int {
 				t.Helper()
 				var got []int
-				err := st.Write(ctx, func(tx store.Tx) (err error) {
+				err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
 					got, err = tx.SlotLease(ctx, key, "p2", 1, 1, clock.Now(), clock.Now().Add(time.Minute))
 					return err
 				})
@@ -78,7 +78,7 @@ func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
 
 // newTestSlots is sharedSlots of owner p1 on st, limit slots per key, with
 // a 30 s lease and a driven clock.
-func newTestSlots(t *testing.T, st store.Store, limit int) (*sharedSlots, *clocktest.Fake) {
+func newTestSlots(t *testing.T, st agentowl.Store, limit int) (*sharedSlots, *clocktest.Fake) {
 	t.Helper()
 	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
 	s := newSharedSlots(st, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), "p1", func(string) int { return limit }, 30*time.Second, 15*time.Second)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -85,14 +84,14 @@ func TestEngineShowsLeakedSlot(t *testing.T) {
 			// The report in the store, for every replica's status.
 			waitFor(t, "the engine's report of the reclaimed slot", func() bool {
 				var rs []*agentowl.EngineReport
-				_ = st.Read(ctx, func(tx store.Tx) (err error) { rs, err = tx.EngineList(ctx); return err })
+				_ = st.Read(ctx, func(tx agentowl.Tx) (err error) { rs, err = tx.EngineList(ctx); return err })
 				return len(rs) == 1 && rs[0].SlotsReclaimed == 1 && rs[0].Owner == e.owner
 			})
 			// A clean stop removes the report.
 			stop()
 			<-done
 			var rs []*agentowl.EngineReport
-			if err := st.Read(context.Background(), func(tx store.Tx) (err error) { rs, err = tx.EngineList(context.Background()); return err }); err != nil || len(rs) != 0 {
+			if err := st.Read(context.Background(), func(tx agentowl.Tx) (err error) { rs, err = tx.EngineList(context.Background()); return err }); err != nil || len(rs) != 0 {
 				t.Fatalf("reports after a clean stop: %v %v, want none", rs, err)
 			}
 		})

@@ -16,7 +16,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/outbox"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -80,7 +79,7 @@ func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 			rcv := newSlowReceiver(t, delay)
 			secret := webhook.NewSecret()
 			ids := make([]string, total)
-			err := st.Write(ctx, func(tx store.Tx) error {
+			err := st.Write(ctx, func(tx agentowl.Tx) error {
 				if err := tx.TenantCreate(ctx, &agentowl.Tenant{ID: tenant, Name: "slow-" + tenant[:8], CreatedAt: clock.Now()}); err != nil {
 					return err
 				}
@@ -104,7 +103,7 @@ func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.Handle("*", func(context.Context, store.Tx, string) (*outbox.Target, error) {
+			e.Handle("*", func(context.Context, agentowl.Tx, string) (*outbox.Target, error) {
 				return &outbox.Target{URL: rcv.srv.URL + "/hook", Secret: secret}, nil
 			})
 			runCtx, stop := context.WithCancel(ctx)

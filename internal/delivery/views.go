@@ -5,15 +5,14 @@ import (
 	"errors"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Views read the outbox for the operator API, so that the HTTP surface
 // reads deliveries without a store of its own.
-type Views struct{ store store.Store }
+type Views struct{ store agentowl.Store }
 
 // NewViews returns the outbox views of st.
-func NewViews(st store.Store) *Views { return &Views{store: st} }
+func NewViews(st agentowl.Store) *Views { return &Views{store: st} }
 
 // ListFilter narrows List; the zero value lists every message.
 type ListFilter struct {
@@ -25,9 +24,9 @@ type ListFilter struct {
 
 // List returns the messages of the membership m, newest first.
 func (v *Views) List(ctx context.Context, m *agentowl.Membership, f ListFilter) ([]*agentowl.OutboxMessage, error) {
-	p := store.MessageListParams{TenantID: m.TenantID, Subject: f.Subject, Prefix: f.Destination, State: f.State, Limit: f.Limit}
+	p := agentowl.MessageListParams{TenantID: m.TenantID, Subject: f.Subject, Prefix: f.Destination, State: f.State, Limit: f.Limit}
 	var out []*agentowl.OutboxMessage
-	err := v.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := v.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.MessageList(ctx, p)
 		return err
 	})
@@ -39,9 +38,9 @@ func (v *Views) List(ctx context.Context, m *agentowl.Membership, f ListFilter) 
 func (v *Views) Inspect(ctx context.Context, m *agentowl.Membership, id string) (*agentowl.OutboxMessage, []*agentowl.Attempt, error) {
 	var msg *agentowl.OutboxMessage
 	var attempts []*agentowl.Attempt
-	err := v.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := v.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		msg, err = tx.MessageGet(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && msg.TenantID != m.TenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && msg.TenantID != m.TenantID) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No delivery %q in tenant %q.", id, m.TenantName)
 		}
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -170,13 +169,13 @@ func (c Config) withDefaults() Config {
 
 // Service runs the checks.
 type Service struct {
-	store store.Store
+	store agentowl.Store
 	clock agentowl.Clock
 	cfg   Config
 }
 
 // New returns a Service.
-func New(st store.Store, clock agentowl.Clock, cfg Config) *Service {
+func New(st agentowl.Store, clock agentowl.Clock, cfg Config) *Service {
 	return &Service{store: st, clock: clock, cfg: cfg.withDefaults()}
 }
 
@@ -189,11 +188,11 @@ func (s *Service) Check(ctx context.Context, p *access.Principal, tenant string)
 	}
 	r := &Report{TenantID: m.TenantID, Tenant: m.TenantName, CheckedAt: s.clock.Now()}
 	var eps []*agentowl.Endpoint
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		if eps, err = tx.EndpointList(ctx, m.TenantID); err != nil {
 			return err
 		}
-		for _, check := range []func(context.Context, store.Tx, *Report, []*agentowl.Endpoint) error{
+		for _, check := range []func(context.Context, agentowl.Tx, *Report, []*agentowl.Endpoint) error{
 			s.credentials, s.deliveries, s.receipts, s.callbackQuota, s.retainedBytes, s.plainBindings, s.mailDomains,
 		} {
 			if err := check(ctx, tx, r, eps); err != nil {
@@ -225,7 +224,7 @@ func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // credentials: an agent-work endpoint needs a live credential allowed to
 // post callbacks, and one that does not expire soon.
-func (s *Service) credentials(ctx context.Context, tx store.Tx, r *Report, eps []*agentowl.Endpoint) error {
+func (s *Service) credentials(ctx context.Context, tx agentowl.Tx, r *Report, eps []*agentowl.Endpoint) error {
 	now := r.CheckedAt
 	for _, ep := range eps {
 		if !ep.AgentWork {
@@ -258,7 +257,7 @@ func (s *Service) credentials(ctx context.Context, tx store.Tx, r *Report, eps [
 
 // deliveries: failed (unreviewed) and failing deliveries per endpoint, and
 // messages no engine is taking.
-func (s *Service) deliveries(ctx context.Context, tx store.Tx, r *Report, eps []*agentowl.Endpoint) error {
+func (s *Service) deliveries(ctx context.Context, tx agentowl.Tx, r *Report, eps []*agentowl.Endpoint) error {
 	hs, err := tx.OutboxHealth(ctx, r.TenantID, r.CheckedAt.Add(-s.cfg.StuckAfter))
 	if err != nil {
 		return err
@@ -307,7 +306,7 @@ func (s *Service) deliveries(ctx context.Context, tx store.Tx, r *Report, eps []
 
 // receipts: decisions the runtime has not confirmed a while after they
 // were made, on work that goes on.
-func (s *Service) receipts(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
+func (s *Service) receipts(ctx context.Context, tx agentowl.Tx, r *Report, _ []*agentowl.Endpoint) error {
 	ds, err := tx.DecisionsAwaitingReceipt(ctx, r.TenantID, r.CheckedAt.Add(-s.cfg.ReceiptGrace), s.cfg.Limit)
 	if err != nil {
 		return err
@@ -336,7 +335,7 @@ func (s *Service) receipts(ctx context.Context, tx store.Tx, r *Report, _ []*age
 
 // callbackQuota: work near or at its callback cap cannot report its outcome
 // once the cap is reached.
-func (s *Service) callbackQuota(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
+func (s *Service) callbackQuota(ctx context.Context, tx agentowl.Tx, r *Report, _ []*agentowl.Endpoint) error {
 	bound := int(float64(s.cfg.MaxCallbacksPerWork) * s.cfg.QuotaShare)
 	ws, err := tx.WorkByCallbacks(ctx, r.TenantID, bound, s.cfg.Limit)
 	if err != nil {
@@ -357,7 +356,7 @@ func (s *Service) callbackQuota(ctx context.Context, tx store.Tx, r *Report, _ [
 
 // retainedBytes: past its quota of retained attachment bytes, a tenant's
 // new files are recorded blocked instead of kept.
-func (s *Service) retainedBytes(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
+func (s *Service) retainedBytes(ctx context.Context, tx agentowl.Tx, r *Report, _ []*agentowl.Endpoint) error {
 	limit := s.cfg.RetainedBytesLimit
 	if limit <= 0 {
 		return nil
@@ -410,7 +409,7 @@ func (s *Service) callbackRate(ctx context.Context, r *Report, eps []*agentowl.E
 // plainBindings: events routed to an endpoint without agent work are
 // delivered in the original format, without work, callbacks or decisions —
 // deliberate for plain webhooks, a mistake mid-rollout.
-func (s *Service) plainBindings(ctx context.Context, tx store.Tx, r *Report, eps []*agentowl.Endpoint) error {
+func (s *Service) plainBindings(ctx context.Context, tx agentowl.Tx, r *Report, eps []*agentowl.Endpoint) error {
 	bs, err := tx.BindingList(ctx, r.TenantID)
 	if err != nil {
 		return err
@@ -436,8 +435,8 @@ func (s *Service) plainBindings(ctx context.Context, tx store.Tx, r *Report, eps
 // since. They keep receiving mail; a system admin settles each domain.
 // The tenant sees its own bindings; the system tenant's report also lists
 // every tenant's, by domain, for its admins to settle.
-func (s *Service) mailDomains(ctx context.Context, tx store.Tx, r *Report, _ []*agentowl.Endpoint) error {
-	p := store.OutsideDomainsParams{TenantID: r.TenantID, ServerDomain: strings.ToLower(s.cfg.SMTPDomain), Limit: s.cfg.Limit}
+func (s *Service) mailDomains(ctx context.Context, tx agentowl.Tx, r *Report, _ []*agentowl.Endpoint) error {
+	p := agentowl.OutsideDomainsParams{TenantID: r.TenantID, ServerDomain: strings.ToLower(s.cfg.SMTPDomain), Limit: s.cfg.Limit}
 	bs, err := tx.BindingListOutsideDomains(ctx, p)
 	if err != nil {
 		return err

@@ -13,7 +13,6 @@ import (
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/doctor"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -78,7 +77,7 @@ func (f *fakeOverdue) set(tenantID string, n int) {
 type env struct {
 	t        *testing.T
 	ctx      context.Context
-	st       store.Store
+	st       agentowl.Store
 	clock    *clocktest.Fake
 	admin    *access.Principal
 	tenantID string
@@ -115,7 +114,7 @@ func setup(t *testing.T, b storetest.Backend) *env {
 	return e
 }
 
-func (e *env) write(fn func(tx store.Tx) error) {
+func (e *env) write(fn func(tx agentowl.Tx) error) {
 	e.t.Helper()
 	if err := e.st.Write(e.ctx, fn); err != nil {
 		e.t.Fatal(err)
@@ -157,21 +156,21 @@ func id(prefix string) string {
 func (e *env) endpoint(agentWork bool) *agentowl.Endpoint {
 	ep := &agentowl.Endpoint{ID: id("ep"), TenantID: e.tenantID, Name: id("name"), URL: "https://runtime.example/hook",
 		AgentWork: agentWork, SigningSecret: []byte("sealed"), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
-	e.write(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, ep) })
+	e.write(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, ep) })
 	return ep
 }
 
 func (e *env) credential(ep *agentowl.Endpoint, days int, scopes ...string) *agentowl.RuntimeCredential {
 	c := &agentowl.RuntimeCredential{ID: id("rtc"), TenantID: e.tenantID, EndpointID: ep.ID, Hash: []byte(agentowl.NewID("")),
 		Scopes: scopes, CreatedAt: e.clock.Now(), ExpiresAt: e.clock.Now().Add(time.Duration(days) * 24 * time.Hour)}
-	e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
+	e.write(func(tx agentowl.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 	return c
 }
 
 func (e *env) binding(ep *agentowl.Endpoint) *agentowl.Binding {
 	b := &agentowl.Binding{ID: id("bnd"), TenantID: e.tenantID, Channel: "webhook", EndpointID: ep.ID, TokenHash: []byte(agentowl.NewID("")),
 		CreatedAt: e.clock.Now()}
-	e.write(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
+	e.write(func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	return b
 }
 
@@ -183,7 +182,7 @@ func (e *env) work(b *agentowl.Binding) *agentowl.Work {
 		Payload: []byte(`{}`), Attachments: []byte(`[]`)}
 	w := &agentowl.Work{ID: id("work"), TenantID: e.tenantID, EndpointID: b.EndpointID, ConversationID: c.ID, EventID: ev.ID, Generation: 1,
 		DeliveryID: agentowl.NewID(""), Status: agentowl.WorkPending, CreatedAt: now, UpdatedAt: now}
-	e.write(func(tx store.Tx) error {
+	e.write(func(tx agentowl.Tx) error {
 		if err := tx.ConversationCreate(e.ctx, c); err != nil {
 			return err
 		}
@@ -199,7 +198,7 @@ func (e *env) handoff(w *agentowl.Work) *agentowl.OutboxMessage {
 	now := e.clock.Now()
 	m := &agentowl.OutboxMessage{ID: agentowl.NewID(""), TenantID: e.tenantID, Kind: work.MessageKindHandoff, Destination: work.Destination(w.EndpointID),
 		Subject: w.ID, Body: []byte(`{}`), CreatedAt: now, DeadlineAt: now.Add(72 * time.Hour), State: agentowl.MessagePending, NextAttempt: now}
-	e.write(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, m) })
+	e.write(func(tx agentowl.Tx) error { return tx.MessageCreate(e.ctx, m) })
 	return m
 }
 
@@ -209,8 +208,8 @@ func (e *env) attempt(m *agentowl.OutboxMessage, status int, end bool) {
 	e.t.Helper()
 	now := e.clock.Now()
 	var n int
-	e.write(func(tx store.Tx) error {
-		ms, err := tx.MessageClaim(e.ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "engine", Limit: 100})
+	e.write(func(tx agentowl.Tx) error {
+		ms, err := tx.MessageClaim(e.ctx, agentowl.ClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "engine", Limit: 100})
 		for _, c := range ms {
 			if c.ID == m.ID {
 				n = c.Attempts
@@ -221,7 +220,7 @@ func (e *env) attempt(m *agentowl.OutboxMessage, status int, end bool) {
 	if n == 0 {
 		e.t.Fatalf("message %s was not due", m.ID)
 	}
-	p := store.FinishParams{ID: m.ID, Owner: "engine", Attempt: agentowl.Attempt{EventID: m.ID, N: n, URL: "https://runtime.example/hook",
+	p := agentowl.FinishParams{ID: m.ID, Owner: "engine", Attempt: agentowl.Attempt{EventID: m.ID, N: n, URL: "https://runtime.example/hook",
 		StartedAt: now, EndedAt: now, StatusCode: status}, State: agentowl.MessageDelivered}
 	if status >= 300 {
 		p.Attempt.Error, p.State, p.NextAttempt = fmt.Sprintf("HTTP %d", status), agentowl.MessagePending, now.Add(time.Minute)
@@ -232,7 +231,7 @@ func (e *env) attempt(m *agentowl.OutboxMessage, status int, end bool) {
 	if p.State != agentowl.MessagePending {
 		p.RetainUntil = ptr(now.Add(7 * 24 * time.Hour))
 	}
-	e.write(func(tx store.Tx) error { return tx.MessageFinish(e.ctx, p) })
+	e.write(func(tx agentowl.Tx) error { return tx.MessageFinish(e.ctx, p) })
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -282,7 +281,7 @@ func TestCredentialFindings(t *testing.T) {
 		fresh := e.credential(ep, 90, work.ScopeCallbacks)
 		e.expect("a new credential installed", "ok")
 		// A credential without callbacks:write does not count.
-		e.write(func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, fresh.ID, e.clock.Now()) })
+		e.write(func(tx agentowl.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, fresh.ID, e.clock.Now()) })
 		e.credential(ep, 90, work.ScopeDecisions)
 		e.clock.Advance(6 * 24 * time.Hour) // the first credential has expired too
 		e.expect("no credential may post callbacks", "error", "runtime_credentials error "+subject)
@@ -311,8 +310,8 @@ func TestDeliveryFindings(t *testing.T) {
 		if f := r.Findings[0]; f.Command != "agentowl work-outbox list --endpoint "+ep.ID+" --state failed" {
 			t.Errorf("command %q", f.Command)
 		}
-		e.write(func(tx store.Tx) error {
-			_, err := tx.MessageRedrive(e.ctx, store.RedriveParams{ID: m.ID, From: []agentowl.MessageState{agentowl.MessageFailed},
+		e.write(func(tx agentowl.Tx) error {
+			_, err := tx.MessageRedrive(e.ctx, agentowl.RedriveParams{ID: m.ID, From: []agentowl.MessageState{agentowl.MessageFailed},
 				Now: e.clock.Now(), DeadlineAt: e.clock.Now().Add(time.Hour)})
 			return err
 		})
@@ -325,10 +324,10 @@ func TestDeliveryFindings(t *testing.T) {
 		e.attempt(m, 500, true)
 		it := &agentowl.AttentionItem{ID: id("att"), TenantID: e.tenantID, Kind: "incident", Status: agentowl.AttentionOpen, WorkID: m.Subject,
 			EndpointID: ep.ID, Summary: "failed", MessageID: m.ID, CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
-		e.write(func(tx store.Tx) error { return tx.AttentionCreate(e.ctx, it) })
+		e.write(func(tx agentowl.Tx) error { return tx.AttentionCreate(e.ctx, it) })
 		e.expect("a failed handoff with an open incident", "error", "failing_deliveries error "+subject)
 		it.Status, it.Resolution, it.ResolvedAt = agentowl.AttentionResolved, "reviewed", ptr(e.clock.Now())
-		e.write(func(tx store.Tx) error { return tx.AttentionUpdate(e.ctx, it) })
+		e.write(func(tx agentowl.Tx) error { return tx.AttentionUpdate(e.ctx, it) })
 		e.expect("its incident reviewed", "ok")
 
 		// A publication to a plain endpoint points at ingress-publications.
@@ -338,7 +337,7 @@ func TestDeliveryFindings(t *testing.T) {
 		pm := &agentowl.OutboxMessage{ID: agentowl.NewID(""), TenantID: e.tenantID, Kind: work.MessageKindEvent, Destination: work.Destination(plain.ID),
 			Subject: ev.EventID, Body: []byte(`{}`), CreatedAt: e.clock.Now(), DeadlineAt: e.clock.Now().Add(time.Hour),
 			State: agentowl.MessagePending, NextAttempt: e.clock.Now()}
-		e.write(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, pm) })
+		e.write(func(tx agentowl.Tx) error { return tx.MessageCreate(e.ctx, pm) })
 		e.attempt(pm, 500, true)
 		r = e.expect("a failed publication", "error", "failing_deliveries error endpoint:"+plain.ID,
 			"bindings_without_agent_work info binding:"+pb.ID)
@@ -375,7 +374,7 @@ func TestReceiptFindings(t *testing.T) {
 			ExpiresAt: ptr(now.Add(time.Hour)), ContentHash: []byte("h"), Request: []byte(`{}`), CreatedAt: now, UpdatedAt: now}
 		d := &agentowl.WorkDecision{WorkID: w.ID, ID: "d1", TenantID: e.tenantID, AttentionID: it.ID, RequestID: "q1", Revision: 1,
 			Decision: "answer", Answer: "blue", ContentHash: []byte("c"), Body: []byte(`{}`), DecidedBy: "op", DecidedAt: now}
-		e.write(func(tx store.Tx) error {
+		e.write(func(tx agentowl.Tx) error {
 			if err := tx.AttentionCreate(e.ctx, it); err != nil {
 				return err
 			}
@@ -388,7 +387,7 @@ func TestReceiptFindings(t *testing.T) {
 		if f := r.Findings[0]; f.Command != "agentowl work inspect "+w.ID || !strings.Contains(f.Message, "/decisions") {
 			t.Errorf("finding %+v", f)
 		}
-		e.write(func(tx store.Tx) error { return tx.DecisionSetReceipt(e.ctx, w.ID, "d1", e.clock.Now(), "recovery") })
+		e.write(func(tx agentowl.Tx) error { return tx.DecisionSetReceipt(e.ctx, w.ID, "d1", e.clock.Now(), "recovery") })
 		e.expect("the runtime recovered it", "ok")
 	})
 }
@@ -402,7 +401,7 @@ func TestQuotaFindings(t *testing.T) {
 			if status.Terminal() {
 				w.EndedAt = ptr(e.clock.Now())
 			}
-			e.write(func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+			e.write(func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 		}
 		setCallbacks(79, agentowl.WorkRunning)
 		e.expect("79 of 100 callbacks", "ok")
@@ -428,7 +427,7 @@ func TestQuotaFindings(t *testing.T) {
 		// Retained attachment bytes: 80% of the quota warns, the quota is an
 		// error (new files are blocked), released bytes clear it.
 		retain := func(n int64) {
-			e.write(func(tx store.Tx) error {
+			e.write(func(tx agentowl.Tx) error {
 				if n < 0 {
 					return tx.RetainedBytesRelease(e.ctx, e.tenantID, -n)
 				}
@@ -457,7 +456,7 @@ func TestBindingSchedulerAndOverdueFindings(t *testing.T) {
 		plain := e.endpoint(false)
 		b := e.binding(plain)
 		e.expect("a binding to a plain endpoint: a note, still ok", "ok", "bindings_without_agent_work info binding:"+b.ID)
-		e.write(func(tx store.Tx) error { return tx.BindingDelete(e.ctx, b.ID, e.clock.Now()) })
+		e.write(func(tx agentowl.Tx) error { return tx.BindingDelete(e.ctx, b.ID, e.clock.Now()) })
 		e.expect("the binding deleted", "ok")
 
 		e.overdue.set(e.tenantID, 2)
@@ -525,7 +524,7 @@ func TestAccess(t *testing.T) {
 		e.healthy()
 		otherEP := &agentowl.Endpoint{ID: id("ep"), TenantID: other.Tenant.ID, Name: "x", URL: "https://x.example/", AgentWork: true,
 			SigningSecret: []byte("s"), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
-		e.write(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, otherEP) })
+		e.write(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, otherEP) })
 		e.expect("acme, beside a tenant with an endpoint without credentials", "ok")
 		r, err := e.doctor.Check(e.ctx, p, "other")
 		if err != nil || r.Status() != "error" {

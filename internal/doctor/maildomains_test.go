@@ -7,18 +7,17 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/doctor"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // smtpBinding stores a live smtp binding of tenantID at address.
 func (e *env) smtpBinding(tenantID string, ep *agentowl.Endpoint, address string) *agentowl.Binding {
 	b := &agentowl.Binding{ID: id("bnd"), TenantID: tenantID, Channel: "smtp", EndpointID: ep.ID, Address: address, CreatedAt: e.clock.Now()}
-	e.write(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
+	e.write(func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	return b
 }
 
 func (e *env) assign(domain, tenantID string) {
-	e.write(func(tx store.Tx) error {
+	e.write(func(tx agentowl.Tx) error {
 		return tx.MailDomainCreate(e.ctx, &agentowl.MailDomain{Domain: domain, TenantID: tenantID, CreatedAt: e.clock.Now()})
 	})
 }
@@ -45,7 +44,7 @@ func TestMailDomainFindings(t *testing.T) {
 		}
 		epB := &agentowl.Endpoint{ID: id("ep"), TenantID: res.Tenant.ID, Name: "rt", URL: "https://runtime.example/b",
 			SigningSecret: []byte("sealed"), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
-		e.write(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, epB) })
+		e.write(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, epB) })
 		e.assign("beta.example", res.Tenant.ID)
 		e.smtpBinding(res.Tenant.ID, epB, "desk@beta.example")                  // its domain
 		e.smtpBinding(res.Tenant.ID, epB, "agent-abcdefghijklm@server.example") // generated

@@ -29,7 +29,6 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -605,7 +604,7 @@ func (e *asyncEnv) waitAttemptsWithin(t *testing.T, id string, n int, limit time
 	ctx := context.Background()
 	eventually(t, limit, fmt.Sprintf("delivery %s to record %d attempts", id, n), func() bool {
 		var m *agentowl.OutboxMessage
-		if err := e.store.Read(ctx, func(tx store.Tx) (err error) {
+		if err := e.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 			m, err = tx.MessageGet(ctx, id)
 			return err
 		}); err != nil {

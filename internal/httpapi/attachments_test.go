@@ -18,7 +18,6 @@ import (
 	"github.com/agentowl/agentowl/internal/attachment/attachmenttest"
 	"github.com/agentowl/agentowl/internal/blob/blobtest"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -58,7 +57,7 @@ func setupAttachments(t *testing.T, w *workEnv) *attachEnv {
 	e.token = e.credential(t, e.endpoint, map[string]any{"scopes": []string{work.ScopeCallbacks, work.ScopeAttachments}})["token"].(string)
 	e.callbacks = e.credential(t, e.endpoint, map[string]any{"scopes": []string{work.ScopeCallbacks}})["token"].(string)
 	id, _ := e.workEnv.binding(t, e.endpoint, nil)
-	if err := e.store.Read(context.Background(), func(tx store.Tx) (err error) {
+	if err := e.store.Read(context.Background(), func(tx agentowl.Tx) (err error) {
 		e.binding, err = tx.BindingGet(context.Background(), id)
 		return err
 	}); err != nil {
@@ -74,7 +73,7 @@ func (e *attachEnv) receive(t *testing.T, files ...attachmenttest.File) (*agento
 	var workID string
 	ev, err := attachmenttest.Accept(context.Background(), e.store, e.server.Attachments(), e.binding,
 		attachmenttest.Message{Sender: "ann@example.com", Files: files}, e.clock.Now(),
-		func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
+		func(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 			ep, err := tx.EndpointGet(ctx, e.endpoint)
 			if err != nil {
 				return err
@@ -260,7 +259,7 @@ func TestAttachmentDownloads(t *testing.T) {
 func blobKeyOf(t *testing.T, e *attachEnv, id string) string {
 	t.Helper()
 	var a *agentowl.Attachment
-	if err := e.store.Read(context.Background(), func(tx store.Tx) (err error) {
+	if err := e.store.Read(context.Background(), func(tx agentowl.Tx) (err error) {
 		a, err = tx.AttachmentGet(context.Background(), id)
 		return err
 	}); err != nil {

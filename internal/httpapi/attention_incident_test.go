@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -33,12 +32,12 @@ func (e *workEnv) failedMessage(t *testing.T, workID, kind string) *agentowl.Out
 func (e *workEnv) messages(t *testing.T, workID string) []*agentowl.OutboxMessage {
 	t.Helper()
 	var ms []*agentowl.OutboxMessage
-	err := e.store.Read(context.Background(), func(tx store.Tx) error {
+	err := e.store.Read(context.Background(), func(tx agentowl.Tx) error {
 		tenant, err := tx.TenantGetByName(context.Background(), "default")
 		if err != nil {
 			return err
 		}
-		ms, err = tx.MessageList(context.Background(), store.MessageListParams{TenantID: tenant.ID, Subject: workID})
+		ms, err = tx.MessageList(context.Background(), agentowl.MessageListParams{TenantID: tenant.ID, Subject: workID})
 		return err
 	})
 	if err != nil {

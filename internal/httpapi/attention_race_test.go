@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -31,7 +30,7 @@ func TestDecisionReadsItemAfterWorkLock(t *testing.T) {
 		lockedOnce := sync.OnceFunc(func() { close(locked) })
 		ended := make(chan error, 1)
 		go func() {
-			ended <- e.server.Store().Write(ctx, func(tx store.Tx) error {
+			ended <- e.server.Store().Write(ctx, func(tx agentowl.Tx) error {
 				if _, err := tx.WorkGetForUpdate(ctx, h.workID); err != nil {
 					return err
 				}

@@ -10,7 +10,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -99,7 +98,7 @@ func TestBindingChannels(t *testing.T) {
 		// The provider secrets are sealed for their row: they open for it.
 		for id, want := range provider {
 			var b *agentowl.Binding
-			if err := e.store.Read(t.Context(), func(tx store.Tx) (err error) { b, err = tx.BindingGet(t.Context(), id); return err }); err != nil {
+			if err := e.store.Read(t.Context(), func(tx agentowl.Tx) (err error) { b, err = tx.BindingGet(t.Context(), id); return err }); err != nil {
 				t.Fatal(err)
 			}
 			got, err := e.server.Ingress().ProviderSecret(b)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -92,7 +91,7 @@ func (e *convEnv) workOf(t *testing.T, conv, eventID string) map[string]any {
 func (e *convEnv) handoff(t *testing.T, w map[string]any) agentwork.Handoff {
 	t.Helper()
 	var m *agentowl.OutboxMessage
-	if err := e.store.Read(t.Context(), func(tx store.Tx) (err error) {
+	if err := e.store.Read(t.Context(), func(tx agentowl.Tx) (err error) {
 		m, err = tx.MessageGet(t.Context(), jsonAt(w, "delivery", "id").(string))
 		return err
 	}); err != nil {
@@ -304,8 +303,8 @@ func TestConversationLink(t *testing.T) {
 		// Once an attempt has started (the engine claimed the handoff), the
 		// event is handed off.
 		c := e.event(t, in1, "c")
-		if err := e.store.Write(t.Context(), func(tx store.Tx) error {
-			_, err := tx.MessageClaim(t.Context(), store.ClaimParams{Now: e.clock.Now(), LeaseUntil: e.clock.Now().Add(time.Minute),
+		if err := e.store.Write(t.Context(), func(tx agentowl.Tx) error {
+			_, err := tx.MessageClaim(t.Context(), agentowl.ClaimParams{Now: e.clock.Now(), LeaseUntil: e.clock.Now().Add(time.Minute),
 				Owner: "engine", Limit: 100})
 			return err
 		}); err != nil {

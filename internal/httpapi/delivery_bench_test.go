@@ -24,7 +24,6 @@ import (
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -257,8 +256,8 @@ func benchDecisionToAck(b *testing.B, be storetest.Backend, down, rate int) {
 	deadline := time.Now().Add(ackWaitLimit)
 	for {
 		var msgs []*agentowl.OutboxMessage
-		if err := srv.Store().Read(ctx, func(tx store.Tx) (err error) {
-			msgs, err = tx.MessageList(ctx, store.MessageListParams{TenantID: op.Membership.TenantID, State: agentowl.MessageDelivered, Limit: n + 1})
+		if err := srv.Store().Read(ctx, func(tx agentowl.Tx) (err error) {
+			msgs, err = tx.MessageList(ctx, agentowl.MessageListParams{TenantID: op.Membership.TenantID, State: agentowl.MessageDelivered, Limit: n + 1})
 			return err
 		}); err != nil {
 			b.Fatal(err)

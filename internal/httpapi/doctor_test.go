@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/maintenance"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // The report is served to admins with its findings and counts, validated
@@ -39,7 +39,7 @@ func TestDoctorRoute(t *testing.T) {
 		}
 
 		now := e.clock.Now()
-		if err := e.store.Write(context.Background(), func(tx store.Tx) error {
+		if err := e.store.Write(context.Background(), func(tx agentowl.Tx) error {
 			_, err := tx.LeaseAcquire(context.Background(), maintenance.LeaseName, "test-leader", now, now.Add(time.Hour))
 			return err
 		}); err != nil {

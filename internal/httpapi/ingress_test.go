@@ -13,7 +13,6 @@ import (
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
@@ -420,7 +419,7 @@ func TestIngressWriteRoundTrips(t *testing.T) {
 		ctx := context.Background()
 		st := we.server.Store()
 		var bnd *agentowl.Binding
-		if err := st.Read(ctx, func(tx store.Tx) (err error) { bnd, err = tx.BindingGet(ctx, bid); return err }); err != nil {
+		if err := st.Read(ctx, func(tx agentowl.Tx) (err error) { bnd, err = tx.BindingGet(ctx, bid); return err }); err != nil {
 			t.Fatal(err)
 		}
 		trips := writeTrips(t, st)

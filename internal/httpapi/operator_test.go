@@ -14,7 +14,6 @@ import (
 	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -301,7 +300,7 @@ func TestOperatorTenants(t *testing.T) {
 			t.Fatalf("mia's tenants = %v", got)
 		}
 		var names []string
-		if err := e.store.Read(context.Background(), func(tx store.Tx) error {
+		if err := e.store.Read(context.Background(), func(tx agentowl.Tx) error {
 			ts, err := tx.TenantList(context.Background())
 			for _, t := range ts {
 				names = append(names, t.Name)
@@ -1220,12 +1219,12 @@ func TestOperatorDeliveries(t *testing.T) {
 			attempt := func(status int, errText string, state agentowl.MessageState, next time.Time) {
 				t.Helper()
 				now := e.clock.Now()
-				err := e.store.Write(ctx, func(tx store.Tx) error {
-					claimed, err := tx.MessageClaim(ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "test", Limit: 10})
+				err := e.store.Write(ctx, func(tx agentowl.Tx) error {
+					claimed, err := tx.MessageClaim(ctx, agentowl.ClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "test", Limit: 10})
 					if err != nil || len(claimed) != 1 {
 						return fmt.Errorf("claim: %v %v", claimed, err)
 					}
-					p := store.FinishParams{ID: id, Owner: "test", State: state, NextAttempt: next, Attempt: agentowl.Attempt{
+					p := agentowl.FinishParams{ID: id, Owner: "test", State: state, NextAttempt: next, Attempt: agentowl.Attempt{
 						EventID: id, N: claimed[0].Attempts, URL: receiver["url"].(string), StartedAt: now, EndedAt: now.Add(time.Second),
 						StatusCode: status, Error: errText}}
 					if state != agentowl.MessagePending {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // End-to-end tests of the AAP provider surface (/v1) against the contract in
@@ -197,7 +196,7 @@ func operatorView(t *testing.T, e *env, id string) *wireRequest {
 func storedStatus(t *testing.T, e *env, id string) agentowl.ApprovalStatus {
 	t.Helper()
 	var r *agentowl.ApprovalRequest
-	err := e.store.Read(context.Background(), func(tx store.Tx) (err error) {
+	err := e.store.Read(context.Background(), func(tx agentowl.Tx) (err error) {
 		r, err = tx.RequestGet(context.Background(), id)
 		return err
 	})

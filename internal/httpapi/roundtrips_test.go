@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -96,7 +96,7 @@ func TestWorkWriteRoundTrips(t *testing.T) {
 
 // writeTrips returns a function that reads how many round trips the
 // PostgreSQL store's writes have taken so far.
-func writeTrips(t *testing.T, st store.Store) func() int64 {
+func writeTrips(t *testing.T, st agentowl.Store) func() int64 {
 	t.Helper()
 	counter, ok := st.(interface{ WriteRoundTrips() (writes, trips int64) })
 	if !ok {

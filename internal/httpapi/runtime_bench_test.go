@@ -17,13 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -42,7 +42,7 @@ type benchServer struct {
 	url, token string
 	client     *http.Client
 	cfg        server.Config
-	store      store.Store
+	store      agentowl.Store
 	// refused counts 503 overloaded answers, each sent again after its
 	// Retry-After as AAP clients and our SDKs do (the admission queues).
 	refused atomic.Int64
@@ -250,7 +250,7 @@ func startBenchRuntime(b *testing.B, be storetest.Backend) (*benchServer, string
 // cost the latter) and the round trips per operation (write-rts/op): every
 // write of the process counts, the delivery engine's claims and outcomes
 // too.
-func reportRoundTrips(b *testing.B, st store.Store) func() {
+func reportRoundTrips(b *testing.B, st agentowl.Store) func() {
 	type counter interface {
 		WriteRoundTrips() (writes, trips int64)
 		WriteStatements() int64

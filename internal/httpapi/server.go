@@ -114,7 +114,7 @@ type Server struct {
 }
 
 // Database is the readiness check's view of the store: Ping runs an empty
-// write transaction (store.Store.Ping), Dialect names the backend.
+// write transaction (agentowl.Store.Ping), Dialect names the backend.
 type Database interface {
 	Ping(ctx context.Context) error
 	Dialect() string

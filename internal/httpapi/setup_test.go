@@ -22,7 +22,6 @@ import (
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -36,7 +35,7 @@ func newFakeClock() *fakeClock {
 // env is one test's running server on a real store.
 type env struct {
 	t        *testing.T
-	store    store.Store
+	store    agentowl.Store
 	clock    *fakeClock
 	access   *access.Service
 	approval *approval.Service

@@ -15,7 +15,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -127,7 +126,7 @@ type ListParams struct {
 // unresolved or none; no work filter). Members may.
 func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, params ListParams) ([]*Item, error) {
 	views, err := s.work.ListAttention(ctx, p, tenant,
-		store.AttentionListParams{Status: params.Status, WorkID: params.WorkID, After: params.After, Limit: params.Limit})
+		agentowl.AttentionListParams{Status: params.Status, WorkID: params.WorkID, After: params.After, Limit: params.Limit})
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -61,24 +60,24 @@ type Inbound struct {
 // Thread is a channel's threading rule. Accept calls it inside the
 // transaction that stores the event, so the conversation it picks and the
 // event's membership are committed together (or not at all). Its methods
-// may return store.ErrConflict when a concurrent event won a uniqueness
+// may return agentowl.ErrConflict when a concurrent event won a uniqueness
 // race: Accept then runs the whole transaction again.
 type Thread interface {
 	// OpenKey is the key of the open conversation Continue looks at, read
-	// with the binding (store.Route.Open: no round trip of its own on
+	// with the binding (agentowl.Route.Open: no round trip of its own on
 	// PostgreSQL), or "" when Continue reads what it needs itself.
 	OpenKey() string
 	// Continue returns the open conversation of binding b that an event
 	// received at now continues, or nil to start a new one. open is b's
 	// open conversation of OpenKey, if any. It may end conversations it
 	// finds stale (tx.ConversationEnd).
-	Continue(ctx context.Context, tx store.Tx, b *agentowl.Binding, open *agentowl.Conversation, now time.Time) (*agentowl.Conversation, error)
+	Continue(ctx context.Context, tx agentowl.Tx, b *agentowl.Binding, open *agentowl.Conversation, now time.Time) (*agentowl.Conversation, error)
 	// Start fills in the thread identity (Key) of a conversation about to
 	// be created for the event.
 	Start(c *agentowl.Conversation)
 	// Joined runs once the event is stored in c, to record what later
 	// events thread on (an email's Message-ID, its participants).
-	Joined(ctx context.Context, tx store.Tx, ev *agentowl.Event, c *agentowl.Conversation) error
+	Joined(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, c *agentowl.Conversation) error
 }
 
 // Accepted is the outcome of one inbound event.
@@ -111,7 +110,7 @@ func (s *Service) Admit(ctx context.Context, channel, token string) (*agentowl.B
 	if token == "" || len(token) > 256 {
 		return nil, noSuchAddress()
 	}
-	return s.admit(ctx, channel, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(ctx, hashToken(token)) })
+	return s.admit(ctx, channel, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(ctx, hashToken(token)) })
 }
 
 // AdmitAddress is Admit for an smtp binding's email address, in any case.
@@ -120,16 +119,16 @@ func (s *Service) AdmitAddress(ctx context.Context, address string) (*agentowl.B
 	if !ok {
 		return nil, noSuchAddress()
 	}
-	return s.admit(ctx, ChannelSMTP, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(ctx, norm) })
+	return s.admit(ctx, ChannelSMTP, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(ctx, norm) })
 }
 
-func (s *Service) admit(ctx context.Context, channel string, get func(tx store.Tx) (*agentowl.Binding, error)) (*agentowl.Binding, error) {
+func (s *Service) admit(ctx context.Context, channel string, get func(tx agentowl.Tx) (*agentowl.Binding, error)) (*agentowl.Binding, error) {
 	var b *agentowl.Binding
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		b, err = get(tx)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) || (err == nil && b.Channel != channel) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && b.Channel != channel) {
 		return nil, noSuchAddress()
 	}
 	if err != nil {
@@ -171,7 +170,7 @@ func (s *Service) Accept(ctx context.Context, b *agentowl.Binding, in Inbound) (
 		// win the insert; the retry then finds it.
 		for attempt := 0; ; attempt++ {
 			out, err = s.accept(ctx, b, ev, enc, in, attempt > 0)
-			if !errors.Is(err, store.ErrConflict) || attempt == 2 {
+			if !errors.Is(err, agentowl.ErrConflict) || attempt == 2 {
 				break
 			}
 		}
@@ -196,7 +195,7 @@ func (s *Service) Accept(ctx context.Context, b *agentowl.Binding, in Inbound) (
 func (s *Service) accept(ctx context.Context, b *agentowl.Binding, proto *agentowl.Event, enc *work.EncodedEvent, in Inbound,
 	lookFirst bool) (*Accepted, error) {
 	var out *Accepted
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		// The binding was admitted before the body was read: it may have been
 		// deleted while the body arrived.
 		openKey := ""
@@ -205,7 +204,7 @@ func (s *Service) accept(ctx context.Context, b *agentowl.Binding, proto *agento
 		}
 		route, err := tx.BindingRoute(ctx, b.ID, work.ScopeCallbacks, s.clock.Now(), openKey)
 		if err != nil || route.Binding.DeletedAt != nil {
-			if err == nil || errors.Is(err, store.ErrNotFound) {
+			if err == nil || errors.Is(err, agentowl.ErrNotFound) {
 				return noSuchAddress()
 			}
 			return err
@@ -216,7 +215,7 @@ func (s *Service) accept(ctx context.Context, b *agentowl.Binding, proto *agento
 				out = &Accepted{EventID: prev.ID, ConversationID: prev.ConversationID, FollowUp: prev.FollowUp, Duplicate: true}
 				return nil
 			}
-			if !errors.Is(err, store.ErrNotFound) {
+			if !errors.Is(err, agentowl.ErrNotFound) {
 				return err
 			}
 		}
@@ -294,7 +293,7 @@ type KeyThread string
 func (k KeyThread) OpenKey() string { return string(k) }
 
 // Continue implements Thread: the open conversation of the key, if any.
-func (k KeyThread) Continue(_ context.Context, _ store.Tx, _ *agentowl.Binding, open *agentowl.Conversation, _ time.Time) (*agentowl.Conversation, error) {
+func (k KeyThread) Continue(_ context.Context, _ agentowl.Tx, _ *agentowl.Binding, open *agentowl.Conversation, _ time.Time) (*agentowl.Conversation, error) {
 	return open, nil
 }
 
@@ -302,6 +301,6 @@ func (k KeyThread) Continue(_ context.Context, _ store.Tx, _ *agentowl.Binding, 
 func (k KeyThread) Start(c *agentowl.Conversation) { c.Key = string(k) }
 
 // Joined implements Thread.
-func (KeyThread) Joined(context.Context, store.Tx, *agentowl.Event, *agentowl.Conversation) error {
+func (KeyThread) Joined(context.Context, agentowl.Tx, *agentowl.Event, *agentowl.Conversation) error {
 	return nil
 }

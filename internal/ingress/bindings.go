@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -90,7 +89,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 	if err := s.channelInputs(b, in, out); err != nil {
 		return nil, err
 	}
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		if _, err := work.EndpointForBinding(ctx, tx, m, in.EndpointID); err != nil {
 			return err
 		}
@@ -104,7 +103,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 			}
 		}
 		if err := tx.BindingCreate(ctx, b); err != nil {
-			if errors.Is(err, store.ErrConflict) && b.Address != "" {
+			if errors.Is(err, agentowl.ErrConflict) && b.Address != "" {
 				return errAddressRefused()
 			}
 			return err
@@ -113,7 +112,7 @@ func (s *Service) CreateBinding(ctx context.Context, p *access.Principal, tenant
 			map[string]any{"channel": b.Channel, "endpoint": b.EndpointID, "name": b.Name, "signed": b.SigningSecret != nil,
 				"address": b.Address, "handoff_delay_seconds": int(b.HandoffDelay / time.Second)})
 	})
-	if errors.Is(err, store.ErrConflict) && b.Address != "" { // PostgreSQL may report the taken address at COMMIT
+	if errors.Is(err, agentowl.ErrConflict) && b.Address != "" { // PostgreSQL may report the taken address at COMMIT
 		return nil, errAddressRefused()
 	}
 	if err != nil {
@@ -247,7 +246,7 @@ func (s *Service) ListBindings(ctx context.Context, p *access.Principal, tenant 
 		return nil, err
 	}
 	var out []*agentowl.Binding
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.BindingList(ctx, m.TenantID)
 		return err
 	})
@@ -256,9 +255,9 @@ func (s *Service) ListBindings(ctx context.Context, p *access.Principal, tenant 
 
 // tenantBinding reads a live binding of membership m; not found names the
 // tenant searched.
-func tenantBinding(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Binding, error) {
+func tenantBinding(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.Binding, error) {
 	b, err := tx.BindingGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (b.TenantID != m.TenantID || b.DeletedAt != nil)) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (b.TenantID != m.TenantID || b.DeletedAt != nil)) {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No binding %q in tenant %q.", id, m.TenantName)
 	}
 	return b, err
@@ -271,7 +270,7 @@ func (s *Service) InspectBinding(ctx context.Context, p *access.Principal, tenan
 		return nil, err
 	}
 	var out *agentowl.Binding
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tenantBinding(ctx, tx, m, id)
 		return err
 	})
@@ -285,7 +284,7 @@ func (s *Service) DeleteBinding(ctx context.Context, p *access.Principal, tenant
 	if err != nil {
 		return err
 	}
-	return s.store.Write(ctx, func(tx store.Tx) error {
+	return s.store.Write(ctx, func(tx agentowl.Tx) error {
 		b, err := tenantBinding(ctx, tx, m, id)
 		if err != nil {
 			return err

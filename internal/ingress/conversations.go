@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -76,9 +75,9 @@ func conversationNotFound(m *agentowl.Membership, id string) error {
 }
 
 // tenantConversation reads a conversation of membership m.
-func tenantConversation(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Conversation, error) {
+func tenantConversation(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.Conversation, error) {
 	c, err := tx.ConversationGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
 		return nil, conversationNotFound(m, id)
 	}
 	return c, err
@@ -114,8 +113,8 @@ func (s *Service) ListConversations(ctx context.Context, p *access.Principal, te
 		return nil, err
 	}
 	var cs []*agentowl.Conversation
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
-		cs, err = tx.ConversationList(ctx, store.ConversationListParams{TenantID: m.TenantID, Channel: f.Channel,
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+		cs, err = tx.ConversationList(ctx, agentowl.ConversationListParams{TenantID: m.TenantID, Channel: f.Channel,
 			BindingID: f.BindingID, Status: f.Status, After: f.After, Limit: limit + 1})
 		return err
 	})
@@ -139,7 +138,7 @@ func (s *Service) InspectConversation(ctx context.Context, p *access.Principal, 
 		return nil, err
 	}
 	var d ConversationDetail
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		if d.Conversation, err = tenantConversation(ctx, tx, m, id); err != nil {
 			return err
 		}
@@ -166,11 +165,11 @@ func (s *Service) ConversationEvents(ctx context.Context, p *access.Principal, t
 		return nil, err
 	}
 	page := &EventPage{}
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		if _, err := tenantConversation(ctx, tx, m, id); err != nil {
 			return err
 		}
-		evs, err := tx.EventList(ctx, store.EventListParams{ConversationID: id, After: after, Limit: limit + 1})
+		evs, err := tx.EventList(ctx, agentowl.EventListParams{ConversationID: id, After: after, Limit: limit + 1})
 		if err != nil {
 			return err
 		}
@@ -214,9 +213,9 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 		return nil, err
 	}
 	var out Linked
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		ev, err := tx.EventGet(ctx, eventID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && ev.TenantID != m.TenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && ev.TenantID != m.TenantID) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No event %q in tenant %q.", eventID, m.TenantName)
 		}
 		if err != nil {
@@ -280,7 +279,7 @@ func (s *Service) LinkEvent(ctx context.Context, p *access.Principal, tenant, ev
 // joinMailThread makes an email event linked into c part of c's thread:
 // its addresses become c's participants (its Message-ID moved with the
 // event, EventMove), so that replies to it continue c.
-func (s *Service) joinMailThread(ctx context.Context, tx store.Tx, ev *agentowl.Event, c *agentowl.Conversation) error {
+func (s *Service) joinMailThread(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, c *agentowl.Conversation) error {
 	if ev.Channel != ChannelSMTP && ev.Channel != ChannelCloudflareEmail {
 		return nil
 	}
@@ -305,7 +304,7 @@ func (s *Service) ResetConversation(ctx context.Context, p *access.Principal, te
 		return nil, err
 	}
 	var d ConversationDetail
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		c, err := tenantConversation(ctx, tx, m, id)
 		if err != nil {
 			return err

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Mail domains (docs/channels.md, "Mail domains"). An smtp binding may
@@ -45,11 +44,11 @@ func errAddressRefused() error {
 
 // addressAllowed reports whether tenantID may bind the named address addr
 // (normalized): an entry for the address itself decides, else its domain's.
-func addressAllowed(ctx context.Context, tx store.Tx, tenantID, addr string) (bool, error) {
+func addressAllowed(ctx context.Context, tx agentowl.Tx, tenantID, addr string) (bool, error) {
 	_, domain, _ := strings.Cut(addr, "@")
 	for _, name := range []string{addr, domain} {
 		d, err := tx.MailDomainGet(ctx, name)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -94,13 +93,13 @@ func (s *Service) AddMailDomain(ctx context.Context, p *access.Principal, domain
 		return nil, agentowl.FieldError(agentowl.ECodeMissingField, "tenant", "tenant is required: the tenant the domain is assigned to.")
 	}
 	var out *AssignedDomain
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		home, err := access.SystemAdminTx(ctx, tx, p)
 		if err != nil {
 			return err
 		}
 		t, err := tx.TenantGetByName(ctx, tenant)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			return agentowl.FieldError(agentowl.ECodeNotFound, "tenant", "No tenant %q.", tenant)
 		}
 		if err != nil {
@@ -109,7 +108,7 @@ func (s *Service) AddMailDomain(ctx context.Context, p *access.Principal, domain
 		now := s.clock.Now()
 		d := &agentowl.MailDomain{Domain: norm, TenantID: t.ID, CreatedAt: now}
 		if err := tx.MailDomainCreate(ctx, d); err != nil {
-			if errors.Is(err, store.ErrConflict) {
+			if errors.Is(err, agentowl.ErrConflict) {
 				return errDomainTaken(norm)
 			}
 			return err
@@ -117,7 +116,7 @@ func (s *Service) AddMailDomain(ctx context.Context, p *access.Principal, domain
 		out = &AssignedDomain{MailDomain: d, Tenant: t.Name}
 		return auditDomain(ctx, tx, now, p, home, t.ID, "mail_domain.add", norm, t.Name)
 	})
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, agentowl.ErrConflict) {
 		return nil, errDomainTaken(norm)
 	}
 	if err != nil {
@@ -133,7 +132,7 @@ func errDomainTaken(domain string) error {
 
 // auditDomain records a domain's change in the system tenant's log and in
 // the log of the tenant it concerns.
-func auditDomain(ctx context.Context, tx store.Tx, now time.Time, p *access.Principal, home *agentowl.Tenant, tenantID, action, domain,
+func auditDomain(ctx context.Context, tx agentowl.Tx, now time.Time, p *access.Principal, home *agentowl.Tenant, tenantID, action, domain,
 	tenant string) error {
 	details := map[string]any{"domain": domain, "tenant": tenant}
 	if err := access.Audit(ctx, tx, now, home.ID, p, action, "mail_domain:"+domain, details); err != nil {
@@ -149,7 +148,7 @@ func auditDomain(ctx context.Context, tx store.Tx, now time.Time, p *access.Prin
 // tenant or of every tenant (""). System admins only.
 func (s *Service) ListMailDomains(ctx context.Context, p *access.Principal, tenant string) ([]*AssignedDomain, error) {
 	var out []*AssignedDomain
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		if _, err := access.SystemAdminTx(ctx, tx, p); err != nil {
 			return err
 		}
@@ -186,7 +185,7 @@ func (s *Service) ListMailDomains(ctx context.Context, p *access.Principal, tena
 // new ones are refused.
 func (s *Service) RemoveMailDomain(ctx context.Context, p *access.Principal, domain string) error {
 	norm, ok := NormalizeMailDomain(domain)
-	return s.store.Write(ctx, func(tx store.Tx) error {
+	return s.store.Write(ctx, func(tx agentowl.Tx) error {
 		home, err := access.SystemAdminTx(ctx, tx, p)
 		if err != nil {
 			return err
@@ -196,7 +195,7 @@ func (s *Service) RemoveMailDomain(ctx context.Context, p *access.Principal, dom
 			return notFound
 		}
 		d, err := tx.MailDomainGet(ctx, norm)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			return notFound
 		}
 		if err != nil {

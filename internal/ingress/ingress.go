@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -98,7 +97,7 @@ var Channels = []string{ChannelWebhook, ChannelSMTP, ChannelCloudflareEmail, Cha
 
 // Service implements bindings and the accept path of every channel.
 type Service struct {
-	store   store.Store
+	store   agentowl.Store
 	clock   agentowl.Clock
 	work    *work.Service
 	cfg     Config
@@ -108,7 +107,7 @@ type Service struct {
 }
 
 // New returns a Service that hands events over through w.
-func New(st store.Store, clock agentowl.Clock, w *work.Service, cfg Config) *Service {
+func New(st agentowl.Store, clock agentowl.Clock, w *work.Service, cfg Config) *Service {
 	cfg = cfg.withDefaults()
 	return &Service{store: st, clock: clock, work: w, cfg: cfg,
 		limiter: ratelimit.New("ingress-binding", cfg.Limit, st, clock)}

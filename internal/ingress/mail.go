@@ -20,7 +20,6 @@ import (
 	gomail "github.com/emersion/go-message/mail"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // The email channels (smtp, cloudflare-email) share one streaming MIME
@@ -135,8 +134,8 @@ type PartSink interface {
 // the transaction is retried), then Finish with whether the event
 // committed (a duplicate did not).
 type Retention interface {
-	PrepareTx(ctx context.Context, tx store.Tx, ev *agentowl.Event) error
-	RecordTx(ctx context.Context, tx store.Tx) error
+	PrepareTx(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event) error
+	RecordTx(ctx context.Context, tx agentowl.Tx) error
 	Finish(ctx context.Context, committed bool)
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Email threading (docs/channels.md). A message continues a conversation
@@ -46,7 +45,7 @@ type mailThread struct {
 // in Continue.
 func (t *mailThread) OpenKey() string { return "" }
 
-func (t *mailThread) Continue(ctx context.Context, tx store.Tx, b *agentowl.Binding, _ *agentowl.Conversation, _ time.Time) (*agentowl.Conversation, error) {
+func (t *mailThread) Continue(ctx context.Context, tx agentowl.Tx, b *agentowl.Binding, _ *agentowl.Conversation, _ time.Time) (*agentowl.Conversation, error) {
 	if len(t.refs) == 0 || t.sender == "" {
 		return nil, nil
 	}
@@ -68,7 +67,7 @@ func (t *mailThread) Start(*agentowl.Conversation) {}
 
 // Joined records the message's Message-ID and its addresses as
 // participants.
-func (t *mailThread) Joined(ctx context.Context, tx store.Tx, ev *agentowl.Event, c *agentowl.Conversation) error {
+func (t *mailThread) Joined(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, c *agentowl.Conversation) error {
 	if t.m.MessageID != "" {
 		if err := tx.EmailMessageCreate(ctx, &agentowl.EmailMessage{TenantID: ev.TenantID, BindingID: ev.BindingID,
 			MessageID: t.m.MessageID, ConversationID: c.ID, EventID: ev.ID}); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress/twilio"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // The sms and voice channels: Twilio-compatible webhooks
@@ -196,7 +195,7 @@ type WindowThread struct {
 }
 
 // Continue implements Thread.
-func (w WindowThread) Continue(ctx context.Context, tx store.Tx, _ *agentowl.Binding, c *agentowl.Conversation, now time.Time) (*agentowl.Conversation, error) {
+func (w WindowThread) Continue(ctx context.Context, tx agentowl.Tx, _ *agentowl.Binding, c *agentowl.Conversation, now time.Time) (*agentowl.Conversation, error) {
 	if c == nil {
 		return nil, nil
 	}
@@ -215,7 +214,7 @@ func (w WindowThread) OpenKey() string { return w.Key }
 func (w WindowThread) Start(c *agentowl.Conversation) { c.Key = w.Key }
 
 // Joined implements Thread.
-func (WindowThread) Joined(context.Context, store.Tx, *agentowl.Event, *agentowl.Conversation) error {
+func (WindowThread) Joined(context.Context, agentowl.Tx, *agentowl.Event, *agentowl.Conversation) error {
 	return nil
 }
 
@@ -232,7 +231,7 @@ func (s *Service) EndIdleConversations(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		var n int
-		err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+		err := s.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 			n, err = tx.ConversationEndIdle(ctx, ChannelSMS, s.clock.Now(), SMSWindow, endIdleBatch)
 			return err
 		})

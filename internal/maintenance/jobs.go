@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // expire records the expiry of AAP requests and of agent work's request
@@ -49,13 +48,15 @@ const RecoveryGrace = time.Minute
 // counts it, so an operator sees that a process died holding work.
 func (s *Scheduler) recoverLeases(ctx context.Context) (int64, string, error) {
 	var total int64
-	for _, free := range []func(tx store.Tx, now time.Time) (int, error){
-		func(tx store.Tx, now time.Time) (int, error) { return tx.MessageRecoverLapsed(ctx, now, recoverBatch) },
-		func(tx store.Tx, now time.Time) (int, error) { return tx.SlotRecoverLapsed(ctx, now, recoverBatch) },
+	for _, free := range []func(tx agentowl.Tx, now time.Time) (int, error){
+		func(tx agentowl.Tx, now time.Time) (int, error) {
+			return tx.MessageRecoverLapsed(ctx, now, recoverBatch)
+		},
+		func(tx agentowl.Tx, now time.Time) (int, error) { return tx.SlotRecoverLapsed(ctx, now, recoverBatch) },
 	} {
 		for {
 			var n int
-			err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+			err := s.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 				n, err = free(tx, s.clock.Now().Add(-RecoveryGrace))
 				return err
 			})
@@ -76,7 +77,7 @@ func (s *Scheduler) recoverLeases(ctx context.Context) (int64, string, error) {
 
 // purgeStep is one class of retention and where its retention ends.
 type purgeStep struct {
-	class  store.PurgeClass
+	class  agentowl.PurgeClass
 	before func(now time.Time) time.Time
 }
 
@@ -92,21 +93,21 @@ func (s *Scheduler) purgeSteps() []purgeStep {
 	r := s.cfg.Retention
 	return []purgeStep{
 		// The AAP's own windows are recorded on each row (retain_until).
-		{store.PurgeDeliveries, at},
-		{store.PurgeApprovalRequests, at},
-		{store.PurgeIdempotencyKeys, at},
+		{agentowl.PurgeDeliveries, at},
+		{agentowl.PurgeApprovalRequests, at},
+		{agentowl.PurgeIdempotencyKeys, at},
 		// Counter windows are at most an hour and slot leases seconds: a
 		// day later nobody reads them.
-		{store.PurgeRateCounters, ago(day)},
-		{store.PurgeDeliverySlots, ago(day)},
+		{agentowl.PurgeRateCounters, ago(day)},
+		{agentowl.PurgeDeliverySlots, ago(day)},
 		// A deleted instance's record is kept as long as a decision would be.
-		{store.PurgeInstances, ago(agentowl.RetentionAfterDecision)},
-		{store.PurgeCallbacks, ago(r.Callbacks)},
-		{store.PurgeAttention, ago(r.Attention)},
-		{store.PurgeWork, ago(r.Work)},
-		{store.PurgeEvents, ago(r.Events)},
-		{store.PurgeConversations, ago(r.Conversations)},
-		{store.PurgeAudit, ago(r.Audit)},
+		{agentowl.PurgeInstances, ago(agentowl.RetentionAfterDecision)},
+		{agentowl.PurgeCallbacks, ago(r.Callbacks)},
+		{agentowl.PurgeAttention, ago(r.Attention)},
+		{agentowl.PurgeWork, ago(r.Work)},
+		{agentowl.PurgeEvents, ago(r.Events)},
+		{agentowl.PurgeConversations, ago(r.Conversations)},
+		{agentowl.PurgeAudit, ago(r.Audit)},
 	}
 }
 
@@ -116,10 +117,10 @@ func (s *Scheduler) purgeSteps() []purgeStep {
 func (s *Scheduler) retain(ctx context.Context) (int64, string, error) {
 	var total int64
 	for _, step := range s.purgeSteps() {
-		p := store.PurgeParams{Class: step.class, Before: step.before(s.clock.Now()), Limit: s.cfg.PurgeBatch}
+		p := agentowl.PurgeParams{Class: step.class, Before: step.before(s.clock.Now()), Limit: s.cfg.PurgeBatch}
 		for {
-			var r store.PurgeResult
-			err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+			var r agentowl.PurgeResult
+			err := s.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 				r, err = tx.PurgeBatch(ctx, p)
 				return err
 			})

@@ -15,7 +15,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/maintenance"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -23,13 +22,13 @@ import (
 const day = 24 * time.Hour
 
 // gone reports whether fn finds nothing, failing on any other error.
-func (f *fixture) gone(what string, fn func(tx store.Tx) error) bool {
+func (f *fixture) gone(what string, fn func(tx agentowl.Tx) error) bool {
 	f.t.Helper()
 	err := f.st.Read(f.ctx, fn)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
 		f.t.Fatalf("%s: %v", what, err)
 	}
-	return errors.Is(err, store.ErrNotFound)
+	return errors.Is(err, agentowl.ErrNotFound)
 }
 
 // kept is the state of one work's records.
@@ -37,16 +36,16 @@ type kept struct{ work, event, conversation bool }
 
 func (f *fixture) records(w *agentowl.Work) (k kept, callbacks, items int) {
 	f.t.Helper()
-	k.work = !f.gone("work", func(tx store.Tx) error { _, err := tx.WorkGet(f.ctx, w.ID); return err })
-	k.event = !f.gone("event", func(tx store.Tx) error { _, err := tx.EventGet(f.ctx, w.EventID); return err })
-	k.conversation = !f.gone("conversation", func(tx store.Tx) error { _, err := tx.ConversationGet(f.ctx, w.ConversationID); return err })
-	f.gone("callbacks", func(tx store.Tx) error {
+	k.work = !f.gone("work", func(tx agentowl.Tx) error { _, err := tx.WorkGet(f.ctx, w.ID); return err })
+	k.event = !f.gone("event", func(tx agentowl.Tx) error { _, err := tx.EventGet(f.ctx, w.EventID); return err })
+	k.conversation = !f.gone("conversation", func(tx agentowl.Tx) error { _, err := tx.ConversationGet(f.ctx, w.ConversationID); return err })
+	f.gone("callbacks", func(tx agentowl.Tx) error {
 		cbs, err := tx.CallbackList(f.ctx, w.ID, 1000)
 		callbacks = len(cbs)
 		return err
 	})
-	f.gone("items", func(tx store.Tx) error {
-		its, err := tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: w.TenantID, WorkID: w.ID, Limit: 1000})
+	f.gone("items", func(tx agentowl.Tx) error {
+		its, err := tx.AttentionList(f.ctx, agentowl.AttentionListParams{TenantID: w.TenantID, WorkID: w.ID, Limit: 1000})
 		items = len(its)
 		return err
 	})
@@ -56,8 +55,8 @@ func (f *fixture) records(w *agentowl.Work) (k kept, callbacks, items int) {
 func (f *fixture) audit() int {
 	f.t.Helper()
 	n := 0
-	f.gone("audit", func(tx store.Tx) error {
-		es, err := tx.AuditList(f.ctx, store.AuditListParams{TenantID: f.admin.Membership.TenantID, Limit: 10_000})
+	f.gone("audit", func(tx agentowl.Tx) error {
+		es, err := tx.AuditList(f.ctx, agentowl.AuditListParams{TenantID: f.admin.Membership.TenantID, Limit: 10_000})
 		n = len(es)
 		return err
 	})
@@ -117,7 +116,7 @@ func TestRetention(t *testing.T) {
 		if k, cbs, items := f.records(w[failed]); !k.work || !k.event || !k.conversation || cbs != 0 || items != 1 {
 			t.Errorf("failed work with an open incident: %+v, %d callbacks, %d items; want callbacks purged, the rest kept", k, cbs, items)
 		}
-		if f.gone("undelivered event", func(tx store.Tx) error { _, err := tx.EventGet(f.ctx, undelivered.EventID); return err }) {
+		if f.gone("undelivered event", func(tx agentowl.Tx) error { _, err := tx.EventGet(f.ctx, undelivered.EventID); return err }) {
 			t.Errorf("an event whose delivery is pending was purged")
 		}
 		// 3 callbacks, 1 item, 1 work, 1 event, 1 conversation of the ended
@@ -168,8 +167,8 @@ func TestRetention(t *testing.T) {
 func (f *fixture) overdueOrAny(workID string) *agentowl.AttentionItem {
 	f.t.Helper()
 	var items []*agentowl.AttentionItem
-	f.gone("items", func(tx store.Tx) (err error) {
-		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Membership.TenantID, WorkID: workID, Limit: 10})
+	f.gone("items", func(tx agentowl.Tx) (err error) {
+		items, err = tx.AttentionList(f.ctx, agentowl.AttentionListParams{TenantID: f.admin.Membership.TenantID, WorkID: workID, Limit: 10})
 		return err
 	})
 	if len(items) != 1 {
@@ -185,8 +184,8 @@ func TestLeaseRecovery(t *testing.T) {
 		f.handOff(f.endpoint(nil))
 		now := f.clock.Now()
 		var msgs []*agentowl.OutboxMessage
-		f.write(func(tx store.Tx) (err error) {
-			if msgs, err = tx.MessageClaim(f.ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(30 * time.Second), Owner: "dead", Limit: 10}); err != nil {
+		f.write(func(tx agentowl.Tx) (err error) {
+			if msgs, err = tx.MessageClaim(f.ctx, agentowl.ClaimParams{Now: now, LeaseUntil: now.Add(30 * time.Second), Owner: "dead", Limit: 10}); err != nil {
 				return err
 			}
 			if err := tx.SlotsMake(f.ctx, "host:receiver.example:443", 3); err != nil {
@@ -207,7 +206,7 @@ func TestLeaseRecovery(t *testing.T) {
 			t.Fatalf("recovery freed %d leases, want the message's and two slots'", r.Affected)
 		}
 		var m *agentowl.OutboxMessage
-		f.gone("message", func(tx store.Tx) (err error) { m, err = tx.MessageGet(f.ctx, msgs[0].ID); return err })
+		f.gone("message", func(tx agentowl.Tx) (err error) { m, err = tx.MessageGet(f.ctx, msgs[0].ID); return err })
 		if m.State != agentowl.MessagePending || m.LeaseOwner != "" || m.LeaseUntil != nil || m.Attempts != 1 {
 			t.Errorf("recovered message: %s, lease %q %v, %d attempts; want pending, unleased, its attempt count kept",
 				m.State, m.LeaseOwner, m.LeaseUntil, m.Attempts)
@@ -350,7 +349,7 @@ func TestDeliveryStallFindings(t *testing.T) {
 			{Owner: "r-reclaimed", StartedAt: now.Add(-time.Hour), SeenAt: now, SlotsReclaimed: 4},
 			{Owner: "r-silent", StartedAt: now.Add(-time.Hour), SeenAt: now.Add(-31 * time.Second), SlotsBusy: 2},
 		} {
-			f.write(func(tx store.Tx) error { return tx.EngineReport(f.ctx, &r, now.Add(-time.Hour)) })
+			f.write(func(tx agentowl.Tx) error { return tx.EngineReport(f.ctx, &r, now.Add(-time.Hour)) })
 		}
 		f.handOff(f.endpoint(nil)) // due now; this server delivers nothing
 		f.clock.Advance(5*time.Minute + time.Second)
@@ -389,7 +388,7 @@ func TestDeliveryStallFindings(t *testing.T) {
 			{Owner: "r-stale", StartedAt: now.Add(-time.Hour), SeenAt: now, Attempts: 1, SlotsBusy: 3, SlotsStale: 2},
 			{Owner: "r-healthy", StartedAt: now.Add(-time.Hour), SeenAt: now, Attempts: 3, SlotsBusy: 3, SlotsIdle: 1},
 		} {
-			f.write(func(tx store.Tx) error { return tx.EngineReport(f.ctx, &r, now.Add(-time.Hour)) })
+			f.write(func(tx agentowl.Tx) error { return tx.EngineReport(f.ctx, &r, now.Add(-time.Hour)) })
 		}
 		stalls, silent, err := f.sched.EngineFindings(f.ctx)
 		if err != nil {

@@ -9,14 +9,13 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
 // replica is a scheduler without jobs: the leadership alone, ticked by
 // hand, so a test can stop one as a crash would (no more ticks, no
 // hand-back).
-func replica(st store.Store, clock *clocktest.Fake) *Scheduler {
+func replica(st agentowl.Store, clock *clocktest.Fake) *Scheduler {
 	return &Scheduler{store: st, clock: clock, cfg: Config{}.withDefaults(), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		owner: agentowl.NewID(""), running: map[string]bool{}, m: newMetrics()}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/ingress"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -219,7 +218,7 @@ type Services struct {
 
 // Scheduler runs the jobs while this process holds the leader lease.
 type Scheduler struct {
-	store store.Store
+	store agentowl.Store
 	clock agentowl.Clock
 	cfg   Config
 	svc   Services
@@ -244,7 +243,7 @@ type job struct {
 }
 
 // New returns a Scheduler; Run starts it. Services' sweeps must be set.
-func New(st store.Store, clock agentowl.Clock, cfg Config, svc Services, log *slog.Logger) (*Scheduler, error) {
+func New(st agentowl.Store, clock agentowl.Clock, cfg Config, svc Services, log *slog.Logger) (*Scheduler, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -303,7 +302,7 @@ func (s *Scheduler) tick(ctx context.Context) {
 		return
 	}
 	var runs []*agentowl.JobRun
-	if err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	if err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		runs, err = tx.JobList(ctx)
 		return err
 	}); err != nil {
@@ -338,11 +337,11 @@ func (s *Scheduler) lead(ctx context.Context) bool {
 		return true
 	}
 	var l *agentowl.Lease
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		l, err = tx.LeaseGet(ctx, LeaseName)
 		return err
 	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
 		s.leaseFailed(ctx, err)
 		return false
 	}
@@ -350,7 +349,7 @@ func (s *Scheduler) lead(ctx context.Context) bool {
 		s.setLeading(false, time.Time{}, time.Time{})
 		return false // another replica leads; a read costs less than a write each tick
 	}
-	err = s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 		l, err = tx.LeaseAcquire(ctx, LeaseName, s.owner, now, now.Add(s.cfg.Lease))
 		return err
 	})
@@ -425,7 +424,7 @@ func (s *Scheduler) runJob(ctx context.Context, j *job) {
 	}
 	s.m.runs.WithLabelValues(j.name, r.Outcome).Inc()
 	s.m.affected.WithLabelValues(j.name).Add(float64(affected))
-	if err := s.store.Write(ctx, func(tx store.Tx) error { return tx.JobRecord(ctx, r) }); err != nil && ctx.Err() == nil {
+	if err := s.store.Write(ctx, func(tx agentowl.Tx) error { return tx.JobRecord(ctx, r) }); err != nil && ctx.Err() == nil {
 		s.log.Error("maintenance: record job run", "job", j.name, "err", err)
 	}
 }
@@ -448,7 +447,7 @@ func (s *Scheduler) stop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.store.Write(ctx, func(tx store.Tx) error {
+	if err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		return tx.LeaseRelease(ctx, LeaseName, s.owner, s.clock.Now())
 	}); err != nil {
 		s.log.Error("maintenance: hand back the leader lease", "err", err)
@@ -465,7 +464,7 @@ func (s *Scheduler) RunJob(ctx context.Context, name string) (*agentowl.JobRun, 
 		if j.name == name {
 			s.runJob(ctx, j)
 			var runs []*agentowl.JobRun
-			err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+			err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 				runs, err = tx.JobList(ctx)
 				return err
 			})

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -60,7 +59,7 @@ type breach struct {
 // check applies the rules of e to one open work at now. Each status has
 // one rule; a work in pending without a delivered handoff has none (a
 // failing handoff is a delivery incident, not an overdue runtime).
-func check(ow *store.OpenWork, e Expectations, now time.Time) (breach, bool) {
+func check(ow *agentowl.OpenWork, e Expectations, now time.Time) (breach, bool) {
 	switch ow.Status {
 	case agentowl.WorkPending:
 		if e.AcceptWithin > 0 && ow.HandoffDeliveredAt != nil {
@@ -95,9 +94,9 @@ func (s *Scheduler) overdue(ctx context.Context) (int64, string, error) {
 	var opened int64
 	after := ""
 	for {
-		var page []*store.OpenWork
-		if err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-			page, err = tx.OpenWorkScan(ctx, store.OpenWorkScanParams{AfterID: after, Now: now, Limit: overduePage})
+		var page []*agentowl.OpenWork
+		if err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+			page, err = tx.OpenWorkScan(ctx, agentowl.OpenWorkScanParams{AfterID: after, Now: now, Limit: overduePage})
 			return err
 		}); err != nil {
 			return opened, "", err
@@ -124,12 +123,12 @@ func (s *Scheduler) overdue(ctx context.Context) (int64, string, error) {
 
 // openOverdue opens the incident of b for the scanned work unless it moved
 // on since the scan read it (a callback came) or the incident exists.
-func (s *Scheduler) openOverdue(ctx context.Context, scanned *store.OpenWork, b breach, now time.Time) (bool, error) {
+func (s *Scheduler) openOverdue(ctx context.Context, scanned *agentowl.OpenWork, b breach, now time.Time) (bool, error) {
 	created := false
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		created = false
 		w, err := tx.WorkGetForUpdate(ctx, scanned.WorkID)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -150,7 +149,7 @@ func (s *Scheduler) openOverdue(ctx context.Context, scanned *store.OpenWork, b 
 		created = err == nil
 		return err
 	})
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, agentowl.ErrConflict) {
 		return false, nil // another replica opened it first
 	}
 	return created, err

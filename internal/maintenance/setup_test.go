@@ -16,7 +16,6 @@ import (
 	"github.com/agentowl/agentowl/internal/maintenance"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/internal/work"
 )
@@ -31,7 +30,7 @@ type fixture struct {
 	t     testing.TB
 	ctx   context.Context
 	srv   *server.Server
-	st    store.Store
+	st    agentowl.Store
 	clock *clocktest.Fake
 	sched *maintenance.Scheduler
 	admin *access.Principal
@@ -114,14 +113,14 @@ func (f *fixture) deliverAll() {
 	f.t.Helper()
 	now := f.clock.Now()
 	var msgs []*agentowl.OutboxMessage
-	f.write(func(tx store.Tx) (err error) {
-		msgs, err = tx.MessageClaim(f.ctx, store.ClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "test", Limit: 1000})
+	f.write(func(tx agentowl.Tx) (err error) {
+		msgs, err = tx.MessageClaim(f.ctx, agentowl.ClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "test", Limit: 1000})
 		return err
 	})
 	for _, m := range msgs {
 		retain := now.Add(agentowl.RetentionAfterDecision)
-		f.write(func(tx store.Tx) error {
-			return tx.MessageFinish(f.ctx, store.FinishParams{ID: m.ID, Owner: "test", State: agentowl.MessageDelivered, NextAttempt: now,
+		f.write(func(tx agentowl.Tx) error {
+			return tx.MessageFinish(f.ctx, agentowl.FinishParams{ID: m.ID, Owner: "test", State: agentowl.MessageDelivered, NextAttempt: now,
 				RetainUntil: &retain, Attempt: agentowl.Attempt{EventID: m.ID, N: m.Attempts, URL: "https://127.0.0.1:9/hook",
 					StartedAt: now, EndedAt: now, StatusCode: 200}})
 		})
@@ -161,7 +160,7 @@ func (f *fixture) run(job string) *agentowl.JobRun {
 	return r
 }
 
-func (f *fixture) write(fn func(tx store.Tx) error) {
+func (f *fixture) write(fn func(tx agentowl.Tx) error) {
 	f.t.Helper()
 	if err := f.st.Write(f.ctx, fn); err != nil {
 		f.t.Fatal(err)
@@ -171,7 +170,7 @@ func (f *fixture) write(fn func(tx store.Tx) error) {
 func (f *fixture) work(id string) *agentowl.Work {
 	f.t.Helper()
 	var w *agentowl.Work
-	if err := f.st.Read(f.ctx, func(tx store.Tx) (err error) {
+	if err := f.st.Read(f.ctx, func(tx agentowl.Tx) (err error) {
 		w, err = tx.WorkGet(f.ctx, id)
 		return err
 	}); err != nil {
@@ -184,8 +183,8 @@ func (f *fixture) work(id string) *agentowl.Work {
 func (f *fixture) overdue(workID string) []*agentowl.AttentionItem {
 	f.t.Helper()
 	var items []*agentowl.AttentionItem
-	if err := f.st.Read(f.ctx, func(tx store.Tx) (err error) {
-		items, err = tx.AttentionList(f.ctx, store.AttentionListParams{TenantID: f.admin.Membership.TenantID, WorkID: workID, Limit: 100})
+	if err := f.st.Read(f.ctx, func(tx agentowl.Tx) (err error) {
+		items, err = tx.AttentionList(f.ctx, agentowl.AttentionListParams{TenantID: f.admin.Membership.TenantID, WorkID: workID, Limit: 100})
 		return err
 	}); err != nil {
 		f.t.Fatal(err)

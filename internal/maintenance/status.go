@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Status is the scheduler as the database records it: the leader and every
@@ -118,7 +117,7 @@ func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	var reports []*agentowl.EngineReport
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		if reports, err = tx.EngineList(ctx); err != nil {
 			return err
 		}
@@ -147,8 +146,8 @@ func engineStatuses(reports []*agentowl.EngineReport, now time.Time) []EngineSta
 func (s *Scheduler) schedulerStatus(ctx context.Context) (*Status, error) {
 	var lease *agentowl.Lease
 	var runs []*agentowl.JobRun
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-		if lease, err = tx.LeaseGet(ctx, LeaseName); errors.Is(err, store.ErrNotFound) {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+		if lease, err = tx.LeaseGet(ctx, LeaseName); errors.Is(err, agentowl.ErrNotFound) {
 			lease, err = nil, nil
 		}
 		if err != nil {
@@ -293,7 +292,7 @@ func (s *Scheduler) Leader(ctx context.Context) (id string, until time.Time, ok 
 // (stalls), and engines that went silent without stopping cleanly.
 func (s *Scheduler) EngineFindings(ctx context.Context) (stalls, silent []string, err error) {
 	var reports []*agentowl.EngineReport
-	if err := s.store.Read(ctx, func(tx store.Tx) (err error) { reports, err = tx.EngineList(ctx); return err }); err != nil {
+	if err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) { reports, err = tx.EngineList(ctx); return err }); err != nil {
 		return nil, nil, err
 	}
 	stalls, silent = engineFindings(engineStatuses(reports, s.clock.Now()))
@@ -308,9 +307,9 @@ const overdueCountLimit = 1000
 // overdueCountLimit per status (work-doctor's doctor.OverdueWork).
 func (s *Scheduler) OverdueCount(ctx context.Context, tenantID string) (int, error) {
 	n := 0
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		for _, status := range []agentowl.AttentionStatus{agentowl.AttentionOpen, agentowl.AttentionAcknowledged} {
-			items, err := tx.AttentionList(ctx, store.AttentionListParams{TenantID: tenantID, Status: status, Limit: overdueCountLimit})
+			items, err := tx.AttentionList(ctx, agentowl.AttentionListParams{TenantID: tenantID, Status: status, Limit: overdueCountLimit})
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/notify"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -27,7 +26,7 @@ func BenchmarkFanOut(b *testing.B) {
 			st := be.Open(b)
 			now := time.Now().UTC()
 			tenant := &agentowl.Tenant{ID: agentowl.NewID(""), Name: "bench", CreatedAt: now}
-			err := st.Write(ctx, func(tx store.Tx) error {
+			err := st.Write(ctx, func(tx agentowl.Tx) error {
 				if err := tx.TenantCreate(ctx, tenant); err != nil {
 					return err
 				}
@@ -43,7 +42,7 @@ func BenchmarkFanOut(b *testing.B) {
 				b.Fatal(err)
 			}
 			var seq atomic.Int64
-			record := func(tx store.Tx) error {
+			record := func(tx agentowl.Tx) error {
 				return notify.RecordTx(ctx, tx, notify.Cause{TenantID: tenant.ID, Cause: notify.CauseWorkCompleted,
 					SubjectKind: notify.SubjectWork, SubjectID: fmt.Sprint("work_", seq.Add(1)), EndpointID: "ep_bench",
 					Title: "Work completed: report ready", At: now})
@@ -68,7 +67,7 @@ func BenchmarkFanOut(b *testing.B) {
 			b.Run("batched", func(b *testing.B) {
 				start := time.Now()
 				for n := b.N; n > 0; n -= 100 {
-					if err := st.Write(ctx, func(tx store.Tx) error {
+					if err := st.Write(ctx, func(tx agentowl.Tx) error {
 						for range min(n, 100) {
 							if err := record(tx); err != nil {
 								return err

@@ -21,7 +21,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Kinds of causes: what a recipient's preferences mute by.
@@ -82,12 +81,12 @@ type Cause struct {
 // its kind or endpoint, in tx: call it in the transaction of the state
 // change. Whatever the retries, duplicates and concurrent writers, each
 // recipient gets one notice per cause (the store's unique key).
-func RecordTx(ctx context.Context, tx store.Tx, c Cause) error {
+func RecordTx(ctx context.Context, tx agentowl.Tx, c Cause) error {
 	kind, ok := kindOf[c.Cause]
 	if !ok || c.SubjectID == "" {
 		return errors.New("notify: unknown cause " + c.Cause)
 	}
-	return tx.NotificationFanOut(ctx, &store.NotificationFanOut{TenantID: c.TenantID, CauseKey: c.Cause + ":" + c.SubjectID,
+	return tx.NotificationFanOut(ctx, &agentowl.NotificationFanOut{TenantID: c.TenantID, CauseKey: c.Cause + ":" + c.SubjectID,
 		Kind: kind, Cause: c.Cause, Subject: c.SubjectKind + ":" + c.SubjectID, EndpointID: c.EndpointID,
 		Title: agentowl.Clip(oneLine(c.Title), maxTitleBytes), CreatedAt: c.At, IDPrefix: newIDPrefix()}, nil)
 }
@@ -125,12 +124,12 @@ func Link(tenant string, n *agentowl.Notification) string {
 
 // Service is the recipients' use-cases: their notices and preferences.
 type Service struct {
-	store store.Store
+	store agentowl.Store
 	clock agentowl.Clock
 }
 
 // New returns a Service.
-func New(st store.Store, clock agentowl.Clock) *Service {
+func New(st agentowl.Store, clock agentowl.Clock) *Service {
 	return &Service{store: st, clock: clock}
 }
 
@@ -149,8 +148,8 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 	}
 	var out []*agentowl.Notification
 	var unread int
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
-		out, err = tx.NotificationList(ctx, store.NotificationListParams{OperatorID: p.Operator.ID,
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+		out, err = tx.NotificationList(ctx, agentowl.NotificationListParams{OperatorID: p.Operator.ID,
 			UnreadOnly: params.UnreadOnly, After: params.After, Limit: params.Limit})
 		if err != nil {
 			return err
@@ -167,7 +166,7 @@ func (s *Service) Unread(ctx context.Context, p *access.Principal, tenant string
 		return 0, err
 	}
 	var n int
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		n, err = tx.NotificationUnread(ctx, p.Operator.ID)
 		return err
 	})
@@ -181,11 +180,11 @@ func (s *Service) Get(ctx context.Context, p *access.Principal, tenant, id strin
 		return nil, err
 	}
 	var n *agentowl.Notification
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		n, err = tx.NotificationGet(ctx, p.Operator.ID, id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No notification %q for you in tenant %q.", id, m.TenantName)
 	}
 	return n, err
@@ -199,7 +198,7 @@ func (s *Service) MarkRead(ctx context.Context, p *access.Principal, tenant, id 
 		return nil, err
 	}
 	var n *agentowl.Notification
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		if _, err := tx.NotificationMarkRead(ctx, p.Operator.ID, []string{id}, s.clock.Now()); err != nil {
 			return err
 		}
@@ -207,7 +206,7 @@ func (s *Service) MarkRead(ctx context.Context, p *access.Principal, tenant, id 
 		n, err = tx.NotificationGet(ctx, p.Operator.ID, id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, agentowl.Errorf(agentowl.ECodeNotFound, "No notification %q for you in tenant %q.", id, m.TenantName)
 	}
 	return n, err
@@ -220,7 +219,7 @@ func (s *Service) MarkAllRead(ctx context.Context, p *access.Principal, tenant s
 		return 0, err
 	}
 	var n int
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 		n, err = tx.NotificationMarkRead(ctx, p.Operator.ID, nil, s.clock.Now())
 		return err
 	})
@@ -245,7 +244,7 @@ func (s *Service) GetPrefs(ctx context.Context, p *access.Principal, tenant stri
 		return nil, err
 	}
 	var mutes []agentowl.NotificationMute
-	err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		mutes, err = tx.NotificationMutes(ctx, p.Operator.ID)
 		return err
 	})
@@ -300,13 +299,13 @@ func (s *Service) SetPrefs(ctx context.Context, p *access.Principal, tenant stri
 		}
 		add(agentowl.NotificationMute{By: "endpoint", Value: id})
 	}
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		for _, mu := range mutes {
 			if mu.By != "endpoint" {
 				continue
 			}
 			ep, err := tx.EndpointGet(ctx, mu.Value)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && ep.TenantID != m.TenantID) {
+			if errors.Is(err, agentowl.ErrNotFound) || (err == nil && ep.TenantID != m.TenantID) {
 				return agentowl.FieldError(agentowl.ECodeInvalidField, "muted_endpoints", "No endpoint %q in tenant %q.", mu.Value, m.TenantName)
 			}
 			if err != nil {

@@ -34,10 +34,10 @@ type Target struct {
 // Resolver returns the current target of a destination, or nil when it no
 // longer exists (the message is then cancelled). It is generic over the
 // transaction it reads through so that this package need not import the
-// store; the engine uses Resolver[store.Tx].
+// store; the engine uses Resolver[agentowl.Tx].
 type Resolver[Tx any] func(ctx context.Context, tx Tx, destination string) (*Target, error)
 
-// Creator is the one store method Enqueue needs (store.Tx has it), so that
+// Creator is the one store method Enqueue needs (agentowl.Tx has it), so that
 // building a row does not depend on the store package.
 type Creator interface {
 	MessageCreate(ctx context.Context, m *agentowl.OutboxMessage) error

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Limit is Events per Per. A zero Limit is unlimited.
@@ -27,7 +26,7 @@ type Limit struct {
 type Limiter struct {
 	name  string
 	limit Limit
-	store store.Store
+	store agentowl.Store
 	clock agentowl.Clock
 	mu    sync.Mutex
 	keys  map[string]*window
@@ -41,7 +40,7 @@ type window struct {
 }
 
 // New returns a limiter; name prefixes its keys in the shared counters.
-func New(name string, limit Limit, st store.Store, clock agentowl.Clock) *Limiter {
+func New(name string, limit Limit, st agentowl.Store, clock agentowl.Clock) *Limiter {
 	return &Limiter{name: name, limit: limit, store: st, clock: clock, keys: map[string]*window{}}
 }
 
@@ -80,7 +79,7 @@ func (l *Limiter) Take(ctx context.Context, key string) (Token, bool, time.Durat
 	w.pending++
 	if w.pending >= max(int64(l.limit.Events)/20, 1) {
 		var total int64
-		err := l.store.Write(ctx, func(tx store.Tx) (err error) {
+		err := l.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 			total, err = tx.CounterAdd(ctx, l.name+":"+key, start, w.pending)
 			return err
 		})
@@ -89,7 +88,7 @@ func (l *Limiter) Take(ctx context.Context, key string) (Token, bool, time.Durat
 			if total > int64(l.limit.Events) {
 				// Others filled the window first; this event is over the
 				// limit and does not happen, so it is taken off the count.
-				if l.store.Write(ctx, func(tx store.Tx) (err error) {
+				if l.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 					total, err = tx.CounterAdd(ctx, l.name+":"+key, start, -1)
 					return err
 				}) == nil {
@@ -118,7 +117,7 @@ func (t Token) Return(ctx context.Context) {
 		return
 	}
 	var total int64
-	err := l.store.Write(ctx, func(tx store.Tx) (err error) {
+	err := l.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 		total, err = tx.CounterAdd(ctx, l.name+":"+t.key, t.window, -1)
 		return err
 	})
@@ -140,7 +139,7 @@ func (l *Limiter) Used(ctx context.Context, key string) (current, previous int64
 		return 0, 0, nil
 	}
 	start := l.clock.Now().Truncate(l.limit.Per)
-	err = l.store.Read(ctx, func(tx store.Tx) error {
+	err = l.store.Read(ctx, func(tx agentowl.Tx) error {
 		if current, err = tx.CounterGet(ctx, l.name+":"+key, start); err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -43,7 +42,7 @@ func TestLimitHoldsAcrossProcesses(t *testing.T) {
 			}
 			// The shared count holds what was admitted, not the refusals.
 			var counted int64
-			if err := st.Write(ctx, func(tx store.Tx) (err error) {
+			if err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
 				counted, err = tx.CounterAdd(ctx, "test:tenant-1", clock.Now().Truncate(time.Minute), 0)
 				return err
 			}); err != nil || counted != 10 {

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Secret key rotation, for `agentowl secrets rotate-key` and `key-status`
@@ -43,9 +43,9 @@ func keyID(check []byte) string {
 }
 
 // SecretKeyStatus reads where st's secret key stands; it needs no key.
-func SecretKeyStatus(ctx context.Context, st store.Store) (KeyStatus, error) {
-	var s store.SecretKeyStatus
-	err := st.Read(ctx, func(tx store.Tx) (err error) { s, err = tx.SecretKeyStatus(ctx); return err })
+func SecretKeyStatus(ctx context.Context, st agentowl.Store) (KeyStatus, error) {
+	var s agentowl.SecretKeyStatus
+	err := st.Read(ctx, func(tx agentowl.Tx) (err error) { s, err = tx.SecretKeyStatus(ctx); return err })
 	return KeyStatus{Key: keyID(s.Current), PreviousKey: keyID(s.Previous), RetiredKey: keyID(s.Retired),
 		Sealed: s.Sealed, Remaining: s.Remaining}, err
 }
@@ -70,19 +70,19 @@ const maxRotationPasses = 3
 // was opened with (OpenStoreRotating) and ends the rotation once no value
 // sealed by another key remains. done reports that: the old key can then
 // be removed.
-func RotateSecretKey(ctx context.Context, st store.Store, r Rotation) (resealed int, done bool, err error) {
+func RotateSecretKey(ctx context.Context, st agentowl.Store, r Rotation) (resealed int, done bool, err error) {
 	if r.Batch == 0 {
 		r.Batch = 100
 	}
 	if r.Batch < 0 {
 		return 0, false, fmt.Errorf("a batch of %d values", r.Batch)
 	}
-	var cursor store.ResealCursor
+	var cursor agentowl.ResealCursor
 	passes := 1
 	for n := 0; r.Batches == 0 || n < r.Batches; n++ {
 		var k int
-		var next store.ResealCursor
-		if err := st.Write(ctx, func(tx store.Tx) (err error) {
+		var next agentowl.ResealCursor
+		if err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
 			k, next, err = tx.SecretsReseal(ctx, cursor, r.Batch)
 			return err
 		}); err != nil {
@@ -95,7 +95,7 @@ func RotateSecretKey(ctx context.Context, st store.Store, r Rotation) (resealed 
 		if !cursor.Done {
 			continue
 		}
-		if err := st.Write(ctx, func(tx store.Tx) (err error) {
+		if err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
 			done, err = tx.SecretKeyRotationFinish(ctx, time.Now())
 			return err
 		}); err != nil {
@@ -108,7 +108,7 @@ func RotateSecretKey(ctx context.Context, st store.Store, r Rotation) (resealed 
 			return resealed, false, errors.New("values sealed by the old key keep appearing: a replica still runs with only the old key; " +
 				"give every replica the new key as AGENTOWL_SECRET_KEY and the old one as AGENTOWL_SECRET_KEY_PREVIOUS, restart it, and run this again")
 		}
-		cursor = store.ResealCursor{}
+		cursor = agentowl.ResealCursor{}
 	}
 	return resealed, false, nil
 }

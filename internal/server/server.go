@@ -36,7 +36,6 @@ import (
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/work"
@@ -162,7 +161,7 @@ type Server struct {
 	// database's first.
 	bootstrapToken string
 
-	store    store.Store
+	store    agentowl.Store
 	box      *secret.Box
 	access   *access.Service
 	approval *approval.Service
@@ -392,7 +391,7 @@ func (s *Server) BootstrapToken() string { return s.bootstrapToken }
 // Store returns the open store. Store, Access, Approval, Engine, Egress,
 // Work and Box expose the assembled components to tests and benchmarks that
 // drive them past the HTTP API.
-func (s *Server) Store() store.Store { return s.store }
+func (s *Server) Store() agentowl.Store { return s.store }
 
 // Access returns the identity use-cases.
 func (s *Server) Access() *access.Service { return s.access }
@@ -503,7 +502,7 @@ func (s *Server) close() error {
 // refuses a key other than the one that sealed the database's secrets. A
 // nil key opens it for offline administration, which touches no sealed
 // secret.
-func OpenStore(ctx context.Context, dataDir, databaseURL string, key []byte, busyTimeout time.Duration) (store.Store, *secret.Box, error) {
+func OpenStore(ctx context.Context, dataDir, databaseURL string, key []byte, busyTimeout time.Duration) (agentowl.Store, *secret.Box, error) {
 	return OpenStoreRotating(ctx, dataDir, databaseURL, key, nil, busyTimeout)
 }
 
@@ -513,7 +512,7 @@ func OpenStore(ctx context.Context, dataDir, databaseURL string, key []byte, bus
 // database then refuses the old key alone); `agentowl secrets rotate-key`
 // finishes it. A key that opens none of the database's secrets is refused
 // with a message naming the settings.
-func OpenStoreRotating(ctx context.Context, dataDir, databaseURL string, key []byte, previous [][]byte, busyTimeout time.Duration) (store.Store, *secret.Box, error) {
+func OpenStoreRotating(ctx context.Context, dataDir, databaseURL string, key []byte, previous [][]byte, busyTimeout time.Duration) (agentowl.Store, *secret.Box, error) {
 	var box *secret.Box
 	if key != nil {
 		var err error
@@ -521,7 +520,7 @@ func OpenStoreRotating(ctx context.Context, dataDir, databaseURL string, key []b
 			return nil, nil, err
 		}
 	}
-	var st store.Store
+	var st agentowl.Store
 	var err error
 	if databaseURL != "" {
 		st, err = postgres.Open(ctx, databaseURL, box)

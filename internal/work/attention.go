@@ -18,7 +18,6 @@ import (
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/outbox"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Questions and approvals (docs/attention.md): the attention items of
@@ -56,7 +55,7 @@ const (
 // content is request_conflict), decided items resolve on any later
 // callback, every request item resolves when the work ends, and failed
 // work opens an incident.
-func (s *Service) applyAttentionTx(ctx context.Context, tx store.Tx, chk *store.CallbackCheck, in *CallbackInput, now time.Time) error {
+func (s *Service) applyAttentionTx(ctx context.Context, tx agentowl.Tx, chk *agentowl.CallbackCheck, in *CallbackInput, now time.Time) error {
 	w := chk.Work // as the callback left it
 	for _, it := range chk.Items {
 		if it.Status == agentowl.AttentionResolved || it.Kind == KindIncident {
@@ -141,7 +140,7 @@ func latestRevision(items []*agentowl.AttentionItem, id string) *agentowl.Attent
 
 // notifyItemTx records the notice of a new attention item: an input
 // request for a question or approval, a failure for an incident.
-func notifyItemTx(ctx context.Context, tx store.Tx, it *agentowl.AttentionItem) error {
+func notifyItemTx(ctx context.Context, tx agentowl.Tx, it *agentowl.AttentionItem) error {
 	c := notify.Cause{TenantID: it.TenantID, Cause: notify.CauseNeedsInput, SubjectKind: notify.SubjectAttention,
 		SubjectID: it.ID, EndpointID: it.EndpointID, At: it.CreatedAt}
 	switch it.Kind {
@@ -165,7 +164,7 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func resolveItem(ctx context.Context, tx store.Tx, it *agentowl.AttentionItem, resolution string, now time.Time) error {
+func resolveItem(ctx context.Context, tx agentowl.Tx, it *agentowl.AttentionItem, resolution string, now time.Time) error {
 	it.Status, it.Resolution, it.ResolvedAt, it.UpdatedAt = agentowl.AttentionResolved, resolution, &now, now
 	return tx.AttentionUpdate(ctx, it)
 }
@@ -195,17 +194,17 @@ func ParseAttentionStatus(v string) (agentowl.AttentionStatus, error) {
 	return "", agentowl.FieldError(agentowl.ECodeInvalidField, "status", "status must be open, acknowledged, resolved or unresolved.")
 }
 
-func (s *Service) view(ctx context.Context, tx store.Tx, it *agentowl.AttentionItem) (*AttentionView, error) {
+func (s *Service) view(ctx context.Context, tx agentowl.Tx, it *agentowl.AttentionItem) (*AttentionView, error) {
 	v := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !s.clock.Now().Before(*it.ExpiresAt)}
 	d, err := tx.WorkDecisionGetByAttention(ctx, it.ID)
 	if err == nil {
 		v.Decision = d
 		if d.MessageID != "" {
-			if v.Push, err = tx.MessageGet(ctx, d.MessageID); errors.Is(err, store.ErrNotFound) {
+			if v.Push, err = tx.MessageGet(ctx, d.MessageID); errors.Is(err, agentowl.ErrNotFound) {
 				v.Push, err = nil, nil
 			}
 		}
-	} else if errors.Is(err, store.ErrNotFound) {
+	} else if errors.Is(err, agentowl.ErrNotFound) {
 		err = nil
 	}
 	if err != nil {
@@ -220,14 +219,14 @@ func (s *Service) view(ctx context.Context, tx store.Tx, it *agentowl.AttentionI
 }
 
 // ListAttention lists a tenant's attention items, newest first. Members may.
-func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant string, params store.AttentionListParams) ([]*AttentionView, error) {
+func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant string, params agentowl.AttentionListParams) ([]*AttentionView, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
 	params.TenantID = m.TenantID
 	var out []*AttentionView
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		items, err := tx.AttentionList(ctx, params)
 		if err != nil {
 			return err
@@ -244,9 +243,9 @@ func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant
 	return out, err
 }
 
-func tenantItem(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.AttentionItem, error) {
+func tenantItem(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.AttentionItem, error) {
 	it, err := tx.AttentionGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && it.TenantID != m.TenantID) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && it.TenantID != m.TenantID) {
 		return nil, notFound(m, "attention item", id)
 	}
 	return it, err
@@ -259,7 +258,7 @@ func (s *Service) InspectAttention(ctx context.Context, p *access.Principal, ten
 		return nil, err
 	}
 	var out *AttentionView
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -285,7 +284,7 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "assignee", "assignee must be 1-256 bytes of text.")
 	}
 	var out *AttentionView
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -320,7 +319,7 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 		return nil, err
 	}
 	var out *AttentionView
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -428,7 +427,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	if !submit {
 		run = s.store.Read
 	}
-	err = run(ctx, func(tx store.Tx) error {
+	err = run(ctx, func(tx agentowl.Tx) error {
 		creating = nil
 		// Everything the decision is checked against comes in one read
 		// (one round trip on PostgreSQL), the work locked for a submission.
@@ -505,9 +504,9 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 				"decision_id": in.DecisionID})
 	})
 	switch {
-	case errors.Is(err, store.ErrConflict) && creating != nil:
+	case errors.Is(err, agentowl.ErrConflict) && creating != nil:
 		err = agentowl.Errorf(agentowl.ECodeAlreadyDecided, "Request %q revision %d was decided concurrently.", creating.RequestID, creating.Revision)
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, agentowl.ErrConflict):
 		err = agentowl.Errorf(agentowl.ECodeAlreadyDecided, "The request was decided concurrently.")
 	}
 	if err != nil {
@@ -531,7 +530,7 @@ func DecisionDestination(endpointID, workID, decisionID string) string {
 // destinations: the endpoint's decision URL, its signing secret, the bearer
 // decision secret and the answer check that records the receipt; no target
 // once the endpoint is deleted or has no decision URL any more.
-func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
+func (s *Service) ResolveDecisionDestination(ctx context.Context, tx agentowl.Tx, destination string) (*outbox.Target, error) {
 	rest, found := strings.CutPrefix(destination, "decision:")
 	if !found {
 		return nil, nil
@@ -542,7 +541,7 @@ func (s *Service) ResolveDecisionDestination(ctx context.Context, tx store.Tx, d
 	}
 	epID, workID, decisionID := parts[0], parts[1], parts[2]
 	ep, err := tx.EndpointGet(ctx, epID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil || ep.DeletedAt != nil || ep.DecisionURL == "" {
@@ -591,10 +590,10 @@ type DecisionView struct {
 // status is untouched: a later callback reports execution.
 func (s *Service) recordReceipt(ctx context.Context, endpointID, workID, decisionID, via string) (*DecisionView, error) {
 	var out *DecisionView
-	err := s.store.Write(ctx, func(tx store.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		// The decision and its item come with the work (one round trip).
 		w, d, it, err := tx.DecisionForReceipt(ctx, workID, decisionID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && w.EndpointID != endpointID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && w.EndpointID != endpointID) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
 		}
 		if err != nil {
@@ -654,9 +653,9 @@ func (s *Service) ListDecisions(ctx context.Context, c *agentowl.RuntimeCredenti
 	}
 	var out []*agentowl.WorkDecision
 	var st agentowl.WorkStatus
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		w, err := tx.WorkGet(ctx, workID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (w.EndpointID != c.EndpointID || w.TenantID != c.TenantID)) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
 		}
 		if err != nil {
@@ -673,7 +672,7 @@ func (s *Service) ListDecisions(ctx context.Context, c *agentowl.RuntimeCredenti
 // maintenance sweep); it returns how many.
 func (s *Service) ExpireRequests(ctx context.Context) (int, error) {
 	var n int
-	err := s.store.Write(ctx, func(tx store.Tx) (err error) {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) (err error) {
 		n, err = tx.AttentionExpire(ctx, s.clock.Now())
 		return err
 	})

@@ -17,7 +17,6 @@ import (
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Callback field limits (docs/limits.md).
@@ -43,21 +42,21 @@ func (s *Service) AuthenticateRuntime(ctx context.Context, secret string) (*agen
 		return nil, unauthenticated()
 	}
 	var c *agentowl.RuntimeCredential
-	err := s.store.Read(ctx, func(tx store.Tx) error {
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
 		var err error
 		if c, err = tx.RuntimeCredentialGetByHash(ctx, agentowl.HashToken(secret)); err != nil {
 			return err
 		}
 		if !agentowl.TokenMatches(secret, c.Hash) || !c.Active(s.clock.Now()) {
-			return store.ErrNotFound
+			return agentowl.ErrNotFound
 		}
 		ep, err := tx.EndpointGet(ctx, c.EndpointID)
 		if err == nil && ep.DeletedAt != nil {
-			return store.ErrNotFound
+			return agentowl.ErrNotFound
 		}
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, unauthenticated()
 	}
 	return c, err
@@ -344,11 +343,11 @@ func (s *Service) RecordCallback(ctx context.Context, c *agentowl.RuntimeCredent
 	}
 	sum := sha256.Sum256(canonical)
 	var out *Receipt
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		// The callbacks and items come with the work (one round trip);
 		// those of another endpoint's work are never answered with.
 		chk, err := tx.WorkForCallback(ctx, workID, in.CallbackID, in.Sequence, requestIDs(in.ParsedRequests))
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (chk.Work.EndpointID != c.EndpointID || chk.Work.TenantID != c.TenantID)) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (chk.Work.EndpointID != c.EndpointID || chk.Work.TenantID != c.TenantID)) {
 			return agentowl.Errorf(agentowl.ECodeNotFound, "No work %q for this runtime credential's endpoint.", workID)
 		}
 		if err != nil {
@@ -451,7 +450,7 @@ func applyCallback(w *agentowl.Work, in *CallbackInput, now time.Time) {
 
 // notifyCompletedTx records the result notice of work that just completed
 // (routine progress, running included, notifies nobody).
-func notifyCompletedTx(ctx context.Context, tx store.Tx, w *agentowl.Work, now time.Time) error {
+func notifyCompletedTx(ctx context.Context, tx agentowl.Tx, w *agentowl.Work, now time.Time) error {
 	if w.Status != agentowl.WorkCompleted {
 		return nil
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -194,9 +193,9 @@ func (s *Service) CreateEndpoint(ctx context.Context, p *access.Principal, tenan
 	}
 	secret := webhook.NewSecret()
 	ep.SigningSecret = []byte(secret) // sealed at rest by the store
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		if err := tx.EndpointCreate(ctx, ep); err != nil {
-			if errors.Is(err, store.ErrConflict) {
+			if errors.Is(err, agentowl.ErrConflict) {
 				return nameTaken(ep.Name)
 			}
 			return err
@@ -261,7 +260,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 		}
 	}
 	var out *agentowl.Endpoint
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -284,7 +283,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 		}
 		ep.UpdatedAt = s.clock.Now()
 		if err := tx.EndpointUpdate(ctx, ep); err != nil {
-			if errors.Is(err, store.ErrConflict) {
+			if errors.Is(err, agentowl.ErrConflict) {
 				return nameTaken(ep.Name)
 			}
 			return err
@@ -309,7 +308,7 @@ func (s *Service) RotateSigningSecret(ctx context.Context, p *access.Principal, 
 	}
 	secret := webhook.NewSecret()
 	var out *agentowl.Endpoint
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -336,7 +335,7 @@ func (s *Service) DeleteEndpoint(ctx context.Context, p *access.Principal, tenan
 	if err != nil {
 		return err
 	}
-	return s.store.Write(ctx, func(tx store.Tx) error {
+	return s.store.Write(ctx, func(tx agentowl.Tx) error {
 		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -388,7 +387,7 @@ func (s *Service) setPaused(ctx context.Context, p *access.Principal, tenant, id
 		return nil, err
 	}
 	var out *agentowl.Endpoint
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		ep, err := tenantEndpoint(ctx, tx, m, id)
 		if err != nil {
 			return err
@@ -433,7 +432,7 @@ func (s *Service) ListEndpoints(ctx context.Context, p *access.Principal, tenant
 		return nil, err
 	}
 	var out []*agentowl.Endpoint
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		out, err = tx.EndpointList(ctx, m.TenantID)
 		return err
 	})
@@ -454,7 +453,7 @@ func (s *Service) InspectEndpoint(ctx context.Context, p *access.Principal, tena
 		return nil, err
 	}
 	var v EndpointView
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		if v.Endpoint, err = tenantEndpoint(ctx, tx, m, id); err != nil {
 			return err
 		}
@@ -469,7 +468,7 @@ func (s *Service) InspectEndpoint(ctx context.Context, p *access.Principal, tena
 
 // EndpointForBinding returns the live endpoint a new binding would route
 // to, for ingress: not_found otherwise.
-func EndpointForBinding(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Endpoint, error) {
+func EndpointForBinding(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.Endpoint, error) {
 	return tenantEndpoint(ctx, tx, m, id)
 }
 
@@ -525,7 +524,7 @@ func (s *Service) CreateCredential(ctx context.Context, p *access.Principal, ten
 	now := s.clock.Now()
 	c := &agentowl.RuntimeCredential{ID: agentowl.NewID("rtc"), TenantID: m.TenantID, EndpointID: endpointID, Hash: agentowl.HashToken(secret),
 		Label: label, Scopes: scopes, CreatedAt: now, ExpiresAt: now.Add(time.Duration(lifetime) * 24 * time.Hour)}
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		if _, err := tenantEndpoint(ctx, tx, m, endpointID); err != nil {
 			return err
 		}
@@ -549,7 +548,7 @@ func (s *Service) ListCredentials(ctx context.Context, p *access.Principal, tena
 		return nil, err
 	}
 	var out []*agentowl.RuntimeCredential
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		if _, err := tenantEndpoint(ctx, tx, m, endpointID); err != nil {
 			return err
 		}
@@ -567,9 +566,9 @@ func (s *Service) RevokeCredential(ctx context.Context, p *access.Principal, ten
 		return nil, err
 	}
 	var out *agentowl.RuntimeCredential
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		c, err := tx.RuntimeCredentialGet(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
 			return notFound(m, "runtime credential", id)
 		}
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/outbox"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Outbox kinds of endpoint deliveries.
@@ -31,13 +30,13 @@ func Destination(endpointID string) string { return "endpoint:" + endpointID }
 // once the endpoint is deleted, which ends the message. While the endpoint
 // is paused the target is held: no attempt starts (a handoff enqueued as
 // the pause committed is held here).
-func (s *Service) ResolveDestination(ctx context.Context, tx store.Tx, destination string) (*outbox.Target, error) {
+func (s *Service) ResolveDestination(ctx context.Context, tx agentowl.Tx, destination string) (*outbox.Target, error) {
 	id, found := strings.CutPrefix(destination, "endpoint:")
 	if !found {
 		return nil, nil
 	}
 	ep, err := tx.EndpointGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil || ep.DeletedAt != nil {
@@ -71,12 +70,12 @@ func ToWireEvent(ev *agentowl.Event) agentwork.Event {
 // message; otherwise the message alone in the original format. The work
 // is committed with its message, before any attempt, so every transport
 // retry carries the same work identity. Call Wake after the commit.
-func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, conv *agentowl.Conversation) (*agentowl.Work, error) {
+func (s *Service) HandoffTx(ctx context.Context, tx agentowl.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, conv *agentowl.Conversation) (*agentowl.Work, error) {
 	cred, err := tx.RuntimeCredentialNewest(ctx, ep.ID, ScopeCallbacks, s.clock.Now())
 	if err != nil {
 		return nil, err
 	}
-	return s.HandoffEncodedTx(ctx, tx, &store.Route{Endpoint: ep, Credential: cred}, ev, conv, nil)
+	return s.HandoffEncodedTx(ctx, tx, &agentowl.Route{Endpoint: ep, Credential: cred}, ev, conv, nil)
 }
 
 // HandoffEncodedTx is HandoffTx for an event received at a binding whose
@@ -84,7 +83,7 @@ func (s *Service) HandoffTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpo
 // a work block names) the transaction has read, with ev's headers and
 // payload already encoded (EncodeEvent(ev), before the transaction; nil
 // encodes them here).
-func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, route *store.Route, ev *agentowl.Event, conv *agentowl.Conversation,
+func (s *Service) HandoffEncodedTx(ctx context.Context, tx agentowl.Tx, route *agentowl.Route, ev *agentowl.Event, conv *agentowl.Conversation,
 	enc *EncodedEvent) (*agentowl.Work, error) {
 	var delay time.Duration
 	if route.Binding != nil {
@@ -99,7 +98,7 @@ func (s *Service) HandoffEncodedTx(ctx context.Context, tx store.Tx, route *stor
 // newWorkTx records new work for ev at ep and its handoff; its work block
 // names cred, the newest live credential allowed to post callbacks (during
 // rotation, the new one).
-func (s *Service) newWorkTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, cred string, ev *agentowl.Event, conv *agentowl.Conversation,
+func (s *Service) newWorkTx(ctx context.Context, tx agentowl.Tx, ep *agentowl.Endpoint, cred string, ev *agentowl.Event, conv *agentowl.Conversation,
 	gen int, replayOf string, enc *EncodedEvent, delay time.Duration) (*agentowl.Work, error) {
 	now := s.clock.Now()
 	w := &agentowl.Work{
@@ -126,7 +125,7 @@ type deliveryWork struct {
 // bytes are fixed here, when the delivery is committed, and sent unchanged
 // on every attempt. Its first attempt waits delay (the binding's handoff
 // delay), or, while the endpoint is paused, until it is resumed.
-func (s *Service) deliverTx(ctx context.Context, tx store.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, dw *deliveryWork, enc *EncodedEvent,
+func (s *Service) deliverTx(ctx context.Context, tx agentowl.Tx, ep *agentowl.Endpoint, ev *agentowl.Event, dw *deliveryWork, enc *EncodedEvent,
 	delay time.Duration) error {
 	now := s.clock.Now()
 	d := agentwork.Handoff{ID: agentowl.NewID(agentowl.SortedUUID), Type: agentwork.EventType, CreatedAt: rfc3339(now), Event: ToWireEvent(ev)}
@@ -167,9 +166,9 @@ func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workI
 		return nil, err
 	}
 	var out *agentowl.Work
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		orig, err := tx.WorkGet(ctx, workID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && orig.TenantID != m.TenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && orig.TenantID != m.TenantID) {
 			return notFound(m, "work", workID)
 		}
 		if err != nil {

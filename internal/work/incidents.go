@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // incidentBatch bounds the failed messages one sweep step looks at.
@@ -22,7 +21,7 @@ const incidentBatch = 100
 // sweeps open exactly one incident per failed message.
 func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
 	var failed []*agentowl.OutboxMessage
-	if err := s.store.Read(ctx, func(tx store.Tx) (err error) {
+	if err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		failed, err = tx.MessagesFailedWithoutIncident(ctx, []string{MessageKindHandoff, MessageKindDecision}, incidentBatch)
 		return err
 	}); err != nil {
@@ -31,10 +30,10 @@ func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
 	n := 0
 	for _, m := range failed {
 		created := false
-		err := s.store.Write(ctx, func(tx store.Tx) error {
+		err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 			created = false
 			w, err := tx.WorkGet(ctx, m.Subject)
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, agentowl.ErrNotFound) {
 				return nil // the work is gone: nothing to attach an incident to
 			}
 			if err != nil {
@@ -55,7 +54,7 @@ func (s *Service) RecordDeliveryIncidents(ctx context.Context) (int, error) {
 			return notifyItemTx(ctx, tx, it)
 		})
 		switch {
-		case errors.Is(err, store.ErrConflict): // another sweep opened it first
+		case errors.Is(err, agentowl.ErrConflict): // another sweep opened it first
 		case err != nil:
 			return n, err
 		case created:

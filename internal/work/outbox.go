@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // The operator's views of agent work's outgoing messages
@@ -57,7 +56,7 @@ func ParseMessageState(v string) (agentowl.MessageState, error) {
 
 // OutboxEntry is one message of a queue with what it delivers.
 type OutboxEntry struct {
-	*store.OutboxEntry
+	*agentowl.OutboxEntry
 	// DecisionID is the decision a push carries.
 	DecisionID string
 	// Attempts and IncidentID (the open or resolved incident reporting the
@@ -66,7 +65,7 @@ type OutboxEntry struct {
 	IncidentID string
 }
 
-func toEntry(e *store.OutboxEntry) *OutboxEntry {
+func toEntry(e *agentowl.OutboxEntry) *OutboxEntry {
 	out := &OutboxEntry{OutboxEntry: e}
 	if e.Message.Kind == MessageKindDecision {
 		if _, _, d, ok := parseDecisionDestination(e.Message.Destination); ok {
@@ -95,13 +94,13 @@ func (s *Service) ListQueue(ctx context.Context, p *access.Principal, tenant str
 	if f.OlderThan < 0 {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "older_than", "older_than must not be negative.")
 	}
-	params := store.OutboxFindParams{TenantID: m.TenantID, Kinds: q.kinds, State: f.State, EndpointID: f.EndpointID,
+	params := agentowl.OutboxFindParams{TenantID: m.TenantID, Kinds: q.kinds, State: f.State, EndpointID: f.EndpointID,
 		EventID: f.EventID, BindingID: f.BindingID, WorkID: f.WorkID, Limit: f.Limit}
 	if f.OlderThan > 0 {
 		params.CreatedBefore = s.clock.Now().Add(-f.OlderThan)
 	}
-	var found []*store.OutboxEntry
-	err = s.store.Read(ctx, func(tx store.Tx) (err error) {
+	var found []*agentowl.OutboxEntry
+	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
 		found, err = tx.OutboxFind(ctx, params)
 		return err
 	})
@@ -114,9 +113,9 @@ func (s *Service) ListQueue(ctx context.Context, p *access.Principal, tenant str
 
 // queueEntry reads message id of q in membership m, or not_found: the
 // message of another tenant, or of another queue, is not there.
-func queueEntry(ctx context.Context, tx store.Tx, m *agentowl.Membership, q Queue, id string) (*store.OutboxEntry, error) {
+func queueEntry(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, q Queue, id string) (*agentowl.OutboxEntry, error) {
 	e, err := tx.OutboxGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (e.Message.TenantID != m.TenantID || !slices.Contains(q.kinds, e.Message.Kind))) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (e.Message.TenantID != m.TenantID || !slices.Contains(q.kinds, e.Message.Kind))) {
 		return nil, notFound(m, q.what, id)
 	}
 	return e, err
@@ -130,7 +129,7 @@ func (s *Service) InspectQueue(ctx context.Context, p *access.Principal, tenant 
 		return nil, err
 	}
 	var out *OutboxEntry
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		e, err := queueEntry(ctx, tx, m, q, id)
 		if err != nil {
 			return err
@@ -142,7 +141,7 @@ func (s *Service) InspectQueue(ctx context.Context, p *access.Principal, tenant 
 		it, err := tx.AttentionByMessage(ctx, id)
 		if err == nil {
 			out.IncidentID = it.ID
-		} else if !errors.Is(err, store.ErrNotFound) {
+		} else if !errors.Is(err, agentowl.ErrNotFound) {
 			return err
 		}
 		return nil
@@ -166,7 +165,7 @@ func (s *Service) Redrive(ctx context.Context, p *access.Principal, tenant strin
 		return nil, err
 	}
 	var out *OutboxEntry
-	err = s.store.Write(ctx, func(tx store.Tx) error {
+	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
 		e, err := queueEntry(ctx, tx, m, q, id)
 		if err != nil {
 			return err
@@ -184,9 +183,9 @@ func (s *Service) Redrive(ctx context.Context, p *access.Principal, tenant strin
 			return err
 		}
 		prev := msg.State
-		redriven, err := tx.MessageRedrive(ctx, store.RedriveParams{ID: id, From: []agentowl.MessageState{agentowl.MessageFailed,
+		redriven, err := tx.MessageRedrive(ctx, agentowl.RedriveParams{ID: id, From: []agentowl.MessageState{agentowl.MessageFailed,
 			agentowl.MessageCancelled}, Now: now, DeadlineAt: deadline})
-		if errors.Is(err, store.ErrConflict) {
+		if errors.Is(err, agentowl.ErrConflict) {
 			return agentowl.Errorf(agentowl.ECodeDeliveryPending, "Message %q was redriven concurrently; it is being delivered.", id)
 		}
 		if err != nil {
@@ -233,9 +232,9 @@ func redrivable(msg *agentowl.OutboxMessage) error {
 }
 
 // endpointLive refuses a redrive to an endpoint that was deleted.
-func endpointLive(ctx context.Context, tx store.Tx, endpointID string) error {
+func endpointLive(ctx context.Context, tx agentowl.Tx, endpointID string) error {
 	ep, err := tx.EndpointGet(ctx, endpointID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && ep.DeletedAt != nil) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && ep.DeletedAt != nil) {
 		return agentowl.Errorf(agentowl.ECodeConflict, "Endpoint %q was deleted; there is nowhere to deliver to.", endpointID)
 	}
 	return err
@@ -243,13 +242,13 @@ func endpointLive(ctx context.Context, tx store.Tx, endpointID string) error {
 
 // pushRedrivable checks that a decision push is still worth sending and
 // returns the new series' deadline: the request's expiry, as for the first.
-func (s *Service) pushRedrivable(ctx context.Context, tx store.Tx, msg *agentowl.OutboxMessage, now time.Time) (time.Time, error) {
+func (s *Service) pushRedrivable(ctx context.Context, tx agentowl.Tx, msg *agentowl.OutboxMessage, now time.Time) (time.Time, error) {
 	epID, workID, decisionID, ok := parseDecisionDestination(msg.Destination)
 	if !ok {
 		return time.Time{}, agentowl.Errorf(agentowl.ECodeConflict, "Message %q has no decision destination.", msg.ID)
 	}
 	ep, err := tx.EndpointGet(ctx, epID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (ep.DeletedAt != nil || ep.DecisionURL == "")) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (ep.DeletedAt != nil || ep.DecisionURL == "")) {
 		return time.Time{}, agentowl.Errorf(agentowl.ECodeConflict,
 			"Endpoint %q was deleted or has no decision URL any more; the runtime recovers the decision through GET /runtime/v1/work/%s/decisions.",
 			epID, workID)
@@ -285,9 +284,9 @@ func (s *Service) pushRedrivable(ctx context.Context, tx store.Tx, msg *agentowl
 // closeIncidentTx resolves the incident that reported message id's failure
 // as redriven and detaches it from the message, so that a failure of the
 // new series opens an incident of its own.
-func (s *Service) closeIncidentTx(ctx context.Context, tx store.Tx, id string, now time.Time) error {
+func (s *Service) closeIncidentTx(ctx context.Context, tx agentowl.Tx, id string, now time.Time) error {
 	it, err := tx.AttentionByMessage(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil
 	}
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -30,7 +29,7 @@ func testID(kind string) string { return fmt.Sprintf("%s_t%d", kind, testIDs.Add
 type cbEnv struct {
 	t     *testing.T
 	ctx   context.Context
-	st    store.Store
+	st    agentowl.Store
 	clock *clocktest.Fake
 	svc   *Service
 	ep    *agentowl.Endpoint
@@ -50,7 +49,7 @@ func forEachStore(t *testing.T, cfg Config, fn func(t *testing.T, e *cbEnv)) {
 	}
 }
 
-func newCBEnv(t *testing.T, st store.Store, cfg Config) *cbEnv {
+func newCBEnv(t *testing.T, st agentowl.Store, cfg Config) *cbEnv {
 	t.Helper()
 	e := &cbEnv{t: t, ctx: t.Context(), st: st, clock: clocktest.New(time.Date(2026, 10, 6, 12, 0, 0, 0, time.UTC))}
 	svc, err := New(st, e.clock, nil, nil, cfg, nil)
@@ -68,7 +67,7 @@ func newCBEnv(t *testing.T, st store.Store, cfg Config) *cbEnv {
 		Status: agentowl.ConversationOpen, CreatedAt: now, LastEventAt: now}
 	e.ev = &agentowl.Event{ID: testID("evt"), TenantID: tn.ID, BindingID: b.ID, ConversationID: e.conv.ID, Channel: "webhook",
 		Sender: "crm", ReceivedAt: now, Headers: map[string][]string{}, Payload: []byte(`{}`), Attachments: []byte(`[]`)}
-	e.write(func(tx store.Tx) error {
+	e.write(func(tx agentowl.Tx) error {
 		for _, f := range []func() error{
 			func() error { return tx.TenantCreate(e.ctx, tn) },
 			func() error { return tx.EndpointCreate(e.ctx, e.ep) },
@@ -86,7 +85,7 @@ func newCBEnv(t *testing.T, st store.Store, cfg Config) *cbEnv {
 	return e
 }
 
-func (e *cbEnv) write(fn func(tx store.Tx) error) {
+func (e *cbEnv) write(fn func(tx agentowl.Tx) error) {
 	e.t.Helper()
 	if err := e.st.Write(e.ctx, fn); err != nil {
 		e.t.Fatalf("write: %v", err)
@@ -98,7 +97,7 @@ func (e *cbEnv) credential(ep *agentowl.Endpoint, expires time.Time, scopes ...s
 	e.t.Helper()
 	c := &agentowl.RuntimeCredential{ID: testID("rtc"), TenantID: ep.TenantID, EndpointID: ep.ID,
 		Hash: agentowl.HashToken(agentowl.NewTokenSecret(agentowl.TokenRuntime)), Scopes: scopes, CreatedAt: e.clock.Now(), ExpiresAt: expires}
-	e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
+	e.write(func(tx agentowl.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 	return c
 }
 
@@ -109,14 +108,14 @@ func (e *cbEnv) newWork() *agentowl.Work {
 	w := &agentowl.Work{ID: testID("work"), TenantID: e.ev.TenantID, EndpointID: e.ep.ID, ConversationID: e.conv.ID,
 		EventID: e.ev.ID, Generation: int(testIDs.Add(1)), DeliveryID: testID("d"), CredentialID: e.cred.ID,
 		Status: agentowl.WorkPending, CreatedAt: now, UpdatedAt: now}
-	e.write(func(tx store.Tx) error { return tx.WorkCreate(e.ctx, w) })
+	e.write(func(tx agentowl.Tx) error { return tx.WorkCreate(e.ctx, w) })
 	return w
 }
 
 func (e *cbEnv) getWork(id string) *agentowl.Work {
 	e.t.Helper()
 	var w *agentowl.Work
-	if err := e.st.Read(e.ctx, func(tx store.Tx) (err error) { w, err = tx.WorkGet(e.ctx, id); return err }); err != nil {
+	if err := e.st.Read(e.ctx, func(tx agentowl.Tx) (err error) { w, err = tx.WorkGet(e.ctx, id); return err }); err != nil {
 		e.t.Fatal(err)
 	}
 	return w
@@ -125,8 +124,8 @@ func (e *cbEnv) getWork(id string) *agentowl.Work {
 func (e *cbEnv) items(workID string) []*agentowl.AttentionItem {
 	e.t.Helper()
 	var items []*agentowl.AttentionItem
-	if err := e.st.Read(e.ctx, func(tx store.Tx) (err error) {
-		items, err = tx.AttentionList(e.ctx, store.AttentionListParams{TenantID: e.ep.TenantID, WorkID: workID, Limit: 100})
+	if err := e.st.Read(e.ctx, func(tx agentowl.Tx) (err error) {
+		items, err = tx.AttentionList(e.ctx, agentowl.AttentionListParams{TenantID: e.ep.TenantID, WorkID: workID, Limit: 100})
 		return err
 	}); err != nil {
 		e.t.Fatal(err)
@@ -282,7 +281,7 @@ func TestRecordCallbackScope(t *testing.T) {
 		now := e.clock.Now()
 		other := &agentowl.Endpoint{ID: testID("ep"), TenantID: e.ep.TenantID, Name: "other", URL: "https://other.example.com/",
 			AgentWork: true, SigningSecret: []byte("sealed"), CreatedAt: now, UpdatedAt: now}
-		e.write(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, other) })
+		e.write(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, other) })
 		otherCred := e.credential(other, now.Add(time.Hour), ScopeCallbacks)
 		body := cb{seq: 1, status: agentowl.WorkRunning}.body(w.ID)
 		_, err := e.svc.RecordCallback(e.ctx, otherCred, w.ID, body)
@@ -337,7 +336,7 @@ func TestRecordCallbackWrites(t *testing.T) {
 		session := func() string {
 			t.Helper()
 			var c *agentowl.Conversation
-			if err := e.st.Read(e.ctx, func(tx store.Tx) (err error) { c, err = tx.ConversationGet(e.ctx, e.conv.ID); return err }); err != nil {
+			if err := e.st.Read(e.ctx, func(tx agentowl.Tx) (err error) { c, err = tx.ConversationGet(e.ctx, e.conv.ID); return err }); err != nil {
 				t.Fatal(err)
 			}
 			return c.RuntimeSessionID
@@ -447,7 +446,7 @@ func TestAuthenticateRuntime(t *testing.T) {
 			if revoked {
 				c.RevokedAt = &now
 			}
-			e.write(func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
+			e.write(func(tx agentowl.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 			return secret, c
 		}
 		live, liveCred := stored(e.ep, now.Add(time.Hour), false, ScopeCallbacks)
@@ -455,7 +454,7 @@ func TestAuthenticateRuntime(t *testing.T) {
 		revoked, _ := stored(e.ep, now.Add(time.Hour), true, ScopeCallbacks)
 		gone := &agentowl.Endpoint{ID: testID("ep"), TenantID: e.ep.TenantID, Name: "gone", URL: "https://gone.example.com/",
 			AgentWork: true, SigningSecret: []byte("sealed"), CreatedAt: now, UpdatedAt: now, DeletedAt: &now}
-		e.write(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, gone) })
+		e.write(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, gone) })
 		ofDeleted, _ := stored(gone, now.Add(time.Hour), false, ScopeCallbacks)
 		noScope, noScopeCred := stored(e.ep, now.Add(time.Hour), false, ScopeDecisions)
 		for _, c := range []struct {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Handoff states of an event, as the conversation views show them.
@@ -27,13 +26,13 @@ const (
 // handoff and the original-format delivery of an endpoint without agent
 // work. purged reports a handoff whose message retention already removed
 // (it was delivered or ended long ago).
-func eventMessages(ctx context.Context, tx store.Tx, ev *agentowl.Event) (msgs []*agentowl.OutboxMessage, works []*agentowl.Work, purged bool, err error) {
+func eventMessages(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event) (msgs []*agentowl.OutboxMessage, works []*agentowl.Work, purged bool, err error) {
 	if works, err = tx.WorkByEvent(ctx, ev.ID); err != nil {
 		return nil, nil, false, err
 	}
 	for _, w := range works {
 		m, err := tx.MessageGet(ctx, w.DeliveryID)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			purged = true
 			continue
 		}
@@ -42,7 +41,7 @@ func eventMessages(ctx context.Context, tx store.Tx, ev *agentowl.Event) (msgs [
 		}
 		msgs = append(msgs, m)
 	}
-	plain, err := tx.MessageList(ctx, store.MessageListParams{TenantID: ev.TenantID, Subject: ev.ID, Limit: 100})
+	plain, err := tx.MessageList(ctx, agentowl.MessageListParams{TenantID: ev.TenantID, Subject: ev.ID, Limit: 100})
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -61,7 +60,7 @@ func sent(m *agentowl.OutboxMessage) bool {
 
 // HandoffStateTx returns the handoff state of ev (HandoffRecorded,
 // HandoffQueued or HandoffSent) and its work, oldest first.
-func HandoffStateTx(ctx context.Context, tx store.Tx, ev *agentowl.Event) (string, []*agentowl.Work, error) {
+func HandoffStateTx(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event) (string, []*agentowl.Work, error) {
 	msgs, works, purged, err := eventMessages(ctx, tx, ev)
 	if err != nil {
 		return "", nil, err
@@ -88,7 +87,7 @@ func HandoffStateTx(ctx context.Context, tx store.Tx, ev *agentowl.Event) (strin
 // Once any delivery of ev may have reached its endpoint, the event is
 // event_handed_off and nothing changes: the runtime already acts on the
 // conversation it was given.
-func (s *Service) RelinkTx(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
+func (s *Service) RelinkTx(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error {
 	msgs, _, purged, err := eventMessages(ctx, tx, ev)
 	if err != nil {
 		return err
@@ -119,7 +118,7 @@ func (s *Service) RelinkTx(ctx context.Context, tx store.Tx, ev *agentowl.Event,
 		if err != nil {
 			return err
 		}
-		if err := tx.MessageRewrite(ctx, m.ID, body); errors.Is(err, store.ErrConflict) {
+		if err := tx.MessageRewrite(ctx, m.ID, body); errors.Is(err, agentowl.ErrConflict) {
 			return handedOff // an attempt started meanwhile
 		} else if err != nil {
 			return err

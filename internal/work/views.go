@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // The operator views keep three statuses apart: the delivery
@@ -85,10 +84,10 @@ func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant stri
 	if err != nil {
 		return nil, err
 	}
-	params := store.WorkListParams{TenantID: m.TenantID, Status: f.Status, EndpointID: f.EndpointID,
+	params := agentowl.WorkListParams{TenantID: m.TenantID, Status: f.Status, EndpointID: f.EndpointID,
 		ConversationID: f.ConversationID, After: f.After, Limit: f.Limit}
 	var out []*Summary
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		ws, err := tx.WorkList(ctx, params)
 		if err != nil {
 			return err
@@ -106,9 +105,9 @@ func (s *Service) ListWork(ctx context.Context, p *access.Principal, tenant stri
 }
 
 // handoffMessage is the outbox message that hands w over, nil once purged.
-func handoffMessage(ctx context.Context, tx store.Tx, w *agentowl.Work) (*agentowl.OutboxMessage, error) {
+func handoffMessage(ctx context.Context, tx agentowl.Tx, w *agentowl.Work) (*agentowl.OutboxMessage, error) {
 	msg, err := tx.MessageGet(ctx, w.DeliveryID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return nil, nil
 	}
 	return msg, err
@@ -122,9 +121,9 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 		return nil, err
 	}
 	var d Detail
-	err = s.store.Read(ctx, func(tx store.Tx) error {
+	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
 		w, err := tx.WorkGet(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
 			return notFound(m, "work", id)
 		}
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Config holds the agent-work limits and settings. Every field has a
@@ -80,7 +79,7 @@ func (c Config) validate() error {
 
 // Service implements the agent-work use-cases.
 type Service struct {
-	store store.Store
+	store agentowl.Store
 	clock agentowl.Clock
 	cfg   Config
 	log   *slog.Logger
@@ -94,7 +93,7 @@ type Service struct {
 // New returns a Service. checkURL is the egress client's URL check (every endpoint URL and
 // decision URL must pass it); wake, when set, is called after handoffs
 // commit.
-func New(st store.Store, clock agentowl.Clock, checkURL func(string) error, wake func(), cfg Config, log *slog.Logger) (*Service, error) {
+func New(st agentowl.Store, clock agentowl.Clock, checkURL func(string) error, wake func(), cfg Config, log *slog.Logger) (*Service, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -129,9 +128,9 @@ func (s *Service) CallbackURL(workID string) string {
 }
 
 // tenantEndpoint reads a live endpoint of membership m, or not_found.
-func tenantEndpoint(ctx context.Context, tx store.Tx, m *agentowl.Membership, id string) (*agentowl.Endpoint, error) {
+func tenantEndpoint(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.Endpoint, error) {
 	ep, err := tx.EndpointGet(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (ep.TenantID != m.TenantID || ep.DeletedAt != nil)) {
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (ep.TenantID != m.TenantID || ep.DeletedAt != nil)) {
 		return nil, notFound(m, "endpoint", id)
 	}
 	return ep, err

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // File is one attachment part of a test message.
@@ -38,7 +37,7 @@ type Message struct {
 
 // Handoff runs in the accepting transaction after the event is stored
 // (work.Service.HandoffTx, say); nil for none.
-type Handoff func(ctx context.Context, tx store.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error
+type Handoff func(ctx context.Context, tx agentowl.Tx, ev *agentowl.Event, conv *agentowl.Conversation) error
 
 // Chunk is the size of the writes a parser makes (an odd size, so chunk
 // edges fall anywhere).
@@ -48,7 +47,7 @@ const Chunk = 32<<10 + 3
 // at binding b (a new conversation), received at, committing the attachment
 // records with it; then finishes the upload. It returns the stored event,
 // or the error that refused the message (nothing of it is stored then).
-func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *agentowl.Binding, m Message, at time.Time, h Handoff) (*agentowl.Event, error) {
+func Accept(ctx context.Context, st agentowl.Store, svc *attachment.Service, b *agentowl.Binding, m Message, at time.Time, h Handoff) (*agentowl.Event, error) {
 	u := svc.NewUpload(b.TenantID)
 	committed := false
 	defer func() { u.Finish(ctx, committed) }()
@@ -70,14 +69,14 @@ func Accept(ctx context.Context, st store.Store, svc *attachment.Service, b *age
 	ev := &agentowl.Event{TenantID: b.TenantID, BindingID: b.ID, Channel: b.Channel, Sender: m.Sender, ReceivedAt: at,
 		Headers: map[string][]string{}, Payload: json.RawMessage(`{"subject":"test"}`), DedupeKey: m.DedupeKey}
 	duplicate := false
-	err := st.Write(ctx, func(tx store.Tx) error {
+	err := st.Write(ctx, func(tx agentowl.Tx) error {
 		if ev.DedupeKey != "" {
 			prev, err := tx.EventGetByDedupeKey(ctx, b.ID, ev.DedupeKey)
 			if err == nil {
 				*ev, duplicate = *prev, true
 				return nil
 			}
-			if !errors.Is(err, store.ErrNotFound) {
+			if !errors.Is(err, agentowl.ErrNotFound) {
 				return err
 			}
 		}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/blob/blobtest"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -109,9 +109,9 @@ func BenchmarkSMTPAttachments(b *testing.B) {
 			var work string
 			var ids []string
 			ctx := context.Background()
-			if err := srv.Store().Read(ctx, func(tx store.Tx) error {
+			if err := srv.Store().Read(ctx, func(tx agentowl.Tx) error {
 				tn, _ := tx.TenantGetByName(ctx, "default")
-				ws, err := tx.WorkList(ctx, store.WorkListParams{TenantID: tn.ID, Limit: 1})
+				ws, err := tx.WorkList(ctx, agentowl.WorkListParams{TenantID: tn.ID, Limit: 1})
 				if err != nil || len(ws) == 0 {
 					return fmt.Errorf("no work: %v", err)
 				}

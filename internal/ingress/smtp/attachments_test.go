@@ -19,7 +19,6 @@ import (
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/blob/blobtest"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -160,7 +159,7 @@ func (e *env) workOf(subject string) string {
 		e.t.Fatalf("no event with subject %q", subject)
 	}
 	var id string
-	err := e.srv.Store().Read(context.Background(), func(tx store.Tx) error {
+	err := e.srv.Store().Read(context.Background(), func(tx agentowl.Tx) error {
 		ws, err := tx.WorkByEvent(context.Background(), ev.ID)
 		if err == nil && len(ws) > 0 {
 			id = ws[0].ID

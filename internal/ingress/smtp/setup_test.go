@@ -22,7 +22,6 @@ import (
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -169,12 +168,12 @@ func (e *env) events() []*agentowl.Event {
 	e.t.Helper()
 	ctx := context.Background()
 	var out []*agentowl.Event
-	err := e.srv.Store().Read(ctx, func(tx store.Tx) error {
+	err := e.srv.Store().Read(ctx, func(tx agentowl.Tx) error {
 		tn, err := tx.TenantGetByName(ctx, "default")
 		if err != nil {
 			return err
 		}
-		ws, err := tx.WorkList(ctx, store.WorkListParams{TenantID: tn.ID, Limit: 1000})
+		ws, err := tx.WorkList(ctx, agentowl.WorkListParams{TenantID: tn.ID, Limit: 1000})
 		if err != nil {
 			return err
 		}

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/attachment"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/server"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // A multipart message with a text body, an HTML alternative, an inline
@@ -274,7 +274,7 @@ func TestSMTPRefusals(t *testing.T) {
 			t.Fatalf("refused messages stored %d events", len(evs))
 		}
 		var conversations int
-		e.srv.Store().Read(t.Context(), func(tx store.Tx) error {
+		e.srv.Store().Read(t.Context(), func(tx agentowl.Tx) error {
 			b, _ := tx.BindingGet(t.Context(), bid)
 			_, err := tx.ConversationGetOpenByKey(t.Context(), b.ID, "")
 			if err == nil {

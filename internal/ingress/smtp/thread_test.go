@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // mail is a message of a thread built in a test.
@@ -110,7 +109,7 @@ func TestSMTPThreading(t *testing.T) {
 		fresh("a reply from the binding's own address", own, first)
 
 		// A reset conversation takes no more replies.
-		e.srv.Store().Write(t.Context(), func(tx store.Tx) error {
+		e.srv.Store().Write(t.Context(), func(tx agentowl.Tx) error {
 			return tx.ConversationEnd(t.Context(), first.ConversationID, e.clock.Now())
 		})
 		afterReset := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "after the reset", id: "12@example.org",

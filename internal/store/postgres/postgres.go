@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/migrate"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
 
@@ -44,7 +44,7 @@ const MaxConns = 16
 // secrets another key sealed is refused with secret.ErrKeyMismatch) and
 // returns the store. A nil box opens it for offline administration, as
 // sqlite.Open does.
-func Open(ctx context.Context, url string, box *secret.Box) (store.Store, error) {
+func Open(ctx context.Context, url string, box *secret.Box) (agentowl.Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func Migrations() fs.FS {
 func classify(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-		return fmt.Errorf("%w: %v", store.ErrConflict, err)
+		return fmt.Errorf("%w: %v", agentowl.ErrConflict, err)
 	}
 	return err
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
@@ -26,7 +26,7 @@ func TestConformance(t *testing.T) {
 
 // upgradeDB is an upgrade test's empty schema, open without the store,
 // and the store opener that finishes the upgrade.
-func upgradeDB(t *testing.T) (db *sql.DB, open func() store.Store) {
+func upgradeDB(t *testing.T) (db *sql.DB, open func() agentowl.Store) {
 	t.Helper()
 	if storetest.PostgresURL(t) == "" {
 		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set")
@@ -36,7 +36,7 @@ func upgradeDB(t *testing.T) (db *sql.DB, open func() store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, func() store.Store {
+	return db, func() agentowl.Store {
 		s, err := postgres.Open(context.Background(), dsn, secrettest.NewBox(t))
 		if err != nil {
 			t.Fatalf("open after the upgrade: %v", err)
@@ -68,7 +68,7 @@ func TestChannelsUpgrade(t *testing.T) {
 
 // When the server drops every backend of a store at once (a restart, a
 // failover, pg_terminate_backend), an operation that meets a dead
-// connection answers store.ErrUnavailable, never another error, and the
+// connection answers agentowl.ErrUnavailable, never another error, and the
 // operations after it succeed on new connections instead of each failing on
 // another dead one.
 func TestLostConnections(t *testing.T) {
@@ -98,7 +98,7 @@ func TestLostConnections(t *testing.T) {
 	var wg sync.WaitGroup
 	for range conns {
 		wg.Go(func() {
-			_ = st.Write(ctx, func(store.Tx) error {
+			_ = st.Write(ctx, func(agentowl.Tx) error {
 				inside.Done()
 				<-release
 				return nil
@@ -126,7 +126,7 @@ func TestLostConnections(t *testing.T) {
 		err := st.Ping(ctx)
 		switch {
 		case err == nil:
-		case errors.Is(err, store.ErrUnavailable):
+		case errors.Is(err, agentowl.ErrUnavailable):
 			failed++
 		default:
 			t.Fatalf("ping %d after the backends were terminated: %v, want nil or store.ErrUnavailable", i, err)

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
 
@@ -38,15 +38,15 @@ type checkpointed struct {
 	ckpt *checkpointer
 }
 
-// Write implements store.Store: the write, then a nudge to the
+// Write implements agentowl.Store: the write, then a nudge to the
 // checkpointer.
-func (s *checkpointed) Write(ctx context.Context, fn func(store.Tx) error) error {
+func (s *checkpointed) Write(ctx context.Context, fn func(agentowl.Tx) error) error {
 	err := s.DB.Write(ctx, fn)
 	s.ckpt.nudge()
 	return err
 }
 
-// Close implements store.Store: the checkpointer stops first.
+// Close implements agentowl.Store: the checkpointer stops first.
 func (s *checkpointed) Close() error {
 	s.ckpt.close()
 	return s.DB.Close()

@@ -18,9 +18,9 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/migrate"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
 
@@ -36,7 +36,7 @@ var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, Unavailable: 
 // Config tunes the SQLite store.
 type Config struct {
 	// BusyTimeout is how long a statement waits for a lock another process
-	// holds (SQLITE_BUSY) before the store answers store.ErrUnavailable.
+	// holds (SQLITE_BUSY) before the store answers agentowl.ErrUnavailable.
 	// Defaults to 10s.
 	BusyTimeout time.Duration
 }
@@ -49,7 +49,7 @@ func (c Config) withDefaults() Config {
 }
 
 // Open opens the database file at path with the default Config (OpenWith).
-func Open(ctx context.Context, path string, box *secret.Box) (store.Store, error) {
+func Open(ctx context.Context, path string, box *secret.Box) (agentowl.Store, error) {
 	return OpenWith(ctx, path, box, Config{})
 }
 
@@ -65,7 +65,7 @@ func Open(ctx context.Context, path string, box *secret.Box) (store.Store, error
 // is created with mode 0600 before SQLite opens it (SQLite would create it
 // 0644, and its -wal and -shm files take the database file's mode), and its
 // directory, when missing, 0700.
-func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (store.Store, error) {
+func OpenWith(ctx context.Context, path string, box *secret.Box, cfg Config) (agentowl.Store, error) {
 	cfg = cfg.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
@@ -186,13 +186,13 @@ func Migrations() fs.FS {
 	return sub
 }
 
-// classify turns constraint violations into store.ErrConflict by result code.
+// classify turns constraint violations into agentowl.ErrConflict by result code.
 func classify(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+			return fmt.Errorf("%w: %v", agentowl.ErrConflict, err)
 		}
 	}
 	return err

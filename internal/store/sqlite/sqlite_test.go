@@ -12,8 +12,8 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
@@ -25,14 +25,14 @@ func TestConformance(t *testing.T) {
 
 // upgradeDB is an upgrade test's empty database file at path, open
 // without the store, and the store opener that finishes the upgrade.
-func upgradeDB(t *testing.T) (path string, db *sql.DB, open func() store.Store) {
+func upgradeDB(t *testing.T) (path string, db *sql.DB, open func() agentowl.Store) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "agentowl.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return path, db, func() store.Store {
+	return path, db, func() agentowl.Store {
 		s, err := sqlite.Open(context.Background(), path, secrettest.NewBox(t))
 		if err != nil {
 			t.Fatalf("open after the upgrade: %v", err)
@@ -121,7 +121,7 @@ func TestWritesAreCheckpointedInTheBackground(t *testing.T) {
 	before := size()
 	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	for i := range 20 {
-		err := s.Write(ctx, func(tx store.Tx) error {
+		err := s.Write(ctx, func(tx agentowl.Tx) error {
 			for j := range 100 {
 				if _, err := tx.CounterAdd(ctx, fmt.Sprintf("checkpoint-test-%d-%d-%s", i, j, strings.Repeat("k", 100)), at, 1); err != nil {
 					return err

@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// SQL of attention items and decisions (store.Attention).
+// SQL of attention items and decisions (agentowl.AttentionStore).
 
 const attentionCols = `id, tenant_id, kind, status, resolution, work_id, endpoint_id, request_id, revision, prompt,
 	allowed_decisions, action_description, action_digest, expires_at, content_hash, request, summary, assignee,
@@ -73,7 +72,7 @@ func (t *tx) AttentionUpdate(ctx context.Context, v *agentowl.AttentionItem) err
 		ts(v.UpdatedAt), v.ID)
 }
 
-func (t *tx) AttentionList(ctx context.Context, p store.AttentionListParams) ([]*agentowl.AttentionItem, error) {
+func (t *tx) AttentionList(ctx context.Context, p agentowl.AttentionListParams) ([]*agentowl.AttentionItem, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	switch p.Status {
 	case "":
@@ -95,7 +94,7 @@ func (t *tx) AttentionList(ctx context.Context, p store.AttentionListParams) ([]
 	return all(rows, err, scanAttention)
 }
 
-func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, decisionID string, forUpdate bool) (*store.DecisionCheck, error) {
+func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, decisionID string, forUpdate bool) (*agentowl.DecisionCheck, error) {
 	// Each statement finds the item's work by the item, within the tenant,
 	// so that all of them go at once.
 	const work = `(SELECT work_id FROM attention_items WHERE id = ? AND tenant_id = ?)`
@@ -103,7 +102,7 @@ func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, de
 	if forUpdate {
 		lock = t.db.dialect.ForUpdate
 	}
-	c := &store.DecisionCheck{}
+	c := &agentowl.DecisionCheck{}
 	// The work first: once it is locked, the item and the rest are read as
 	// its last writer left them (a callback that ended the work resolved
 	// its items).
@@ -124,7 +123,7 @@ func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, de
 		return nil, err
 	}
 	if c.Item != nil && c.Item.TenantID != tenantID {
-		return &store.DecisionCheck{Item: c.Item}, nil
+		return &agentowl.DecisionCheck{Item: c.Item}, nil
 	}
 	return c, nil
 }
@@ -139,7 +138,7 @@ func (t *tx) DecisionForReceipt(ctx context.Context, workID, decisionID string) 
 		oneRow(&it, scanAttention, `SELECT `+attentionCols+` FROM attention_items
 			WHERE id = (SELECT attention_id FROM work_decisions WHERE work_id = ? AND id = ?)`, workID, decisionID))
 	if err == nil && w == nil {
-		err = store.ErrNotFound
+		err = agentowl.ErrNotFound
 	}
 	if err != nil || d == nil {
 		return w, nil, nil, err

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/groupcommit"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // maxBatch bounds how many writes share one commit.
@@ -26,7 +26,7 @@ type batcher struct {
 
 type pendingWrite struct {
 	ctx context.Context
-	fn  func(store.Tx) error
+	fn  func(agentowl.Tx) error
 }
 
 func newBatcher(db *DB, c *conn) *batcher {
@@ -35,7 +35,7 @@ func newBatcher(db *DB, c *conn) *batcher {
 	return b
 }
 
-func (b *batcher) write(ctx context.Context, fn func(store.Tx) error) error {
+func (b *batcher) write(ctx context.Context, fn func(agentowl.Tx) error) error {
 	return b.queue.Do(ctx, &pendingWrite{ctx: ctx, fn: fn})
 }
 

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/groupcommit"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -18,7 +18,7 @@ func TestWritesRacingCloseNeverHang(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 16 {
 			wg.Go(func() {
-				err := st.Write(context.Background(), func(store.Tx) error { return nil })
+				err := st.Write(context.Background(), func(agentowl.Tx) error { return nil })
 				if err != nil && !errors.Is(err, groupcommit.ErrClosed) {
 					t.Errorf("write: %v", err)
 				}

@@ -6,10 +6,9 @@ import (
 	"strings"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// The operator views of conversations (store.Conversations). Lists page by
+// The operator views of conversations (agentowl.ConversationStore). Lists page by
 // keyset: a row comparison on the sort key, which both dialects evaluate
 // on the (…, last_event_at) and (conversation_id, received_at) indexes.
 
@@ -20,7 +19,7 @@ func listLimit(n int) int {
 	return n
 }
 
-func (t *tx) ConversationList(ctx context.Context, p store.ConversationListParams) ([]*agentowl.Conversation, error) {
+func (t *tx) ConversationList(ctx context.Context, p agentowl.ConversationListParams) ([]*agentowl.Conversation, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	if p.BindingID != "" {
 		where, args = append(where, "binding_id = ?"), append(args, p.BindingID)
@@ -39,7 +38,7 @@ func (t *tx) ConversationList(ctx context.Context, p store.ConversationListParam
 	return all(rows, err, scanConversation)
 }
 
-func (t *tx) EventList(ctx context.Context, p store.EventListParams) ([]*agentowl.Event, error) {
+func (t *tx) EventList(ctx context.Context, p agentowl.EventListParams) ([]*agentowl.Event, error) {
 	where, args := []string{"conversation_id = ?"}, []any{p.ConversationID}
 	if p.After != nil {
 		where, args = append(where, "(received_at, id) > (?, ?)"), append(args, ts(p.After.At), p.After.ID)
@@ -81,11 +80,11 @@ func (t *tx) MessageRewrite(ctx context.Context, id string, body []byte) error {
 	// so attempts = 0 means no attempt has started or is in flight; a
 	// concurrent claim either sees the new body or makes this match nothing.
 	err := t.execOne(ctx, `UPDATE outbox SET body = ?, body_event = NULL, body_at = NULL WHERE id = ? AND state = 'pending' AND attempts = 0`, body, id)
-	if !errors.Is(err, store.ErrNotFound) {
+	if !errors.Is(err, agentowl.ErrNotFound) {
 		return err
 	}
 	if _, err := t.MessageGet(ctx, id); err != nil {
 		return err
 	}
-	return store.ErrConflict
+	return agentowl.ErrConflict
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // ---- mail domains
@@ -47,7 +46,7 @@ func (t *tx) MailDomainDelete(ctx context.Context, domain string) error {
 // (whichever tenant holds it); without one, the address's domain must be
 // assigned to the binding's tenant. A generated address is agent- and 13
 // characters, so its @ is the 20th character.
-func (t *tx) BindingListOutsideDomains(ctx context.Context, p store.OutsideDomainsParams) ([]*agentowl.Binding, error) {
+func (t *tx) BindingListOutsideDomains(ctx context.Context, p agentowl.OutsideDomainsParams) ([]*agentowl.Binding, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000

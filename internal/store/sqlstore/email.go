@@ -7,7 +7,7 @@ import (
 	"github.com/agentowl/agentowl"
 )
 
-// SQL of email threading (store.EmailThreads).
+// SQL of email threading (agentowl.EmailThreadStore).
 
 func (t *tx) EmailMessageCreate(ctx context.Context, m *agentowl.EmailMessage) error {
 	_, err := t.exec(ctx, `INSERT INTO email_messages (binding_id, message_id, tenant_id, conversation_id, event_id)

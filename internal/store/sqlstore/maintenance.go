@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// SQL of maintenance (store.Maintenance): the leader lease, job records,
+// SQL of maintenance (agentowl.MaintenanceStore): the leader lease, job records,
 // the overdue scan, lapsed lease recovery and bounded purges.
 
 // ---- leases
@@ -86,7 +85,7 @@ func (t *tx) JobList(ctx context.Context) ([]*agentowl.JobRun, error) {
 
 // ---- the overdue scan
 
-func (t *tx) OpenWorkScan(ctx context.Context, p store.OpenWorkScanParams) ([]*store.OpenWork, error) {
+func (t *tx) OpenWorkScan(ctx context.Context, p agentowl.OpenWorkScanParams) ([]*agentowl.OpenWork, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 500
@@ -103,8 +102,8 @@ func (t *tx) OpenWorkScan(ctx context.Context, p store.OpenWorkScanParams) ([]*s
 		FROM work w JOIN endpoints e ON e.id = w.endpoint_id
 		WHERE w.status IN ('pending', 'accepted', 'running', 'needs_input') AND w.id > ?
 		ORDER BY w.id LIMIT ?`, ts(p.Now), p.AfterID, limit)
-	return all(rows, err, func(s scanner) (*store.OpenWork, error) {
-		var ow store.OpenWork
+	return all(rows, err, func(s scanner) (*agentowl.OpenWork, error) {
+		var ow agentowl.OpenWork
 		var status string
 		var updated int64
 		var accept, report, input, delivered, inputExpired sql.NullInt64
@@ -188,22 +187,22 @@ func affected(res sql.Result, err error) (int, error) {
 // back into something kept (a redriven message is pending again), the
 // outer statement repeats the condition: PostgreSQL re-checks only that
 // one on a row changed meanwhile.
-var purgeStatements = map[store.PurgeClass][]string{
-	store.PurgeDeliveries: {`DELETE FROM outbox WHERE state <> 'pending' AND retain_until <= ? AND id IN (
+var purgeStatements = map[agentowl.PurgeClass][]string{
+	agentowl.PurgeDeliveries: {`DELETE FROM outbox WHERE state <> 'pending' AND retain_until <= ? AND id IN (
 		SELECT id FROM outbox WHERE state <> 'pending' AND retain_until <= ? LIMIT ?)`},
-	store.PurgeApprovalRequests: {`DELETE FROM approval_requests WHERE id IN (
+	agentowl.PurgeApprovalRequests: {`DELETE FROM approval_requests WHERE id IN (
 		SELECT r.id FROM approval_requests r WHERE r.retain_until IS NOT NULL AND r.retain_until <= ?
 			AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = r.id) LIMIT ?)`},
-	store.PurgeIdempotencyKeys: {`DELETE FROM idempotency_keys WHERE (scope, operation, key) IN (
+	agentowl.PurgeIdempotencyKeys: {`DELETE FROM idempotency_keys WHERE (scope, operation, key) IN (
 		SELECT scope, operation, key FROM idempotency_keys WHERE retain_until <= ? LIMIT ?)`},
-	store.PurgeRateCounters: {`DELETE FROM rate_counters WHERE (key, window_start) IN (
+	agentowl.PurgeRateCounters: {`DELETE FROM rate_counters WHERE (key, window_start) IN (
 		SELECT key, window_start FROM rate_counters WHERE window_start <= ? LIMIT ?)`},
-	store.PurgeDeliverySlots: {`DELETE FROM delivery_slots WHERE (key, slot) IN (
+	agentowl.PurgeDeliverySlots: {`DELETE FROM delivery_slots WHERE (key, slot) IN (
 		SELECT key, slot FROM delivery_slots WHERE lease_until <= ? LIMIT ?)`},
 	// A deleted instance goes once its deletion is old enough: first its
 	// revoked credentials and its rules, then the row once nothing refers
 	// to it (a request is kept for its own retention).
-	store.PurgeInstances: {
+	agentowl.PurgeInstances: {
 		`DELETE FROM tokens WHERE id IN (SELECT k.id FROM tokens k JOIN instances i ON i.id = k.instance_id
 			WHERE k.kind = 'instance' AND k.revoked_at IS NOT NULL AND k.revoked_at <= ?
 			AND i.deleted_at IS NOT NULL AND i.deleted_at <= ? LIMIT ?)`,
@@ -214,7 +213,7 @@ var purgeStatements = map[store.PurgeClass][]string{
 			AND NOT EXISTS (SELECT 1 FROM tokens k WHERE k.instance_id = i.id)
 			AND NOT EXISTS (SELECT 1 FROM policies p WHERE p.instance_id = i.id) LIMIT ?)`,
 	},
-	store.PurgeWork: {`DELETE FROM work WHERE id IN (SELECT w.id FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at <= ?
+	agentowl.PurgeWork: {`DELETE FROM work WHERE id IN (SELECT w.id FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM work_callbacks c WHERE c.work_id = w.id)
 		AND NOT EXISTS (SELECT 1 FROM attention_items a WHERE a.work_id = w.id)
 		AND NOT EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_id = w.id)
@@ -224,7 +223,7 @@ var purgeStatements = map[store.PurgeClass][]string{
 	// the object store (the retained_bytes job deletes them at expiry), and
 	// only once no message's body refers to its payload (a failed handoff
 	// kept for redrive outlives its work).
-	store.PurgeEvents: {`DELETE FROM attachments WHERE event_id IN (SELECT e.id FROM events e WHERE e.received_at <= ?
+	agentowl.PurgeEvents: {`DELETE FROM attachments WHERE event_id IN (SELECT e.id FROM events e WHERE e.received_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM work w WHERE w.event_id = e.id)
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = e.id AND o.state = 'pending')
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.body_event = e.id)
@@ -234,32 +233,32 @@ var purgeStatements = map[store.PurgeClass][]string{
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.subject = e.id AND o.state = 'pending')
 		AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.body_event = e.id)
 		AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.event_id = e.id) LIMIT ?)`},
-	store.PurgeConversations: {`DELETE FROM conversations WHERE id IN (SELECT c.id FROM conversations c WHERE c.last_event_at <= ?
+	agentowl.PurgeConversations: {`DELETE FROM conversations WHERE id IN (SELECT c.id FROM conversations c WHERE c.last_event_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.id)
 		AND NOT EXISTS (SELECT 1 FROM work w WHERE w.conversation_id = c.id) LIMIT ?)`},
-	store.PurgeAudit: {`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at <= ? LIMIT ?)`},
+	agentowl.PurgeAudit: {`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at <= ? LIMIT ?)`},
 }
 
-func (t *tx) PurgeBatch(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
+func (t *tx) PurgeBatch(ctx context.Context, p agentowl.PurgeParams) (agentowl.PurgeResult, error) {
 	if p.Limit <= 0 {
-		return store.PurgeResult{}, fmt.Errorf("purge %s: a positive limit is required", p.Class)
+		return agentowl.PurgeResult{}, fmt.Errorf("purge %s: a positive limit is required", p.Class)
 	}
 	switch p.Class {
-	case store.PurgeAttention:
+	case agentowl.PurgeAttention:
 		n, err := t.purgeAttention(ctx, p)
-		return store.PurgeResult{Deleted: n}, err
-	case store.PurgeCallbacks:
+		return agentowl.PurgeResult{Deleted: n}, err
+	case agentowl.PurgeCallbacks:
 		return t.purgeCallbacks(ctx, p)
 	}
 	stmts, ok := purgeStatements[p.Class]
 	if !ok {
-		return store.PurgeResult{}, fmt.Errorf("purge: unknown class %q", p.Class)
+		return agentowl.PurgeResult{}, fmt.Errorf("purge: unknown class %q", p.Class)
 	}
 	n, err := t.purgeStatements(ctx, stmts, p)
-	return store.PurgeResult{Deleted: n}, err
+	return agentowl.PurgeResult{Deleted: n}, err
 }
 
-func (t *tx) purgeStatements(ctx context.Context, stmts []string, p store.PurgeParams) (int64, error) {
+func (t *tx) purgeStatements(ctx context.Context, stmts []string, p agentowl.PurgeParams) (int64, error) {
 	var total int64
 	for _, q := range stmts {
 		q = strings.Replace(q, "LIMIT ?", "LIMIT "+itoa(int64(p.Limit)), 1)
@@ -280,7 +279,7 @@ func (t *tx) purgeStatements(ctx context.Context, stmts []string, p store.PurgeP
 // purgeCallbacks deletes callbacks of ended work in key order from
 // p.After: each batch is read off the primary key's index where the last
 // one stopped, never past the entries of rows already deleted.
-func (t *tx) purgeCallbacks(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
+func (t *tx) purgeCallbacks(ctx context.Context, p agentowl.PurgeParams) (agentowl.PurgeResult, error) {
 	afterWork, afterCallback, _ := strings.Cut(p.After, "\n")
 	rows, err := t.query(ctx, `DELETE FROM work_callbacks WHERE (work_id, callback_id) IN (
 		SELECT c.work_id, c.callback_id FROM work_callbacks c
@@ -289,10 +288,10 @@ func (t *tx) purgeCallbacks(ctx context.Context, p store.PurgeParams) (store.Pur
 		ORDER BY c.work_id, c.callback_id LIMIT `+itoa(int64(p.Limit))+`)
 		RETURNING work_id, callback_id`, afterWork, afterCallback, ts(p.Before))
 	if err != nil {
-		return store.PurgeResult{}, err
+		return agentowl.PurgeResult{}, err
 	}
 	defer rows.Close()
-	out := store.PurgeResult{After: p.After}
+	out := agentowl.PurgeResult{After: p.After}
 	for rows.Next() {
 		var w, c string
 		if err := rows.Scan(&w, &c); err != nil {
@@ -313,7 +312,7 @@ func (t *tx) purgeCallbacks(ctx context.Context, p store.PurgeParams) (store.Pur
 // purgeAttention deletes resolved items of ended work with their
 // decisions. The items are chosen once and both deletes name them, so a
 // decision never goes without its item.
-func (t *tx) purgeAttention(ctx context.Context, p store.PurgeParams) (int64, error) {
+func (t *tx) purgeAttention(ctx context.Context, p agentowl.PurgeParams) (int64, error) {
 	rows, err := t.query(ctx, `SELECT a.id FROM attention_items a JOIN work w ON w.id = a.work_id
 		WHERE a.status = 'resolved' AND a.resolved_at <= ? AND w.ended_at IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM work_decisions d JOIN outbox o ON o.id = d.message_id

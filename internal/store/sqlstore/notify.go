@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// SQL of in-app notifications and console sessions (store.Notifications,
-// store.ConsoleSessions).
+// SQL of in-app notifications and console sessions (agentowl.NotificationStore,
+// agentowl.ConsoleSessionStore).
 
 const notificationCols = `id, tenant_id, operator_id, cause_key, kind, cause, subject, endpoint_id, title, created_at, read_at`
 
@@ -33,7 +32,7 @@ func scanNotification(s scanner) (*agentowl.Notification, error) {
 // together, and the unique (operator_id, cause_key) drops those who have
 // the notice already. Each row's ID is the fan-out's random prefix and the
 // recipient's position.
-func (t *tx) NotificationFanOut(ctx context.Context, f *store.NotificationFanOut, added *int) error {
+func (t *tx) NotificationFanOut(ctx context.Context, f *agentowl.NotificationFanOut, added *int) error {
 	insert := `INSERT INTO notifications (` + notificationCols + `)
 		SELECT ? || CAST(row_number() OVER (ORDER BY o.id) AS TEXT), o.tenant_id, o.id, ?, ?, ?, ?, ?, ?, ?, NULL
 		FROM operators o WHERE o.tenant_id = ? AND NOT EXISTS (SELECT 1 FROM notification_mutes m
@@ -57,7 +56,7 @@ func (t *tx) NotificationFanOut(ctx context.Context, f *store.NotificationFanOut
 	return err
 }
 
-func (t *tx) NotificationList(ctx context.Context, p store.NotificationListParams) ([]*agentowl.Notification, error) {
+func (t *tx) NotificationList(ctx context.Context, p agentowl.NotificationListParams) ([]*agentowl.Notification, error) {
 	where, args := []string{"operator_id = ?"}, []any{p.OperatorID}
 	if p.UnreadOnly {
 		where = append(where, "read_at IS NULL")
@@ -176,7 +175,7 @@ func (t *tx) ConsoleSessionGetByHash(ctx context.Context, hash []byte) (*agentow
 	err := t.queryRow(ctx, `SELECT `+sessionWithTokenCols+` FROM console_sessions s JOIN tokens k ON k.id = s.token_id
 		WHERE s.hash = ?`, hash).Scan(append(sd, kd...)...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, store.ErrNotFound
+		return nil, nil, agentowl.ErrNotFound
 	}
 	if err != nil {
 		return nil, nil, err
@@ -198,7 +197,7 @@ func (t *tx) ConsoleSessionUse(ctx context.Context, id string, at time.Time) err
 	if n, err := res.RowsAffected(); err != nil {
 		return err
 	} else if n == 0 {
-		return store.ErrConflict
+		return agentowl.ErrConflict
 	}
 	return nil
 }

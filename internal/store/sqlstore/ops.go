@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// SQL of operating AgentOwl (store.Operations): redrive, the outbox as
+// SQL of operating AgentOwl (agentowl.OperationStore): redrive, the outbox as
 // work-outbox and ingress-publications show it, and work-doctor's counts.
 
 // qualified prefixes each column of a column list with alias.
@@ -37,8 +36,8 @@ const outboxEntryFrom = ` FROM outbox o
 const outboxEntryCols = `, COALESCE(w.id, ''), COALESCE(e.id, ''), COALESCE(e.binding_id, ''), COALESCE(e.channel, ''),
 	COALESCE(w.endpoint_id, b.endpoint_id, '')`
 
-func scanOutboxEntry(s scanner) (*store.OutboxEntry, error) {
-	var v store.OutboxEntry
+func scanOutboxEntry(s scanner) (*agentowl.OutboxEntry, error) {
+	var v agentowl.OutboxEntry
 	m, err := scanMessage(scannerFunc(func(dest ...any) error {
 		return s.Scan(append(dest, &v.WorkID, &v.EventID, &v.BindingID, &v.Channel, &v.EndpointID)...)
 	}))
@@ -46,7 +45,7 @@ func scanOutboxEntry(s scanner) (*store.OutboxEntry, error) {
 	return &v, err
 }
 
-func (t *tx) OutboxFind(ctx context.Context, p store.OutboxFindParams) ([]*store.OutboxEntry, error) {
+func (t *tx) OutboxFind(ctx context.Context, p agentowl.OutboxFindParams) ([]*agentowl.OutboxEntry, error) {
 	if len(p.Kinds) == 0 {
 		return nil, nil
 	}
@@ -75,14 +74,14 @@ func (t *tx) OutboxFind(ctx context.Context, p store.OutboxFindParams) ([]*store
 	return all(rows, err, scanOutboxEntry)
 }
 
-func (t *tx) OutboxGet(ctx context.Context, id string) (*store.OutboxEntry, error) {
+func (t *tx) OutboxGet(ctx context.Context, id string) (*agentowl.OutboxEntry, error) {
 	return one(t.queryRow(ctx, `SELECT `+messageSelectO+outboxEntryCols+outboxEntryFrom+` WHERE o.id = ?`, id),
 		scanOutboxEntry)
 }
 
-func (t *tx) MessageRedrive(ctx context.Context, p store.RedriveParams) (*agentowl.OutboxMessage, error) {
+func (t *tx) MessageRedrive(ctx context.Context, p agentowl.RedriveParams) (*agentowl.OutboxMessage, error) {
 	if len(p.From) == 0 {
-		return nil, store.ErrConflict
+		return nil, agentowl.ErrConflict
 	}
 	args := []any{ts(p.Now), ts(p.Now), ts(p.DeadlineAt), p.ID}
 	for _, s := range p.From {
@@ -92,16 +91,16 @@ func (t *tx) MessageRedrive(ctx context.Context, p store.RedriveParams) (*agento
 		lease_owner = NULL, lease_until = NULL, last_status = NULL, last_error = NULL, ended_at = NULL, retain_until = NULL,
 		attempt_base = attempts, redrives = redrives + 1
 		WHERE id = ? AND state IN (?`+strings.Repeat(", ?", len(p.From)-1)+`) RETURNING `+messageSelectCols, args...), scanMessage)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		// Tell a message in another state from no message at all.
 		if _, gerr := t.MessageGet(ctx, p.ID); gerr == nil {
-			return nil, store.ErrConflict
+			return nil, agentowl.ErrConflict
 		}
 	}
 	return m, err
 }
 
-func (t *tx) OutboxHealth(ctx context.Context, tenantID string, stuckBefore time.Time) ([]*store.EndpointOutboxHealth, error) {
+func (t *tx) OutboxHealth(ctx context.Context, tenantID string, stuckBefore time.Time) ([]*agentowl.EndpointOutboxHealth, error) {
 	const stuck = `o.state = 'pending' AND o.due_since <= ?`
 	b := ts(stuckBefore)
 	rows, err := t.query(ctx, `SELECT COALESCE(w.endpoint_id, b.endpoint_id, '') AS ep,
@@ -112,8 +111,8 @@ func (t *tx) OutboxHealth(ctx context.Context, tenantID string, stuckBefore time
 		LEFT JOIN attention_items a ON a.message_id = o.id
 		WHERE o.tenant_id = ? AND o.state IN ('pending', 'failed')
 		GROUP BY COALESCE(w.endpoint_id, b.endpoint_id, '') ORDER BY 1`, b, b, tenantID)
-	hs, err := all(rows, err, func(s scanner) (*store.EndpointOutboxHealth, error) {
-		var h store.EndpointOutboxHealth
+	hs, err := all(rows, err, func(s scanner) (*agentowl.EndpointOutboxHealth, error) {
+		var h agentowl.EndpointOutboxHealth
 		var oldest sql.NullInt64
 		err := s.Scan(&h.EndpointID, &h.Failing, &h.Failed, &h.Stuck, &oldest)
 		h.OldestStuck = fromNullTS(oldest)
@@ -128,7 +127,7 @@ func (t *tx) OutboxHealth(ctx context.Context, tenantID string, stuckBefore time
 	return out, err
 }
 
-func (t *tx) DecisionsAwaitingReceipt(ctx context.Context, tenantID string, decidedBefore time.Time, limit int) ([]*store.AwaitingReceipt, error) {
+func (t *tx) DecisionsAwaitingReceipt(ctx context.Context, tenantID string, decidedBefore time.Time, limit int) ([]*agentowl.AwaitingReceipt, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -136,8 +135,8 @@ func (t *tx) DecisionsAwaitingReceipt(ctx context.Context, tenantID string, deci
 		FROM work_decisions d JOIN work w ON w.id = d.work_id LEFT JOIN outbox o ON o.id = d.message_id
 		WHERE d.tenant_id = ? AND d.receipt_at IS NULL AND d.decided_at <= ? AND w.ended_at IS NULL
 		ORDER BY d.decided_at, d.id LIMIT ?`, tenantID, ts(decidedBefore), limit)
-	return all(rows, err, func(s scanner) (*store.AwaitingReceipt, error) {
-		var v store.AwaitingReceipt
+	return all(rows, err, func(s scanner) (*agentowl.AwaitingReceipt, error) {
+		var v agentowl.AwaitingReceipt
 		var state string
 		d, err := scanWorkDecision(scannerFunc(func(dest ...any) error { return s.Scan(append(dest, &v.EndpointID, &state)...) }))
 		v.Decision, v.PushState = d, agentowl.MessageState(state)
@@ -165,7 +164,7 @@ func (t *tx) AttentionDetachMessage(ctx context.Context, itemID string) error {
 func (t *tx) CounterGet(ctx context.Context, key string, windowStart time.Time) (int64, error) {
 	n, err := one(t.queryRow(ctx, `SELECT count FROM rate_counters WHERE key = ? AND window_start = ?`, key, ts(windowStart)),
 		func(s scanner) (n int64, err error) { return n, s.Scan(&n) })
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, agentowl.ErrNotFound) {
 		return 0, nil // nothing counted in that window
 	}
 	return n, err

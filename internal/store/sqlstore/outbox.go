@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // messageCols are the columns a message is written to; messageSelect(a)
@@ -95,7 +94,7 @@ func (t *tx) MessageGet(ctx context.Context, id string) (*agentowl.OutboxMessage
 	return one(t.queryRow(ctx, `SELECT `+messageSelectCols+` FROM outbox WHERE id = ?`, id), scanMessage)
 }
 
-func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*agentowl.OutboxMessage, error) {
+func (t *tx) MessageClaim(ctx context.Context, p agentowl.ClaimParams) ([]*agentowl.OutboxMessage, error) {
 	// The inner ORDER BY matches the outbox_due index so the claim stays an
 	// index range scan however long the queue grows.
 	rows, err := t.query(ctx, `UPDATE outbox SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
@@ -116,15 +115,15 @@ func (t *tx) MessageClaim(ctx context.Context, p store.ClaimParams) ([]*agentowl
 	return msgs, err
 }
 
-func (t *tx) MessageFinish(ctx context.Context, p store.FinishParams) error {
-	lost, err := t.MessageFinishAll(ctx, []store.FinishParams{p})
+func (t *tx) MessageFinish(ctx context.Context, p agentowl.FinishParams) error {
+	lost, err := t.MessageFinishAll(ctx, []agentowl.FinishParams{p})
 	if err == nil && lost[0] {
-		return store.ErrConflict
+		return agentowl.ErrConflict
 	}
 	return err
 }
 
-func (t *tx) MessageFinishAll(ctx context.Context, ps []store.FinishParams) ([]bool, error) {
+func (t *tx) MessageFinishAll(ctx context.Context, ps []agentowl.FinishParams) ([]bool, error) {
 	// One UPDATE … FROM (VALUES …) for every message and one INSERT for the
 	// attempts of those still leased: a busy engine's batch of outcomes
 	// costs two statements, not two per message. VALUES columns are named
@@ -186,8 +185,8 @@ func repeatJoin(s string, n int) string {
 func (t *tx) MessageDefer(ctx context.Context, id, owner string, attempt int, next time.Time) error {
 	err := t.execOne(ctx, `UPDATE outbox SET next_attempt_at = ?, lease_owner = NULL, lease_until = NULL, attempts = attempts - 1
 		WHERE id = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`, ts(next), id, owner, attempt)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.ErrConflict
+	if errors.Is(err, agentowl.ErrNotFound) {
+		return agentowl.ErrConflict
 	}
 	return err
 }
@@ -196,8 +195,8 @@ func (t *tx) MessageHold(ctx context.Context, id, owner string, attempt int) err
 	held := ts(agentowl.OutboxHeld)
 	err := t.execOne(ctx, `UPDATE outbox SET next_attempt_at = ?, due_since = ?, lease_owner = NULL, lease_until = NULL,
 		attempts = attempts - 1 WHERE id = ? AND state = 'pending' AND lease_owner = ? AND attempts = ?`, held, held, id, owner, attempt)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.ErrConflict
+	if errors.Is(err, agentowl.ErrNotFound) {
+		return agentowl.ErrConflict
 	}
 	return err
 }
@@ -252,7 +251,7 @@ func (t *tx) MessageCancelDestination(ctx context.Context, destination string, n
 	return all(rows, err, scanString)
 }
 
-func (t *tx) MessageList(ctx context.Context, p store.MessageListParams) ([]*agentowl.OutboxMessage, error) {
+func (t *tx) MessageList(ctx context.Context, p agentowl.MessageListParams) ([]*agentowl.OutboxMessage, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	if p.Subject != "" {
 		where, args = append(where, "subject = ?"), append(args, p.Subject)

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/agentowl/agentowl/internal/store"
+	"github.com/agentowl/agentowl"
 )
 
 // PostgreSQL through pgx's native interface. A write transaction costs round
@@ -327,7 +327,7 @@ func (p *pgTx) end() {
 	p.conn.Release()
 }
 
-func (db *DB) pgWriteOnce(ctx context.Context, fn func(store.Tx) error) error {
+func (db *DB) pgWriteOnce(ctx context.Context, fn func(agentowl.Tx) error) error {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -367,7 +367,7 @@ type pgRead struct {
 	conn *pgxpool.Conn
 }
 
-func (db *DB) pgRead(ctx context.Context, fn func(store.Tx) error) error {
+func (db *DB) pgRead(ctx context.Context, fn func(agentowl.Tx) error) error {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return err

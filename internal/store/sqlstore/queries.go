@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Times are stored as Unix microseconds.
@@ -162,7 +161,7 @@ func (t *tx) TokenGetByID(ctx context.Context, id string) (*agentowl.Token, erro
 	return one(t.queryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ?`, id), scanToken)
 }
 
-func (t *tx) TokenList(ctx context.Context, p store.TokenListParams) ([]*agentowl.Token, error) {
+func (t *tx) TokenList(ctx context.Context, p agentowl.TokenListParams) ([]*agentowl.Token, error) {
 	q := `SELECT ` + tokenCols + ` FROM tokens WHERE tenant_id = ? AND kind = ?`
 	args := []any{p.TenantID, string(p.Kind)}
 	if p.OperatorID != "" {
@@ -372,8 +371,8 @@ func (t *tx) RequestGetByKey(ctx context.Context, instanceID, key string) (*agen
 	return one(t.queryRow(ctx, requestByKey, instanceID, key), scanRequest)
 }
 
-func (t *tx) RequestForCreate(ctx context.Context, instanceID, key string) (*store.CreateCheck, error) {
-	c := &store.CreateCheck{}
+func (t *tx) RequestForCreate(ctx context.Context, instanceID, key string) (*agentowl.CreateCheck, error) {
+	c := &agentowl.CreateCheck{}
 	policies, args := policyQuery(`(SELECT tenant_id FROM instances WHERE id = ?)`, []any{instanceID}, instanceID)
 	err := t.readGroup(ctx,
 		oneRow(&c.Existing, scanRequest, requestByKey, instanceID, key),
@@ -388,7 +387,7 @@ func (t *tx) RequestForCreate(ctx context.Context, instanceID, key string) (*sto
 // requestResolved is RequestResolve's outcome when no pending request
 // changed: ErrConflict if the request is there (already terminal),
 // ErrNotFound if not.
-var requestResolved = &rowCheck{none: store.ErrConflict, missing: store.ErrNotFound,
+var requestResolved = &rowCheck{none: agentowl.ErrConflict, missing: agentowl.ErrNotFound,
 	exists: `SELECT 1 FROM approval_requests WHERE id = ?`, existsArgs: 1}
 
 var requestWithInstanceCols = prefixed("r", requestCols) + ", " + prefixed("i", instanceCols)
@@ -423,7 +422,7 @@ func (t *tx) RequestGetSharedRecord(ctx context.Context, id, operation, key stri
 		return nil, nil, nil, err
 	}
 	if r == nil {
-		return nil, nil, nil, store.ErrNotFound
+		return nil, nil, nil, agentowl.ErrNotFound
 	}
 	return r, inst, rec, nil
 }
@@ -435,7 +434,7 @@ func (t *tx) RequestResolve(ctx context.Context, id string, d *agentowl.Decision
 		string(d.Status), decided, note, expires, by, ts(retainUntil), id, id)
 }
 
-func (t *tx) RequestList(ctx context.Context, p store.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
+func (t *tx) RequestList(ctx context.Context, p agentowl.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
 	var where []string
 	var args []any
 	where, args = append(where, "tenant_id = ?"), append(args, p.TenantID)
@@ -542,7 +541,7 @@ func (t *tx) AuditAppend(ctx context.Context, e *agentowl.AuditEntry) error {
 		string(details))
 }
 
-func (t *tx) AuditList(ctx context.Context, p store.AuditListParams) ([]*agentowl.AuditEntry, error) {
+func (t *tx) AuditList(ctx context.Context, p agentowl.AuditListParams) ([]*agentowl.AuditEntry, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Secret key rotation. key_checks holds the check value of the key that
@@ -112,7 +112,7 @@ func notSealedBy(c string) string {
 	return c + ` IS NOT NULL AND substr(` + c + `, 1, ` + strconv.Itoa(prefixLen) + `) <> ?`
 }
 
-func (t *tx) SecretsReseal(ctx context.Context, after store.ResealCursor, limit int) (int, store.ResealCursor, error) {
+func (t *tx) SecretsReseal(ctx context.Context, after agentowl.ResealCursor, limit int) (int, agentowl.ResealCursor, error) {
 	box := t.db.box
 	if box == nil {
 		return 0, after, errNoKey
@@ -162,7 +162,7 @@ func (t *tx) SecretsReseal(ctx context.Context, after store.ResealCursor, limit 
 			}
 		}
 		if len(values) < want {
-			cur = store.ResealCursor{Place: cur.Place + 1}
+			cur = agentowl.ResealCursor{Place: cur.Place + 1}
 		} else {
 			cur.After = values[len(values)-1].id
 		}
@@ -185,8 +185,8 @@ func (t *tx) countSealed(ctx context.Context, prefix []byte) (sealed, other int,
 	return sealed, other, nil
 }
 
-func (t *tx) SecretKeyStatus(ctx context.Context) (store.SecretKeyStatus, error) {
-	var st store.SecretKeyStatus
+func (t *tx) SecretKeyStatus(ctx context.Context) (agentowl.SecretKeyStatus, error) {
+	var st agentowl.SecretKeyStatus
 	kc, err := t.keyChecks(ctx, false)
 	if err != nil {
 		return st, err

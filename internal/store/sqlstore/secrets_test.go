@@ -12,7 +12,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -28,7 +27,7 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			open := map[string]func(context.Context, string, *secret.Box) (store.Store, error){"sqlite": sqlite.Open, "postgres": postgres.Open}[b.Name]
+			open := map[string]func(context.Context, string, *secret.Box) (agentowl.Store, error){"sqlite": sqlite.Open, "postgres": postgres.Open}[b.Name]
 			url, right, wrong := b.URL(t), secrettest.NewBox(t), secrettest.NewBox(t)
 
 			// An instance whose receiver secret is queued in plain text, as
@@ -43,7 +42,7 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 			receiver := &agentowl.Receiver{Type: "webhook", URL: "https://receiver.example/aap", RegistrationID: agentowl.NewID(""), SigningSecret: plain}
 			inst := &agentowl.Instance{ID: agentowl.NewID(""), TenantID: tenant.ID, Name: "i", ProvisionerTokenID: agentowl.NewID(""),
 				Receiver: receiver, ApprovalValidity: time.Hour, CreatedAt: now}
-			if err := st.Write(ctx, func(tx store.Tx) error {
+			if err := st.Write(ctx, func(tx agentowl.Tx) error {
 				return errors.Join(tx.TenantCreate(ctx, tenant), tx.InstanceCreate(ctx, inst))
 			}); err != nil {
 				t.Fatal(err)
@@ -67,7 +66,7 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 
 			st = storetest.OpenURL(t, url, right)
 			var got *agentowl.Instance
-			if err := st.Read(ctx, func(tx store.Tx) (err error) { got, err = tx.InstanceGet(ctx, inst.ID); return err }); err != nil {
+			if err := st.Read(ctx, func(tx agentowl.Tx) (err error) { got, err = tx.InstanceGet(ctx, inst.ID); return err }); err != nil {
 				t.Fatal(err)
 			}
 			if got.Receiver == nil || got.Receiver.SigningSecret != plain {
@@ -84,7 +83,7 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer keyless.Close()
-			if err := keyless.Read(ctx, func(tx store.Tx) error { _, err := tx.InstanceGet(ctx, inst.ID); return err }); err == nil {
+			if err := keyless.Read(ctx, func(tx agentowl.Tx) error { _, err := tx.InstanceGet(ctx, inst.ID); return err }); err == nil {
 				t.Error("a store opened without the key read an instance with a sealed secret")
 			}
 		})

@@ -1,4 +1,4 @@
-// Package sqlstore implements store.Tx once for both backends: over
+// Package sqlstore implements agentowl.Tx once for both backends: over
 // database/sql for SQLite, over pgx's native pool with pipelined write
 // transactions for PostgreSQL (pgx.go). The SQL here is the portable subset
 // that SQLite 3.35+ and PostgreSQL share (ON CONFLICT, RETURNING, ?
@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // Dialect is what differs between backends.
@@ -38,7 +38,7 @@ type Dialect struct {
 	// SkipLocked is appended to the outbox claim's row selection so
 	// concurrent claimers pass over each other's rows (PostgreSQL).
 	SkipLocked string
-	// Classify maps a driver error to store.ErrConflict (unique violation) or
+	// Classify maps a driver error to agentowl.ErrConflict (unique violation) or
 	// returns it unchanged.
 	Classify func(error) error
 	// Retryable reports whether a failed write transaction may be retried
@@ -46,7 +46,7 @@ type Dialect struct {
 	Retryable func(error) bool
 	// Unavailable reports whether a driver error means the database cannot
 	// answer now, by error type or code; Read, Write and Ping then return
-	// it wrapped in store.ErrUnavailable.
+	// it wrapped in agentowl.ErrUnavailable.
 	Unavailable func(error) bool
 	// CacheStatements prepares each query once per connection (SQLite;
 	// pgx caches statements itself).
@@ -57,7 +57,7 @@ type Dialect struct {
 	StrPos string
 }
 
-// DB is a store.Store over one or two database/sql pools.
+// DB is a agentowl.Store over one or two database/sql pools.
 type DB struct {
 	// closeOnce makes Close idempotent: the server and a test may both
 	// close the store.
@@ -128,28 +128,28 @@ func NewPgx(d Dialect, box *secret.Box, pool *pgxpool.Pool, sqlDB *sql.DB) *DB {
 	return &DB{dialect: d, box: box, writer: sqlDB, reader: sqlDB, pool: pool}
 }
 
-// Dialect implements store.Store.
+// Dialect implements agentowl.Store.
 func (db *DB) Dialect() string { return db.dialect.Name }
 
-// Ping implements store.Store. It writes nothing, but takes the write path:
+// Ping implements agentowl.Store. It writes nothing, but takes the write path:
 // a database that answers reads while another process holds its write lock
 // is not ready.
 func (db *DB) Ping(ctx context.Context) error {
-	return db.Write(ctx, func(t store.Tx) error {
+	return db.Write(ctx, func(t agentowl.Tx) error {
 		return t.(*tx).queryRow(ctx, "SELECT 1").Scan(new(int))
 	})
 }
 
 // unavailable wraps an error that means the database cannot answer now in
-// store.ErrUnavailable, keeping the driver's error in the chain for the log.
+// agentowl.ErrUnavailable, keeping the driver's error in the chain for the log.
 func (db *DB) unavailable(err error) error {
-	if err == nil || db.dialect.Unavailable == nil || errors.Is(err, store.ErrUnavailable) || !db.dialect.Unavailable(err) {
+	if err == nil || db.dialect.Unavailable == nil || errors.Is(err, agentowl.ErrUnavailable) || !db.dialect.Unavailable(err) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	return fmt.Errorf("%w: %w", agentowl.ErrUnavailable, err)
 }
 
-// Close implements store.Store.
+// Close implements agentowl.Store.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() { db.closeErr = db.close() })
 	return db.closeErr
@@ -174,12 +174,12 @@ func (db *DB) close() error {
 	return err
 }
 
-// Read implements store.Store.
-func (db *DB) Read(ctx context.Context, fn func(store.Tx) error) error {
+// Read implements agentowl.Store.
+func (db *DB) Read(ctx context.Context, fn func(agentowl.Tx) error) error {
 	return db.unavailable(db.read(ctx, fn))
 }
 
-func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
+func (db *DB) read(ctx context.Context, fn func(agentowl.Tx) error) error {
 	if db.readers != nil {
 		var held *conn
 		select {
@@ -205,8 +205,8 @@ func (db *DB) read(ctx context.Context, fn func(store.Tx) error) error {
 	return fn(&tx{db: db, run: db.reader})
 }
 
-// Write implements store.Store.
-func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
+// Write implements agentowl.Store.
+func (db *DB) Write(ctx context.Context, fn func(agentowl.Tx) error) error {
 	if db.batch != nil {
 		return db.unavailable(db.batch.write(ctx, fn))
 	}
@@ -220,7 +220,7 @@ func (db *DB) Write(ctx context.Context, fn func(store.Tx) error) error {
 	}
 }
 
-func (db *DB) writeOnce(ctx context.Context, fn func(store.Tx) error) error {
+func (db *DB) writeOnce(ctx context.Context, fn func(agentowl.Tx) error) error {
 	if db.pool != nil {
 		return db.pgWriteOnce(ctx, fn)
 	}
@@ -357,7 +357,7 @@ func (t *tx) execOne(ctx context.Context, query string, args ...any) error {
 		return err
 	}
 	if n == 0 {
-		return store.ErrNotFound
+		return agentowl.ErrNotFound
 	}
 	return nil
 }
@@ -431,7 +431,7 @@ func (r *firstRow) Scan(dest ...any) error {
 func oneRow[T any](dst *T, scan func(scanner) (T, error), query string, args ...any) groupRead {
 	return groupRead{stmt{query, args}, func(rs rows) error {
 		v, err := one(&firstRow{rs}, scan)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, agentowl.ErrNotFound) {
 			return nil
 		}
 		if err == nil {
@@ -487,7 +487,7 @@ type rowCheck struct {
 
 // mustExist is execOne's rule as a rowCheck: ErrNotFound when nothing
 // changed.
-var mustExist = &rowCheck{none: store.ErrNotFound}
+var mustExist = &rowCheck{none: agentowl.ErrNotFound}
 
 // execLater runs a write whose outcome the caller does not act on inside
 // the transaction, only returns: on PostgreSQL it is held back and sent with
@@ -534,12 +534,12 @@ func (t *tx) queryRowLater(ctx context.Context, scan func(row) error, query stri
 	return scan(t.queryRow(ctx, query, args...))
 }
 
-// one scans a single row, mapping sql.ErrNoRows to store.ErrNotFound.
+// one scans a single row, mapping sql.ErrNoRows to agentowl.ErrNotFound.
 func one[T any](row row, scan func(scanner) (T, error)) (T, error) {
 	v, err := scan(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		var zero T
-		return zero, store.ErrNotFound
+		return zero, agentowl.ErrNotFound
 	}
 	return v, err
 }

@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// SQL of agent work (store.AgentWork). Booleans are 0/1 integers; JSON is
+// SQL of agent work (agentowl.AgentWorkStore). Booleans are 0/1 integers; JSON is
 // stored as text, event payloads as bytes.
 
 func boolInt(b bool) int {
@@ -195,8 +194,8 @@ func (t *tx) BindingGet(ctx context.Context, id string) (*agentowl.Binding, erro
 // bindingRouteCols are BindingRoute's binding and endpoint columns.
 var bindingRouteCols = qualified(bindingCols, "b") + `, ` + qualified(endpointCols, "e")
 
-func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time, openKey string) (*store.Route, error) {
-	r := &store.Route{}
+func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time, openKey string) (*agentowl.Route, error) {
+	r := &agentowl.Route{}
 	var cred sql.NullString
 	reads := []groupRead{oneRow(&r.Binding, func(s scanner) (*agentowl.Binding, error) {
 		// The binding's columns, then the endpoint's, then the credential.
@@ -216,7 +215,7 @@ func (t *tx) BindingRoute(ctx context.Context, id, scope string, now time.Time, 
 		return nil, err
 	}
 	if r.Binding == nil {
-		return nil, store.ErrNotFound
+		return nil, agentowl.ErrNotFound
 	}
 	r.Credential = cred.String
 	return r, nil
@@ -314,13 +313,13 @@ func (t *tx) ConversationTouch(ctx context.Context, id string, lastEventAt time.
 
 func (t *tx) ConversationEnd(ctx context.Context, id string, at time.Time) error {
 	err := t.execOne(ctx, `UPDATE conversations SET status = 'ended', ended_at = ? WHERE id = ? AND status = 'open'`, ts(at), id)
-	if !errors.Is(err, store.ErrNotFound) {
+	if !errors.Is(err, agentowl.ErrNotFound) {
 		return err
 	}
 	if _, err := t.ConversationGet(ctx, id); err != nil {
 		return err
 	}
-	return store.ErrConflict
+	return agentowl.ErrConflict
 }
 
 func (t *tx) ConversationEndIdle(ctx context.Context, channel string, now time.Time, window time.Duration, limit int) (int, error) {
@@ -438,7 +437,7 @@ func (t *tx) WorkUpdate(ctx context.Context, v *agentowl.Work) error {
 		nullJSON(v.Requests), nullJSON(v.Error), v.Callbacks, ts(v.UpdatedAt), nullTS(v.EndedAt), v.ID)
 }
 
-func (t *tx) WorkList(ctx context.Context, p store.WorkListParams) ([]*agentowl.Work, error) {
+func (t *tx) WorkList(ctx context.Context, p agentowl.WorkListParams) ([]*agentowl.Work, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
 	if p.Status != "" {
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
@@ -508,8 +507,8 @@ func (t *tx) CallbackGetBySequence(ctx context.Context, workID string, sequence 
 		workID, sequence), scanCallback)
 }
 
-func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64, requests []string) (*store.CallbackCheck, error) {
-	c := &store.CallbackCheck{Decided: map[string]bool{}}
+func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, sequence int64, requests []string) (*agentowl.CallbackCheck, error) {
+	c := &agentowl.CallbackCheck{Decided: map[string]bool{}}
 	var found []*agentowl.Callback
 	var decided []string
 	items, args := `status <> 'resolved'`, []any{workID}
@@ -528,7 +527,7 @@ func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, seq
 		allRows(&decided, scanString, `SELECT attention_id FROM work_decisions WHERE work_id = ?
 			AND attention_id IN (SELECT id FROM attention_items WHERE work_id = ? AND status <> 'resolved')`, workID, workID))
 	if err == nil && c.Work == nil {
-		err = store.ErrNotFound
+		err = agentowl.ErrNotFound
 	}
 	if err != nil {
 		return nil, err

@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // attachmentTests are the conformance subtests of retained attachments
-// (store.Attachments); Exercise runs them with the others.
+// (agentowl.AttachmentStore); Exercise runs them with the others.
 var attachmentTests = []struct {
 	name string
 	run  func(t *testing.T, e *env)
@@ -43,7 +42,7 @@ func blockedAttachment(ev *agentowl.Event, pos int, at time.Time, reason string)
 
 func (e *env) attachments(t *testing.T, as ...*agentowl.Attachment) {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, a := range as {
 			if err := tx.AttachmentCreate(e.ctx, a); err != nil {
 				return err
@@ -55,7 +54,7 @@ func (e *env) attachments(t *testing.T, as ...*agentowl.Attachment) {
 
 func (e *env) getAttachment(t *testing.T, id string) *agentowl.Attachment {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) (*agentowl.Attachment, error) { return tx.AttachmentGet(e.ctx, id) })
+	return read(t, e, func(tx agentowl.Tx) (*agentowl.Attachment, error) { return tx.AttachmentGet(e.ctx, id) })
 }
 
 func testAttachmentRoundTrip(t *testing.T, e *env) {
@@ -70,22 +69,24 @@ func testAttachmentRoundTrip(t *testing.T, e *env) {
 
 	equal(t, "stored attachment", e.getAttachment(t, first.ID), first)
 	equal(t, "blocked attachment", e.getAttachment(t, blocked.ID), blocked)
-	list := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
+	list := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
 	equal(t, "an event's attachments by position", list, []*agentowl.Attachment{first, second, blocked})
-	none := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, "evt_none") })
+	none := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Attachment, error) {
+		return tx.AttachmentListByEvent(e.ctx, "evt_none")
+	})
 	equal(t, "attachments of an event without any", len(none), 0)
-	wantErr(t, "AttachmentGet unknown", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "AttachmentGet unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.AttachmentGet(e.ctx, "att_missing")
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
 	dup := newAttachment(ev, 1, e.now)
-	wantErr(t, "a second attachment at a position", e.writeErr(func(tx store.Tx) error { return tx.AttachmentCreate(e.ctx, dup) }),
-		store.ErrConflict)
+	wantErr(t, "a second attachment at a position", e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentCreate(e.ctx, dup) }),
+		agentowl.ErrConflict)
 	sameKey := newAttachment(ev, 5, e.now)
 	sameKey.BlobKey = first.BlobKey
-	wantErr(t, "a second attachment with a blob key", e.writeErr(func(tx store.Tx) error { return tx.AttachmentCreate(e.ctx, sameKey) }),
-		store.ErrConflict)
+	wantErr(t, "a second attachment with a blob key", e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentCreate(e.ctx, sameKey) }),
+		agentowl.ErrConflict)
 }
 
 // The schema refuses records that break the model: a blocked part with
@@ -105,7 +106,7 @@ func testAttachmentInvariants(t *testing.T, e *env) {
 	} {
 		a := newAttachment(ev, 0, e.now)
 		mutate(a)
-		if err := e.writeErr(func(tx store.Tx) error { return tx.AttachmentCreate(e.ctx, a) }); err == nil {
+		if err := e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentCreate(e.ctx, a) }); err == nil {
 			t.Errorf("%s: stored", name)
 		}
 	}
@@ -117,13 +118,13 @@ func testAttachmentMissing(t *testing.T, e *env) {
 	a, blocked := newAttachment(ev, 0, e.now), blockedAttachment(ev, 1, e.now, "quota")
 	e.attachments(t, a, blocked)
 	equal(t, "new", a.Availability(e.now), agentowl.AttachmentAvailable)
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetMissing(e.ctx, a.ID, e.now.Add(time.Minute)) })
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetMissing(e.ctx, a.ID, e.now.Add(time.Hour)) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentSetMissing(e.ctx, a.ID, e.now.Add(time.Minute)) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentSetMissing(e.ctx, a.ID, e.now.Add(time.Hour)) })
 	got := e.getAttachment(t, a.ID)
 	equal(t, "missing since the first report", got.MissingAt, ptr(e.now.Add(time.Minute)))
 	equal(t, "missing attachment", got.Availability(e.now.Add(time.Minute)), agentowl.AttachmentMissing)
 	equal(t, "missing attachment past its expiry", got.Availability(got.ExpiresAt), agentowl.AttachmentExpired)
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetMissing(e.ctx, blocked.ID, e.now) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentSetMissing(e.ctx, blocked.ID, e.now) })
 	got = e.getAttachment(t, blocked.ID)
 	equal(t, "a blocked part is never missing", got.MissingAt, (*time.Time)(nil))
 	equal(t, "blocked attachment", got.Availability(e.now), agentowl.AttachmentBlocked)
@@ -139,7 +140,7 @@ func testAttachmentDue(t *testing.T, e *env) {
 	blocked.ExpiresAt = e.now.Add(time.Minute)
 	e.attachments(t, later, early, late, blocked)
 	due := func(now time.Time, limit int) []string {
-		as := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentDue(e.ctx, now, limit) })
+		as := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentDue(e.ctx, now, limit) })
 		ids := []string{}
 		for _, a := range as {
 			ids = append(ids, a.ID)
@@ -150,13 +151,13 @@ func testAttachmentDue(t *testing.T, e *env) {
 	equal(t, "due at an expiry instant", due(e.now.Add(time.Hour), 10), []string{early.ID})
 	equal(t, "due, earliest first, limited", due(e.now.Add(5*time.Hour), 2), []string{early.ID, late.ID})
 
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetDeleted(e.ctx, early.ID, e.now.Add(5*time.Hour)) })
-	wantErr(t, "deleting twice", e.writeErr(func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentSetDeleted(e.ctx, early.ID, e.now.Add(5*time.Hour)) })
+	wantErr(t, "deleting twice", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.AttachmentSetDeleted(e.ctx, early.ID, e.now.Add(6*time.Hour))
-	}), store.ErrNotFound)
-	wantErr(t, "deleting a blocked part's bytes", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "deleting a blocked part's bytes", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.AttachmentSetDeleted(e.ctx, blocked.ID, e.now.Add(6*time.Hour))
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 	equal(t, "due after a deletion", due(e.now.Add(5*time.Hour), 10), []string{late.ID, later.ID})
 	got := e.getAttachment(t, early.ID)
 	equal(t, "deleted at", got.DeletedAt, ptr(e.now.Add(5*time.Hour)))
@@ -168,7 +169,7 @@ func testAttachmentUploads(t *testing.T, e *env) {
 	a := &agentowl.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now}
 	b := &agentowl.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(time.Minute)}
 	c := &agentowl.AttachmentUpload{ID: wid("upl"), TenantID: tn.ID, StartedAt: e.now.Add(2 * time.Minute)}
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, u := range []*agentowl.AttachmentUpload{b, a, c} {
 			if err := tx.AttachmentUploadCreate(e.ctx, u); err != nil {
 				return err
@@ -176,10 +177,10 @@ func testAttachmentUploads(t *testing.T, e *env) {
 		}
 		return nil
 	})
-	wantErr(t, "an upload ID twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCreate(e.ctx, a) }),
-		store.ErrConflict)
+	wantErr(t, "an upload ID twice", e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentUploadCreate(e.ctx, a) }),
+		agentowl.ErrConflict)
 	stale := func(before time.Time, limit int) []*agentowl.AttachmentUpload {
-		return read(t, e, func(tx store.Tx) ([]*agentowl.AttachmentUpload, error) {
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.AttachmentUpload, error) {
 			return tx.AttachmentUploadStale(e.ctx, before, limit)
 		})
 	}
@@ -188,35 +189,35 @@ func testAttachmentUploads(t *testing.T, e *env) {
 	equal(t, "stale, limited", stale(e.now.Add(time.Hour), 1), []*agentowl.AttachmentUpload{a})
 
 	// a commits; b is abandoned, so it can no longer commit.
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, a.ID) })
-	wantErr(t, "committing twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, a.ID) }),
-		store.ErrNotFound)
-	wantErr(t, "abandoning a committed upload", e.writeErr(func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentUploadCommit(e.ctx, a.ID) })
+	wantErr(t, "committing twice", e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentUploadCommit(e.ctx, a.ID) }),
+		agentowl.ErrNotFound)
+	wantErr(t, "abandoning a committed upload", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.AttachmentUploadAbandon(e.ctx, a.ID, e.now)
-	}), store.ErrNotFound)
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadAbandon(e.ctx, b.ID, e.now.Add(time.Hour)) })
-	wantErr(t, "abandoning twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadAbandon(e.ctx, b.ID, e.now) }),
-		store.ErrNotFound)
-	wantErr(t, "committing an abandoned upload", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadCommit(e.ctx, b.ID) }),
-		store.ErrNotFound)
+	}), agentowl.ErrNotFound)
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentUploadAbandon(e.ctx, b.ID, e.now.Add(time.Hour)) })
+	wantErr(t, "abandoning twice", e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentUploadAbandon(e.ctx, b.ID, e.now) }),
+		agentowl.ErrNotFound)
+	wantErr(t, "committing an abandoned upload", e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentUploadCommit(e.ctx, b.ID) }),
+		agentowl.ErrNotFound)
 	b.AbandonedAt = ptr(e.now.Add(time.Hour))
 	equal(t, "an abandoned upload is stale at once", stale(e.now, 10), []*agentowl.AttachmentUpload{b})
 	equal(t, "stale after a commit", stale(e.now.Add(time.Hour), 10), []*agentowl.AttachmentUpload{b, c})
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) })
-	wantErr(t, "deleting an upload twice", e.writeErr(func(tx store.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) }),
-		store.ErrNotFound)
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) })
+	wantErr(t, "deleting an upload twice", e.writeErr(func(tx agentowl.Tx) error { return tx.AttachmentUploadDelete(e.ctx, b.ID) }),
+		agentowl.ErrNotFound)
 	equal(t, "stale after the delete", stale(e.now.Add(time.Hour), 10), []*agentowl.AttachmentUpload{c})
 }
 
 func testRetainedBytes(t *testing.T, e *env) {
 	tn, other := e.tenant(t), e.tenant(t)
 	usage := func(id string) int64 {
-		return read(t, e, func(tx store.Tx) (int64, error) { return tx.RetainedBytes(e.ctx, id) })
+		return read(t, e, func(tx agentowl.Tx) (int64, error) { return tx.RetainedBytes(e.ctx, id) })
 	}
 	reserve := func(id string, n, limit int64) bool {
 		t.Helper()
 		var ok bool
-		e.write(t, func(tx store.Tx) (err error) {
+		e.write(t, func(tx agentowl.Tx) (err error) {
 			ok, err = tx.RetainedBytesReserve(e.ctx, id, n, limit)
 			return err
 		})
@@ -231,12 +232,12 @@ func testRetainedBytes(t *testing.T, e *env) {
 	equal(t, "reserve 0 at the limit", reserve(tn.ID, 0, 100), true)
 	equal(t, "usage at the limit", usage(tn.ID), int64(100))
 	equal(t, "another tenant's reservation", reserve(other.ID, 100, 100), true)
-	e.write(t, func(tx store.Tx) error { return tx.RetainedBytesRelease(e.ctx, tn.ID, 30) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RetainedBytesRelease(e.ctx, tn.ID, 30) })
 	equal(t, "usage after a release", usage(tn.ID), int64(70))
 	equal(t, "reserve 30 after the release", reserve(tn.ID, 30, 100), true)
-	e.write(t, func(tx store.Tx) error { return tx.RetainedBytesRelease(e.ctx, tn.ID, 1000) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RetainedBytesRelease(e.ctx, tn.ID, 1000) })
 	equal(t, "usage never goes below zero", usage(tn.ID), int64(0))
-	e.write(t, func(tx store.Tx) error { return tx.RetainedBytesRelease(e.ctx, "no-such-tenant", 10) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RetainedBytesRelease(e.ctx, "no-such-tenant", 10) })
 	equal(t, "the other tenant's usage", usage(other.ID), int64(100))
 }
 
@@ -249,7 +250,7 @@ func testRetainedBytesConcurrent(t *testing.T, e *env) {
 	for range workers {
 		wg.Go(func() {
 			var ok bool
-			err := e.s.Write(e.ctx, func(tx store.Tx) (err error) {
+			err := e.s.Write(e.ctx, func(tx agentowl.Tx) (err error) {
 				ok, err = tx.RetainedBytesReserve(e.ctx, tn.ID, each, limit)
 				return err
 			})
@@ -268,7 +269,7 @@ func testRetainedBytesConcurrent(t *testing.T, e *env) {
 		}
 	}
 	equal(t, "reservations granted", n, limit/each)
-	equal(t, "usage", read(t, e, func(tx store.Tx) (int64, error) { return tx.RetainedBytes(e.ctx, tn.ID) }), int64(n*each))
+	equal(t, "usage", read(t, e, func(tx agentowl.Tx) (int64, error) { return tx.RetainedBytes(e.ctx, tn.ID) }), int64(n*each))
 }
 
 // Event retention takes an event with its attachment records only once
@@ -282,11 +283,11 @@ func testPurgeEventsWithAttachments(t *testing.T, e *env) {
 	if e.eventGone(t, ev.ID) {
 		t.Fatal("an event whose attachment keeps bytes was purged")
 	}
-	e.write(t, func(tx store.Tx) error { return tx.AttachmentSetDeleted(e.ctx, stored.ID, e.now) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttachmentSetDeleted(e.ctx, stored.ID, e.now) })
 	e.purgeEvents(t, e.now.Add(time.Hour))
 	if !e.eventGone(t, ev.ID) {
 		t.Fatal("an event whose attachments keep no bytes was not purged")
 	}
-	left := read(t, e, func(tx store.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
+	left := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Attachment, error) { return tx.AttachmentListByEvent(e.ctx, ev.ID) })
 	equal(t, "attachment records of a purged event", len(left), 0)
 }

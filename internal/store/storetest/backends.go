@@ -15,9 +15,9 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for schema set-up
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 )
@@ -26,7 +26,7 @@ import (
 type Backend struct {
 	Name string
 	// Open returns a fresh, empty, migrated store closed at test end.
-	Open func(t testing.TB) store.Store
+	Open func(t testing.TB) agentowl.Store
 	// URL returns the database setting for a fresh store that Main would use:
 	// a SQLite file path or a PostgreSQL URL with its own schema.
 	URL func(t testing.TB) string
@@ -60,21 +60,21 @@ func PostgresURL(t testing.TB) string {
 
 // OpenSQLite opens a store in a temporary directory, its secrets sealed
 // under a fresh key.
-func OpenSQLite(t testing.TB) store.Store {
+func OpenSQLite(t testing.TB) agentowl.Store {
 	t.Helper()
 	return OpenURL(t, filepath.Join(t.TempDir(), "agentowl.db"), secrettest.NewBox(t))
 }
 
 // OpenPostgres opens a store in a fresh schema of the test database, its
 // secrets sealed under a fresh key.
-func OpenPostgres(t testing.TB) store.Store {
+func OpenPostgres(t testing.TB) agentowl.Store {
 	t.Helper()
 	return OpenURL(t, FreshPostgresURL(t), secrettest.NewBox(t))
 }
 
 // OpenURL opens the store at url (what Backend.URL returns), its secrets
 // sealed by box, and closes it at test end.
-func OpenURL(t testing.TB, url string, box *secret.Box) store.Store {
+func OpenURL(t testing.TB, url string, box *secret.Box) agentowl.Store {
 	t.Helper()
 	open := sqlite.Open
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {

@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // conversationTests are the conformance subtests of the operator views of
-// conversations (store.Conversations).
+// conversations (agentowl.ConversationStore).
 var conversationTests = []struct {
 	name string
 	run  func(t *testing.T, e *env)
@@ -32,7 +31,7 @@ func testConversationEndIdle(t *testing.T, e *env) {
 	ep := e.endpoint(t, ten.ID)
 	sms, hook := newBinding(ep, e.now), newBinding(ep, e.now)
 	sms.Channel, sms.ProviderSecret = "sms", []byte("sealed")
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		if err := tx.BindingCreate(e.ctx, sms); err != nil {
 			return err
 		}
@@ -49,7 +48,7 @@ func testConversationEndIdle(t *testing.T, e *env) {
 	webhookIdle := conv(hook, "k", e.now.Add(-48*time.Hour))
 	ended := conv(sms, "+15550004", e.now.Add(-72*time.Hour))
 	ended.Status, ended.EndedAt = agentowl.ConversationEnded, ptr(e.now.Add(-71*time.Hour))
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, c := range []*agentowl.Conversation{idle, recent, atBound, webhookIdle, ended} {
 			if err := tx.ConversationCreate(e.ctx, c); err != nil {
 				return err
@@ -60,7 +59,7 @@ func testConversationEndIdle(t *testing.T, e *env) {
 	endIdle := func(limit int) int {
 		t.Helper()
 		var n int
-		e.write(t, func(tx store.Tx) (err error) {
+		e.write(t, func(tx agentowl.Tx) (err error) {
 			n, err = tx.ConversationEndIdle(e.ctx, "sms", e.now, window, limit)
 			return err
 		})
@@ -70,7 +69,7 @@ func testConversationEndIdle(t *testing.T, e *env) {
 	equal(t, "the rest", endIdle(10), 1)
 	equal(t, "nothing left", endIdle(10), 0)
 	get := func(c *agentowl.Conversation) *agentowl.Conversation {
-		return read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, c.ID) })
+		return read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, c.ID) })
 	}
 	for _, c := range []*agentowl.Conversation{idle, atBound} {
 		got := get(c)
@@ -107,7 +106,7 @@ func testConversationList(t *testing.T, e *env) {
 	hook := e.binding(t, ep)
 	sms := newBinding(ep, e.now)
 	sms.Channel, sms.ProviderSecret = "sms", []byte("sealed")
-	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, sms) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, sms) })
 	var all []*agentowl.Conversation
 	for i, b := range []*agentowl.Binding{hook, sms, hook, sms, hook, hook, sms} {
 		// Three pairs share a last event time: ties are ordered by ID.
@@ -118,7 +117,7 @@ func testConversationList(t *testing.T, e *env) {
 		all = append(all, c)
 	}
 	foreign := newConversation(e.binding(t, e.endpoint(t, other.ID)), "", e.now.Add(time.Hour))
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, c := range append(slices.Clone(all), foreign) {
 			if err := tx.ConversationCreate(e.ctx, c); err != nil {
 				return err
@@ -133,12 +132,12 @@ func testConversationList(t *testing.T, e *env) {
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	list := func(p store.ConversationListParams) []*agentowl.Conversation {
+	list := func(p agentowl.ConversationListParams) []*agentowl.Conversation {
 		t.Helper()
 		p.TenantID = tn.ID
-		return read(t, e, func(tx store.Tx) ([]*agentowl.Conversation, error) { return tx.ConversationList(e.ctx, p) })
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.Conversation, error) { return tx.ConversationList(e.ctx, p) })
 	}
-	got := list(store.ConversationListParams{})
+	got := list(agentowl.ConversationListParams{})
 	equal(t, "all of the tenant's conversations, latest first", convIDs(got), convIDs(want))
 	equal(t, "a listed conversation", got[slices.IndexFunc(got, func(c *agentowl.Conversation) bool { return c.ID == all[3].ID })], all[3])
 
@@ -151,19 +150,19 @@ func testConversationList(t *testing.T, e *env) {
 		}
 		return convIDs(out)
 	}
-	equal(t, "by channel", convIDs(list(store.ConversationListParams{Channel: "sms"})),
+	equal(t, "by channel", convIDs(list(agentowl.ConversationListParams{Channel: "sms"})),
 		keep(func(c *agentowl.Conversation) bool { return c.Channel == "sms" }))
-	equal(t, "by binding", convIDs(list(store.ConversationListParams{BindingID: hook.ID})),
+	equal(t, "by binding", convIDs(list(agentowl.ConversationListParams{BindingID: hook.ID})),
 		keep(func(c *agentowl.Conversation) bool { return c.BindingID == hook.ID }))
-	equal(t, "by status", convIDs(list(store.ConversationListParams{Status: agentowl.ConversationEnded})), []string{all[3].ID})
-	equal(t, "by channel and binding that disagree", convIDs(list(store.ConversationListParams{Channel: "sms", BindingID: hook.ID})),
+	equal(t, "by status", convIDs(list(agentowl.ConversationListParams{Status: agentowl.ConversationEnded})), []string{all[3].ID})
+	equal(t, "by channel and binding that disagree", convIDs(list(agentowl.ConversationListParams{Channel: "sms", BindingID: hook.ID})),
 		[]string{})
 
 	for _, size := range []int{1, 2, 3, 7} {
 		var seen []string
 		var after *agentowl.Cursor
 		for range 10 {
-			page := list(store.ConversationListParams{After: after, Limit: size})
+			page := list(agentowl.ConversationListParams{After: after, Limit: size})
 			seen = append(seen, convIDs(page)...)
 			if len(page) < size {
 				break
@@ -187,7 +186,7 @@ func testEventList(t *testing.T, e *env) {
 	for i := range 5 {
 		evs = append(evs, newEvent(c, e.now.Add(time.Duration(i/2)*time.Second)))
 	}
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, v := range []*agentowl.Conversation{c, other} {
 			if err := tx.ConversationCreate(e.ctx, v); err != nil {
 				return err
@@ -208,8 +207,8 @@ func testEventList(t *testing.T, e *env) {
 	})
 	list := func(after *agentowl.Cursor, limit int) []*agentowl.Event {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*agentowl.Event, error) {
-			return tx.EventList(e.ctx, store.EventListParams{ConversationID: c.ID, After: after, Limit: limit})
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.Event, error) {
+			return tx.EventList(e.ctx, agentowl.EventListParams{ConversationID: c.ID, After: after, Limit: limit})
 		})
 	}
 	got := list(nil, 0)
@@ -226,9 +225,9 @@ func testEventList(t *testing.T, e *env) {
 		after = &agentowl.Cursor{At: page[1].ReceivedAt, ID: page[1].ID}
 	}
 	equal(t, "events by pages of 2", seen, eventIDs(evs))
-	n := read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, c.ID) })
+	n := read(t, e, func(tx agentowl.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, c.ID) })
 	equal(t, "event count", n, 5)
-	n = read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, "conv_missing") })
+	n = read(t, e, func(tx agentowl.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, "conv_missing") })
 	equal(t, "event count of no conversation", n, 0)
 }
 
@@ -239,8 +238,8 @@ func testEventMove(t *testing.T, e *env) {
 	w1, w2 := e.work(t, newWork(ep, ev, 1, e.now)), e.work(t, newWork(ep, ev, 2, e.now))
 	_, _, bystander := e.thread(t, tn.ID)
 	bw := e.work(t, newWork(ep, bystander, 1, e.now))
-	to := newConversation(read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, ev.BindingID) }), "", e.now)
-	e.write(t, func(tx store.Tx) error {
+	to := newConversation(read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, ev.BindingID) }), "", e.now)
+	e.write(t, func(tx agentowl.Tx) error {
 		if err := tx.EmailMessageCreate(e.ctx, &agentowl.EmailMessage{TenantID: tn.ID, BindingID: ev.BindingID, MessageID: "m1@example.org",
 			ConversationID: from.ID, EventID: ev.ID}); err != nil {
 			return err
@@ -254,22 +253,22 @@ func testEventMove(t *testing.T, e *env) {
 		return tx.WorkMoveByEvent(e.ctx, ev.ID, to.ID)
 	})
 	ev.ConversationID, ev.FollowUp = to.ID, true
-	equal(t, "moved event", read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGet(e.ctx, ev.ID) }), ev)
+	equal(t, "moved event", read(t, e, func(tx agentowl.Tx) (*agentowl.Event, error) { return tx.EventGet(e.ctx, ev.ID) }), ev)
 	for _, w := range []*agentowl.Work{w1, w2} {
 		w.ConversationID = to.ID
 		equal(t, "moved work", e.getWork(t, w.ID), w)
 	}
 	equal(t, "another event's work", e.getWork(t, bw.ID), bw)
-	convs := read(t, e, func(tx store.Tx) ([]string, error) {
+	convs := read(t, e, func(tx agentowl.Tx) ([]string, error) {
 		return tx.EmailConversations(e.ctx, tn.ID, ev.BindingID, []string{"m1@example.org"})
 	})
 	equal(t, "the moved email's Message-ID", convs, []string{to.ID})
-	n := read(t, e, func(tx store.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, from.ID) })
+	n := read(t, e, func(tx agentowl.Tx) (int, error) { return tx.EventCountByConversation(e.ctx, from.ID) })
 	equal(t, "events left in the first conversation", n, 0)
-	wantErr(t, "moving an unknown event", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "moving an unknown event", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.EventMove(e.ctx, "evt_missing", to.ID, false)
-	}), store.ErrNotFound)
-	if err := e.writeErr(func(tx store.Tx) error { return tx.EventMove(e.ctx, ev.ID, "conv_missing", false) }); err == nil {
+	}), agentowl.ErrNotFound)
+	if err := e.writeErr(func(tx agentowl.Tx) error { return tx.EventMove(e.ctx, ev.ID, "conv_missing", false) }); err == nil {
 		t.Fatal("an event was moved to a conversation that does not exist")
 	}
 }
@@ -280,7 +279,7 @@ func testWorkCountOpen(t *testing.T, e *env) {
 	ep, c, ev := e.thread(t, tn.ID)
 	count := func() int {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (int, error) { return tx.WorkCountOpen(e.ctx, c.ID) })
+		return read(t, e, func(tx agentowl.Tx) (int, error) { return tx.WorkCountOpen(e.ctx, c.ID) })
 	}
 	equal(t, "no work", count(), 0)
 	statuses := []agentowl.WorkStatus{agentowl.WorkPending, agentowl.WorkAccepted, agentowl.WorkRunning, agentowl.WorkNeedsInput,
@@ -294,7 +293,7 @@ func testWorkCountOpen(t *testing.T, e *env) {
 		if st.Terminal() {
 			w.EndedAt = ptr(e.now)
 		}
-		e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 	}
 	_, _, elsewhere := e.thread(t, tn.ID)
 	e.work(t, newWork(ep, elsewhere, 1, e.now))
@@ -307,7 +306,7 @@ func testMessageRewrite(t *testing.T, e *env) {
 	m, sent, done := newMessage(tn.ID, e.now), newMessage(tn.ID, e.now.Add(time.Second)), msgEnded(tn.ID, agentowl.MessageDelivered, e.now, e.now.Add(time.Hour))
 	e.messages(t, m, sent, done)
 	rewrite := func(id string, body string) error {
-		return e.writeErr(func(tx store.Tx) error { return tx.MessageRewrite(e.ctx, id, []byte(body)) })
+		return e.writeErr(func(tx agentowl.Tx) error { return tx.MessageRewrite(e.ctx, id, []byte(body)) })
 	}
 	if err := rewrite(m.ID, "{\"v\":2}\x00\xff"); err != nil {
 		t.Fatal(err)
@@ -318,16 +317,16 @@ func testMessageRewrite(t *testing.T, e *env) {
 	// A claimed message may be on the wire: its body is fixed.
 	claimed := e.claim(t, "w1", e.now.Add(time.Second), e.now.Add(time.Minute), 2)
 	equal(t, "claimed", len(claimed), 2)
-	wantErr(t, "rewriting a claimed message", rewrite(sent.ID, "{}"), store.ErrConflict)
+	wantErr(t, "rewriting a claimed message", rewrite(sent.ID, "{}"), agentowl.ErrConflict)
 	// Deferred without an attempt, it may be rewritten again.
-	e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, m.ID, "w1", 1, e.now.Add(time.Hour)) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.MessageDefer(e.ctx, m.ID, "w1", 1, e.now.Add(time.Hour)) })
 	if err := rewrite(m.ID, "{\"v\":3}"); err != nil {
 		t.Fatalf("rewriting a deferred message: %v", err)
 	}
 	// An attempt that ended keeps the body fixed, retried or not.
-	e.finish(t, store.FinishParams{ID: sent.ID, Owner: "w1", Attempt: newAttempt(sent, 1, e.now, 503, ""),
+	e.finish(t, agentowl.FinishParams{ID: sent.ID, Owner: "w1", Attempt: newAttempt(sent, 1, e.now, 503, ""),
 		State: agentowl.MessagePending, NextAttempt: e.now.Add(time.Minute)})
-	wantErr(t, "rewriting a message after an attempt", rewrite(sent.ID, "{}"), store.ErrConflict)
-	wantErr(t, "rewriting a delivered message", rewrite(done.ID, "{}"), store.ErrConflict)
-	wantErr(t, "rewriting an unknown message", rewrite("00000000-0000-0000-0000-000000000000", "{}"), store.ErrNotFound)
+	wantErr(t, "rewriting a message after an attempt", rewrite(sent.ID, "{}"), agentowl.ErrConflict)
+	wantErr(t, "rewriting a delivered message", rewrite(done.ID, "{}"), agentowl.ErrConflict)
+	wantErr(t, "rewriting an unknown message", rewrite("00000000-0000-0000-0000-000000000000", "{}"), agentowl.ErrNotFound)
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // domainTests exercise the MailDomains area.
@@ -28,31 +27,31 @@ func testMailDomains(t *testing.T, e *env) {
 		{Domain: "support@agents.example", TenantID: a.ID, CreatedAt: e.now.Add(2 * time.Second)},
 	}
 	for _, d := range ds {
-		e.write(t, func(tx store.Tx) error { return tx.MailDomainCreate(e.ctx, d) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.MailDomainCreate(e.ctx, d) })
 	}
-	wantErr(t, "the same domain for another tenant", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "the same domain for another tenant", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.MailDomainCreate(e.ctx, &agentowl.MailDomain{Domain: "mail.acme.example", TenantID: b.ID, CreatedAt: e.now})
-	}), store.ErrConflict)
-	got := read(t, e, func(tx store.Tx) (*agentowl.MailDomain, error) {
+	}), agentowl.ErrConflict)
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.MailDomain, error) {
 		return tx.MailDomainGet(e.ctx, "support@agents.example")
 	})
 	equal(t, "get", got, ds[2])
-	_, _, err := readPair(e, func(tx store.Tx) (*agentowl.MailDomain, int, error) {
+	_, _, err := readPair(e, func(tx agentowl.Tx) (*agentowl.MailDomain, int, error) {
 		d, err := tx.MailDomainGet(e.ctx, "agents.example")
 		return d, 0, err
 	})
-	wantErr(t, "an unassigned domain", err, store.ErrNotFound)
-	equal(t, "every tenant's", read(t, e, func(tx store.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(e.ctx, "") }),
+	wantErr(t, "an unassigned domain", err, agentowl.ErrNotFound)
+	equal(t, "every tenant's", read(t, e, func(tx agentowl.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(e.ctx, "") }),
 		[]*agentowl.MailDomain{ds[1], ds[0], ds[2]})
-	equal(t, "tenant a's", read(t, e, func(tx store.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(e.ctx, a.ID) }),
+	equal(t, "tenant a's", read(t, e, func(tx agentowl.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(e.ctx, a.ID) }),
 		[]*agentowl.MailDomain{ds[0], ds[2]})
-	e.write(t, func(tx store.Tx) error { return tx.MailDomainDelete(e.ctx, "mail.acme.example") })
-	wantErr(t, "delete twice", e.writeErr(func(tx store.Tx) error { return tx.MailDomainDelete(e.ctx, "mail.acme.example") }),
-		store.ErrNotFound)
-	equal(t, "after the delete", read(t, e, func(tx store.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(e.ctx, a.ID) }),
+	e.write(t, func(tx agentowl.Tx) error { return tx.MailDomainDelete(e.ctx, "mail.acme.example") })
+	wantErr(t, "delete twice", e.writeErr(func(tx agentowl.Tx) error { return tx.MailDomainDelete(e.ctx, "mail.acme.example") }),
+		agentowl.ErrNotFound)
+	equal(t, "after the delete", read(t, e, func(tx agentowl.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(e.ctx, a.ID) }),
 		[]*agentowl.MailDomain{ds[2]})
 	// Free again: another tenant may have it.
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return tx.MailDomainCreate(e.ctx, &agentowl.MailDomain{Domain: "mail.acme.example", TenantID: b.ID, CreatedAt: e.now})
 	})
 }
@@ -68,7 +67,7 @@ func testBindingListOutsideDomains(t *testing.T, e *env) {
 		t.Helper()
 		v := &agentowl.Binding{ID: wid("bnd"), TenantID: ep.TenantID, Channel: "smtp", Name: name("binding"), EndpointID: ep.ID,
 			Address: addr, CreatedAt: e.now}
-		e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, v) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, v) })
 		return v
 	}
 	for _, d := range []*agentowl.MailDomain{
@@ -76,7 +75,7 @@ func testBindingListOutsideDomains(t *testing.T, e *env) {
 		{Domain: "sales@a.example", TenantID: b.ID, CreatedAt: e.now},
 		{Domain: "named@server.example", TenantID: a.ID, CreatedAt: e.now},
 	} {
-		e.write(t, func(tx store.Tx) error { return tx.MailDomainCreate(e.ctx, d) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.MailDomainCreate(e.ctx, d) })
 	}
 	smtp(epA, "help@a.example")                               // its domain: fine
 	smtp(epA, "named@server.example")                         // its address: fine
@@ -87,12 +86,12 @@ func testBindingListOutsideDomains(t *testing.T, e *env) {
 	bOwn := smtp(epB, "sales2@a.example")                     // a's domain too
 	nearGen := smtp(epB, "agent-abcdefghijkl@server.example") // not the generated shape
 	gone := smtp(epA, "old@gone.example")
-	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, gone.ID, e.now) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingDelete(e.ctx, gone.ID, e.now) })
 	e.binding(t, epA) // a webhook
 
-	ids := func(p store.OutsideDomainsParams) []string {
+	ids := func(p agentowl.OutsideDomainsParams) []string {
 		t.Helper()
-		bs := read(t, e, func(tx store.Tx) ([]*agentowl.Binding, error) { return tx.BindingListOutsideDomains(e.ctx, p) })
+		bs := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Binding, error) { return tx.BindingListOutsideDomains(e.ctx, p) })
 		out := []string{}
 		for _, b := range bs {
 			out = append(out, b.Address)
@@ -102,13 +101,13 @@ func testBindingListOutsideDomains(t *testing.T, e *env) {
 		}
 		return out
 	}
-	equal(t, "tenant a's", ids(store.OutsideDomainsParams{TenantID: a.ID, ServerDomain: "server.example"}),
+	equal(t, "tenant a's", ids(agentowl.OutsideDomainsParams{TenantID: a.ID, ServerDomain: "server.example"}),
 		[]string{shared.Address, stolen.Address})
-	equal(t, "every tenant's", ids(store.OutsideDomainsParams{ServerDomain: "server.example"}),
+	equal(t, "every tenant's", ids(agentowl.OutsideDomainsParams{ServerDomain: "server.example"}),
 		[]string{nearGen.Address, other.Address, shared.Address, bOwn.Address, stolen.Address})
-	if got := ids(store.OutsideDomainsParams{ServerDomain: "server.example", Limit: 2}); len(got) != 2 {
+	if got := ids(agentowl.OutsideDomainsParams{ServerDomain: "server.example", Limit: 2}); len(got) != 2 {
 		t.Errorf("limited to 2: %q", got)
 	}
-	equal(t, "without a server domain, generated addresses count", ids(store.OutsideDomainsParams{TenantID: a.ID}),
+	equal(t, "without a server domain, generated addresses count", ids(agentowl.OutsideDomainsParams{TenantID: a.ID}),
 		[]string{"agent-abcdefghijklm@server.example", shared.Address, stolen.Address})
 }

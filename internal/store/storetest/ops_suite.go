@@ -5,10 +5,9 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// opsTests are the conformance subtests of store.Operations: redrive and the
+// opsTests are the conformance subtests of agentowl.OperationStore: redrive and the
 // views behind work-outbox, ingress-publications and work-doctor.
 var opsTests = []struct {
 	name string
@@ -47,7 +46,7 @@ func newIncident(w *agentowl.Work, messageID string, at time.Time) *agentowl.Att
 
 func (e *env) attention(t *testing.T, it *agentowl.AttentionItem) *agentowl.AttentionItem {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error { return tx.AttentionCreate(e.ctx, it) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttentionCreate(e.ctx, it) })
 	return it
 }
 
@@ -62,7 +61,7 @@ func (e *env) decided(t *testing.T, w *agentowl.Work, messageID string, at time.
 	d := &agentowl.WorkDecision{WorkID: w.ID, ID: "dec-" + agentowl.NewID("")[:8], TenantID: w.TenantID, AttentionID: it.ID,
 		RequestID: it.RequestID, Revision: 1, Decision: "answer", Answer: "blue", ContentHash: hashOf("d"), Body: []byte(`{"d":1}`),
 		DecidedBy: "op", DecidedAt: at, MessageID: messageID}
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		if err := tx.AttentionCreate(e.ctx, it); err != nil {
 			return err
 		}
@@ -71,7 +70,7 @@ func (e *env) decided(t *testing.T, w *agentowl.Work, messageID string, at time.
 	return d
 }
 
-func entryIDs(es []*store.OutboxEntry) []string {
+func entryIDs(es []*agentowl.OutboxEntry) []string {
 	out := []string{}
 	for _, v := range es {
 		out = append(out, v.Message.ID)
@@ -102,38 +101,38 @@ func testOutboxFind(t *testing.T, e *env) {
 	e.messages(t, workMessage(ow.TenantID, "work.handoff", "endpoint:"+otherEP.ID, ow.ID, e.now))
 
 	work := []string{"work.event", "work.handoff", "work.decision"}
-	find := func(p store.OutboxFindParams) []string {
+	find := func(p agentowl.OutboxFindParams) []string {
 		t.Helper()
 		p.TenantID = tn.ID
-		return entryIDs(read(t, e, func(tx store.Tx) ([]*store.OutboxEntry, error) { return tx.OutboxFind(e.ctx, p) }))
+		return entryIDs(read(t, e, func(tx agentowl.Tx) ([]*agentowl.OutboxEntry, error) { return tx.OutboxFind(e.ctx, p) }))
 	}
-	equal(t, "work kinds, newest first", find(store.OutboxFindParams{Kinds: work}), []string{other.ID, push.ID, handoff.ID, plain.ID})
-	equal(t, "handoffs and pushes", find(store.OutboxFindParams{Kinds: work[1:]}), []string{other.ID, push.ID, handoff.ID})
-	equal(t, "no kinds", find(store.OutboxFindParams{}), []string{})
-	equal(t, "endpoint", find(store.OutboxFindParams{Kinds: work, EndpointID: ep.ID}), []string{push.ID, handoff.ID, plain.ID})
-	equal(t, "event: its plain delivery, its work's handoff and pushes", find(store.OutboxFindParams{Kinds: work, EventID: ev.ID}),
+	equal(t, "work kinds, newest first", find(agentowl.OutboxFindParams{Kinds: work}), []string{other.ID, push.ID, handoff.ID, plain.ID})
+	equal(t, "handoffs and pushes", find(agentowl.OutboxFindParams{Kinds: work[1:]}), []string{other.ID, push.ID, handoff.ID})
+	equal(t, "no kinds", find(agentowl.OutboxFindParams{}), []string{})
+	equal(t, "endpoint", find(agentowl.OutboxFindParams{Kinds: work, EndpointID: ep.ID}), []string{push.ID, handoff.ID, plain.ID})
+	equal(t, "event: its plain delivery, its work's handoff and pushes", find(agentowl.OutboxFindParams{Kinds: work, EventID: ev.ID}),
 		[]string{push.ID, handoff.ID, plain.ID})
-	equal(t, "binding", find(store.OutboxFindParams{Kinds: work, BindingID: ev2.BindingID}), []string{other.ID})
-	equal(t, "work", find(store.OutboxFindParams{Kinds: work, WorkID: w.ID}), []string{push.ID, handoff.ID})
-	equal(t, "state", find(store.OutboxFindParams{Kinds: work, State: agentowl.MessageFailed}), []string{handoff.ID})
-	equal(t, "created at or before", find(store.OutboxFindParams{Kinds: work, CreatedBefore: e.now.Add(time.Second)}),
+	equal(t, "binding", find(agentowl.OutboxFindParams{Kinds: work, BindingID: ev2.BindingID}), []string{other.ID})
+	equal(t, "work", find(agentowl.OutboxFindParams{Kinds: work, WorkID: w.ID}), []string{push.ID, handoff.ID})
+	equal(t, "state", find(agentowl.OutboxFindParams{Kinds: work, State: agentowl.MessageFailed}), []string{handoff.ID})
+	equal(t, "created at or before", find(agentowl.OutboxFindParams{Kinds: work, CreatedBefore: e.now.Add(time.Second)}),
 		[]string{handoff.ID, plain.ID})
-	equal(t, "limit", find(store.OutboxFindParams{Kinds: work, Limit: 1}), []string{other.ID})
-	equal(t, "AAP kind", find(store.OutboxFindParams{Kinds: []string{aap.Kind}}), []string{aap.ID})
+	equal(t, "limit", find(agentowl.OutboxFindParams{Kinds: work, Limit: 1}), []string{other.ID})
+	equal(t, "AAP kind", find(agentowl.OutboxFindParams{Kinds: []string{aap.Kind}}), []string{aap.ID})
 
-	get := func(id string) *store.OutboxEntry {
+	get := func(id string) *agentowl.OutboxEntry {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (*store.OutboxEntry, error) { return tx.OutboxGet(e.ctx, id) })
+		return read(t, e, func(tx agentowl.Tx) (*agentowl.OutboxEntry, error) { return tx.OutboxGet(e.ctx, id) })
 	}
-	equal(t, "handoff entry", get(handoff.ID), &store.OutboxEntry{Message: handoff, WorkID: w.ID, EventID: ev.ID,
+	equal(t, "handoff entry", get(handoff.ID), &agentowl.OutboxEntry{Message: handoff, WorkID: w.ID, EventID: ev.ID,
 		BindingID: ev.BindingID, Channel: "webhook", EndpointID: ep.ID})
-	equal(t, "plain entry", get(plain.ID), &store.OutboxEntry{Message: plain, EventID: ev.ID, BindingID: ev.BindingID,
+	equal(t, "plain entry", get(plain.ID), &agentowl.OutboxEntry{Message: plain, EventID: ev.ID, BindingID: ev.BindingID,
 		Channel: "webhook", EndpointID: ep.ID})
-	equal(t, "AAP entry", get(aap.ID), &store.OutboxEntry{Message: aap})
-	wantErr(t, "OutboxGet unknown", e.readErr(func(tx store.Tx) error {
+	equal(t, "AAP entry", get(aap.ID), &agentowl.OutboxEntry{Message: aap})
+	wantErr(t, "OutboxGet unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.OutboxGet(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 }
 
 func testMessageRedrive(t *testing.T, e *env) {
@@ -148,7 +147,7 @@ func testMessageRedrive(t *testing.T, e *env) {
 		if c := e.claim(t, "w0", at, at.Add(time.Minute), 10); len(c) != 1 || c[0].Attempts != n {
 			t.Fatalf("claim %d = %s", n, show(c))
 		}
-		p := store.FinishParams{ID: failed.ID, Owner: "w0", Attempt: newAttempt(failed, n, at, 503, "HTTP 503"),
+		p := agentowl.FinishParams{ID: failed.ID, Owner: "w0", Attempt: newAttempt(failed, n, at, 503, "HTTP 503"),
 			State: agentowl.MessagePending, NextAttempt: at.Add(time.Minute)}
 		if n == 3 {
 			p.State, p.RetainUntil = agentowl.MessageFailed, ptr(e.now.Add(7*24*time.Hour))
@@ -158,8 +157,8 @@ func testMessageRedrive(t *testing.T, e *env) {
 	failed = e.getMessage(t, failed.ID)
 	redrive := func(id string, from ...agentowl.MessageState) (*agentowl.OutboxMessage, error) {
 		var m *agentowl.OutboxMessage
-		err := e.writeErr(func(tx store.Tx) (err error) {
-			m, err = tx.MessageRedrive(e.ctx, store.RedriveParams{ID: id, From: from, Now: e.now.Add(2 * time.Hour),
+		err := e.writeErr(func(tx agentowl.Tx) (err error) {
+			m, err = tx.MessageRedrive(e.ctx, agentowl.RedriveParams{ID: id, From: from, Now: e.now.Add(2 * time.Hour),
 				DeadlineAt: e.now.Add(74 * time.Hour)})
 			return err
 		})
@@ -178,15 +177,15 @@ func testMessageRedrive(t *testing.T, e *env) {
 	equal(t, "redriven message read back", e.getMessage(t, failed.ID), &want)
 
 	_, err = redrive(delivered.ID, both...)
-	wantErr(t, "redrive of a delivered message", err, store.ErrConflict)
+	wantErr(t, "redrive of a delivered message", err, agentowl.ErrConflict)
 	_, err = redrive(pending.ID, both...)
-	wantErr(t, "redrive of a pending message", err, store.ErrConflict)
+	wantErr(t, "redrive of a pending message", err, agentowl.ErrConflict)
 	_, err = redrive(failed.ID, both...)
-	wantErr(t, "a second redrive while the first series runs", err, store.ErrConflict)
+	wantErr(t, "a second redrive while the first series runs", err, agentowl.ErrConflict)
 	_, err = redrive(agentowl.NewID(""), both...)
-	wantErr(t, "redrive of an unknown message", err, store.ErrNotFound)
+	wantErr(t, "redrive of an unknown message", err, agentowl.ErrNotFound)
 	_, err = redrive(delivered.ID)
-	wantErr(t, "redrive from no state", err, store.ErrConflict)
+	wantErr(t, "redrive from no state", err, agentowl.ErrConflict)
 	equal(t, "the delivered message is untouched", e.getMessage(t, delivered.ID), delivered)
 
 	// The new series' attempts are numbered on from the old ones: the claim
@@ -195,7 +194,7 @@ func testMessageRedrive(t *testing.T, e *env) {
 	if len(claimed) != 1 || claimed[0].ID != failed.ID || claimed[0].Attempts != 4 || claimed[0].AttemptBase != 3 {
 		t.Fatalf("claim after redrive = %s, want %s at attempt 4 of base 3", show(claimed), failed.ID)
 	}
-	e.finish(t, store.FinishParams{ID: failed.ID, Owner: "w1", Attempt: newAttempt(failed, 4, e.now.Add(2*time.Hour), 200, ""),
+	e.finish(t, agentowl.FinishParams{ID: failed.ID, Owner: "w1", Attempt: newAttempt(failed, 4, e.now.Add(2*time.Hour), 200, ""),
 		State: agentowl.MessageDelivered, RetainUntil: ptr(e.now.Add(96 * time.Hour))})
 	if got := e.getMessage(t, failed.ID); got.State != agentowl.MessageDelivered || got.Redrives != 1 || got.AttemptBase != 3 {
 		t.Errorf("after the new series delivered: %s", show(got))
@@ -206,7 +205,7 @@ func testMessageRedrive(t *testing.T, e *env) {
 	}
 	equal(t, "attempts of both series", ns, []int{1, 2, 3, 4})
 	_, err = redrive(failed.ID, both...)
-	wantErr(t, "redrive after the new series delivered", err, store.ErrConflict)
+	wantErr(t, "redrive after the new series delivered", err, agentowl.ErrConflict)
 }
 
 func testOutboxHealth(t *testing.T, e *env) {
@@ -249,18 +248,20 @@ func testOutboxHealth(t *testing.T, e *env) {
 	ow := e.work(t, newWork(otherEP, otherEv, 1, e.now))
 	e.messages(t, ended(workMessage(ow.TenantID, "work.handoff", "endpoint:"+otherEP.ID, ow.ID, e.now), agentowl.MessageFailed, 1, e.now))
 
-	got := read(t, e, func(tx store.Tx) ([]*store.EndpointOutboxHealth, error) { return tx.OutboxHealth(e.ctx, tn.ID, bound) })
-	want := []*store.EndpointOutboxHealth{
+	got := read(t, e, func(tx agentowl.Tx) ([]*agentowl.EndpointOutboxHealth, error) {
+		return tx.OutboxHealth(e.ctx, tn.ID, bound)
+	})
+	want := []*agentowl.EndpointOutboxHealth{
 		{EndpointID: "", Stuck: 1, OldestStuck: ptr(aapStuck.NextAttempt)},
 		// inFlight counts: leased now, it has still gone without a recorded
 		// attempt since before the bound (a deferral would lease it too).
 		{EndpointID: ep.ID, Failing: 1, Failed: 3, Stuck: 3, OldestStuck: ptr(stuckOld.NextAttempt)},
 	}
 	equal(t, "outbox health", got, want)
-	none := read(t, e, func(tx store.Tx) ([]*store.EndpointOutboxHealth, error) {
+	none := read(t, e, func(tx agentowl.Tx) ([]*agentowl.EndpointOutboxHealth, error) {
 		return tx.OutboxHealth(e.ctx, e.tenant(t).ID, bound)
 	})
-	equal(t, "a tenant without messages", nonNil(none), []*store.EndpointOutboxHealth{})
+	equal(t, "a tenant without messages", nonNil(none), []*agentowl.EndpointOutboxHealth{})
 }
 
 func testDecisionsAwaitingReceipt(t *testing.T, e *env) {
@@ -269,7 +270,7 @@ func testDecisionsAwaitingReceipt(t *testing.T, e *env) {
 	w := e.work(t, newWork(ep, ev, 1, e.now))
 	done := e.work(t, newWork(ep, ev, 2, e.now))
 	done.Status, done.Sequence, done.EndedAt = agentowl.WorkCompleted, 1, ptr(e.now)
-	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, done) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, done) })
 	before := e.now.Add(-10 * time.Minute)
 
 	push := ended(workMessage(tn.ID, "work.decision", "decision:"+ep.ID+"/"+w.ID+"/x", w.ID, before), agentowl.MessageFailed, 4, e.now)
@@ -277,19 +278,19 @@ func testDecisionsAwaitingReceipt(t *testing.T, e *env) {
 	failedPush := e.decided(t, w, push.ID, before.Add(-2*time.Minute))
 	noPush := e.decided(t, w, "", before.Add(-time.Minute))
 	received := e.decided(t, w, "", before.Add(-3*time.Minute))
-	e.write(t, func(tx store.Tx) error { return tx.DecisionSetReceipt(e.ctx, w.ID, received.ID, e.now, "recovery") })
+	e.write(t, func(tx agentowl.Tx) error { return tx.DecisionSetReceipt(e.ctx, w.ID, received.ID, e.now, "recovery") })
 	e.decided(t, w, "", before.Add(time.Second))     // too recent
 	e.decided(t, done, "", before.Add(-time.Minute)) // its work ended
 	otherEP, _, otherEv := e.thread(t, e.tenant(t).ID)
 	e.decided(t, e.work(t, newWork(otherEP, otherEv, 1, e.now)), "", before.Add(-time.Hour))
 
-	awaiting := func(limit int) []*store.AwaitingReceipt {
+	awaiting := func(limit int) []*agentowl.AwaitingReceipt {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*store.AwaitingReceipt, error) {
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.AwaitingReceipt, error) {
 			return tx.DecisionsAwaitingReceipt(e.ctx, tn.ID, before, limit)
 		})
 	}
-	equal(t, "awaiting receipt, oldest first", awaiting(10), []*store.AwaitingReceipt{
+	equal(t, "awaiting receipt, oldest first", awaiting(10), []*agentowl.AwaitingReceipt{
 		{Decision: failedPush, EndpointID: ep.ID, PushState: agentowl.MessageFailed},
 		{Decision: noPush, EndpointID: ep.ID},
 	})
@@ -304,7 +305,7 @@ func testWorkByCallbacks(t *testing.T, e *env) {
 		if end {
 			w.Status, w.EndedAt = agentowl.WorkCompleted, ptr(e.now)
 		}
-		e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 		return w
 	}
 	many := set(e.work(t, newWork(ep, ev, 1, e.now)), 9000, false)
@@ -316,7 +317,7 @@ func testWorkByCallbacks(t *testing.T, e *env) {
 
 	byCallbacks := func(limit int) []string {
 		t.Helper()
-		return workIDs(read(t, e, func(tx store.Tx) ([]*agentowl.Work, error) { return tx.WorkByCallbacks(e.ctx, tn.ID, 8000, limit) }))
+		return workIDs(read(t, e, func(tx agentowl.Tx) ([]*agentowl.Work, error) { return tx.WorkByCallbacks(e.ctx, tn.ID, 8000, limit) }))
 	}
 	equal(t, "open work at or over the bound, most first", byCallbacks(10), []string{most.ID, many.ID})
 	equal(t, "limit", byCallbacks(1), []string{most.ID})
@@ -331,7 +332,7 @@ func testAttentionByMessage(t *testing.T, e *env) {
 	first := e.attention(t, newIncident(w, msg.ID, e.now))
 	byMessage := func() (*agentowl.AttentionItem, error) {
 		var it *agentowl.AttentionItem
-		err := e.readErr(func(tx store.Tx) (err error) {
+		err := e.readErr(func(tx agentowl.Tx) (err error) {
 			it, err = tx.AttentionByMessage(e.ctx, msg.ID)
 			return err
 		})
@@ -342,33 +343,33 @@ func testAttentionByMessage(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	equal(t, "incident of the message", got, first)
-	wantErr(t, "a second incident of the message", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "a second incident of the message", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.AttentionCreate(e.ctx, newIncident(w, msg.ID, e.now))
-	}), store.ErrConflict)
+	}), agentowl.ErrConflict)
 
-	e.write(t, func(tx store.Tx) error { return tx.AttentionDetachMessage(e.ctx, first.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttentionDetachMessage(e.ctx, first.ID) })
 	_, err = byMessage()
-	wantErr(t, "incident after detaching", err, store.ErrNotFound)
-	kept := read(t, e, func(tx store.Tx) (*agentowl.AttentionItem, error) { return tx.AttentionGet(e.ctx, first.ID) })
+	wantErr(t, "incident after detaching", err, agentowl.ErrNotFound)
+	kept := read(t, e, func(tx agentowl.Tx) (*agentowl.AttentionItem, error) { return tx.AttentionGet(e.ctx, first.ID) })
 	first.MessageID = ""
 	equal(t, "the detached incident keeps the rest", kept, first)
 	second := e.attention(t, newIncident(w, msg.ID, e.now.Add(time.Hour)))
 	if got, err := byMessage(); err != nil || got.ID != second.ID {
 		t.Errorf("after a new incident: %v, %v; want %s", got, err, second.ID)
 	}
-	wantErr(t, "detach an unknown item", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "detach an unknown item", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.AttentionDetachMessage(e.ctx, "att_missing")
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 }
 
 func testCounterGet(t *testing.T, e *env) {
 	window := e.now.Truncate(time.Minute)
 	get := func(key string, at time.Time) int64 {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (int64, error) { return tx.CounterGet(e.ctx, key, at) })
+		return read(t, e, func(tx agentowl.Tx) (int64, error) { return tx.CounterGet(e.ctx, key, at) })
 	}
 	equal(t, "no counter", get("k", window), int64(0))
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		_, err := tx.CounterAdd(e.ctx, "k", window, 7)
 		return err
 	})

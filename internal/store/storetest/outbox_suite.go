@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // outboxTests are the conformance subtests of the delivery engine's outbox
-// (store.Outbox) and its part in Purge; Exercise runs them with the others,
+// (agentowl.OutboxStore) and its part in Purge; Exercise runs them with the others,
 // each against a fresh store, since claims and stats see every message.
 var outboxTests = []struct {
 	name string
@@ -83,7 +82,7 @@ func withLease(m *agentowl.OutboxMessage, owner string, until time.Time) *agento
 // messages persists ms in one transaction.
 func (e *env) messages(t *testing.T, ms ...*agentowl.OutboxMessage) {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, m := range ms {
 			if err := tx.MessageCreate(e.ctx, m); err != nil {
 				return err
@@ -95,33 +94,33 @@ func (e *env) messages(t *testing.T, ms ...*agentowl.OutboxMessage) {
 
 func (e *env) getMessage(t *testing.T, id string) *agentowl.OutboxMessage {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) (*agentowl.OutboxMessage, error) { return tx.MessageGet(e.ctx, id) })
+	return read(t, e, func(tx agentowl.Tx) (*agentowl.OutboxMessage, error) { return tx.MessageGet(e.ctx, id) })
 }
 
 // claim runs one MessageClaim in its own transaction.
 func (e *env) claim(t *testing.T, owner string, now, leaseUntil time.Time, limit int) []*agentowl.OutboxMessage {
 	t.Helper()
 	var got []*agentowl.OutboxMessage
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		var err error
-		got, err = tx.MessageClaim(e.ctx, store.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
+		got, err = tx.MessageClaim(e.ctx, agentowl.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
 		return err
 	})
 	return nonNil(got)
 }
 
-func (e *env) finishErr(p store.FinishParams) error {
-	return e.writeErr(func(tx store.Tx) error { return tx.MessageFinish(e.ctx, p) })
+func (e *env) finishErr(p agentowl.FinishParams) error {
+	return e.writeErr(func(tx agentowl.Tx) error { return tx.MessageFinish(e.ctx, p) })
 }
 
-func (e *env) finish(t *testing.T, p store.FinishParams) {
+func (e *env) finish(t *testing.T, p agentowl.FinishParams) {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error { return tx.MessageFinish(e.ctx, p) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.MessageFinish(e.ctx, p) })
 }
 
 func (e *env) attempts(t *testing.T, id string) []*agentowl.Attempt {
 	t.Helper()
-	return nonNil(read(t, e, func(tx store.Tx) ([]*agentowl.Attempt, error) { return tx.AttemptList(e.ctx, id) }))
+	return nonNil(read(t, e, func(tx agentowl.Tx) ([]*agentowl.Attempt, error) { return tx.AttemptList(e.ctx, id) }))
 }
 
 // purge runs the AAP's retention at now, every class in the order
@@ -131,15 +130,15 @@ func (e *env) purge(t *testing.T, now time.Time) int64 {
 	t.Helper()
 	var n int64
 	for _, c := range []struct {
-		class  store.PurgeClass
+		class  agentowl.PurgeClass
 		before time.Time
 	}{
-		{store.PurgeDeliveries, now}, {store.PurgeApprovalRequests, now}, {store.PurgeIdempotencyKeys, now},
-		{store.PurgeRateCounters, now.Add(-24 * time.Hour)}, {store.PurgeDeliverySlots, now.Add(-24 * time.Hour)},
-		{store.PurgeInstances, now.Add(-agentowl.RetentionAfterDecision)},
+		{agentowl.PurgeDeliveries, now}, {agentowl.PurgeApprovalRequests, now}, {agentowl.PurgeIdempotencyKeys, now},
+		{agentowl.PurgeRateCounters, now.Add(-24 * time.Hour)}, {agentowl.PurgeDeliverySlots, now.Add(-24 * time.Hour)},
+		{agentowl.PurgeInstances, now.Add(-agentowl.RetentionAfterDecision)},
 	} {
-		e.write(t, func(tx store.Tx) error {
-			got, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: c.class, Before: c.before, Limit: 10_000})
+		e.write(t, func(tx agentowl.Tx) error {
+			got, err := tx.PurgeBatch(e.ctx, agentowl.PurgeParams{Class: c.class, Before: c.before, Limit: 10_000})
 			n += got.Deleted
 			return err
 		})
@@ -151,8 +150,8 @@ func (e *env) purge(t *testing.T, now time.Time) int64 {
 // test on any other error.
 func (e *env) messageGone(t *testing.T, id string) bool {
 	t.Helper()
-	err := e.readErr(func(tx store.Tx) error { _, err := tx.MessageGet(e.ctx, id); return err })
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	err := e.readErr(func(tx agentowl.Tx) error { _, err := tx.MessageGet(e.ctx, id); return err })
+	if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
 		t.Fatalf("get message %s: %v", id, err)
 	}
 	return err != nil
@@ -216,13 +215,13 @@ func testMessageRoundTrip(t *testing.T, e *env) {
 		t.Fatalf("body bytes: got %x, want %x", got, full.Body)
 	}
 
-	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "get unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.MessageGet(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 	dup := newMessage(ten.ID, e.now)
 	dup.ID = bare.ID
-	wantErr(t, "create with a taken ID", e.writeErr(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, dup) }), store.ErrConflict)
+	wantErr(t, "create with a taken ID", e.writeErr(func(tx agentowl.Tx) error { return tx.MessageCreate(e.ctx, dup) }), agentowl.ErrConflict)
 	equal(t, "message after rejected duplicate", e.getMessage(t, bare.ID), bare)
 }
 
@@ -255,8 +254,8 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 		}
 	}
 	sameBody("get", e.getMessage(t, m.ID).Body)
-	for _, l := range read(t, e, func(tx store.Tx) ([]*agentowl.OutboxMessage, error) {
-		return tx.MessageList(e.ctx, store.MessageListParams{TenantID: tn.ID, Limit: 10})
+	for _, l := range read(t, e, func(tx agentowl.Tx) ([]*agentowl.OutboxMessage, error) {
+		return tx.MessageList(e.ctx, agentowl.MessageListParams{TenantID: tn.ID, Limit: 10})
 	}) {
 		if l.ID == m.ID {
 			sameBody("list", l.Body)
@@ -264,7 +263,7 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 	}
 
 	// A rewrite (a conversation linked before the handoff) is stored whole.
-	e.write(t, func(tx store.Tx) error { return tx.MessageRewrite(e.ctx, rewritten.ID, []byte(`{"v":2}`)) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.MessageRewrite(e.ctx, rewritten.ID, []byte(`{"v":2}`)) })
 	if got := e.getMessage(t, rewritten.ID).Body; string(got) != `{"v":2}` {
 		t.Fatalf("rewritten body: %q", got)
 	}
@@ -278,10 +277,10 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 		}
 	}
 	keep := ptr(at.Add(time.Hour))
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: newAttempt(m, 1, at, 500, ""), State: agentowl.MessageFailed, RetainUntil: keep})
-	e.finish(t, store.FinishParams{ID: rewritten.ID, Owner: "w1", Attempt: newAttempt(rewritten, 1, at, 204, ""),
+	e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w1", Attempt: newAttempt(m, 1, at, 500, ""), State: agentowl.MessageFailed, RetainUntil: keep})
+	e.finish(t, agentowl.FinishParams{ID: rewritten.ID, Owner: "w1", Attempt: newAttempt(rewritten, 1, at, 204, ""),
 		State: agentowl.MessageDelivered, RetainUntil: keep})
-	sameBody("outbox entry", read(t, e, func(tx store.Tx) (*store.OutboxEntry, error) { return tx.OutboxGet(e.ctx, m.ID) }).Message.Body)
+	sameBody("outbox entry", read(t, e, func(tx agentowl.Tx) (*agentowl.OutboxEntry, error) { return tx.OutboxGet(e.ctx, m.ID) }).Message.Body)
 
 	// The failed message, kept for redrive, keeps its event.
 	e.purgeEvents(t, e.now.Add(48*time.Hour))
@@ -289,8 +288,8 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 		t.Fatal("the events' retention deleted an event a failed message's body refers to")
 	}
 	var redriven *agentowl.OutboxMessage
-	e.write(t, func(tx store.Tx) (err error) {
-		redriven, err = tx.MessageRedrive(e.ctx, store.RedriveParams{ID: m.ID, From: []agentowl.MessageState{agentowl.MessageFailed},
+	e.write(t, func(tx agentowl.Tx) (err error) {
+		redriven, err = tx.MessageRedrive(e.ctx, agentowl.RedriveParams{ID: m.ID, From: []agentowl.MessageState{agentowl.MessageFailed},
 			Now: at.Add(time.Minute), DeadlineAt: at.Add(time.Hour)})
 		return err
 	})
@@ -299,7 +298,7 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 	again := e.claim(t, "w2", at, at.Add(time.Minute), 10)
 	equal(t, "claimed after the redrive", msgIDs(again), []string{m.ID})
 	sameBody("claim after the redrive", again[0].Body)
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: newAttempt(m, 2, at, 500, ""), State: agentowl.MessageFailed, RetainUntil: keep})
+	e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w2", Attempt: newAttempt(m, 2, at, 500, ""), State: agentowl.MessageFailed, RetainUntil: keep})
 
 	// Once no message refers to it, the event may go.
 	e.purge(t, e.now.Add(48*time.Hour))
@@ -313,7 +312,7 @@ func testMessagePayloadRef(t *testing.T, e *env) {
 
 	bad, _ := mk(e.now)
 	bad.Payload.Len = len(bad.Body)
-	if err := e.writeErr(func(tx store.Tx) error { return tx.MessageCreate(e.ctx, bad) }); err == nil {
+	if err := e.writeErr(func(tx agentowl.Tx) error { return tx.MessageCreate(e.ctx, bad) }); err == nil {
 		t.Fatal("a payload reference outside the body was accepted")
 	}
 	if !e.messageGone(t, bad.ID) {
@@ -397,9 +396,9 @@ func testMessageClaimConcurrent(t *testing.T, e *env) {
 				owner := fmt.Sprintf("%s-w%d", round, w)
 				for {
 					var got []*agentowl.OutboxMessage
-					err := e.s.Write(e.ctx, func(tx store.Tx) error {
+					err := e.s.Write(e.ctx, func(tx agentowl.Tx) error {
 						var err error
-						got, err = tx.MessageClaim(e.ctx, store.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
+						got, err = tx.MessageClaim(e.ctx, agentowl.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
 						return err
 					})
 					if err != nil {
@@ -477,38 +476,38 @@ func testMessageFinish(t *testing.T, e *env) {
 
 	a1 := newAttempt(m, 1, e.now.Add(time.Second), 503, "503 Service Unavailable")
 	retry := e.now.Add(time.Minute)
-	rejected := func(what string, p store.FinishParams) {
+	rejected := func(what string, p agentowl.FinishParams) {
 		t.Helper()
-		wantErr(t, what, e.finishErr(p), store.ErrConflict)
+		wantErr(t, what, e.finishErr(p), agentowl.ErrConflict)
 	}
-	rejected("finish by another owner", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
+	rejected("finish by another owner", agentowl.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
 	stale := a1
 	stale.N = 0
-	rejected("finish of an earlier attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: stale, State: agentowl.MessagePending, NextAttempt: retry})
+	rejected("finish of an earlier attempt", agentowl.FinishParams{ID: m.ID, Owner: "w1", Attempt: stale, State: agentowl.MessagePending, NextAttempt: retry})
 	ahead := a1
 	ahead.N = 2
-	rejected("finish of a later attempt", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: ahead, State: agentowl.MessageDelivered, RetainUntil: ptr(retry)})
+	rejected("finish of a later attempt", agentowl.FinishParams{ID: m.ID, Owner: "w1", Attempt: ahead, State: agentowl.MessageDelivered, RetainUntil: ptr(retry)})
 	equal(t, "no attempt recorded by rejected finishes", e.attempts(t, m.ID), []*agentowl.Attempt{})
 	equal(t, "message after rejected finishes", e.getMessage(t, m.ID), leased)
 
 	// A failed attempt: back to pending, due at the retry time, lease released.
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
+	e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
 	want := *leased
 	want.NextAttempt, want.LeaseOwner, want.LeaseUntil, want.LastStatus, want.LastError = retry, "", nil, 503, a1.Error
 	equal(t, "message after a retryable failure", e.getMessage(t, m.ID), &want)
 	equal(t, "attempts after the first", e.attempts(t, m.ID), []*agentowl.Attempt{&a1})
-	rejected("the same finish again", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
+	rejected("the same finish again", agentowl.FinishParams{ID: m.ID, Owner: "w1", Attempt: a1, State: agentowl.MessagePending, NextAttempt: retry})
 	equal(t, "claim before the retry time", msgIDs(e.claim(t, "w2", retry.Add(-time.Microsecond), retry.Add(time.Minute), 10)), []string{})
 
 	lease2 := retry.Add(30 * time.Second)
 	equal(t, "claim at the retry time", msgIDs(e.claim(t, "w2", retry, lease2, 10)), []string{m.ID})
 	a2 := newAttempt(m, 2, retry.Add(time.Second), 200, "")
-	rejected("finish by the previous owner", store.FinishParams{ID: m.ID, Owner: "w1", Attempt: a2, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2)})
-	rejected("finish with the previous attempt number", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2)})
+	rejected("finish by the previous owner", agentowl.FinishParams{ID: m.ID, Owner: "w1", Attempt: a2, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2)})
+	rejected("finish with the previous attempt number", agentowl.FinishParams{ID: m.ID, Owner: "w2", Attempt: a1, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2)})
 	equal(t, "attempts after rejected finishes", e.attempts(t, m.ID), []*agentowl.Attempt{&a1})
 
 	retain := a2.EndedAt.Add(agentowl.RetentionAfterDecision)
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: agentowl.MessageDelivered, RetainUntil: &retain})
+	e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: agentowl.MessageDelivered, RetainUntil: &retain})
 	got := e.getMessage(t, m.ID)
 	want.State, want.Attempts, want.LastStatus, want.LastError = agentowl.MessageDelivered, 2, 200, ""
 	want.EndedAt, want.RetainUntil = &a2.EndedAt, &retain
@@ -516,7 +515,7 @@ func testMessageFinish(t *testing.T, e *env) {
 	equal(t, "delivered message", got, &want)
 	equal(t, "attempts after delivery, in order", e.attempts(t, m.ID), []*agentowl.Attempt{&a1, &a2})
 	equal(t, "claim after delivery", msgIDs(e.claim(t, "w3", retain, retain.Add(time.Minute), 10)), []string{})
-	rejected("finish after delivery", store.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: agentowl.MessagePending, NextAttempt: retain})
+	rejected("finish after delivery", agentowl.FinishParams{ID: m.ID, Owner: "w2", Attempt: a2, State: agentowl.MessagePending, NextAttempt: retain})
 	equal(t, "attempts after a finish of a delivered message", e.attempts(t, m.ID), []*agentowl.Attempt{&a1, &a2})
 
 	// The other terminal outcomes, each after one attempt.
@@ -534,7 +533,7 @@ func testMessageFinish(t *testing.T, e *env) {
 		equal(t, string(c.state)+": claim", msgIDs(e.claim(t, "w4", at, at.Add(time.Minute), 10)), []string{m.ID})
 		a := newAttempt(m, 1, at, c.status, c.err)
 		keep := a.EndedAt.Add(time.Hour)
-		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w4", Attempt: a, State: c.state, RetainUntil: &keep})
+		e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w4", Attempt: a, State: c.state, RetainUntil: &keep})
 		got := e.getMessage(t, m.ID)
 		want := *m
 		want.State, want.Attempts, want.LastStatus, want.LastError, want.EndedAt, want.RetainUntil = c.state, 1, c.status, c.err, &a.EndedAt, &keep
@@ -556,14 +555,14 @@ func testMessageFinishAfterLeaseLost(t *testing.T, e *env) {
 	equal(t, "reclaim after the lease ended", msgIDs(e.claim(t, "fresh", lease1.Add(time.Second), lease2, 1)), []string{m.ID})
 
 	late := newAttempt(m, 1, e.now, 200, "")
-	wantErr(t, "finish by the worker that lost the lease", e.finishErr(store.FinishParams{
+	wantErr(t, "finish by the worker that lost the lease", e.finishErr(agentowl.FinishParams{
 		ID: m.ID, Owner: "slow", Attempt: late, State: agentowl.MessageDelivered, RetainUntil: ptr(lease2),
-	}), store.ErrConflict)
+	}), agentowl.ErrConflict)
 	equal(t, "attempts after the lost lease's finish", e.attempts(t, m.ID), []*agentowl.Attempt{})
 	equal(t, "message after the lost lease's finish", e.getMessage(t, m.ID), withLease(withLease(m, "slow", lease1), "fresh", lease2))
 
 	a2 := newAttempt(m, 2, lease1.Add(time.Second), 500, "500 Internal Server Error")
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "fresh", Attempt: a2, State: agentowl.MessagePending, NextAttempt: lease2})
+	e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "fresh", Attempt: a2, State: agentowl.MessagePending, NextAttempt: lease2})
 	equal(t, "attempts", e.attempts(t, m.ID), []*agentowl.Attempt{&a2})
 }
 
@@ -579,8 +578,8 @@ func testMessageFinishAll(t *testing.T, e *env) {
 	// stale's lease lapses and another worker takes it.
 	equal(t, "reclaimed", len(e.claim(t, "other", lease.Add(time.Second), lease.Add(time.Minute), 3)), 3)
 	// "other" records attempt 2 of ok1 and ok2 and keeps stale.
-	e.write(t, func(tx store.Tx) error {
-		_, err := tx.MessageFinishAll(e.ctx, []store.FinishParams{
+	e.write(t, func(tx agentowl.Tx) error {
+		_, err := tx.MessageFinishAll(e.ctx, []agentowl.FinishParams{
 			{ID: ok1.ID, Owner: "other", Attempt: newAttempt(ok1, 2, lease, 0, ""), State: agentowl.MessagePending, NextAttempt: lease},
 			{ID: ok2.ID, Owner: "other", Attempt: newAttempt(ok2, 2, lease, 0, ""), State: agentowl.MessagePending, NextAttempt: lease},
 		})
@@ -591,8 +590,8 @@ func testMessageFinishAll(t *testing.T, e *env) {
 	retain := lease.Add(24 * time.Hour)
 	equal(t, "claimed again", len(e.claim(t, "w2", lease.Add(2*time.Second), lease.Add(time.Hour), 2)), 2)
 	var lost []bool
-	e.write(t, func(tx store.Tx) (err error) {
-		lost, err = tx.MessageFinishAll(e.ctx, []store.FinishParams{
+	e.write(t, func(tx agentowl.Tx) (err error) {
+		lost, err = tx.MessageFinishAll(e.ctx, []agentowl.FinishParams{
 			{ID: ok1.ID, Owner: "w2", Attempt: delivered, State: agentowl.MessageDelivered, RetainUntil: &retain},
 			{ID: stale.ID, Owner: "w", Attempt: newAttempt(stale, 1, e.now, 204, ""), State: agentowl.MessageDelivered, RetainUntil: &retain},
 			{ID: ok2.ID, Owner: "w2", Attempt: failed, State: agentowl.MessagePending, NextAttempt: lease.Add(time.Minute)},
@@ -624,8 +623,8 @@ func testMessageFinishAll(t *testing.T, e *env) {
 	e.claim(t, "w3", e.now, lease, 1)
 	e.claim(t, "w3", lease.Add(time.Second), lease.Add(time.Hour), 1)
 	second := newAttempt(again, 2, lease.Add(time.Second), 204, "")
-	e.write(t, func(tx store.Tx) (err error) {
-		lost, err = tx.MessageFinishAll(e.ctx, []store.FinishParams{
+	e.write(t, func(tx agentowl.Tx) (err error) {
+		lost, err = tx.MessageFinishAll(e.ctx, []agentowl.FinishParams{
 			{ID: again.ID, Owner: "w3", Attempt: newAttempt(again, 1, e.now, 500, ""), State: agentowl.MessagePending, NextAttempt: lease},
 			{ID: again.ID, Owner: "w3", Attempt: second, State: agentowl.MessageDelivered, RetainUntil: &retain},
 		})
@@ -643,10 +642,10 @@ func testMessageDefer(t *testing.T, e *env) {
 	e.claim(t, "w1", e.now, lease, 1)
 	next := e.now.Add(10 * time.Second)
 	deferErr := func(owner string, attempt int) error {
-		return e.writeErr(func(tx store.Tx) error { return tx.MessageDefer(e.ctx, m.ID, owner, attempt, next) })
+		return e.writeErr(func(tx agentowl.Tx) error { return tx.MessageDefer(e.ctx, m.ID, owner, attempt, next) })
 	}
-	wantErr(t, "defer by another owner", deferErr("w2", 1), store.ErrConflict)
-	wantErr(t, "defer of another attempt", deferErr("w1", 2), store.ErrConflict)
+	wantErr(t, "defer by another owner", deferErr("w2", 1), agentowl.ErrConflict)
+	wantErr(t, "defer of another attempt", deferErr("w1", 2), agentowl.ErrConflict)
 	equal(t, "message after rejected defers", e.getMessage(t, m.ID), withLease(m, "w1", lease))
 
 	if err := deferErr("w1", 1); err != nil {
@@ -656,7 +655,7 @@ func testMessageDefer(t *testing.T, e *env) {
 	want.NextAttempt = next
 	equal(t, "deferred message: lease released, attempt not counted", e.getMessage(t, m.ID), &want)
 	equal(t, "no attempt recorded", e.attempts(t, m.ID), []*agentowl.Attempt{})
-	wantErr(t, "defer again", deferErr("w1", 1), store.ErrConflict)
+	wantErr(t, "defer again", deferErr("w1", 1), agentowl.ErrConflict)
 	equal(t, "claim before the deferred time", msgIDs(e.claim(t, "w2", next.Add(-time.Microsecond), lease, 1)), []string{})
 	equalClaim(t, "claim at the deferred time", e.claim(t, "w2", next, lease, 1), []*agentowl.OutboxMessage{withLease(&want, "w2", lease)})
 }
@@ -676,7 +675,7 @@ func testMessageCancelDestination(t *testing.T, e *env) {
 
 	grace := 2 * time.Hour
 	var cancelled []string
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		var err error
 		cancelled, err = tx.MessageCancelDestination(e.ctx, dest, e.now, grace)
 		return err
@@ -706,7 +705,7 @@ func testMessageCancelDestination(t *testing.T, e *env) {
 
 	// The in-flight worker's outcome cannot bring the message back.
 	a := newAttempt(inFlight, inFlight.Attempts, e.now, 200, "")
-	if err := e.finishErr(store.FinishParams{ID: inFlight.ID, Owner: "busy", Attempt: a, State: agentowl.MessagePending, NextAttempt: e.now.Add(time.Hour)}); err != nil && !errors.Is(err, store.ErrConflict) {
+	if err := e.finishErr(agentowl.FinishParams{ID: inFlight.ID, Owner: "busy", Attempt: a, State: agentowl.MessagePending, NextAttempt: e.now.Add(time.Hour)}); err != nil && !errors.Is(err, agentowl.ErrConflict) {
 		t.Fatalf("finish of a cancelled in-flight message: %v, want nil or ErrConflict", err)
 	}
 	if got := e.getMessage(t, inFlight.ID); got.State != agentowl.MessageCancelled || got.EndedAt == nil || !got.EndedAt.Equal(inFlightUntil) {
@@ -715,7 +714,7 @@ func testMessageCancelDestination(t *testing.T, e *env) {
 
 	later := e.now.Add(3 * time.Hour)
 	equal(t, "claim after cancelling", msgIDs(e.claim(t, "w1", later, later.Add(time.Minute), 10)), []string{elsewhere.ID})
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		var err error
 		cancelled, err = tx.MessageCancelDestination(e.ctx, dest, later, grace)
 		return err
@@ -743,31 +742,31 @@ func testMessageList(t *testing.T, e *env) {
 	u1 := mk(other.ID, 6, destA, subj)
 	e.messages(t, m3, m1, u1, m5, m2, m4)
 
-	list := func(p store.MessageListParams) []string {
+	list := func(p agentowl.MessageListParams) []string {
 		t.Helper()
-		return msgIDs(read(t, e, func(tx store.Tx) ([]*agentowl.OutboxMessage, error) { return tx.MessageList(e.ctx, p) }))
+		return msgIDs(read(t, e, func(tx agentowl.Tx) ([]*agentowl.OutboxMessage, error) { return tx.MessageList(e.ctx, p) }))
 	}
 	for _, c := range []struct {
 		what string
-		p    store.MessageListParams
+		p    agentowl.MessageListParams
 		want []*agentowl.OutboxMessage
 	}{
-		{"tenant, newest first", store.MessageListParams{TenantID: ten.ID, Limit: 10}, []*agentowl.OutboxMessage{m5, m4, m3, m2, m1}},
-		{"limit", store.MessageListParams{TenantID: ten.ID, Limit: 2}, []*agentowl.OutboxMessage{m5, m4}},
-		{"subject", store.MessageListParams{TenantID: ten.ID, Subject: subj, Limit: 10}, []*agentowl.OutboxMessage{m5, m4, m1}},
-		{"destination", store.MessageListParams{TenantID: ten.ID, Prefix: destA, Limit: 10}, []*agentowl.OutboxMessage{m4, m3, m1}},
-		{"state pending", store.MessageListParams{TenantID: ten.ID, State: agentowl.MessagePending, Limit: 10}, []*agentowl.OutboxMessage{m3, m2, m1}},
-		{"state failed", store.MessageListParams{TenantID: ten.ID, State: agentowl.MessageFailed, Limit: 10}, []*agentowl.OutboxMessage{m5}},
-		{"every filter", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, State: agentowl.MessagePending, Limit: 10}, []*agentowl.OutboxMessage{m1}},
-		{"every filter and limit", store.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, Limit: 1}, []*agentowl.OutboxMessage{m4}},
-		{"other tenant", store.MessageListParams{TenantID: other.ID, Limit: 10}, []*agentowl.OutboxMessage{u1}},
-		{"no match", store.MessageListParams{TenantID: ten.ID, Subject: agentowl.NewID(""), Limit: 10}, []*agentowl.OutboxMessage{}},
-		{"unknown tenant", store.MessageListParams{TenantID: agentowl.NewID(""), Limit: 10}, []*agentowl.OutboxMessage{}},
+		{"tenant, newest first", agentowl.MessageListParams{TenantID: ten.ID, Limit: 10}, []*agentowl.OutboxMessage{m5, m4, m3, m2, m1}},
+		{"limit", agentowl.MessageListParams{TenantID: ten.ID, Limit: 2}, []*agentowl.OutboxMessage{m5, m4}},
+		{"subject", agentowl.MessageListParams{TenantID: ten.ID, Subject: subj, Limit: 10}, []*agentowl.OutboxMessage{m5, m4, m1}},
+		{"destination", agentowl.MessageListParams{TenantID: ten.ID, Prefix: destA, Limit: 10}, []*agentowl.OutboxMessage{m4, m3, m1}},
+		{"state pending", agentowl.MessageListParams{TenantID: ten.ID, State: agentowl.MessagePending, Limit: 10}, []*agentowl.OutboxMessage{m3, m2, m1}},
+		{"state failed", agentowl.MessageListParams{TenantID: ten.ID, State: agentowl.MessageFailed, Limit: 10}, []*agentowl.OutboxMessage{m5}},
+		{"every filter", agentowl.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, State: agentowl.MessagePending, Limit: 10}, []*agentowl.OutboxMessage{m1}},
+		{"every filter and limit", agentowl.MessageListParams{TenantID: ten.ID, Subject: subj, Prefix: destA, Limit: 1}, []*agentowl.OutboxMessage{m4}},
+		{"other tenant", agentowl.MessageListParams{TenantID: other.ID, Limit: 10}, []*agentowl.OutboxMessage{u1}},
+		{"no match", agentowl.MessageListParams{TenantID: ten.ID, Subject: agentowl.NewID(""), Limit: 10}, []*agentowl.OutboxMessage{}},
+		{"unknown tenant", agentowl.MessageListParams{TenantID: agentowl.NewID(""), Limit: 10}, []*agentowl.OutboxMessage{}},
 	} {
 		equal(t, c.what, list(c.p), msgIDs(c.want))
 	}
-	equal(t, "listed messages are complete", read(t, e, func(tx store.Tx) ([]*agentowl.OutboxMessage, error) {
-		return tx.MessageList(e.ctx, store.MessageListParams{TenantID: ten.ID, Prefix: destB, Limit: 10})
+	equal(t, "listed messages are complete", read(t, e, func(tx agentowl.Tx) ([]*agentowl.OutboxMessage, error) {
+		return tx.MessageList(e.ctx, agentowl.MessageListParams{TenantID: ten.ID, Prefix: destB, Limit: 10})
 	}), []*agentowl.OutboxMessage{m5, m2})
 }
 
@@ -778,7 +777,7 @@ func testMessageStats(t *testing.T, e *env) {
 	// oldest-created oldest-due" lines.
 	stats := func(what string, now time.Time, want ...string) {
 		t.Helper()
-		qs := read(t, e, func(tx store.Tx) ([]*agentowl.QueueStats, error) { return tx.MessageStats(e.ctx, now) })
+		qs := read(t, e, func(tx agentowl.Tx) ([]*agentowl.QueueStats, error) { return tx.MessageStats(e.ctx, now) })
 		got := []string{}
 		for _, q := range qs {
 			due := "-"
@@ -811,22 +810,22 @@ func testMessageStats(t *testing.T, e *env) {
 	// (one before the others, so that u is claimed again next); a recorded
 	// attempt moves it to the retry.
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{u.ID})
-	e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, u.ID, "w1", 1, at(-45)) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.MessageDefer(e.ctx, u.ID, "w1", 1, at(-45)) })
 	stats("deferred: still due since it first was", at(1), "decision 1 -5 -5", "endpoint 1 -50 -40", "instance 3 -30 0")
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(2), at(30), 1)), []string{u.ID})
-	e.finish(t, store.FinishParams{ID: u.ID, Owner: "w1", Attempt: newAttempt(u, 1, at(2), 503, ""), State: agentowl.MessagePending, NextAttempt: at(8)})
+	e.finish(t, agentowl.FinishParams{ID: u.ID, Owner: "w1", Attempt: newAttempt(u, 1, at(2), 503, ""), State: agentowl.MessagePending, NextAttempt: at(8)})
 	stats("retried: due at the retry", at(2), "decision 1 -5 -5", "endpoint 1 -50 -", "instance 3 -30 0")
 	stats("retried: due at the retry", at(9), "decision 1 -5 -5", "endpoint 1 -50 8", "instance 3 -30 0")
 
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		_, err := tx.MessageCancelDestination(e.ctx, u.Destination, e.now, time.Hour)
 		return err
 	})
 	stats("after the endpoint's was cancelled", e.now, "decision 1 -5 -5", "instance 3 -30 0")
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{push.ID})
-	e.finish(t, store.FinishParams{ID: push.ID, Owner: "w1", Attempt: newAttempt(push, 1, at(1), 204, ""), State: agentowl.MessageDelivered, RetainUntil: ptr(at(100))})
+	e.finish(t, agentowl.FinishParams{ID: push.ID, Owner: "w1", Attempt: newAttempt(push, 1, at(1), 204, ""), State: agentowl.MessageDelivered, RetainUntil: ptr(at(100))})
 	equal(t, "claim", msgIDs(e.claim(t, "w1", at(1), at(30), 1)), []string{p1.ID})
-	e.finish(t, store.FinishParams{ID: p1.ID, Owner: "w1", Attempt: newAttempt(p1, 1, at(1), 204, ""), State: agentowl.MessageDelivered, RetainUntil: ptr(at(100))})
+	e.finish(t, agentowl.FinishParams{ID: p1.ID, Owner: "w1", Attempt: newAttempt(p1, 1, at(1), 204, ""), State: agentowl.MessageDelivered, RetainUntil: ptr(at(100))})
 	stats("after the oldest were delivered", e.now, "instance 2 -20 0")
 }
 
@@ -838,7 +837,7 @@ func testMessageUndefer(t *testing.T, e *env) {
 	deferTo := func(m *agentowl.OutboxMessage, next time.Time) {
 		t.Helper()
 		equal(t, "claim", msgIDs(e.claim(t, "w", at(0), at(30), 1)), []string{m.ID})
-		e.write(t, func(tx store.Tx) error { return tx.MessageDefer(e.ctx, m.ID, "w", 1, next) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.MessageDefer(e.ctx, m.ID, "w", 1, next) })
 	}
 	d1, d2, retry, leased := msgDue(ten.ID, at(-10), at(-10)), msgDue(ten.ID, at(-9), at(-9)), msgDue(ten.ID, at(-8), at(-8)), msgDue(ten.ID, at(-7), at(-7))
 	e.messages(t, d1)
@@ -847,12 +846,12 @@ func testMessageUndefer(t *testing.T, e *env) {
 	deferTo(d2, at(90))
 	e.messages(t, retry)
 	equal(t, "claim", msgIDs(e.claim(t, "w", at(0), at(30), 1)), []string{retry.ID})
-	e.finish(t, store.FinishParams{ID: retry.ID, Owner: "w", Attempt: newAttempt(retry, 1, at(0), 503, ""), State: agentowl.MessagePending, NextAttempt: at(120)})
+	e.finish(t, agentowl.FinishParams{ID: retry.ID, Owner: "w", Attempt: newAttempt(retry, 1, at(0), 503, ""), State: agentowl.MessagePending, NextAttempt: at(120)})
 	e.messages(t, withLease(leased, "other", at(30)))
 	undefer := func(ids []string, limit int) int {
 		t.Helper()
 		var n int
-		e.write(t, func(tx store.Tx) (err error) {
+		e.write(t, func(tx agentowl.Tx) (err error) {
 			n, err = tx.MessageUndefer(e.ctx, ids, e.now, limit)
 			return err
 		})
@@ -883,26 +882,32 @@ func testMessageHold(t *testing.T, e *env) {
 	leased := withLease(mk(at(-40)), "w", at(30))
 	e.messages(t, m1, m2, m3, other, leased)
 	var n int
-	e.write(t, func(tx store.Tx) (err error) { n, err = tx.MessageHoldDestination(e.ctx, dest); return err })
+	e.write(t, func(tx agentowl.Tx) (err error) { n, err = tx.MessageHoldDestination(e.ctx, dest); return err })
 	equal(t, "held: the destination's unleased pending messages", n, 3)
 	equal(t, "a held message waits", e.getMessage(t, m1.ID).NextAttempt, agentowl.OutboxHeld)
 	equal(t, "a claim takes only the other destination", msgIDs(e.claim(t, "w2", at(0), at(30), 10)), []string{other.ID})
-	e.write(t, func(tx store.Tx) error { return tx.MessageHold(e.ctx, leased.ID, "w", leased.Attempts) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.MessageHold(e.ctx, leased.ID, "w", leased.Attempts) })
 	got := e.getMessage(t, leased.ID)
 	equal(t, "the leased one given back held, uncounted", []any{got.NextAttempt, got.LeaseOwner, got.Attempts}, []any{agentowl.OutboxHeld, "", 0})
-	if err := e.writeErr(func(tx store.Tx) error { return tx.MessageHold(e.ctx, m1.ID, "w", 1) }); !errors.Is(err, store.ErrConflict) {
+	if err := e.writeErr(func(tx agentowl.Tx) error { return tx.MessageHold(e.ctx, m1.ID, "w", 1) }); !errors.Is(err, agentowl.ErrConflict) {
 		t.Errorf("MessageHold without the lease: %v, want ErrConflict", err)
 	}
-	stats := read(t, e, func(tx store.Tx) ([]*agentowl.QueueStats, error) { return tx.MessageStats(e.ctx, at(0)) })
+	stats := read(t, e, func(tx agentowl.Tx) ([]*agentowl.QueueStats, error) { return tx.MessageStats(e.ctx, at(0)) })
 	for _, s := range stats {
 		if s.Surface == "endpoint" && s.OldestDue != nil {
 			t.Errorf("held messages count as due since %v", *s.OldestDue)
 		}
 	}
 	var undeferred int
-	e.write(t, func(tx store.Tx) (err error) { undeferred, err = tx.MessageUndefer(e.ctx, nil, at(0), 100); return err })
+	e.write(t, func(tx agentowl.Tx) (err error) {
+		undeferred, err = tx.MessageUndefer(e.ctx, nil, at(0), 100)
+		return err
+	})
 	equal(t, "held messages are not deferrals", undeferred, 0)
-	e.write(t, func(tx store.Tx) (err error) { n, err = tx.MessageReleaseDestination(e.ctx, dest, at(1)); return err })
+	e.write(t, func(tx agentowl.Tx) (err error) {
+		n, err = tx.MessageReleaseDestination(e.ctx, dest, at(1))
+		return err
+	})
 	equal(t, "released", n, 4)
 	equal(t, "released in creation order", msgIDs(e.claim(t, "w3", at(2), at(30), 10)), []string{leased.ID, m1.ID, m2.ID, m3.ID})
 }
@@ -910,11 +915,11 @@ func testMessageHold(t *testing.T, e *env) {
 func testEngineReports(t *testing.T, e *env) {
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
 	list := func() []*agentowl.EngineReport {
-		return nonNil(read(t, e, func(tx store.Tx) ([]*agentowl.EngineReport, error) { return tx.EngineList(e.ctx) }))
+		return nonNil(read(t, e, func(tx agentowl.Tx) ([]*agentowl.EngineReport, error) { return tx.EngineList(e.ctx) }))
 	}
 	report := func(r agentowl.EngineReport, forgetBefore time.Time) {
 		t.Helper()
-		e.write(t, func(tx store.Tx) error { return tx.EngineReport(e.ctx, &r, forgetBefore) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.EngineReport(e.ctx, &r, forgetBefore) })
 	}
 	equal(t, "none", list(), []*agentowl.EngineReport{})
 	a := agentowl.EngineReport{Owner: "a", StartedAt: at(-100), SeenAt: at(-50), Attempts: 3, SlotsBusy: 4, SlotsIdle: 1, SlotsStale: 1, SlotsReclaimed: 1 << 40}
@@ -929,7 +934,7 @@ func testEngineReports(t *testing.T, e *env) {
 	equal(t, "a report seen at the bound is kept", list(), []*agentowl.EngineReport{&a, &b})
 	report(a, at(-4))
 	equal(t, "b forgotten: not renewed since before the bound", list(), []*agentowl.EngineReport{&a})
-	e.write(t, func(tx store.Tx) error { return tx.EngineGone(e.ctx, "a") })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EngineGone(e.ctx, "a") })
 	equal(t, "a gone", list(), []*agentowl.EngineReport{})
 }
 
@@ -943,9 +948,9 @@ func testMessagePurge(t *testing.T, e *env) {
 		m := msgDue(ten.ID, at(-7200), at(-7200))
 		e.messages(t, m)
 		equal(t, "claim", msgIDs(e.claim(t, "w", at(-7200), at(-7100), 1)), []string{m.ID})
-		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, at(-7200), 0, "refused"), State: agentowl.MessagePending, NextAttempt: at(-7000)})
+		e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, at(-7200), 0, "refused"), State: agentowl.MessagePending, NextAttempt: at(-7000)})
 		equal(t, "claim", msgIDs(e.claim(t, "w", at(-7000), at(-6900), 1)), []string{m.ID})
-		e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 2, at(-7000), 200, ""), State: state, RetainUntil: &retainUntil})
+		e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 2, at(-7000), 200, ""), State: state, RetainUntil: &retainUntil})
 		if n := len(e.attempts(t, m.ID)); n != 2 {
 			t.Fatalf("set-up: %d attempts recorded, want 2", n)
 		}
@@ -959,7 +964,7 @@ func testMessagePurge(t *testing.T, e *env) {
 	pendingRetried := msgDue(ten.ID, at(-7200), at(-7200))
 	e.messages(t, pendingRetried)
 	equal(t, "claim", msgIDs(e.claim(t, "w", at(-7200), at(-7100), 1)), []string{pendingRetried.ID})
-	e.finish(t, store.FinishParams{ID: pendingRetried.ID, Owner: "w", Attempt: newAttempt(pendingRetried, 1, at(-7200), 503, ""),
+	e.finish(t, agentowl.FinishParams{ID: pendingRetried.ID, Owner: "w", Attempt: newAttempt(pendingRetried, 1, at(-7200), 503, ""),
 		State: agentowl.MessagePending, NextAttempt: at(-7000), RetainUntil: ptr(at(-7000))})
 
 	failedAtNow := msgEnded(ten.ID, agentowl.MessageFailed, at(-7200), e.now)
@@ -1030,8 +1035,8 @@ func testMessagePurgeKeepsRequest(t *testing.T, e *env) {
 
 	requestThere := func(r *agentowl.ApprovalRequest) bool {
 		t.Helper()
-		err := e.readErr(func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err })
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		err := e.readErr(func(tx agentowl.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err })
+		if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
 			t.Fatalf("get request: %v", err)
 		}
 		return err == nil
@@ -1048,7 +1053,7 @@ func testMessagePurgeKeepsRequest(t *testing.T, e *env) {
 	lease := e.now.Add(2 * time.Minute)
 	equal(t, "claim", msgIDs(e.claim(t, "w", e.now.Add(time.Minute), lease, 1)), []string{m.ID})
 	retain := e.now.Add(time.Hour)
-	e.finish(t, store.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, e.now.Add(time.Minute), 200, ""),
+	e.finish(t, agentowl.FinishParams{ID: m.ID, Owner: "w", Attempt: newAttempt(m, 1, e.now.Add(time.Minute), 200, ""),
 		State: agentowl.MessageDelivered, RetainUntil: &retain})
 	e.purge(t, e.now.Add(time.Minute))
 	if !requestThere(notified) {

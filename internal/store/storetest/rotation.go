@@ -13,7 +13,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 )
@@ -38,7 +37,7 @@ func newSealedSet() *sealedSet {
 }
 
 // add writes one record of each kind with fresh secrets to st.
-func (s *sealedSet) add(ctx context.Context, st store.Store, tenantID string, now time.Time) error {
+func (s *sealedSet) add(ctx context.Context, st agentowl.Store, tenantID string, now time.Time) error {
 	inst := newInstance(tenantID, now)
 	inst.Receiver = newDelivery()
 	ep := newEndpoint(tenantID, now)
@@ -48,7 +47,7 @@ func (s *sealedSet) add(ctx context.Context, st store.Store, tenantID string, no
 	hook.SigningSecret = []byte("whsec_bnd-" + agentowl.NewID(""))
 	sms := newBinding(ep, now)
 	sms.Channel, sms.ProviderSecret = "sms", []byte("twilio-"+agentowl.NewID(""))
-	if err := st.Write(ctx, func(tx store.Tx) error {
+	if err := st.Write(ctx, func(tx agentowl.Tx) error {
 		return errors.Join(tx.InstanceCreate(ctx, inst), tx.EndpointCreate(ctx, ep), tx.BindingCreate(ctx, hook), tx.BindingCreate(ctx, sms))
 	}); err != nil {
 		return err
@@ -62,9 +61,9 @@ func (s *sealedSet) add(ctx context.Context, st store.Store, tenantID string, no
 }
 
 // rotateSigningSecret gives endpoint id a new signing secret.
-func (s *sealedSet) rotateSigningSecret(ctx context.Context, st store.Store, id string) error {
+func (s *sealedSet) rotateSigningSecret(ctx context.Context, st agentowl.Store, id string) error {
 	fresh := "whsec_new-" + agentowl.NewID("")
-	if err := st.Write(ctx, func(tx store.Tx) error {
+	if err := st.Write(ctx, func(tx agentowl.Tx) error {
 		ep, err := tx.EndpointGet(ctx, id)
 		if err != nil {
 			return err
@@ -83,10 +82,10 @@ func (s *sealedSet) rotateSigningSecret(ctx context.Context, st store.Store, id 
 }
 
 // check reads every record of s from st and compares its secrets.
-func (s *sealedSet) check(ctx context.Context, st store.Store) error {
+func (s *sealedSet) check(ctx context.Context, st agentowl.Store) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return st.Read(ctx, func(tx store.Tx) error {
+	return st.Read(ctx, func(tx agentowl.Tx) error {
 		var errs []error
 		for id, want := range s.instances {
 			v, err := tx.InstanceGet(ctx, id)
@@ -134,7 +133,7 @@ func (s *sealedSet) someEndpoints(n int) []string {
 }
 
 // openKeys opens the store at url with current and previous keys.
-func openKeys(ctx context.Context, url string, current []byte, previous ...[]byte) (store.Store, error) {
+func openKeys(ctx context.Context, url string, current []byte, previous ...[]byte) (agentowl.Store, error) {
 	box, err := secret.New(current, previous...)
 	if err != nil {
 		return nil, err
@@ -145,7 +144,7 @@ func openKeys(ctx context.Context, url string, current []byte, previous ...[]byt
 	return sqlite.Open(ctx, url, box)
 }
 
-func mustOpenKeys(t *testing.T, url string, current []byte, previous ...[]byte) store.Store {
+func mustOpenKeys(t *testing.T, url string, current []byte, previous ...[]byte) agentowl.Store {
 	t.Helper()
 	st, err := openKeys(t.Context(), url, current, previous...)
 	if err != nil {
@@ -167,10 +166,10 @@ func expectRefused(t *testing.T, url string, want error, what string, current []
 }
 
 // ResealBatch runs one batch of SecretsReseal on st.
-func ResealBatch(ctx context.Context, st store.Store, cursor store.ResealCursor, limit int) (int, store.ResealCursor, error) {
+func ResealBatch(ctx context.Context, st agentowl.Store, cursor agentowl.ResealCursor, limit int) (int, agentowl.ResealCursor, error) {
 	var n int
-	var next store.ResealCursor
-	err := st.Write(ctx, func(tx store.Tx) (err error) {
+	var next agentowl.ResealCursor
+	err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
 		n, next, err = tx.SecretsReseal(ctx, cursor, limit)
 		return err
 	})
@@ -179,11 +178,11 @@ func ResealBatch(ctx context.Context, st store.Store, cursor store.ResealCursor,
 
 // finishRotation runs passes of batches on st until the rotation ends,
 // calling between after each batch; it fails after three passes.
-func finishRotation(t *testing.T, st store.Store, limit int, between func()) int {
+func finishRotation(t *testing.T, st agentowl.Store, limit int, between func()) int {
 	t.Helper()
 	ctx, total := t.Context(), 0
 	for pass := 0; pass < 3; pass++ {
-		var cursor store.ResealCursor
+		var cursor agentowl.ResealCursor
 		for !cursor.Done {
 			n, next, err := ResealBatch(ctx, st, cursor, limit)
 			if err != nil {
@@ -196,7 +195,7 @@ func finishRotation(t *testing.T, st store.Store, limit int, between func()) int
 			between()
 		}
 		var done bool
-		if err := st.Write(ctx, func(tx store.Tx) (err error) {
+		if err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
 			done, err = tx.SecretKeyRotationFinish(ctx, time.Now())
 			return err
 		}); err != nil {
@@ -210,10 +209,10 @@ func finishRotation(t *testing.T, st store.Store, limit int, between func()) int
 	return 0
 }
 
-func keyStatus(t *testing.T, st store.Store) store.SecretKeyStatus {
+func keyStatus(t *testing.T, st agentowl.Store) agentowl.SecretKeyStatus {
 	t.Helper()
-	var s store.SecretKeyStatus
-	if err := st.Read(t.Context(), func(tx store.Tx) (err error) { s, err = tx.SecretKeyStatus(t.Context()); return err }); err != nil {
+	var s agentowl.SecretKeyStatus
+	if err := st.Read(t.Context(), func(tx agentowl.Tx) (err error) { s, err = tx.SecretKeyStatus(t.Context()); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -280,7 +279,7 @@ func seedForRotation(t *testing.T, url string, oldKey []byte, n int) (*sealedSet
 	ctx, now := t.Context(), time.Now().UTC().Truncate(time.Microsecond)
 	st := mustOpenKeys(t, url, oldKey)
 	tn := newTenant(now)
-	if err := st.Write(ctx, func(tx store.Tx) error { return tx.TenantCreate(ctx, tn) }); err != nil {
+	if err := st.Write(ctx, func(tx agentowl.Tx) error { return tx.TenantCreate(ctx, tn) }); err != nil {
 		t.Fatal(err)
 	}
 	set := newSealedSet()
@@ -394,7 +393,7 @@ func KeyRotationResumes(t *testing.T, b Backend) {
 
 	first := mustOpenKeys(t, url, newKey, oldKey)
 	total := keyStatus(t, first).Sealed
-	n, cursor, err := ResealBatch(ctx, first, store.ResealCursor{}, 5)
+	n, cursor, err := ResealBatch(ctx, first, agentowl.ResealCursor{}, 5)
 	if err != nil || n != 5 || cursor.Done {
 		t.Fatalf("first batch: %d re-sealed, %+v, %v; want 5 and more to do", n, cursor, err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/sqlite"
 )
@@ -37,16 +36,16 @@ func SealedAtRest(t *testing.T, b Backend) {
 	tn := e.tenant(t)
 	inst := newInstance(tn.ID, e.now)
 	inst.Receiver = newDelivery()
-	e.write(t, func(tx store.Tx) error { return tx.InstanceCreate(e.ctx, inst) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.InstanceCreate(e.ctx, inst) })
 	ep := newEndpoint(tn.ID, e.now)
 	ep.SigningSecret = []byte("whsec_endpoint-" + agentowl.NewID(""))
 	ep.DecisionURL, ep.DecisionSecret = "https://decide.example.com/d", []byte("bearer-"+agentowl.NewID(""))
-	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, ep) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, ep) })
 	hook := newBinding(ep, e.now)
 	hook.SigningSecret = []byte("whsec_binding-" + agentowl.NewID(""))
 	sms := newBinding(ep, e.now)
 	sms.Channel, sms.ProviderSecret = "sms", []byte("twilio-"+agentowl.NewID(""))
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.BindingCreate(e.ctx, hook), tx.BindingCreate(e.ctx, sms))
 	})
 
@@ -81,13 +80,13 @@ func SealedAtRest(t *testing.T, b Backend) {
 	}
 
 	// Read back through the store, in plain text.
-	gotInst := read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, inst.ID) })
+	gotInst := read(t, e, func(tx agentowl.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, inst.ID) })
 	equal(t, "instance read back", gotInst.Receiver, inst.Receiver)
-	gotEP := read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	gotEP := read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint secrets read back", [][]byte{gotEP.SigningSecret, gotEP.DecisionSecret},
 		[][]byte{ep.SigningSecret, ep.DecisionSecret})
 	for _, want := range []*agentowl.Binding{hook, sms} {
-		got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, want.ID) })
+		got := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, want.ID) })
 		equal(t, want.Channel+" binding secrets read back", [][]byte{got.SigningSecret, got.ProviderSecret},
 			[][]byte{want.SigningSecret, want.ProviderSecret})
 	}
@@ -103,25 +102,25 @@ func SealedAtRest(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	defer keyless.Close()
-	reads := map[string]func(tx store.Tx) error{
-		"an instance":         func(tx store.Tx) error { _, err := tx.InstanceGet(e.ctx, inst.ID); return err },
-		"an endpoint":         func(tx store.Tx) error { _, err := tx.EndpointGet(e.ctx, ep.ID); return err },
-		"a webhook binding":   func(tx store.Tx) error { _, err := tx.BindingGet(e.ctx, hook.ID); return err },
-		"an sms binding":      func(tx store.Tx) error { _, err := tx.BindingGet(e.ctx, sms.ID); return err },
-		"a binding's route":   func(tx store.Tx) error { _, err := tx.BindingRoute(e.ctx, hook.ID, "", e.now, ""); return err },
-		"a tenant's bindings": func(tx store.Tx) error { _, err := tx.BindingList(e.ctx, tn.ID); return err },
+	reads := map[string]func(tx agentowl.Tx) error{
+		"an instance":         func(tx agentowl.Tx) error { _, err := tx.InstanceGet(e.ctx, inst.ID); return err },
+		"an endpoint":         func(tx agentowl.Tx) error { _, err := tx.EndpointGet(e.ctx, ep.ID); return err },
+		"a webhook binding":   func(tx agentowl.Tx) error { _, err := tx.BindingGet(e.ctx, hook.ID); return err },
+		"an sms binding":      func(tx agentowl.Tx) error { _, err := tx.BindingGet(e.ctx, sms.ID); return err },
+		"a binding's route":   func(tx agentowl.Tx) error { _, err := tx.BindingRoute(e.ctx, hook.ID, "", e.now, ""); return err },
+		"a tenant's bindings": func(tx agentowl.Tx) error { _, err := tx.BindingList(e.ctx, tn.ID); return err },
 	}
 	for what, fn := range reads {
-		if err := keyless.Read(e.ctx, fn); err == nil || errors.Is(err, store.ErrNotFound) {
+		if err := keyless.Read(e.ctx, fn); err == nil || errors.Is(err, agentowl.ErrNotFound) {
 			t.Errorf("a store opened without the key read %s with a sealed secret: %v", what, err)
 		}
 	}
 	other := newEndpoint(tn.ID, e.now)
-	if err := keyless.Write(e.ctx, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, other) }); err == nil {
+	if err := keyless.Write(e.ctx, func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, other) }); err == nil {
 		t.Error("a store opened without the key wrote an endpoint's secret")
 	}
 	plainHook := newBinding(ep, e.now)
-	if err := keyless.Write(e.ctx, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, plainHook) }); err != nil {
+	if err := keyless.Write(e.ctx, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, plainHook) }); err != nil {
 		t.Errorf("a store opened without the key refused a binding without secrets: %v", err)
 	}
 }

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 func (e *env) leaseSlots(t *testing.T, key, owner string, limit, n int, now time.Time) []int {
 	t.Helper()
 	var got []int
-	e.write(t, func(tx store.Tx) (err error) {
+	e.write(t, func(tx agentowl.Tx) (err error) {
 		if err := tx.SlotsMake(e.ctx, key, limit); err != nil {
 			return err
 		}
@@ -29,7 +28,7 @@ func (e *env) leaseSlots(t *testing.T, key, owner string, limit, n int, now time
 func (e *env) renewSlots(t *testing.T, owner string, slots []agentowl.Slot, now time.Time) []agentowl.Slot {
 	t.Helper()
 	var got []agentowl.Slot
-	e.write(t, func(tx store.Tx) (err error) {
+	e.write(t, func(tx agentowl.Tx) (err error) {
 		got, err = tx.SlotRenew(e.ctx, owner, slots, now, now.Add(time.Minute))
 		return err
 	})
@@ -38,7 +37,7 @@ func (e *env) renewSlots(t *testing.T, owner string, slots []agentowl.Slot, now 
 
 func (e *env) releaseSlots(t *testing.T, owner string, slots ...agentowl.Slot) {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error { return tx.SlotRelease(e.ctx, owner, slots) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.SlotRelease(e.ctx, owner, slots) })
 }
 
 func testSlotLease(t *testing.T, e *env) {
@@ -90,7 +89,7 @@ func testSlotLeaseConcurrent(t *testing.T, e *env) {
 			<-start
 			for range 3 {
 				var n []int
-				err := e.s.Write(e.ctx, func(tx store.Tx) (err error) {
+				err := e.s.Write(e.ctx, func(tx agentowl.Tx) (err error) {
 					if err := tx.SlotsMake(e.ctx, "host:c", limit); err != nil {
 						return err
 					}

@@ -13,12 +13,11 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// Exercise runs the conformance suite: every store.Tx method against a fresh,
+// Exercise runs the conformance suite: every agentowl.Tx method against a fresh,
 // empty store from open per subtest. Both backends must pass it unchanged.
-func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
+func Exercise(t *testing.T, open func(t testing.TB) agentowl.Store) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, e *env)
@@ -62,12 +61,12 @@ func Exercise(t *testing.T, open func(t testing.TB) store.Store) {
 // env is the per-test bundle: a fresh store and a microsecond-precision UTC
 // "now" that every timestamp of the test derives from.
 type env struct {
-	s   store.Store
+	s   agentowl.Store
 	ctx context.Context
 	now time.Time
 }
 
-func setup(t *testing.T, open func(t testing.TB) store.Store) *env {
+func setup(t *testing.T, open func(t testing.TB) agentowl.Store) *env {
 	t.Helper()
 	return &env{s: open(t), ctx: t.Context(), now: time.Now().UTC().Truncate(time.Microsecond)}
 }
@@ -76,7 +75,7 @@ func setup(t *testing.T, open func(t testing.TB) store.Store) *env {
 
 // write runs fn in a write transaction and fails the test on error. fn must
 // not call t.Fatal: a Write whose fn does not return is never rolled back.
-func (e *env) write(t *testing.T, fn func(tx store.Tx) error) {
+func (e *env) write(t *testing.T, fn func(tx agentowl.Tx) error) {
 	t.Helper()
 	if err := e.s.Write(e.ctx, fn); err != nil {
 		t.Fatalf("write: %v", err)
@@ -85,20 +84,20 @@ func (e *env) write(t *testing.T, fn func(tx store.Tx) error) {
 
 // writeErr runs fn in its own write transaction and returns its error, so
 // that an expected failure aborts only that transaction.
-func (e *env) writeErr(fn func(tx store.Tx) error) error {
+func (e *env) writeErr(fn func(tx agentowl.Tx) error) error {
 	return e.s.Write(e.ctx, fn)
 }
 
 // readErr runs fn in a read transaction and returns its error.
-func (e *env) readErr(fn func(tx store.Tx) error) error {
+func (e *env) readErr(fn func(tx agentowl.Tx) error) error {
 	return e.s.Read(e.ctx, fn)
 }
 
 // readPair runs fn in a read transaction and returns its values and error.
-func readPair[A, B any](e *env, fn func(tx store.Tx) (A, B, error)) (A, B, error) {
+func readPair[A, B any](e *env, fn func(tx agentowl.Tx) (A, B, error)) (A, B, error) {
 	var a A
 	var b B
-	err := e.s.Read(e.ctx, func(tx store.Tx) (err error) {
+	err := e.s.Read(e.ctx, func(tx agentowl.Tx) (err error) {
 		a, b, err = fn(tx)
 		return err
 	})
@@ -107,10 +106,10 @@ func readPair[A, B any](e *env, fn func(tx store.Tx) (A, B, error)) (A, B, error
 
 // read runs fn in a read transaction and returns its value, failing the test
 // on error.
-func read[T any](t *testing.T, e *env, fn func(tx store.Tx) (T, error)) T {
+func read[T any](t *testing.T, e *env, fn func(tx agentowl.Tx) (T, error)) T {
 	t.Helper()
 	var v T
-	err := e.s.Read(e.ctx, func(tx store.Tx) error {
+	err := e.s.Read(e.ctx, func(tx agentowl.Tx) error {
 		var err error
 		v, err = fn(tx)
 		return err
@@ -250,34 +249,34 @@ func newPolicy(tenantID, instanceID string, priority int, created time.Time) *ag
 func (e *env) tenant(t *testing.T) *agentowl.Tenant {
 	t.Helper()
 	v := newTenant(e.now)
-	e.write(t, func(tx store.Tx) error { return tx.TenantCreate(e.ctx, v) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.TenantCreate(e.ctx, v) })
 	return v
 }
 
 func (e *env) instance(t *testing.T, tenantID string, at time.Time) *agentowl.Instance {
 	t.Helper()
 	v := newInstance(tenantID, at)
-	e.write(t, func(tx store.Tx) error { return tx.InstanceCreate(e.ctx, v) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.InstanceCreate(e.ctx, v) })
 	return v
 }
 
 func (e *env) request(t *testing.T, in *agentowl.Instance, created time.Time) *agentowl.ApprovalRequest {
 	t.Helper()
 	v := newRequest(in, created)
-	e.write(t, func(tx store.Tx) error { return tx.RequestCreate(e.ctx, v) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, v) })
 	return v
 }
 
 // resolve records d on r in its own transaction and mirrors it onto r.
 func (e *env) resolve(t *testing.T, r *agentowl.ApprovalRequest, d *agentowl.Decision, retainUntil time.Time) {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error { return tx.RequestResolve(e.ctx, r.ID, d, retainUntil) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RequestResolve(e.ctx, r.ID, d, retainUntil) })
 	r.Status, r.Decision = d.Status, d
 }
 
 func (e *env) getRequest(t *testing.T, id string) *agentowl.ApprovalRequest {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) (*agentowl.ApprovalRequest, error) { return tx.RequestGet(e.ctx, id) })
+	return read(t, e, func(tx agentowl.Tx) (*agentowl.ApprovalRequest, error) { return tx.RequestGet(e.ctx, id) })
 }
 
 // ---- tests
@@ -295,7 +294,7 @@ func testTenants(t *testing.T, e *env) {
 	b, a, c := newTenant(e.now), newTenant(e.now.Add(time.Second)), newTenant(e.now.Add(2*time.Second))
 	b.Name, a.Name, c.Name = "b-"+b.Name, "a-"+a.Name, "c-"+c.Name
 	b.System = true
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, v := range []*agentowl.Tenant{b, a, c} {
 			if err := tx.TenantCreate(e.ctx, v); err != nil {
 				return err
@@ -306,25 +305,25 @@ func testTenants(t *testing.T, e *env) {
 
 	sameName := newTenant(e.now)
 	sameName.Name = a.Name
-	wantErr(t, "create with a taken name", e.writeErr(func(tx store.Tx) error { return tx.TenantCreate(e.ctx, sameName) }), store.ErrConflict)
+	wantErr(t, "create with a taken name", e.writeErr(func(tx agentowl.Tx) error { return tx.TenantCreate(e.ctx, sameName) }), agentowl.ErrConflict)
 	sameID := newTenant(e.now)
 	sameID.ID = a.ID
-	wantErr(t, "create with a taken ID", e.writeErr(func(tx store.Tx) error { return tx.TenantCreate(e.ctx, sameID) }), store.ErrConflict)
+	wantErr(t, "create with a taken ID", e.writeErr(func(tx agentowl.Tx) error { return tx.TenantCreate(e.ctx, sameID) }), agentowl.ErrConflict)
 	secondSystem := newTenant(e.now)
 	secondSystem.System = true
-	wantErr(t, "create a second system tenant", e.writeErr(func(tx store.Tx) error { return tx.TenantCreate(e.ctx, secondSystem) }), store.ErrConflict)
+	wantErr(t, "create a second system tenant", e.writeErr(func(tx agentowl.Tx) error { return tx.TenantCreate(e.ctx, secondSystem) }), agentowl.ErrConflict)
 
-	equal(t, "get by name", read(t, e, func(tx store.Tx) (*agentowl.Tenant, error) { return tx.TenantGetByName(e.ctx, a.Name) }), a)
-	equal(t, "get by ID", read(t, e, func(tx store.Tx) (*agentowl.Tenant, error) { return tx.TenantGetByID(e.ctx, c.ID) }), c)
-	wantErr(t, "get unknown name", e.readErr(func(tx store.Tx) error {
+	equal(t, "get by name", read(t, e, func(tx agentowl.Tx) (*agentowl.Tenant, error) { return tx.TenantGetByName(e.ctx, a.Name) }), a)
+	equal(t, "get by ID", read(t, e, func(tx agentowl.Tx) (*agentowl.Tenant, error) { return tx.TenantGetByID(e.ctx, c.ID) }), c)
+	wantErr(t, "get unknown name", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.TenantGetByName(e.ctx, name("missing"))
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "get unknown ID", e.readErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "get unknown ID", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.TenantGetByID(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
-	equal(t, "list by name", read(t, e, func(tx store.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(e.ctx) }),
+	}), agentowl.ErrNotFound)
+	equal(t, "list by name", read(t, e, func(tx agentowl.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(e.ctx) }),
 		[]*agentowl.Tenant{a, b, c})
 }
 
@@ -334,54 +333,56 @@ func testOperators(t *testing.T, e *env) {
 	bob.Name, ann.Name, bob.Role = "b-"+bob.Name, "a-"+ann.Name, agentowl.RoleAdmin
 	bobX := newOperator(tenX.ID, e.now) // the same name in another tenant is another operator
 	bobX.Name = bob.Name
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.OperatorCreate(e.ctx, bob), tx.OperatorCreate(e.ctx, ann), tx.OperatorCreate(e.ctx, bobX))
 	})
 
 	dup := newOperator(tenY.ID, e.now)
 	dup.Name = ann.Name
-	wantErr(t, "create with a name taken in the tenant", e.writeErr(func(tx store.Tx) error { return tx.OperatorCreate(e.ctx, dup) }), store.ErrConflict)
-	equal(t, "get by name", read(t, e, func(tx store.Tx) (*agentowl.Operator, error) { return tx.OperatorGetByName(e.ctx, tenY.ID, ann.Name) }), ann)
-	equal(t, "get by name in the other tenant", read(t, e, func(tx store.Tx) (*agentowl.Operator, error) {
+	wantErr(t, "create with a name taken in the tenant", e.writeErr(func(tx agentowl.Tx) error { return tx.OperatorCreate(e.ctx, dup) }), agentowl.ErrConflict)
+	equal(t, "get by name", read(t, e, func(tx agentowl.Tx) (*agentowl.Operator, error) {
+		return tx.OperatorGetByName(e.ctx, tenY.ID, ann.Name)
+	}), ann)
+	equal(t, "get by name in the other tenant", read(t, e, func(tx agentowl.Tx) (*agentowl.Operator, error) {
 		return tx.OperatorGetByName(e.ctx, tenX.ID, bob.Name)
 	}), bobX)
-	equal(t, "get by ID", read(t, e, func(tx store.Tx) (*agentowl.Operator, error) { return tx.OperatorGetByID(e.ctx, bob.ID) }), bob)
-	wantErr(t, "another tenant's operator by name", e.readErr(func(tx store.Tx) error {
+	equal(t, "get by ID", read(t, e, func(tx agentowl.Tx) (*agentowl.Operator, error) { return tx.OperatorGetByID(e.ctx, bob.ID) }), bob)
+	wantErr(t, "another tenant's operator by name", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.OperatorGetByName(e.ctx, tenX.ID, ann.Name)
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "get unknown ID", e.readErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "get unknown ID", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.OperatorGetByID(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
-	e.write(t, func(tx store.Tx) error { return tx.OperatorSetRole(e.ctx, ann.ID, agentowl.RoleAdmin) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.OperatorSetRole(e.ctx, ann.ID, agentowl.RoleAdmin) })
 	ann.Role = agentowl.RoleAdmin
-	wantErr(t, "set the role of an unknown operator", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "set the role of an unknown operator", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.OperatorSetRole(e.ctx, agentowl.NewID(""), agentowl.RoleAdmin)
-	}), store.ErrNotFound)
-	equal(t, "operators of tenant by name", read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) {
+	}), agentowl.ErrNotFound)
+	equal(t, "operators of tenant by name", read(t, e, func(tx agentowl.Tx) ([]*agentowl.Operator, error) {
 		return tx.OperatorListByTenant(e.ctx, tenY.ID)
 	}), []*agentowl.Operator{ann, bob})
-	if got := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, lonely.ID) }); len(got) != 0 {
+	if got := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, lonely.ID) }); len(got) != 0 {
 		t.Fatalf("operators of a tenant without operators: %s", show(got))
 	}
-	op, scope, err := readPair(e, func(tx store.Tx) (*agentowl.Operator, *agentowl.Membership, error) {
+	op, scope, err := readPair(e, func(tx agentowl.Tx) (*agentowl.Operator, *agentowl.Membership, error) {
 		return tx.OperatorMembership(e.ctx, bobX.ID)
 	})
 	if err != nil || *op != *bobX {
 		t.Fatalf("scope of an operator: %v %v", err, op)
 	}
 	equal(t, "scope", scope, &agentowl.Membership{OperatorID: bobX.ID, TenantID: tenX.ID, TenantName: tenX.Name, Role: agentowl.RoleMember})
-	wantErr(t, "scope of an unknown operator", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "scope of an unknown operator", e.readErr(func(tx agentowl.Tx) error {
 		_, _, err := tx.OperatorMembership(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
 	// An operator token belongs to its operator's tenant, by the schema.
 	cross := newToken(agentowl.TokenOperator, tenX.ID, e.now)
 	cross.OperatorID = bob.ID
-	if err := e.writeErr(func(tx store.Tx) error { return tx.TokenCreate(e.ctx, cross) }); err == nil {
+	if err := e.writeErr(func(tx agentowl.Tx) error { return tx.TokenCreate(e.ctx, cross) }); err == nil {
 		t.Fatal("a token of one tenant for an operator of another was stored")
 	}
 }
@@ -389,7 +390,7 @@ func testOperators(t *testing.T, e *env) {
 func testTokens(t *testing.T, e *env) {
 	ten, other := e.tenant(t), e.tenant(t)
 	op := newOperator(ten.ID, e.now)
-	e.write(t, func(tx store.Tx) error { return tx.OperatorCreate(e.ctx, op) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.OperatorCreate(e.ctx, op) })
 	i1, i2 := e.instance(t, ten.ID, e.now), e.instance(t, ten.ID, e.now)
 
 	opTok := newToken(agentowl.TokenOperator, ten.ID, e.now)
@@ -400,7 +401,7 @@ func testTokens(t *testing.T, e *env) {
 	inst2 := newInstanceToken(i2, e.now.Add(4*time.Second))
 	otherProv := newToken(agentowl.TokenProvisioner, other.ID, e.now)
 	all := []*agentowl.Token{opTok, prov, inst1b, inst1a, inst2, otherProv}
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, v := range all {
 			if err := tx.TokenCreate(e.ctx, v); err != nil {
 				return err
@@ -411,48 +412,48 @@ func testTokens(t *testing.T, e *env) {
 
 	dupHash := newToken(agentowl.TokenProvisioner, ten.ID, e.now)
 	dupHash.Hash = prov.Hash
-	wantErr(t, "create with a taken hash", e.writeErr(func(tx store.Tx) error { return tx.TokenCreate(e.ctx, dupHash) }), store.ErrConflict)
+	wantErr(t, "create with a taken hash", e.writeErr(func(tx agentowl.Tx) error { return tx.TokenCreate(e.ctx, dupHash) }), agentowl.ErrConflict)
 
 	for _, v := range all {
-		equal(t, "get by hash", read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByHash(e.ctx, v.Hash) }), v)
-		equal(t, "get by ID", read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, v.ID) }), v)
+		equal(t, "get by hash", read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) { return tx.TokenGetByHash(e.ctx, v.Hash) }), v)
+		equal(t, "get by ID", read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, v.ID) }), v)
 	}
-	wantErr(t, "get unknown hash", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "get unknown hash", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.TokenGetByHash(e.ctx, hashOf(agentowl.NewID("")))
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "get unknown ID", e.readErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "get unknown ID", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.TokenGetByID(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
-	list := func(p store.TokenListParams) []*agentowl.Token {
+	list := func(p agentowl.TokenListParams) []*agentowl.Token {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*agentowl.Token, error) { return tx.TokenList(e.ctx, p) })
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.Token, error) { return tx.TokenList(e.ctx, p) })
 	}
-	equal(t, "list instance tokens", list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenInstance}),
+	equal(t, "list instance tokens", list(agentowl.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenInstance}),
 		[]*agentowl.Token{inst1a, inst1b, inst2})
-	equal(t, "list one instance's tokens", list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenInstance, InstanceID: i1.ID}),
+	equal(t, "list one instance's tokens", list(agentowl.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenInstance, InstanceID: i1.ID}),
 		[]*agentowl.Token{inst1a, inst1b})
-	equal(t, "list operator tokens", list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenOperator, OperatorID: op.ID}),
+	equal(t, "list operator tokens", list(agentowl.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenOperator, OperatorID: op.ID}),
 		[]*agentowl.Token{opTok})
-	if got := list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenOperator, OperatorID: agentowl.NewID("")}); len(got) != 0 {
+	if got := list(agentowl.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenOperator, OperatorID: agentowl.NewID("")}); len(got) != 0 {
 		t.Fatalf("list tokens of another operator: %s", show(got))
 	}
-	equal(t, "list provisioner tokens", list(store.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenProvisioner}),
+	equal(t, "list provisioner tokens", list(agentowl.TokenListParams{TenantID: ten.ID, Kind: agentowl.TokenProvisioner}),
 		[]*agentowl.Token{prov})
-	equal(t, "list other tenant's tokens", list(store.TokenListParams{TenantID: other.ID, Kind: agentowl.TokenProvisioner}),
+	equal(t, "list other tenant's tokens", list(agentowl.TokenListParams{TenantID: other.ID, Kind: agentowl.TokenProvisioner}),
 		[]*agentowl.Token{otherProv})
 
 	first, later := e.now.Add(time.Hour), e.now.Add(2*time.Hour)
-	e.write(t, func(tx store.Tx) error { return tx.TokenRevoke(e.ctx, prov.ID, first) })
-	e.write(t, func(tx store.Tx) error { return tx.TokenRevoke(e.ctx, prov.ID, later) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.TokenRevoke(e.ctx, prov.ID, first) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.TokenRevoke(e.ctx, prov.ID, later) })
 	prov.RevokedAt = &first
-	equal(t, "revoked twice keeps the first time, found by hash", read(t, e, func(tx store.Tx) (*agentowl.Token, error) {
+	equal(t, "revoked twice keeps the first time, found by hash", read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) {
 		return tx.TokenGetByHash(e.ctx, prov.Hash)
 	}), prov)
-	wantErr(t, "revoke unknown", e.writeErr(func(tx store.Tx) error { return tx.TokenRevoke(e.ctx, agentowl.NewID(""), first) }), store.ErrNotFound)
-	equal(t, "others untouched", read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, opTok.ID) }), opTok)
+	wantErr(t, "revoke unknown", e.writeErr(func(tx agentowl.Tx) error { return tx.TokenRevoke(e.ctx, agentowl.NewID(""), first) }), agentowl.ErrNotFound)
+	equal(t, "others untouched", read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, opTok.ID) }), opTok)
 }
 
 func testTokenRevokeByInstance(t *testing.T, e *env) {
@@ -460,15 +461,15 @@ func testTokenRevokeByInstance(t *testing.T, e *env) {
 	i1, i2 := e.instance(t, ten.ID, e.now), e.instance(t, ten.ID, e.now)
 	a, b, c := newInstanceToken(i1, e.now), newInstanceToken(i1, e.now.Add(time.Second)), newInstanceToken(i2, e.now)
 	prov := newToken(agentowl.TokenProvisioner, ten.ID, e.now)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.TokenCreate(e.ctx, a), tx.TokenCreate(e.ctx, b), tx.TokenCreate(e.ctx, c), tx.TokenCreate(e.ctx, prov))
 	})
 	early, late := e.now.Add(time.Minute), e.now.Add(time.Hour)
-	e.write(t, func(tx store.Tx) error { return tx.TokenRevoke(e.ctx, a.ID, early) })
-	e.write(t, func(tx store.Tx) error { return tx.TokenRevokeByInstance(e.ctx, i1.ID, late) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.TokenRevoke(e.ctx, a.ID, early) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.TokenRevokeByInstance(e.ctx, i1.ID, late) })
 	a.RevokedAt, b.RevokedAt = &early, &late
 	for _, want := range []*agentowl.Token{a, b, c, prov} {
-		equal(t, "token after revoking instance 1", read(t, e, func(tx store.Tx) (*agentowl.Token, error) {
+		equal(t, "token after revoking instance 1", read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) {
 			return tx.TokenGetByID(e.ctx, want.ID)
 		}), want)
 	}
@@ -480,24 +481,24 @@ func testInstances(t *testing.T, e *env) {
 	withDelivery := newInstance(ten.ID, e.now)
 	withDelivery.Receiver = newDelivery()
 	foreign := newInstance(other.ID, e.now)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.InstanceCreate(e.ctx, plain), tx.InstanceCreate(e.ctx, withDelivery), tx.InstanceCreate(e.ctx, foreign))
 	})
 	get := func(id string) *agentowl.Instance {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, id) })
+		return read(t, e, func(tx agentowl.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, id) })
 	}
 	equal(t, "get without delivery", get(plain.ID), plain)
 	equal(t, "get with delivery", get(withDelivery.ID), withDelivery)
 
 	var locked *agentowl.Instance
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		var err error
 		locked, err = tx.InstanceGetForUpdate(e.ctx, plain.ID)
 		return err
 	})
 	equal(t, "get for update", locked, plain)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		var err error
 		locked, err = tx.InstanceGetShared(e.ctx, plain.ID)
 		return err
@@ -508,7 +509,7 @@ func testInstances(t *testing.T, e *env) {
 		holding, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 		var once sync.Once
 		go func() {
-			done <- e.s.Write(e.ctx, func(tx store.Tx) error {
+			done <- e.s.Write(e.ctx, func(tx agentowl.Tx) error {
 				if _, err := tx.InstanceGetShared(e.ctx, plain.ID); err != nil {
 					return err
 				}
@@ -519,7 +520,7 @@ func testInstances(t *testing.T, e *env) {
 		}()
 		<-holding
 		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
-		err := e.s.Write(ctx, func(tx store.Tx) error { _, err := tx.InstanceGetShared(ctx, plain.ID); return err })
+		err := e.s.Write(ctx, func(tx agentowl.Tx) error { _, err := tx.InstanceGetShared(ctx, plain.ID); return err })
 		cancel()
 		close(release)
 		if err != nil {
@@ -531,67 +532,67 @@ func testInstances(t *testing.T, e *env) {
 	}
 
 	plain.Name, plain.ApprovalValidity, plain.Receiver = name("renamed"), 2*time.Hour, newDelivery()
-	e.write(t, func(tx store.Tx) error { return tx.InstanceUpdate(e.ctx, plain) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.InstanceUpdate(e.ctx, plain) })
 	equal(t, "delivery set by update", get(plain.ID), plain)
 	plain.Receiver = nil
-	e.write(t, func(tx store.Tx) error { return tx.InstanceUpdate(e.ctx, plain) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.InstanceUpdate(e.ctx, plain) })
 	equal(t, "delivery cleared by update", get(plain.ID), plain)
 
 	list := func(tenantID string) []*agentowl.Instance {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*agentowl.Instance, error) { return tx.InstanceList(e.ctx, tenantID) })
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.Instance, error) { return tx.InstanceList(e.ctx, tenantID) })
 	}
 	equal(t, "list oldest first", list(ten.ID), []*agentowl.Instance{withDelivery, plain})
 	equal(t, "list other tenant", list(other.ID), []*agentowl.Instance{foreign})
 
 	withDelivery.DeletedAt = ptr(e.now.Add(time.Minute))
-	e.write(t, func(tx store.Tx) error { return tx.InstanceUpdate(e.ctx, withDelivery) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.InstanceUpdate(e.ctx, withDelivery) })
 	equal(t, "deleted instance still readable", get(withDelivery.ID), withDelivery)
 	equal(t, "list excludes deleted", list(ten.ID), []*agentowl.Instance{plain})
 
 	unknown := newInstance(ten.ID, e.now)
-	wantErr(t, "update unknown", e.writeErr(func(tx store.Tx) error { return tx.InstanceUpdate(e.ctx, unknown) }), store.ErrNotFound)
-	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "update unknown", e.writeErr(func(tx agentowl.Tx) error { return tx.InstanceUpdate(e.ctx, unknown) }), agentowl.ErrNotFound)
+	wantErr(t, "get unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.InstanceGet(e.ctx, unknown.ID)
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "get unknown for update", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "get unknown for update", e.writeErr(func(tx agentowl.Tx) error {
 		_, err := tx.InstanceGetForUpdate(e.ctx, unknown.ID)
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "get unknown shared", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "get unknown shared", e.writeErr(func(tx agentowl.Tx) error {
 		_, err := tx.InstanceGetShared(e.ctx, unknown.ID)
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 }
 
 func testIdempotency(t *testing.T, e *env) {
 	r := newIdempotency(e.now)
-	e.write(t, func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, r) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.IdempotencyCreate(e.ctx, r) })
 	get := func(scope, op, key string) *agentowl.Idempotency {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (*agentowl.Idempotency, error) { return tx.IdempotencyGet(e.ctx, scope, op, key) })
+		return read(t, e, func(tx agentowl.Tx) (*agentowl.Idempotency, error) { return tx.IdempotencyGet(e.ctx, scope, op, key) })
 	}
 	equal(t, "get", get(r.Owner, r.Operation, r.Key), r)
 
 	dup := newIdempotency(e.now.Add(time.Second))
 	dup.Owner, dup.Operation, dup.Key = r.Owner, r.Operation, r.Key
-	wantErr(t, "create duplicate", e.writeErr(func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, dup) }), store.ErrConflict)
+	wantErr(t, "create duplicate", e.writeErr(func(tx agentowl.Tx) error { return tx.IdempotencyCreate(e.ctx, dup) }), agentowl.ErrConflict)
 	equal(t, "duplicate left the original", get(r.Owner, r.Operation, r.Key), r)
 
 	otherOp := newIdempotency(e.now)
 	otherOp.Owner, otherOp.Operation, otherOp.Key = r.Owner, "instance.update", r.Key
 	otherScope := newIdempotency(e.now)
 	otherScope.Key, otherScope.Operation = r.Key, r.Operation
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.IdempotencyCreate(e.ctx, otherOp), tx.IdempotencyCreate(e.ctx, otherScope))
 	})
 	equal(t, "same key, other operation", get(r.Owner, "instance.update", r.Key), otherOp)
 	equal(t, "same key, other scope", get(otherScope.Owner, r.Operation, r.Key), otherScope)
-	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "get unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.IdempotencyGet(e.ctx, r.Owner, r.Operation, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 }
 
 func testRequestRoundTrip(t *testing.T, e *env) {
@@ -613,7 +614,7 @@ func testRequestRoundTrip(t *testing.T, e *env) {
 	deniedAtCreation.Status, deniedAtCreation.Decision = agentowl.StatusDenied, denied(e.now)
 
 	for _, want := range []*agentowl.ApprovalRequest{full, bare, emptyReasoning, nullContext, decidedAtCreation, deniedAtCreation} {
-		e.write(t, func(tx store.Tx) error { return tx.RequestCreate(e.ctx, want) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, want) })
 		got := e.getRequest(t, want.ID)
 		equal(t, "request round trip", got, want)
 		if string(got.Arguments) != string(want.Arguments) {
@@ -629,10 +630,10 @@ func testRequestRoundTrip(t *testing.T, e *env) {
 			t.Fatalf("times not in UTC: %v, %v", got.CreatedAt.Location(), got.DeadlineAt.Location())
 		}
 	}
-	wantErr(t, "get unknown", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "get unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.RequestGet(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 }
 
 func testRequestIdempotencyKey(t *testing.T, e *env) {
@@ -642,38 +643,38 @@ func testRequestIdempotencyKey(t *testing.T, e *env) {
 
 	again := newRequest(i1, e.now)
 	again.IdempotencyKey = r1.IdempotencyKey
-	wantErr(t, "same key on the same instance", e.writeErr(func(tx store.Tx) error { return tx.RequestCreate(e.ctx, again) }), store.ErrConflict)
+	wantErr(t, "same key on the same instance", e.writeErr(func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, again) }), agentowl.ErrConflict)
 	sameID := newRequest(i2, e.now)
 	sameID.ID = r1.ID
-	wantErr(t, "taken request ID", e.writeErr(func(tx store.Tx) error { return tx.RequestCreate(e.ctx, sameID) }), store.ErrConflict)
+	wantErr(t, "taken request ID", e.writeErr(func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, sameID) }), agentowl.ErrConflict)
 
 	r2 := newRequest(i2, e.now)
 	r2.IdempotencyKey = r1.IdempotencyKey
-	e.write(t, func(tx store.Tx) error { return tx.RequestCreate(e.ctx, r2) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, r2) })
 
 	byKey := func(instanceID, key string) *agentowl.ApprovalRequest {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (*agentowl.ApprovalRequest, error) {
+		return read(t, e, func(tx agentowl.Tx) (*agentowl.ApprovalRequest, error) {
 			return tx.RequestGetByKey(e.ctx, instanceID, key)
 		})
 	}
 	equal(t, "by key on instance 1", byKey(i1.ID, r1.IdempotencyKey), r1)
 	equal(t, "by key on instance 2", byKey(i2.ID, r1.IdempotencyKey), r2)
-	wantErr(t, "unknown key", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "unknown key", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.RequestGetByKey(e.ctx, i1.ID, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
 	// RequestForCreate answers as the three lookups do.
-	forCreate := func(instanceID, key string) *store.CreateCheck {
+	forCreate := func(instanceID, key string) *agentowl.CreateCheck {
 		t.Helper()
-		var c *store.CreateCheck
-		e.write(t, func(tx store.Tx) (err error) { c, err = tx.RequestForCreate(e.ctx, instanceID, key); return err })
+		var c *agentowl.CreateCheck
+		e.write(t, func(tx agentowl.Tx) (err error) { c, err = tx.RequestForCreate(e.ctx, instanceID, key); return err })
 		return c
 	}
 	c := forCreate(i2.ID, r1.IdempotencyKey)
 	equal(t, "existing request, for a creation", c.Existing, r2)
-	equal(t, "instance, for a creation", c.Instance, read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, i2.ID) }))
+	equal(t, "instance, for a creation", c.Instance, read(t, e, func(tx agentowl.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, i2.ID) }))
 	if c = forCreate(i1.ID, agentowl.NewID("")); c.Existing != nil || c.Instance == nil || c.Instance.ID != i1.ID {
 		t.Fatalf("a new key: %+v", c)
 	}
@@ -690,13 +691,13 @@ func testRequestResolve(t *testing.T, e *env) {
 	e.resolve(t, r, denied(e.now.Add(time.Minute)), e.now.Add(time.Minute+agentowl.RetentionAfterDecision))
 	equal(t, "denied", e.getRequest(t, r.ID), r)
 
-	wantErr(t, "second resolve", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "second resolve", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.RequestResolve(e.ctx, r.ID, approved(e.now.Add(2*time.Minute)), e.now.Add(agentowl.RetentionAfterDecision))
-	}), store.ErrConflict)
+	}), agentowl.ErrConflict)
 	equal(t, "second resolve changed nothing", e.getRequest(t, r.ID), r)
-	wantErr(t, "resolve unknown", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "resolve unknown", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.RequestResolve(e.ctx, agentowl.NewID(""), denied(e.now), e.now.Add(agentowl.RetentionAfterDecision))
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
 	ok := e.request(t, in, e.now)
 	e.resolve(t, ok, approved(e.now.Add(time.Second)), e.now.Add(agentowl.RetentionAfterDecision))
@@ -726,7 +727,7 @@ func testRequestGetShared(t *testing.T, e *env) {
 	for _, write := range []bool{false, true} {
 		var got *agentowl.ApprovalRequest
 		var inst *agentowl.Instance
-		fn := func(tx store.Tx) (err error) {
+		fn := func(tx agentowl.Tx) (err error) {
 			got, inst, err = tx.RequestGetShared(e.ctx, r.ID)
 			return err
 		}
@@ -736,22 +737,22 @@ func testRequestGetShared(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 		equal(t, "request", got, r)
-		equal(t, "instance", inst, read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, in.ID) }))
+		equal(t, "instance", inst, read(t, e, func(tx agentowl.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, in.ID) }))
 	}
-	wantErr(t, "unknown request", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "unknown request", e.writeErr(func(tx agentowl.Tx) error {
 		_, _, err := tx.RequestGetShared(e.ctx, agentowl.NewID(""))
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
 	// RequestGetSharedRecord: the same, with the request's record of an
 	// operation and key as IdempotencyGet finds it.
 	rec := &agentowl.Idempotency{Owner: r.ID, Operation: "decide", Key: "d1", InputHash: []byte{1}, ResourceID: "d1",
 		Response: []byte("{}"), CreatedAt: e.now, RetainUntil: e.now.Add(time.Hour)}
-	e.write(t, func(tx store.Tx) error { return tx.IdempotencyCreate(e.ctx, rec) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.IdempotencyCreate(e.ctx, rec) })
 	for _, key := range []string{"d1", "d2"} {
 		var got *agentowl.ApprovalRequest
 		var gotRec *agentowl.Idempotency
-		e.write(t, func(tx store.Tx) (err error) {
+		e.write(t, func(tx agentowl.Tx) (err error) {
 			got, _, gotRec, err = tx.RequestGetSharedRecord(e.ctx, r.ID, "decide", key)
 			return err
 		})
@@ -762,10 +763,10 @@ func testRequestGetShared(t *testing.T, e *env) {
 			t.Fatalf("no record for %s: %+v", key, gotRec)
 		}
 	}
-	wantErr(t, "unknown request with a record", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "unknown request with a record", e.writeErr(func(tx agentowl.Tx) error {
 		_, _, _, err := tx.RequestGetSharedRecord(e.ctx, agentowl.NewID(""), "decide", "d1")
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 }
 
 // testWritesFailTogether: a write whose statement fails leaves nothing of
@@ -778,8 +779,8 @@ func testWritesFailTogether(t *testing.T, e *env) {
 	decided := e.request(t, in, e.now)
 	e.resolve(t, decided, denied(e.now), e.now.Add(agentowl.RetentionAfterDecision))
 	audits := func() int {
-		return len(read(t, e, func(tx store.Tx) ([]*agentowl.AuditEntry, error) {
-			return tx.AuditList(e.ctx, store.AuditListParams{TenantID: ten.ID, Limit: 100})
+		return len(read(t, e, func(tx agentowl.Tx) ([]*agentowl.AuditEntry, error) {
+			return tx.AuditList(e.ctx, agentowl.AuditListParams{TenantID: ten.ID, Limit: 100})
 		}))
 	}
 	entry := func() *agentowl.AuditEntry {
@@ -787,29 +788,29 @@ func testWritesFailTogether(t *testing.T, e *env) {
 	}
 	absent := func(what string, r *agentowl.ApprovalRequest) {
 		t.Helper()
-		wantErr(t, what, e.readErr(func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err }), store.ErrNotFound)
+		wantErr(t, what, e.readErr(func(tx agentowl.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err }), agentowl.ErrNotFound)
 	}
 
 	for _, c := range []struct {
 		what string
-		fail func(tx store.Tx) error
+		fail func(tx agentowl.Tx) error
 		want error
 	}{
-		{"duplicate insert", func(tx store.Tx) error { return tx.RequestCreate(e.ctx, decided) }, store.ErrConflict},
-		{"resolve of a decided request", func(tx store.Tx) error {
+		{"duplicate insert", func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, decided) }, agentowl.ErrConflict},
+		{"resolve of a decided request", func(tx agentowl.Tx) error {
 			return tx.RequestResolve(e.ctx, decided.ID, approved(e.now), e.now)
-		}, store.ErrConflict},
-		{"resolve of an unknown request", func(tx store.Tx) error {
+		}, agentowl.ErrConflict},
+		{"resolve of an unknown request", func(tx agentowl.Tx) error {
 			return tx.RequestResolve(e.ctx, agentowl.NewID(""), approved(e.now), e.now)
-		}, store.ErrNotFound},
-		{"update of unknown work", func(tx store.Tx) error {
+		}, agentowl.ErrNotFound},
+		{"update of unknown work", func(tx agentowl.Tx) error {
 			return tx.WorkUpdate(e.ctx, &agentowl.Work{ID: agentowl.NewID(""), Status: "accepted"})
-		}, store.ErrNotFound},
-		{"caller's error", func(store.Tx) error { return errCaller }, errCaller},
+		}, agentowl.ErrNotFound},
+		{"caller's error", func(agentowl.Tx) error { return errCaller }, errCaller},
 	} {
 		fresh := newRequest(in, e.now)
 		before := audits()
-		err := e.writeErr(func(tx store.Tx) error {
+		err := e.writeErr(func(tx agentowl.Tx) error {
 			if err := tx.RequestCreate(e.ctx, fresh); err != nil {
 				return err
 			}
@@ -832,7 +833,7 @@ func testWritesFailTogether(t *testing.T, e *env) {
 	// commit is there once Write returns.
 	fresh := newRequest(in, e.now)
 	a := entry()
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		if err := tx.RequestCreate(e.ctx, fresh); err != nil {
 			return err
 		}
@@ -870,7 +871,7 @@ func testRequestResolveConcurrent(t *testing.T, e *env) {
 			<-start
 			d := denied(e.now.Add(time.Second))
 			d.DecidedBy = fmt.Sprintf("operator:%d", i)
-			errs[i] = e.s.Write(e.ctx, func(tx store.Tx) error {
+			errs[i] = e.s.Write(e.ctx, func(tx agentowl.Tx) error {
 				return tx.RequestResolve(e.ctx, r.ID, d, e.now.Add(agentowl.RetentionAfterDecision))
 			})
 		})
@@ -885,7 +886,7 @@ func testRequestResolveConcurrent(t *testing.T, e *env) {
 			t.Fatalf("resolvers %d and %d both succeeded", winner, i)
 		case err == nil:
 			winner = i
-		case !errors.Is(err, store.ErrConflict):
+		case !errors.Is(err, agentowl.ErrConflict):
 			t.Fatalf("resolver %d: got %v, want nil or ErrConflict", i, err)
 		}
 	}
@@ -910,23 +911,23 @@ func testRequestList(t *testing.T, e *env) {
 	e.resolve(t, r3, denied(at(10)), at(10).Add(agentowl.RetentionAfterDecision))
 	e.resolve(t, r5, denied(at(11)), at(11).Add(agentowl.RetentionAfterDecision))
 
-	list := func(p store.RequestListParams) []*agentowl.ApprovalRequest {
+	list := func(p agentowl.RequestListParams) []*agentowl.ApprovalRequest {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*agentowl.ApprovalRequest, error) { return tx.RequestList(e.ctx, p) })
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.ApprovalRequest, error) { return tx.RequestList(e.ctx, p) })
 	}
 	for _, c := range []struct {
 		what string
-		p    store.RequestListParams
+		p    agentowl.RequestListParams
 		want []*agentowl.ApprovalRequest
 	}{
-		{"tenant", store.RequestListParams{TenantID: ten.ID, Limit: 10}, []*agentowl.ApprovalRequest{r5, r4, r3, r2, r1}},
-		{"instance", store.RequestListParams{TenantID: ten.ID, InstanceID: i1.ID, Limit: 10}, []*agentowl.ApprovalRequest{r4, r3, r1}},
-		{"status", store.RequestListParams{TenantID: ten.ID, Status: agentowl.StatusPending, Limit: 10}, []*agentowl.ApprovalRequest{r4, r2, r1}},
-		{"instance and status", store.RequestListParams{TenantID: ten.ID, InstanceID: i1.ID, Status: agentowl.StatusDenied, Limit: 10}, []*agentowl.ApprovalRequest{r3}},
-		{"limit", store.RequestListParams{TenantID: ten.ID, Limit: 2}, []*agentowl.ApprovalRequest{r5, r4}},
-		{"filters and limit", store.RequestListParams{TenantID: ten.ID, InstanceID: i1.ID, Status: agentowl.StatusPending, Limit: 1}, []*agentowl.ApprovalRequest{r4}},
-		{"instance of another tenant", store.RequestListParams{TenantID: ten.ID, InstanceID: j.ID, Limit: 10}, nil},
-		{"no match", store.RequestListParams{TenantID: ten.ID, Status: agentowl.StatusApproved, Limit: 10}, nil},
+		{"tenant", agentowl.RequestListParams{TenantID: ten.ID, Limit: 10}, []*agentowl.ApprovalRequest{r5, r4, r3, r2, r1}},
+		{"instance", agentowl.RequestListParams{TenantID: ten.ID, InstanceID: i1.ID, Limit: 10}, []*agentowl.ApprovalRequest{r4, r3, r1}},
+		{"status", agentowl.RequestListParams{TenantID: ten.ID, Status: agentowl.StatusPending, Limit: 10}, []*agentowl.ApprovalRequest{r4, r2, r1}},
+		{"instance and status", agentowl.RequestListParams{TenantID: ten.ID, InstanceID: i1.ID, Status: agentowl.StatusDenied, Limit: 10}, []*agentowl.ApprovalRequest{r3}},
+		{"limit", agentowl.RequestListParams{TenantID: ten.ID, Limit: 2}, []*agentowl.ApprovalRequest{r5, r4}},
+		{"filters and limit", agentowl.RequestListParams{TenantID: ten.ID, InstanceID: i1.ID, Status: agentowl.StatusPending, Limit: 1}, []*agentowl.ApprovalRequest{r4}},
+		{"instance of another tenant", agentowl.RequestListParams{TenantID: ten.ID, InstanceID: j.ID, Limit: 10}, nil},
+		{"no match", agentowl.RequestListParams{TenantID: ten.ID, Status: agentowl.StatusApproved, Limit: 10}, nil},
 	} {
 		got := list(c.p)
 		equal(t, "list by "+c.what+" (IDs)", ids(got), ids(c.want))
@@ -945,7 +946,7 @@ func testRequestPendingIDs(t *testing.T, e *env) {
 
 	pending := func(instanceID string) []string {
 		t.Helper()
-		return sorted(read(t, e, func(tx store.Tx) ([]string, error) { return tx.RequestPendingIDs(e.ctx, instanceID) }))
+		return sorted(read(t, e, func(tx agentowl.Tx) ([]string, error) { return tx.RequestPendingIDs(e.ctx, instanceID) }))
 	}
 	equal(t, "instance 1", pending(i1.ID), sorted([]string{a.ID, b.ID}))
 	equal(t, "instance 2", pending(i2.ID), []string{c.ID})
@@ -959,7 +960,7 @@ func testRequestDueForExpiry(t *testing.T, e *env) {
 		t.Helper()
 		r := newRequest(in, e.now.Add(-time.Hour))
 		r.DeadlineAt = e.now.Add(d)
-		e.write(t, func(tx store.Tx) error { return tx.RequestCreate(e.ctx, r) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, r) })
 		return r
 	}
 	a := withDeadline(in, -3*time.Minute)
@@ -972,7 +973,7 @@ func testRequestDueForExpiry(t *testing.T, e *env) {
 
 	due := func(now time.Time, limit int) []string {
 		t.Helper()
-		got := read(t, e, func(tx store.Tx) ([]string, error) { return tx.RequestDueForExpiry(e.ctx, now, limit) })
+		got := read(t, e, func(tx agentowl.Tx) ([]string, error) { return tx.RequestDueForExpiry(e.ctx, now, limit) })
 		if got == nil {
 			got = []string{}
 		}
@@ -997,7 +998,7 @@ func testPolicies(t *testing.T, e *env) {
 	ip2 := newPolicy(ten.ID, i1.ID, 2, at(0))
 	jp := newPolicy(ten.ID, i2.ID, 0, at(0))
 	up := newPolicy(other.ID, "", 0, at(0))
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, p := range []*agentowl.Policy{tp1, tp2, tp3, ip1, ip2, jp, up} {
 			if err := tx.PolicyCreate(e.ctx, p); err != nil {
 				return err
@@ -1008,14 +1009,14 @@ func testPolicies(t *testing.T, e *env) {
 
 	get := func(id string) *agentowl.Policy {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) (*agentowl.Policy, error) { return tx.PolicyGet(e.ctx, id) })
+		return read(t, e, func(tx agentowl.Tx) (*agentowl.Policy, error) { return tx.PolicyGet(e.ctx, id) })
 	}
 	equal(t, "tenant rule", get(tp1.ID), tp1)
 	equal(t, "instance rule", get(ip1.ID), ip1)
 
 	list := func(tenantID, instanceID string) []*agentowl.Policy {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*agentowl.Policy, error) { return tx.PolicyList(e.ctx, tenantID, instanceID) })
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.Policy, error) { return tx.PolicyList(e.ctx, tenantID, instanceID) })
 	}
 	equal(t, "instance 1 rules then tenant rules", list(ten.ID, i1.ID), []*agentowl.Policy{ip2, ip1, tp1, tp3, tp2})
 	equal(t, "instance 2 rules then tenant rules", list(ten.ID, i2.ID), []*agentowl.Policy{jp, tp1, tp3, tp2})
@@ -1023,17 +1024,17 @@ func testPolicies(t *testing.T, e *env) {
 	equal(t, "other tenant", list(other.ID, ""), []*agentowl.Policy{up})
 	// A creation reads its instance's rules by the same rule.
 	for _, in := range []*agentowl.Instance{i1, i2} {
-		var c *store.CreateCheck
-		e.write(t, func(tx store.Tx) (err error) { c, err = tx.RequestForCreate(e.ctx, in.ID, "k"); return err })
+		var c *agentowl.CreateCheck
+		e.write(t, func(tx agentowl.Tx) (err error) { c, err = tx.RequestForCreate(e.ctx, in.ID, "k"); return err })
 		equal(t, "rules read for a creation", c.Policies, list(ten.ID, in.ID))
 	}
 
-	e.write(t, func(tx store.Tx) error { return tx.PolicyDelete(e.ctx, tp1.ID) })
-	wantErr(t, "get deleted", e.readErr(func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error { return tx.PolicyDelete(e.ctx, tp1.ID) })
+	wantErr(t, "get deleted", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.PolicyGet(e.ctx, tp1.ID)
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "delete again", e.writeErr(func(tx store.Tx) error { return tx.PolicyDelete(e.ctx, tp1.ID) }), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
+	wantErr(t, "delete again", e.writeErr(func(tx agentowl.Tx) error { return tx.PolicyDelete(e.ctx, tp1.ID) }), agentowl.ErrNotFound)
 	equal(t, "list after delete", list(ten.ID, i1.ID), []*agentowl.Policy{ip2, ip1, tp3, tp2})
 }
 
@@ -1048,15 +1049,15 @@ func testAudit(t *testing.T, e *env) {
 	}
 	e1, e2, u1, e3 := entry(ten.ID, 0), entry(ten.ID, 1), entry(other.ID, 0), entry(ten.ID, 2)
 	for _, v := range []*agentowl.AuditEntry{e1, e2, u1, e3} {
-		e.write(t, func(tx store.Tx) error { return tx.AuditAppend(e.ctx, v) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.AuditAppend(e.ctx, v) })
 	}
 	if !(0 < e1.ID && e1.ID < e2.ID && e2.ID < u1.ID && u1.ID < e3.ID) {
 		t.Fatalf("IDs not increasing: %d %d %d %d", e1.ID, e2.ID, u1.ID, e3.ID)
 	}
 	list := func(tenantID string, limit int) []*agentowl.AuditEntry {
 		t.Helper()
-		return read(t, e, func(tx store.Tx) ([]*agentowl.AuditEntry, error) {
-			return tx.AuditList(e.ctx, store.AuditListParams{TenantID: tenantID, Limit: limit})
+		return read(t, e, func(tx agentowl.Tx) ([]*agentowl.AuditEntry, error) {
+			return tx.AuditList(e.ctx, agentowl.AuditListParams{TenantID: tenantID, Limit: limit})
 		})
 	}
 	equal(t, "newest first", list(ten.ID, 10), []*agentowl.AuditEntry{e3, e2, e1})
@@ -1065,7 +1066,7 @@ func testAudit(t *testing.T, e *env) {
 
 	bare := entry(other.ID, 3)
 	bare.Details = nil
-	e.write(t, func(tx store.Tx) error { return tx.AuditAppend(e.ctx, bare) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.AuditAppend(e.ctx, bare) })
 	if got := list(other.ID, 1); len(got) != 1 || got[0].ID != bare.ID || len(got[0].Details) != 0 {
 		t.Fatalf("entry without details: %s", show(got))
 	}
@@ -1087,14 +1088,14 @@ func testPurge(t *testing.T, e *env) {
 	decidedOld, decidedRecent := newRequest(live, ago(9*day)), newRequest(live, ago(6*day))
 	decidedOld.Status, decidedOld.Decision = agentowl.StatusDenied, denied(ago(8*day))
 	decidedRecent.Status, decidedRecent.Decision = agentowl.StatusDenied, denied(ago(6*day))
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.RequestCreate(e.ctx, decidedOld), tx.RequestCreate(e.ctx, decidedRecent))
 	})
 
 	// Idempotency keys go once retain_until is reached.
 	keyPast, keyAtNow, keyKept := newIdempotency(ago(8*day)), newIdempotency(ago(8*day)), newIdempotency(ago(day))
 	keyPast.RetainUntil, keyAtNow.RetainUntil, keyKept.RetainUntil = ago(time.Second), now, now.Add(time.Second)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.IdempotencyCreate(e.ctx, keyPast), tx.IdempotencyCreate(e.ctx, keyAtNow), tx.IdempotencyCreate(e.ctx, keyKept))
 	})
 
@@ -1103,7 +1104,7 @@ func testPurge(t *testing.T, e *env) {
 		t.Helper()
 		in := newInstance(ten.ID, ago(30*day))
 		in.DeletedAt = ptr(ago(d))
-		e.write(t, func(tx store.Tx) error { return tx.InstanceCreate(e.ctx, in) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.InstanceCreate(e.ctx, in) })
 		return in
 	}
 	bare := deleted(8 * day)
@@ -1124,12 +1125,12 @@ func testPurge(t *testing.T, e *env) {
 	recentRevokeTok := newInstanceToken(recentRevoke, ago(30*day))
 	liveTok := newInstanceToken(live, ago(30*day))
 	provTok := newToken(agentowl.TokenProvisioner, ten.ID, ago(30*day))
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.PolicyCreate(e.ctx, bareRule), tx.PolicyCreate(e.ctx, recentRule),
 			tx.TokenCreate(e.ctx, revokedTok), tx.TokenCreate(e.ctx, unrevokedTok), tx.TokenCreate(e.ctx, recentRevokeTok),
 			tx.TokenCreate(e.ctx, liveTok), tx.TokenCreate(e.ctx, provTok))
 	})
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.TokenRevokeByInstance(e.ctx, revoked.ID, ago(8*day)),
 			tx.TokenRevokeByInstance(e.ctx, recentRevoke.ID, ago(day)),
 			tx.TokenRevokeByInstance(e.ctx, live.ID, ago(20*day)), tx.TokenRevoke(e.ctx, provTok.ID, ago(20*day)))
@@ -1141,11 +1142,11 @@ func testPurge(t *testing.T, e *env) {
 		t.Fatalf("Purge reported %d rows, want 11", n)
 	}
 
-	check := func(what string, gone bool, fn func(tx store.Tx) error) {
+	check := func(what string, gone bool, fn func(tx agentowl.Tx) error) {
 		t.Helper()
 		err := e.readErr(fn)
 		switch {
-		case gone && !errors.Is(err, store.ErrNotFound):
+		case gone && !errors.Is(err, agentowl.ErrNotFound):
 			t.Fatalf("%s: want purged, got %v", what, err)
 		case !gone && err != nil:
 			t.Fatalf("%s: want kept, got %v", what, err)
@@ -1153,23 +1154,26 @@ func testPurge(t *testing.T, e *env) {
 	}
 	requestGone := func(what string, gone bool, r *agentowl.ApprovalRequest) {
 		t.Helper()
-		check("request "+what, gone, func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err })
+		check("request "+what, gone, func(tx agentowl.Tx) error { _, err := tx.RequestGet(e.ctx, r.ID); return err })
 	}
 	keyGone := func(what string, gone bool, k *agentowl.Idempotency) {
 		t.Helper()
-		check("key "+what, gone, func(tx store.Tx) error { _, err := tx.IdempotencyGet(e.ctx, k.Owner, k.Operation, k.Key); return err })
+		check("key "+what, gone, func(tx agentowl.Tx) error {
+			_, err := tx.IdempotencyGet(e.ctx, k.Owner, k.Operation, k.Key)
+			return err
+		})
 	}
 	instanceGone := func(what string, gone bool, in *agentowl.Instance) {
 		t.Helper()
-		check("instance "+what, gone, func(tx store.Tx) error { _, err := tx.InstanceGet(e.ctx, in.ID); return err })
+		check("instance "+what, gone, func(tx agentowl.Tx) error { _, err := tx.InstanceGet(e.ctx, in.ID); return err })
 	}
 	tokenGone := func(what string, gone bool, k *agentowl.Token) {
 		t.Helper()
-		check("token "+what, gone, func(tx store.Tx) error { _, err := tx.TokenGetByID(e.ctx, k.ID); return err })
+		check("token "+what, gone, func(tx agentowl.Tx) error { _, err := tx.TokenGetByID(e.ctx, k.ID); return err })
 	}
 	policyGone := func(what string, gone bool, p *agentowl.Policy) {
 		t.Helper()
-		check("policy "+what, gone, func(tx store.Tx) error { _, err := tx.PolicyGet(e.ctx, p.ID); return err })
+		check("policy "+what, gone, func(tx agentowl.Tx) error { _, err := tx.PolicyGet(e.ctx, p.ID); return err })
 	}
 	requestGone("retained until the past", true, gonePast)
 	requestGone("retained until now", true, goneAtNow)
@@ -1208,7 +1212,7 @@ func testWriteRollsBack(t *testing.T, e *env) {
 	in := e.instance(t, ten.ID, e.now)
 	pending := e.request(t, in, e.now)
 	tok := newInstanceToken(in, e.now)
-	e.write(t, func(tx store.Tx) error { return tx.TokenCreate(e.ctx, tok) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.TokenCreate(e.ctx, tok) })
 
 	newTen := newTenant(e.now)
 	newIn := newInstance(newTen.ID, e.now)
@@ -1218,7 +1222,7 @@ func testWriteRollsBack(t *testing.T, e *env) {
 	newTok := newToken(agentowl.TokenProvisioner, newTen.ID, e.now)
 	op := newOperator(ten.ID, e.now)
 	boom := errors.New("boom")
-	err := e.writeErr(func(tx store.Tx) error {
+	err := e.writeErr(func(tx agentowl.Tx) error {
 		for _, step := range []func() error{
 			func() error { return tx.TenantCreate(e.ctx, newTen) },
 			func() error { return tx.OperatorCreate(e.ctx, op) },
@@ -1250,32 +1254,32 @@ func testWriteRollsBack(t *testing.T, e *env) {
 		t.Fatalf("Write returned %v, want the fn's error", err)
 	}
 
-	notFound := func(what string, fn func(tx store.Tx) error) {
+	notFound := func(what string, fn func(tx agentowl.Tx) error) {
 		t.Helper()
-		wantErr(t, what+" after rollback", e.readErr(fn), store.ErrNotFound)
+		wantErr(t, what+" after rollback", e.readErr(fn), agentowl.ErrNotFound)
 	}
-	notFound("tenant", func(tx store.Tx) error { _, err := tx.TenantGetByID(e.ctx, newTen.ID); return err })
-	notFound("operator", func(tx store.Tx) error { _, err := tx.OperatorGetByID(e.ctx, op.ID); return err })
-	notFound("instance", func(tx store.Tx) error { _, err := tx.InstanceGet(e.ctx, newIn.ID); return err })
-	notFound("request", func(tx store.Tx) error { _, err := tx.RequestGet(e.ctx, newReq.ID); return err })
-	notFound("idempotency key", func(tx store.Tx) error {
+	notFound("tenant", func(tx agentowl.Tx) error { _, err := tx.TenantGetByID(e.ctx, newTen.ID); return err })
+	notFound("operator", func(tx agentowl.Tx) error { _, err := tx.OperatorGetByID(e.ctx, op.ID); return err })
+	notFound("instance", func(tx agentowl.Tx) error { _, err := tx.InstanceGet(e.ctx, newIn.ID); return err })
+	notFound("request", func(tx agentowl.Tx) error { _, err := tx.RequestGet(e.ctx, newReq.ID); return err })
+	notFound("idempotency key", func(tx agentowl.Tx) error {
 		_, err := tx.IdempotencyGet(e.ctx, newKey.Owner, newKey.Operation, newKey.Key)
 		return err
 	})
-	notFound("policy", func(tx store.Tx) error { _, err := tx.PolicyGet(e.ctx, newRule.ID); return err })
-	notFound("token", func(tx store.Tx) error { _, err := tx.TokenGetByID(e.ctx, newTok.ID); return err })
+	notFound("policy", func(tx agentowl.Tx) error { _, err := tx.PolicyGet(e.ctx, newRule.ID); return err })
+	notFound("token", func(tx agentowl.Tx) error { _, err := tx.TokenGetByID(e.ctx, newTok.ID); return err })
 
-	equal(t, "tenants after rollback", read(t, e, func(tx store.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(e.ctx) }),
+	equal(t, "tenants after rollback", read(t, e, func(tx agentowl.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(e.ctx) }),
 		[]*agentowl.Tenant{ten})
-	if got := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, ten.ID) }); len(got) != 0 {
+	if got := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(e.ctx, ten.ID) }); len(got) != 0 {
 		t.Fatalf("operator survived rollback: %s", show(got))
 	}
-	if got := read(t, e, func(tx store.Tx) ([]*agentowl.AuditEntry, error) {
-		return tx.AuditList(e.ctx, store.AuditListParams{TenantID: ten.ID, Limit: 10})
+	if got := read(t, e, func(tx agentowl.Tx) ([]*agentowl.AuditEntry, error) {
+		return tx.AuditList(e.ctx, agentowl.AuditListParams{TenantID: ten.ID, Limit: 10})
 	}); len(got) != 0 {
 		t.Fatalf("audit entry survived rollback: %s", show(got))
 	}
 	equal(t, "request after rollback", e.getRequest(t, pending.ID), pending)
-	equal(t, "token after rollback", read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, tok.ID) }), tok)
-	equal(t, "instance after rollback", read(t, e, func(tx store.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, in.ID) }), in)
+	equal(t, "token after rollback", read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(e.ctx, tok.ID) }), tok)
+	equal(t, "instance after rollback", read(t, e, func(tx agentowl.Tx) (*agentowl.Instance, error) { return tx.InstanceGet(e.ctx, in.ID) }), in)
 }

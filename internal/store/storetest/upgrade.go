@@ -12,7 +12,6 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // migrateTo applies the store's migrations up to version on db: the
@@ -51,7 +50,7 @@ func writeOldData(t *testing.T, ctx context.Context, db *sql.DB, stmts []string)
 //
 // The old data holds the black-box test's takeover: "admin" is admin of
 // default and acme, and a member of evil with a token minted there.
-func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
+func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
 	t.Helper()
 	ctx := migrateTo(t, dialect, db, migrations, 9)
 	writeOldData(t, ctx, db, []string{
@@ -74,7 +73,7 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 	scope := func(tokenID string) *agentowl.Membership {
 		t.Helper()
 		var m *agentowl.Membership
-		err := s.Read(ctx, func(tx store.Tx) error {
+		err := s.Read(ctx, func(tx agentowl.Tx) error {
 			tok, err := tx.TokenGetByID(ctx, tokenID)
 			if err != nil {
 				return err
@@ -103,25 +102,25 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 	if got := scope("tok-def").OperatorID; got == "op-admin" || got == scope("tok-evil").OperatorID {
 		t.Errorf("default's admin has ID %q", got)
 	}
-	admins := read(t, e, func(tx store.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(ctx, "t-acme") })
+	admins := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Operator, error) { return tx.OperatorListByTenant(ctx, "t-acme") })
 	if len(admins) != 2 || admins[0].ID != "op-admin" || admins[0].Role != agentowl.RoleAdmin || admins[1].ID != "op-mia" {
 		t.Errorf("acme's operators: %s", show(admins))
 	}
 	// Tokens whose operator had no role in the issuing tenant are gone;
 	// the operator without memberships too.
 	for _, id := range []string{"tok-lonely", "tok-cross"} {
-		if err := e.readErr(func(tx store.Tx) error { _, err := tx.TokenGetByID(ctx, id); return err }); !errors.Is(err, store.ErrNotFound) {
+		if err := e.readErr(func(tx agentowl.Tx) error { _, err := tx.TokenGetByID(ctx, id); return err }); !errors.Is(err, agentowl.ErrNotFound) {
 			t.Errorf("token %s after the upgrade: %v", id, err)
 		}
 	}
-	if err := e.readErr(func(tx store.Tx) error { _, err := tx.OperatorGetByID(ctx, "op-lonely"); return err }); !errors.Is(err, store.ErrNotFound) {
+	if err := e.readErr(func(tx agentowl.Tx) error { _, err := tx.OperatorGetByID(ctx, "op-lonely"); return err }); !errors.Is(err, agentowl.ErrNotFound) {
 		t.Errorf("operator without memberships after the upgrade: %v", err)
 	}
-	if got := read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(ctx, "tok-prov") }); got.Kind != agentowl.TokenProvisioner {
+	if got := read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(ctx, "tok-prov") }); got.Kind != agentowl.TokenProvisioner {
 		t.Errorf("provisioner token after the upgrade: %+v", got)
 	}
 	// The system tenant is the first one created, whatever its name.
-	for _, tn := range read(t, e, func(tx store.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(ctx) }) {
+	for _, tn := range read(t, e, func(tx agentowl.Tx) ([]*agentowl.Tenant, error) { return tx.TenantList(ctx) }) {
 		if tn.System != (tn.Name == "acme") {
 			t.Errorf("tenant %s has system=%v", tn.Name, tn.System)
 		}
@@ -129,7 +128,7 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 	// Tokens of an operator who had roles in several tenants are revoked
 	// (the defect could have minted them); the others stay active.
 	for id, revoked := range map[string]bool{"tok-def": true, "tok-evil": true, "tok-mia": false, "tok-prov": false} {
-		tok := read(t, e, func(tx store.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(ctx, id) })
+		tok := read(t, e, func(tx agentowl.Tx) (*agentowl.Token, error) { return tx.TokenGetByID(ctx, id) })
 		if (tok.RevokedAt != nil) != revoked {
 			t.Errorf("token %s revoked at %v, want revoked=%v", id, tok.RevokedAt, revoked)
 		}
@@ -141,7 +140,7 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 // every reference to them (events, work); a conversation of the unused
 // closed state becomes ended. db is an empty database of the dialect; open
 // opens the store on it, which applies the remaining migrations.
-func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
+func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
 	t.Helper()
 	ctx := migrateTo(t, dialect, db, migrations, 11)
 	for _, q := range []string{
@@ -185,33 +184,33 @@ func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(ctx, "bnd-1") })
+	b := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGet(ctx, "bnd-1") })
 	equal(t, "webhook binding after the upgrade", b, &agentowl.Binding{ID: "bnd-1", TenantID: "t-1", Channel: "webhook", Name: "crm",
 		EndpointID: "ep-1", TokenHash: []byte("hash-1"), CreatedAt: fromMicros(2)})
-	if d := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(ctx, "bnd-2") }); d.DeletedAt == nil {
+	if d := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGet(ctx, "bnd-2") }); d.DeletedAt == nil {
 		t.Error("the deleted binding lost its deletion")
 	}
-	c := read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
+	c := read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) {
 		return tx.ConversationGetOpenByKey(ctx, "bnd-1", "ticket-7")
 	})
 	equal(t, "open conversation after the upgrade", c, &agentowl.Conversation{ID: "conv-1", TenantID: "t-1", BindingID: "bnd-1",
 		Channel: "webhook", Key: "ticket-7", Status: agentowl.ConversationOpen, RuntimeSessionID: "session-1",
 		CreatedAt: fromMicros(5), LastEventAt: fromMicros(6)})
 	ended := fromMicros(8)
-	c = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(ctx, "conv-2") })
+	c = read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(ctx, "conv-2") })
 	equal(t, "closed conversation after the upgrade", c, &agentowl.Conversation{ID: "conv-2", TenantID: "t-1", BindingID: "bnd-2",
 		Channel: "webhook", Status: agentowl.ConversationEnded, CreatedAt: fromMicros(7), LastEventAt: ended, EndedAt: &ended})
-	if ev := read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGet(ctx, "evt-1") }); ev.ConversationID != "conv-1" {
+	if ev := read(t, e, func(tx agentowl.Tx) (*agentowl.Event, error) { return tx.EventGet(ctx, "evt-1") }); ev.ConversationID != "conv-1" {
 		t.Errorf("event after the upgrade: %+v", ev)
 	}
-	if w := read(t, e, func(tx store.Tx) (*agentowl.Work, error) { return tx.WorkGet(ctx, "work-1") }); w.ConversationID != "conv-1" {
+	if w := read(t, e, func(tx agentowl.Tx) (*agentowl.Work, error) { return tx.WorkGet(ctx, "work-1") }); w.ConversationID != "conv-1" {
 		t.Errorf("work after the upgrade: %+v", w)
 	}
 	// The rebuilt tables are still referenced: an event of a missing
 	// conversation is refused.
 	orphan := &agentowl.Event{ID: "evt-2", TenantID: "t-1", BindingID: "bnd-1", ConversationID: "conv-missing", Channel: "webhook",
 		ReceivedAt: fromMicros(9), Payload: []byte("{}")}
-	if err := e.writeErr(func(tx store.Tx) error { return tx.EventCreate(ctx, orphan) }); err == nil {
+	if err := e.writeErr(func(tx agentowl.Tx) error { return tx.EventCreate(ctx, orphan) }); err == nil {
 		t.Error("an event of a missing conversation was stored after the upgrade")
 	}
 }

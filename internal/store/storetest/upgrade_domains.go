@@ -9,7 +9,6 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
 // MailDomainsUpgrade checks migration 00023 (mail domains) on data of
@@ -20,7 +19,7 @@ import (
 // do not count; every binding stays. db is an empty database of the
 // dialect; open opens the store on it, which applies the remaining
 // migrations.
-func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() store.Store) {
+func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
 	t.Helper()
 	ctx := migrateTo(t, dialect, db, migrations, 22)
 	tru := map[bool]string{true: "true", false: "1"}[dialect == goose.DialectPostgres]
@@ -61,13 +60,13 @@ func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrati
 	writeOldData(t, ctx, db, stmts)
 	s := open()
 	e := &env{s: s, ctx: ctx}
-	got := read(t, e, func(tx store.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(ctx, "") })
+	got := read(t, e, func(tx agentowl.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(ctx, "") })
 	equal(t, "the domains assigned by the upgrade", got, []*agentowl.MailDomain{
 		{Domain: "one.example", TenantID: "t-1", CreatedAt: fromMicros(20)},
 		{Domain: "three.example", TenantID: "t-3", CreatedAt: fromMicros(80)},
 	})
-	outside := read(t, e, func(tx store.Tx) ([]*agentowl.Binding, error) {
-		return tx.BindingListOutsideDomains(ctx, store.OutsideDomainsParams{ServerDomain: "server.example"})
+	outside := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Binding, error) {
+		return tx.BindingListOutsideDomains(ctx, agentowl.OutsideDomainsParams{ServerDomain: "server.example"})
 	})
 	var ids []string
 	for _, b := range outside {
@@ -78,7 +77,7 @@ func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrati
 		if b.deleted {
 			continue
 		}
-		if got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(ctx, b.address) }); got.ID != b.id {
+		if got := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(ctx, b.address) }); got.ID != b.id {
 			t.Errorf("binding %s after the upgrade: %+v", b.id, got)
 		}
 	}

@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/store"
 )
 
-// workTests are the conformance subtests of agent work (store.AgentWork);
+// workTests are the conformance subtests of agent work (agentowl.AgentWorkStore);
 // Exercise runs them with the others, each against a fresh store.
 var workTests = []struct {
 	name string
@@ -51,7 +50,7 @@ func newEndpoint(tenantID string, at time.Time) *agentowl.Endpoint {
 func (e *env) endpoint(t *testing.T, tenantID string) *agentowl.Endpoint {
 	t.Helper()
 	v := newEndpoint(tenantID, e.now)
-	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, v) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, v) })
 	return v
 }
 
@@ -72,7 +71,7 @@ func newBinding(ep *agentowl.Endpoint, at time.Time) *agentowl.Binding {
 func (e *env) binding(t *testing.T, ep *agentowl.Endpoint) *agentowl.Binding {
 	t.Helper()
 	v := newBinding(ep, e.now)
-	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, v) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, v) })
 	return v
 }
 
@@ -96,7 +95,7 @@ func (e *env) thread(t *testing.T, tenantID string) (*agentowl.Endpoint, *agento
 	b := e.binding(t, ep)
 	c := newConversation(b, "", e.now)
 	ev := newEvent(c, e.now)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		if err := tx.ConversationCreate(e.ctx, c); err != nil {
 			return err
 		}
@@ -109,8 +108,8 @@ func (e *env) thread(t *testing.T, tenantID string) (*agentowl.Endpoint, *agento
 // before before.
 func (e *env) purgeEvents(t *testing.T, before time.Time) {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error {
-		_, err := tx.PurgeBatch(e.ctx, store.PurgeParams{Class: store.PurgeEvents, Before: before, Limit: 100})
+	e.write(t, func(tx agentowl.Tx) error {
+		_, err := tx.PurgeBatch(e.ctx, agentowl.PurgeParams{Class: agentowl.PurgeEvents, Before: before, Limit: 100})
 		return err
 	})
 }
@@ -118,8 +117,8 @@ func (e *env) purgeEvents(t *testing.T, before time.Time) {
 // eventGone reports whether event id is no longer stored.
 func (e *env) eventGone(t *testing.T, id string) bool {
 	t.Helper()
-	err := e.readErr(func(tx store.Tx) error { _, err := tx.EventGet(e.ctx, id); return err })
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	err := e.readErr(func(tx agentowl.Tx) error { _, err := tx.EventGet(e.ctx, id); return err })
+	if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
 		t.Fatalf("get event %s: %v", id, err)
 	}
 	return err != nil
@@ -135,13 +134,13 @@ func newWork(ep *agentowl.Endpoint, ev *agentowl.Event, gen int, at time.Time) *
 
 func (e *env) work(t *testing.T, w *agentowl.Work) *agentowl.Work {
 	t.Helper()
-	e.write(t, func(tx store.Tx) error { return tx.WorkCreate(e.ctx, w) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.WorkCreate(e.ctx, w) })
 	return w
 }
 
 func (e *env) getWork(t *testing.T, id string) *agentowl.Work {
 	t.Helper()
-	return read(t, e, func(tx store.Tx) (*agentowl.Work, error) { return tx.WorkGet(e.ctx, id) })
+	return read(t, e, func(tx agentowl.Tx) (*agentowl.Work, error) { return tx.WorkGet(e.ctx, id) })
 }
 
 func workIDs(ws []*agentowl.Work) []string {
@@ -157,50 +156,50 @@ func workIDs(ws []*agentowl.Work) []string {
 func testEndpointRoundTrip(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	ep := e.endpoint(t, tn.ID)
-	got := read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint after create", got, ep)
 
 	ep.Name, ep.URL, ep.AgentWork, ep.SigningSecret = name("renamed"), "https://other.example.com/", false, []byte("new")
 	ep.DecisionURL, ep.DecisionSecret, ep.UpdatedAt = "https://decide.example.com/d", []byte("sealed-bearer"), e.now.Add(time.Minute)
-	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
-	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint after update", got, ep)
 
 	ep.DecisionURL, ep.DecisionSecret = "", nil
-	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
-	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "endpoint with decision settings cleared", got, ep)
 
 	ep.PausedAt = ptr(e.now.Add(2 * time.Minute))
-	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
-	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "paused endpoint", got, ep)
 	ep.PausedAt = nil
-	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
-	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) })
 	equal(t, "resumed endpoint", got, ep)
 
 	other := newEndpoint(tn.ID, e.now.Add(time.Second))
-	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, other) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, other) })
 	e.endpoint(t, e.tenant(t).ID) // another tenant's
-	list := read(t, e, func(tx store.Tx) ([]*agentowl.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
+	list := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
 	equal(t, "endpoint list", len(list), 2)
 	equal(t, "endpoint list order", []string{list[0].ID, list[1].ID}, []string{ep.ID, other.ID})
 
 	other.DeletedAt = ptr(e.now.Add(time.Hour))
-	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, other) })
-	list = read(t, e, func(tx store.Tx) ([]*agentowl.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointUpdate(e.ctx, other) })
+	list = read(t, e, func(tx agentowl.Tx) ([]*agentowl.Endpoint, error) { return tx.EndpointList(e.ctx, tn.ID) })
 	equal(t, "endpoint list without the deleted one", len(list), 1)
-	got = read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, other.ID) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, other.ID) })
 	equal(t, "deleted endpoint", got, other)
 
-	wantErr(t, "EndpointGet unknown", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "EndpointGet unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.EndpointGet(e.ctx, "ep_missing")
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "EndpointUpdate unknown", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "EndpointUpdate unknown", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.EndpointUpdate(e.ctx, newEndpoint(tn.ID, e.now))
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 }
 
 func testEndpointNames(t *testing.T, e *env) {
@@ -208,20 +207,20 @@ func testEndpointNames(t *testing.T, e *env) {
 	ep := e.endpoint(t, tn.ID)
 	dup := newEndpoint(tn.ID, e.now)
 	dup.Name = ep.Name
-	wantErr(t, "a second live endpoint with the name", e.writeErr(func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, dup) }),
-		store.ErrConflict)
+	wantErr(t, "a second live endpoint with the name", e.writeErr(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, dup) }),
+		agentowl.ErrConflict)
 	elsewhere := newEndpoint(e.tenant(t).ID, e.now)
 	elsewhere.Name = ep.Name
-	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, elsewhere) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, elsewhere) })
 
 	second := e.endpoint(t, tn.ID)
 	second.Name = ep.Name
-	wantErr(t, "renaming onto a taken name", e.writeErr(func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, second) }),
-		store.ErrConflict)
+	wantErr(t, "renaming onto a taken name", e.writeErr(func(tx agentowl.Tx) error { return tx.EndpointUpdate(e.ctx, second) }),
+		agentowl.ErrConflict)
 
 	ep.DeletedAt = ptr(e.now)
-	e.write(t, func(tx store.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
-	e.write(t, func(tx store.Tx) error { return tx.EndpointCreate(e.ctx, dup) }) // the name is free again
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointUpdate(e.ctx, ep) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, dup) }) // the name is free again
 }
 
 // testRuntimeCredentialNewest: the credential a work block names is
@@ -232,11 +231,11 @@ func testRuntimeCredentialNewest(t *testing.T, e *env) {
 	tn := e.tenant(t)
 	ep := e.endpoint(t, tn.ID)
 	b := newBinding(ep, e.now)
-	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, b) })
 	const scope = "callbacks:write"
 	at := func(s int) time.Time { return e.now.Add(time.Duration(s) * time.Second) }
 	goRule := func(now time.Time) string {
-		list := read(t, e, func(tx store.Tx) ([]*agentowl.RuntimeCredential, error) {
+		list := read(t, e, func(tx agentowl.Tx) ([]*agentowl.RuntimeCredential, error) {
 			return tx.RuntimeCredentialList(e.ctx, ep.ID)
 		})
 		for _, c := range slices.Backward(list) {
@@ -248,14 +247,14 @@ func testRuntimeCredentialNewest(t *testing.T, e *env) {
 	}
 	check := func(what string, now time.Time, want string) {
 		t.Helper()
-		got := read(t, e, func(tx store.Tx) (string, error) { return tx.RuntimeCredentialNewest(e.ctx, ep.ID, scope, now) })
-		route := read(t, e, func(tx store.Tx) (*store.Route, error) { return tx.BindingRoute(e.ctx, b.ID, scope, now, "") })
+		got := read(t, e, func(tx agentowl.Tx) (string, error) { return tx.RuntimeCredentialNewest(e.ctx, ep.ID, scope, now) })
+		route := read(t, e, func(tx agentowl.Tx) (*agentowl.Route, error) { return tx.BindingRoute(e.ctx, b.ID, scope, now, "") })
 		if g := goRule(now); got != want || route.Credential != want || g != want {
 			t.Fatalf("%s: SQL chose %q, BindingRoute %q, the Go rule %q; want %q", what, got, route.Credential, g, want)
 		}
 	}
 	add := func(c *agentowl.RuntimeCredential) *agentowl.RuntimeCredential {
-		e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.RuntimeCredentialCreate(e.ctx, c) })
 		return c
 	}
 	check("no credential", at(0), "")
@@ -271,7 +270,7 @@ func testRuntimeCredentialNewest(t *testing.T, e *env) {
 	wild.Scopes = []string{"callbacks%write", "callbacks_write"} // look-alikes
 	add(wild)
 	revoked := add(newRuntimeCredential(ep, at(5)))
-	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, revoked.ID, at(6)) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, revoked.ID, at(6)) })
 	check("scope only as a whole word, revoked ones passed over", at(7), newer.ID)
 	short := newRuntimeCredential(ep, at(8))
 	short.ExpiresAt = at(20)
@@ -294,7 +293,7 @@ func testRuntimeCredentials(t *testing.T, e *env) {
 	ep, ep2 := e.endpoint(t, tn.ID), e.endpoint(t, tn.ID)
 	a, b, c := newRuntimeCredential(ep, e.now), newRuntimeCredential(ep, e.now.Add(time.Second)), newRuntimeCredential(ep2, e.now)
 	b.Scopes = []string{"callbacks:write"}
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, v := range []*agentowl.RuntimeCredential{a, b, c} {
 			if err := tx.RuntimeCredentialCreate(e.ctx, v); err != nil {
 				return err
@@ -302,42 +301,44 @@ func testRuntimeCredentials(t *testing.T, e *env) {
 		}
 		return nil
 	})
-	got := read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) {
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.RuntimeCredential, error) {
 		return tx.RuntimeCredentialGetByHash(e.ctx, a.Hash)
 	})
 	equal(t, "credential by hash", got, a)
-	got = read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, b.ID) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, b.ID) })
 	equal(t, "credential by ID", got, b)
-	list := read(t, e, func(tx store.Tx) ([]*agentowl.RuntimeCredential, error) {
+	list := read(t, e, func(tx agentowl.Tx) ([]*agentowl.RuntimeCredential, error) {
 		return tx.RuntimeCredentialList(e.ctx, ep.ID)
 	})
 	equal(t, "endpoint credentials", list, []*agentowl.RuntimeCredential{a, b})
 
 	dup := newRuntimeCredential(ep, e.now)
 	dup.Hash = a.Hash
-	wantErr(t, "a second credential with the same hash", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "a second credential with the same hash", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.RuntimeCredentialCreate(e.ctx, dup)
-	}), store.ErrConflict)
+	}), agentowl.ErrConflict)
 
 	at := e.now.Add(time.Minute)
-	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at) })
-	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at.Add(time.Hour)) }) // keeps the first time
-	got = read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, a.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.RuntimeCredentialRevoke(e.ctx, a.ID, at.Add(time.Hour)) }) // keeps the first time
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, a.ID) })
 	equal(t, "revoked_at", got.RevokedAt, &at)
 	if got.Active(at) || !b.Active(at) || b.Active(b.ExpiresAt) {
 		t.Fatal("Active must be false once revoked or at expiry")
 	}
-	wantErr(t, "revoking an unknown credential", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "revoking an unknown credential", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.RuntimeCredentialRevoke(e.ctx, "rtc_missing", at)
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
-	e.write(t, func(tx store.Tx) error { return tx.RuntimeCredentialRevokeByEndpoint(e.ctx, ep.ID, at.Add(time.Hour)) })
-	list = read(t, e, func(tx store.Tx) ([]*agentowl.RuntimeCredential, error) {
+	e.write(t, func(tx agentowl.Tx) error {
+		return tx.RuntimeCredentialRevokeByEndpoint(e.ctx, ep.ID, at.Add(time.Hour))
+	})
+	list = read(t, e, func(tx agentowl.Tx) ([]*agentowl.RuntimeCredential, error) {
 		return tx.RuntimeCredentialList(e.ctx, ep.ID)
 	})
 	equal(t, "a keeps its revocation time", list[0].RevokedAt, &at)
 	equal(t, "b revoked with its endpoint", list[1].RevokedAt, ptr(at.Add(time.Hour)))
-	got = read(t, e, func(tx store.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, c.ID) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.RuntimeCredential, error) { return tx.RuntimeCredentialGet(e.ctx, c.ID) })
 	equal(t, "another endpoint's credential is untouched", got.RevokedAt, (*time.Time)(nil))
 }
 
@@ -346,25 +347,25 @@ func testBindings(t *testing.T, e *env) {
 	ep := e.endpoint(t, tn.ID)
 	a := newBinding(ep, e.now)
 	a.SigningSecret, a.HandoffDelay = []byte("sealed-whsec"), 90*time.Second
-	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, a) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, a) })
 	b := newBinding(ep, e.now.Add(time.Second))
-	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
-	got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, b) })
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "binding", got, a)
-	routeWith := func(id, key string) (r *store.Route, err error) {
-		err = e.writeErr(func(tx store.Tx) (err error) {
+	routeWith := func(id, key string) (r *agentowl.Route, err error) {
+		err = e.writeErr(func(tx agentowl.Tx) (err error) {
 			r, err = tx.BindingRoute(e.ctx, id, "callbacks", e.now, key)
 			return err
 		})
 		return r, err
 	}
-	route := func(id string) (*store.Route, error) { return routeWith(id, "") }
+	route := func(id string) (*agentowl.Route, error) { return routeWith(id, "") }
 	r, err := route(a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	equal(t, "binding of its route", r.Binding, a)
-	equal(t, "endpoint of its route", r.Endpoint, read(t, e, func(tx store.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
+	equal(t, "endpoint of its route", r.Endpoint, read(t, e, func(tx agentowl.Tx) (*agentowl.Endpoint, error) { return tx.EndpointGet(e.ctx, ep.ID) }))
 	equal(t, "credential of a route whose endpoint has none", r.Credential, "")
 	if r.Open != nil {
 		t.Fatalf("a route asked for no conversation: %+v", r.Open)
@@ -372,10 +373,10 @@ func testBindings(t *testing.T, e *env) {
 	// With a key, the binding's open conversation of that key, as
 	// ConversationGetOpenByKey finds it.
 	open, ended, other := newConversation(a, "k1", e.now), newConversation(a, "k2", e.now), newConversation(b, "k3", e.now)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		return errors.Join(tx.ConversationCreate(e.ctx, open), tx.ConversationCreate(e.ctx, ended), tx.ConversationCreate(e.ctx, other))
 	})
-	e.write(t, func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, ended.ID, e.now) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.ConversationEnd(e.ctx, ended.ID, e.now) })
 	for _, c := range []struct {
 		key  string
 		want *agentowl.Conversation
@@ -384,9 +385,9 @@ func testBindings(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		byKey := read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
+		byKey := read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) {
 			c, err := tx.ConversationGetOpenByKey(e.ctx, a.ID, c.key)
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, agentowl.ErrNotFound) {
 				return nil, nil
 			}
 			return c, err
@@ -395,37 +396,37 @@ func testBindings(t *testing.T, e *env) {
 		equal(t, "the same as ConversationGetOpenByKey", r.Open, byKey)
 	}
 	_, err = route("bnd_missing")
-	wantErr(t, "route of an unknown binding", err, store.ErrNotFound)
-	got = read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
+	wantErr(t, "route of an unknown binding", err, agentowl.ErrNotFound)
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
 	equal(t, "binding by token", got, b)
-	list := read(t, e, func(tx store.Tx) ([]*agentowl.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
+	list := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
 	equal(t, "binding list", list, []*agentowl.Binding{a, b})
-	n := read(t, e, func(tx store.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
+	n := read(t, e, func(tx agentowl.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
 	equal(t, "bindings routing to the endpoint", n, 2)
 
 	at := e.now.Add(time.Minute)
-	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at) })
-	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at.Add(time.Hour)) })
-	got = read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingDelete(e.ctx, a.ID, at.Add(time.Hour)) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGet(e.ctx, a.ID) })
 	equal(t, "deleted_at", got.DeletedAt, &at)
 	if r, err := route(a.ID); err != nil || !reflect.DeepEqual(r.Binding.DeletedAt, &at) {
 		t.Fatalf("route of a deleted binding: %v, %v; want it with deleted_at %v", r, err, at)
 	}
-	wantErr(t, "a deleted binding's token", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "a deleted binding's token", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.BindingGetByToken(e.ctx, a.TokenHash)
 		return err
-	}), store.ErrNotFound)
-	n = read(t, e, func(tx store.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
+	}), agentowl.ErrNotFound)
+	n = read(t, e, func(tx agentowl.Tx) (int, error) { return tx.BindingCountByEndpoint(e.ctx, ep.ID) })
 	equal(t, "live bindings after a deletion", n, 1)
-	list = read(t, e, func(tx store.Tx) ([]*agentowl.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
+	list = read(t, e, func(tx agentowl.Tx) ([]*agentowl.Binding, error) { return tx.BindingList(e.ctx, tn.ID) })
 	equal(t, "binding list after a deletion", list, []*agentowl.Binding{b})
-	wantErr(t, "deleting an unknown binding", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "deleting an unknown binding", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.BindingDelete(e.ctx, "bnd_missing", at)
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 	dup := newBinding(ep, e.now)
 	dup.TokenHash = b.TokenHash
-	wantErr(t, "a second binding with the same token", e.writeErr(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, dup) }),
-		store.ErrConflict)
+	wantErr(t, "a second binding with the same token", e.writeErr(func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, dup) }),
+		agentowl.ErrConflict)
 }
 
 func testConversations(t *testing.T, e *env) {
@@ -433,22 +434,22 @@ func testConversations(t *testing.T, e *env) {
 	ep := e.endpoint(t, tn.ID)
 	b1, b2 := e.binding(t, ep), e.binding(t, ep)
 	keyed := newConversation(b1, "ticket-7", e.now)
-	e.write(t, func(tx store.Tx) error { return tx.ConversationCreate(e.ctx, keyed) })
-	got := read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.ConversationCreate(e.ctx, keyed) })
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
 	equal(t, "conversation", got, keyed)
-	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) {
 		return tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
 	})
 	equal(t, "conversation by key", got, keyed)
-	wantErr(t, "the key of another binding", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "the key of another binding", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.ConversationGetOpenByKey(e.ctx, b2.ID, "ticket-7")
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
-	wantErr(t, "a second open conversation with the key", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "a second open conversation with the key", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.ConversationCreate(e.ctx, newConversation(b1, "ticket-7", e.now))
-	}), store.ErrConflict)
-	e.write(t, func(tx store.Tx) error { // the same key on another binding, and keyless ones, are independent
+	}), agentowl.ErrConflict)
+	e.write(t, func(tx agentowl.Tx) error { // the same key on another binding, and keyless ones, are independent
 		for _, c := range []*agentowl.Conversation{newConversation(b2, "ticket-7", e.now), newConversation(b1, "", e.now),
 			newConversation(b1, "", e.now)} {
 			if err := tx.ConversationCreate(e.ctx, c); err != nil {
@@ -459,43 +460,43 @@ func testConversations(t *testing.T, e *env) {
 	})
 
 	later := e.now.Add(time.Hour)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		if err := tx.ConversationTouch(e.ctx, keyed.ID, later); err != nil {
 			return err
 		}
 		return tx.ConversationSetSession(e.ctx, keyed.ID, "session-1")
 	})
 	keyed.LastEventAt, keyed.RuntimeSessionID = later, "session-1"
-	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
 	equal(t, "conversation after touch and session", got, keyed)
-	wantErr(t, "touching an unknown conversation", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "touching an unknown conversation", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.ConversationTouch(e.ctx, "conv_missing", later)
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 
 	// An ended conversation keeps its key but no longer holds it: a new
 	// open one may take it.
 	ended := later.Add(time.Minute)
-	e.write(t, func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) })
 	keyed.Status, keyed.EndedAt = agentowl.ConversationEnded, &ended
-	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) { return tx.ConversationGet(e.ctx, keyed.ID) })
 	equal(t, "ended conversation", got, keyed)
-	wantErr(t, "an ended conversation by key", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "an ended conversation by key", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "ending it again", e.writeErr(func(tx store.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) }),
-		store.ErrConflict)
-	wantErr(t, "ending an unknown conversation", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "ending it again", e.writeErr(func(tx agentowl.Tx) error { return tx.ConversationEnd(e.ctx, keyed.ID, ended) }),
+		agentowl.ErrConflict)
+	wantErr(t, "ending an unknown conversation", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.ConversationEnd(e.ctx, "conv_missing", ended)
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 	next := newConversation(b1, "ticket-7", ended)
-	e.write(t, func(tx store.Tx) error { return tx.ConversationCreate(e.ctx, next) })
-	got = read(t, e, func(tx store.Tx) (*agentowl.Conversation, error) {
+	e.write(t, func(tx agentowl.Tx) error { return tx.ConversationCreate(e.ctx, next) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Conversation, error) {
 		return tx.ConversationGetOpenByKey(e.ctx, b1.ID, "ticket-7")
 	})
 	equal(t, "the key's next open conversation", got, next)
 	// The schema refuses an ended conversation without its end time.
-	if err := e.writeErr(func(tx store.Tx) error {
+	if err := e.writeErr(func(tx agentowl.Tx) error {
 		c := newConversation(b2, "", e.now)
 		c.Status = agentowl.ConversationEnded
 		return tx.ConversationCreate(e.ctx, c)
@@ -512,34 +513,34 @@ func testBindingChannels(t *testing.T, e *env) {
 	ep := e.endpoint(t, tn.ID)
 	mail := newBinding(ep, e.now)
 	mail.Channel, mail.TokenHash, mail.Address = "smtp", nil, "support@mail.example.com"
-	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, mail) })
-	got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) {
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, mail) })
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) {
 		return tx.BindingGetByAddress(e.ctx, "support@mail.example.com")
 	})
 	equal(t, "binding by address", got, mail)
-	wantErr(t, "an unknown address", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "an unknown address", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.BindingGetByAddress(e.ctx, "sales@mail.example.com")
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 	taken := newBinding(ep, e.now)
 	taken.Channel, taken.TokenHash, taken.Address = "smtp", nil, mail.Address
-	wantErr(t, "a second live binding with the address", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "a second live binding with the address", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.BindingCreate(e.ctx, taken)
-	}), store.ErrConflict)
-	e.write(t, func(tx store.Tx) error { return tx.BindingDelete(e.ctx, mail.ID, e.now) })
-	wantErr(t, "a deleted binding's address", e.readErr(func(tx store.Tx) error {
+	}), agentowl.ErrConflict)
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingDelete(e.ctx, mail.ID, e.now) })
+	wantErr(t, "a deleted binding's address", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.BindingGetByAddress(e.ctx, mail.Address)
 		return err
-	}), store.ErrNotFound)
-	e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, taken) }) // the address is free again
-	got = read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(e.ctx, mail.Address) })
+	}), agentowl.ErrNotFound)
+	e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, taken) }) // the address is free again
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGetByAddress(e.ctx, mail.Address) })
 	equal(t, "the address's new binding", got, taken)
 
 	for _, ch := range []string{"cloudflare-email", "sms", "voice"} {
 		b := newBinding(ep, e.now)
 		b.Channel, b.ProviderSecret = ch, []byte("sealed\x00provider-"+ch)
-		e.write(t, func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) })
-		got := read(t, e, func(tx store.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, b) })
+		got := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGetByToken(e.ctx, b.TokenHash) })
 		equal(t, ch+" binding", got, b)
 	}
 	for name, bad := range map[string]func(b *agentowl.Binding){
@@ -556,7 +557,7 @@ func testBindingChannels(t *testing.T, e *env) {
 	} {
 		b := newBinding(ep, e.now)
 		bad(b)
-		if err := e.writeErr(func(tx store.Tx) error { return tx.BindingCreate(e.ctx, b) }); err == nil {
+		if err := e.writeErr(func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, b) }); err == nil {
 			t.Errorf("the schema took %s", name)
 		}
 	}
@@ -569,23 +570,23 @@ func testEvents(t *testing.T, e *env) {
 	c := newConversation(b, "", e.now)
 	ev := newEvent(c, e.now)
 	ev.DedupeKey, ev.FollowUp = "msg-1", true
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		if err := tx.ConversationCreate(e.ctx, c); err != nil {
 			return err
 		}
 		return tx.EventCreate(e.ctx, ev)
 	})
-	got := read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGet(e.ctx, ev.ID) })
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.Event, error) { return tx.EventGet(e.ctx, ev.ID) })
 	equal(t, "event (payload bytes kept exactly)", string(got.Payload), string(ev.Payload))
 	equal(t, "event", got, ev)
-	got = read(t, e, func(tx store.Tx) (*agentowl.Event, error) { return tx.EventGetByDedupeKey(e.ctx, b.ID, "msg-1") })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Event, error) { return tx.EventGetByDedupeKey(e.ctx, b.ID, "msg-1") })
 	equal(t, "event by dedupe key", got.ID, ev.ID)
 
 	dup := newEvent(c, e.now)
 	dup.DedupeKey = "msg-1"
-	wantErr(t, "a second event with the dedupe key", e.writeErr(func(tx store.Tx) error { return tx.EventCreate(e.ctx, dup) }),
-		store.ErrConflict)
-	e.write(t, func(tx store.Tx) error { // keyless events never clash
+	wantErr(t, "a second event with the dedupe key", e.writeErr(func(tx agentowl.Tx) error { return tx.EventCreate(e.ctx, dup) }),
+		agentowl.ErrConflict)
+	e.write(t, func(tx agentowl.Tx) error { // keyless events never clash
 		for range 2 {
 			if err := tx.EventCreate(e.ctx, newEvent(c, e.now)); err != nil {
 				return err
@@ -603,9 +604,9 @@ func testWorkRoundTrip(t *testing.T, e *env) {
 
 	w.Status, w.Sequence, w.RuntimeSessionID, w.Callbacks = agentowl.WorkNeedsInput, 3, "sess", 2
 	w.Requests, w.UpdatedAt = json.RawMessage(`[{"id":"q1","revision":1, "kind":"question"}]`), e.now.Add(time.Minute)
-	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 	var got *agentowl.Work
-	e.write(t, func(tx store.Tx) (err error) {
+	e.write(t, func(tx agentowl.Tx) (err error) {
 		got, err = tx.WorkGetForUpdate(e.ctx, w.ID)
 		return err
 	})
@@ -613,25 +614,25 @@ func testWorkRoundTrip(t *testing.T, e *env) {
 
 	w.Status, w.Sequence, w.Requests, w.Callbacks = agentowl.WorkCompleted, 9, nil, 3
 	w.ResultSummary, w.ResultURL, w.EndedAt = "Report ready", "https://runtime.example/r/1", ptr(e.now.Add(time.Hour))
-	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, w) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, w) })
 	equal(t, "completed work", e.getWork(t, w.ID), w)
 
 	f := e.work(t, newWork(ep, ev, 2, e.now))
 	f.Status, f.Sequence, f.Error, f.EndedAt = agentowl.WorkFailed, 1, json.RawMessage(`{"code":"boom"}`), ptr(e.now)
-	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, f) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, f) })
 	equal(t, "failed work", e.getWork(t, f.ID), f)
 
-	wantErr(t, "WorkGet unknown", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "WorkGet unknown", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.WorkGet(e.ctx, "work_missing")
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "WorkUpdate unknown", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "WorkUpdate unknown", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.WorkUpdate(e.ctx, newWork(ep, ev, 5, e.now))
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 	// The schema refuses a terminal state without an end time.
 	bad := *w
 	bad.EndedAt = nil
-	if err := e.writeErr(func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, &bad) }); err == nil {
+	if err := e.writeErr(func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, &bad) }); err == nil {
 		t.Fatal("a completed work without ended_at was accepted")
 	}
 }
@@ -646,20 +647,20 @@ func testWorkList(t *testing.T, e *env) {
 	otherEP, _, evOther := e.thread(t, e.tenant(t).ID)
 	e.work(t, newWork(otherEP, evOther, 1, e.now))
 	b.Status, b.Sequence = agentowl.WorkRunning, 1
-	e.write(t, func(tx store.Tx) error { return tx.WorkUpdate(e.ctx, b) })
+	e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, b) })
 
-	list := func(p store.WorkListParams) []string {
+	list := func(p agentowl.WorkListParams) []string {
 		p.TenantID = tn.ID
-		return workIDs(read(t, e, func(tx store.Tx) ([]*agentowl.Work, error) { return tx.WorkList(e.ctx, p) }))
+		return workIDs(read(t, e, func(tx agentowl.Tx) ([]*agentowl.Work, error) { return tx.WorkList(e.ctx, p) }))
 	}
-	equal(t, "all, newest first", list(store.WorkListParams{}), []string{c.ID, b.ID, a.ID})
-	equal(t, "status running", list(store.WorkListParams{Status: agentowl.WorkRunning}), []string{b.ID})
-	equal(t, "status pending", list(store.WorkListParams{Status: agentowl.WorkPending}), []string{c.ID, a.ID})
-	equal(t, "endpoint", list(store.WorkListParams{EndpointID: ep2.ID}), []string{c.ID})
-	equal(t, "conversation", list(store.WorkListParams{ConversationID: conv.ID}), []string{b.ID, a.ID})
-	equal(t, "conversation 2", list(store.WorkListParams{ConversationID: conv2.ID}), []string{c.ID})
-	equal(t, "limit", list(store.WorkListParams{Limit: 2}), []string{c.ID, b.ID})
-	byEvent := read(t, e, func(tx store.Tx) ([]*agentowl.Work, error) { return tx.WorkByEvent(e.ctx, ev.ID) })
+	equal(t, "all, newest first", list(agentowl.WorkListParams{}), []string{c.ID, b.ID, a.ID})
+	equal(t, "status running", list(agentowl.WorkListParams{Status: agentowl.WorkRunning}), []string{b.ID})
+	equal(t, "status pending", list(agentowl.WorkListParams{Status: agentowl.WorkPending}), []string{c.ID, a.ID})
+	equal(t, "endpoint", list(agentowl.WorkListParams{EndpointID: ep2.ID}), []string{c.ID})
+	equal(t, "conversation", list(agentowl.WorkListParams{ConversationID: conv.ID}), []string{b.ID, a.ID})
+	equal(t, "conversation 2", list(agentowl.WorkListParams{ConversationID: conv2.ID}), []string{c.ID})
+	equal(t, "limit", list(agentowl.WorkListParams{Limit: 2}), []string{c.ID, b.ID})
+	byEvent := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Work, error) { return tx.WorkByEvent(e.ctx, ev.ID) })
 	equal(t, "work of an event, oldest first", workIDs(byEvent), []string{a.ID, b.ID})
 }
 
@@ -668,7 +669,7 @@ func testWorkGenerations(t *testing.T, e *env) {
 	ep, _, ev := e.thread(t, tn.ID)
 	ep2 := e.endpoint(t, tn.ID)
 	maxGen := func(endpointID string) int {
-		return read(t, e, func(tx store.Tx) (int, error) { return tx.WorkMaxGeneration(e.ctx, ev.ID, endpointID) })
+		return read(t, e, func(tx agentowl.Tx) (int, error) { return tx.WorkMaxGeneration(e.ctx, ev.ID, endpointID) })
 	}
 	equal(t, "no work yet", maxGen(ep.ID), 0)
 	first := e.work(t, newWork(ep, ev, 1, e.now))
@@ -678,9 +679,9 @@ func testWorkGenerations(t *testing.T, e *env) {
 	equal(t, "replay round trip", e.getWork(t, replay.ID), replay)
 	equal(t, "highest generation", maxGen(ep.ID), 2)
 	equal(t, "another endpoint's generations", maxGen(ep2.ID), 0)
-	wantErr(t, "a generation taken twice", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "a generation taken twice", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.WorkCreate(e.ctx, newWork(ep, ev, 2, e.now))
-	}), store.ErrConflict)
+	}), agentowl.ErrConflict)
 	e.work(t, newWork(ep2, ev, 1, e.now)) // the same event for another endpoint
 }
 
@@ -695,7 +696,7 @@ func testWorkUpdateConcurrent(t *testing.T, e *env) {
 	errs := make(chan error, n)
 	for range n {
 		wg.Go(func() {
-			errs <- e.s.Write(e.ctx, func(tx store.Tx) error {
+			errs <- e.s.Write(e.ctx, func(tx agentowl.Tx) error {
 				cur, err := tx.WorkGetForUpdate(e.ctx, w.ID)
 				if err != nil {
 					return err
@@ -731,23 +732,23 @@ func testCallbacks(t *testing.T, e *env) {
 	c5, c2, c9 := mk(w, "w:5", 5, false), mk(w, "w:2", 2, true), mk(w, "w:9", 9, false)
 	c9.Status, c9.WorkStatus, c9.RuntimeSessionID = agentowl.WorkCompleted, agentowl.WorkCompleted, ""
 	for _, c := range []*agentowl.Callback{c5, c2, c9, mk(w2, "w:5", 5, false)} {
-		e.write(t, func(tx store.Tx) error { return tx.CallbackCreate(e.ctx, c) })
+		e.write(t, func(tx agentowl.Tx) error { return tx.CallbackCreate(e.ctx, c) })
 	}
-	got := read(t, e, func(tx store.Tx) (*agentowl.Callback, error) { return tx.CallbackGet(e.ctx, w.ID, "w:2") })
+	got := read(t, e, func(tx agentowl.Tx) (*agentowl.Callback, error) { return tx.CallbackGet(e.ctx, w.ID, "w:2") })
 	equal(t, "callback", got, c2)
-	got = read(t, e, func(tx store.Tx) (*agentowl.Callback, error) { return tx.CallbackGetBySequence(e.ctx, w.ID, 9) })
+	got = read(t, e, func(tx agentowl.Tx) (*agentowl.Callback, error) { return tx.CallbackGetBySequence(e.ctx, w.ID, 9) })
 	equal(t, "callback by sequence", got, c9)
-	wantErr(t, "unknown callback", e.readErr(func(tx store.Tx) error {
+	wantErr(t, "unknown callback", e.readErr(func(tx agentowl.Tx) error {
 		_, err := tx.CallbackGet(e.ctx, w.ID, "w:7")
 		return err
-	}), store.ErrNotFound)
+	}), agentowl.ErrNotFound)
 	// WorkForCallback: the work, both lookups at once (nil for the one not
 	// found), and the work's items with those decided marked.
 	inc := e.attention(t, newIncident(w, "", e.now))
 	dec := e.decided(t, w, "", e.now.Add(time.Second))
 	old := e.decided(t, w, "", e.now.Add(-time.Hour)) // its item resolved: read only when its request is named
 	var oldItem *agentowl.AttentionItem
-	e.write(t, func(tx store.Tx) (err error) {
+	e.write(t, func(tx agentowl.Tx) (err error) {
 		if oldItem, err = tx.AttentionGet(e.ctx, old.AttentionID); err != nil {
 			return err
 		}
@@ -762,8 +763,8 @@ func testCallbacks(t *testing.T, e *env) {
 	}{
 		{"w:2", 9, c2, c9}, {"w:2", 2, c2, c2}, {"w:7", 9, nil, c9}, {"w:2", 7, c2, nil}, {"w:7", 7, nil, nil},
 	} {
-		var chk *store.CallbackCheck
-		if err := e.writeErr(func(tx store.Tx) (err error) {
+		var chk *agentowl.CallbackCheck
+		if err := e.writeErr(func(tx agentowl.Tx) (err error) {
 			chk, err = tx.WorkForCallback(e.ctx, w.ID, c.id, c.seq, nil)
 			return err
 		}); err != nil {
@@ -786,8 +787,8 @@ func testCallbacks(t *testing.T, e *env) {
 		equal(t, "the work's unresolved items, newest first", ids, []string{dec.AttentionID, inc.ID})
 		equal(t, "decided items", chk.Decided, map[string]bool{dec.AttentionID: true})
 	}
-	var chk *store.CallbackCheck
-	e.write(t, func(tx store.Tx) (err error) {
+	var chk *agentowl.CallbackCheck
+	e.write(t, func(tx agentowl.Tx) (err error) {
 		chk, err = tx.WorkForCallback(e.ctx, w.ID, "w:7", 7, []string{oldItem.RequestID, "r-unknown"})
 		return err
 	})
@@ -797,20 +798,20 @@ func testCallbacks(t *testing.T, e *env) {
 	}
 	equal(t, "with the revisions of a request named", ids, []string{dec.AttentionID, inc.ID, oldItem.ID})
 	equal(t, "its resolved item as stored", chk.Items[2], oldItem)
-	wantErr(t, "callbacks of unknown work", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "callbacks of unknown work", e.writeErr(func(tx agentowl.Tx) error {
 		_, err := tx.WorkForCallback(e.ctx, "work_unknown", "w:2", 9, nil)
 		return err
-	}), store.ErrNotFound)
-	wantErr(t, "a callback ID taken twice", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrNotFound)
+	wantErr(t, "a callback ID taken twice", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.CallbackCreate(e.ctx, mk(w, "w:5", 6, false))
-	}), store.ErrConflict)
-	wantErr(t, "a sequence taken twice", e.writeErr(func(tx store.Tx) error {
+	}), agentowl.ErrConflict)
+	wantErr(t, "a sequence taken twice", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.CallbackCreate(e.ctx, mk(w, "w:other", 5, false))
-	}), store.ErrConflict)
+	}), agentowl.ErrConflict)
 
-	list := read(t, e, func(tx store.Tx) ([]*agentowl.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 0) })
+	list := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 0) })
 	equal(t, "callbacks in the order recorded", list, []*agentowl.Callback{c5, c2, c9})
-	list = read(t, e, func(tx store.Tx) ([]*agentowl.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 2) })
+	list = read(t, e, func(tx agentowl.Tx) ([]*agentowl.Callback, error) { return tx.CallbackList(e.ctx, w.ID, 2) })
 	equal(t, "the latest callbacks, in the order recorded", list, []*agentowl.Callback{c2, c9})
 }
 
@@ -822,7 +823,7 @@ func testEmailThreads(t *testing.T, e *env) {
 	b1, b2 := e.binding(t, ep), e.binding(t, ep)
 	c1, c2 := newConversation(b1, "", e.now), newConversation(b1, "", e.now)
 	ev1, ev2, ev3 := newEvent(c1, e.now), newEvent(c2, e.now), newEvent(c1, e.now)
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for _, c := range []*agentowl.Conversation{c1, c2} {
 			if err := tx.ConversationCreate(e.ctx, c); err != nil {
 				return err
@@ -846,7 +847,7 @@ func testEmailThreads(t *testing.T, e *env) {
 	})
 	convs := func(tenantID, bindingID string, ids ...string) []string {
 		t.Helper()
-		got := read(t, e, func(tx store.Tx) ([]string, error) { return tx.EmailConversations(e.ctx, tenantID, bindingID, ids) })
+		got := read(t, e, func(tx agentowl.Tx) ([]string, error) { return tx.EmailConversations(e.ctx, tenantID, bindingID, ids) })
 		slices.Sort(got)
 		return got
 	}
@@ -858,12 +859,12 @@ func testEmailThreads(t *testing.T, e *env) {
 	equal(t, "another binding", len(convs(tn.ID, b2.ID, "a@example.org")), 0)
 	equal(t, "another tenant", len(convs("t-other", b1.ID, "a@example.org")), 0)
 	equal(t, "no IDs", len(convs(tn.ID, b1.ID)), 0)
-	wantErr(t, "a binding's Message-ID twice", e.writeErr(func(tx store.Tx) error {
+	wantErr(t, "a binding's Message-ID twice", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.EmailMessageCreate(e.ctx, &agentowl.EmailMessage{TenantID: tn.ID, BindingID: b1.ID, MessageID: "a@example.org",
 			ConversationID: c2.ID, EventID: ev2.ID})
-	}), store.ErrConflict)
+	}), agentowl.ErrConflict)
 
-	e.write(t, func(tx store.Tx) error {
+	e.write(t, func(tx agentowl.Tx) error {
 		for range 2 { // adding an address twice is no error
 			if err := tx.ConversationParticipantAdd(e.ctx, c1.ID, "alice@example.org"); err != nil {
 				return err
@@ -872,7 +873,7 @@ func testEmailThreads(t *testing.T, e *env) {
 		return nil
 	})
 	has := func(c, addr string) bool {
-		return read(t, e, func(tx store.Tx) (bool, error) { return tx.ConversationHasParticipant(e.ctx, c, addr) })
+		return read(t, e, func(tx agentowl.Tx) (bool, error) { return tx.ConversationHasParticipant(e.ctx, c, addr) })
 	}
 	if !has(c1.ID, "alice@example.org") || has(c2.ID, "alice@example.org") || has(c1.ID, "bob@example.org") {
 		t.Fatal("participants are not kept per conversation")
@@ -890,16 +891,16 @@ func testAttentionForDecision(t *testing.T, e *env) {
 	e.messages(t, msg)
 	d := e.decided(t, w, msg.ID, e.now)
 	var it *agentowl.AttentionItem
-	e.write(t, func(tx store.Tx) (err error) { it, err = tx.AttentionGet(e.ctx, d.AttentionID); return err })
+	e.write(t, func(tx agentowl.Tx) (err error) { it, err = tx.AttentionGet(e.ctx, d.AttentionID); return err })
 	rev2 := *it
 	rev2.ID, rev2.Revision, rev2.Status = wid("att"), 2, agentowl.AttentionOpen
 	e.attention(t, &rev2)
 	e.attention(t, newIncident(w, "", e.now)) // of the work, not of the request
 
-	check := func(tenantID, attentionID, decisionID string, forUpdate bool) *store.DecisionCheck {
+	check := func(tenantID, attentionID, decisionID string, forUpdate bool) *agentowl.DecisionCheck {
 		t.Helper()
-		var c *store.DecisionCheck
-		e.write(t, func(tx store.Tx) (err error) {
+		var c *agentowl.DecisionCheck
+		e.write(t, func(tx agentowl.Tx) (err error) {
 			c, err = tx.AttentionForDecision(e.ctx, tenantID, attentionID, decisionID, forUpdate)
 			return err
 		})
@@ -934,7 +935,7 @@ func testAttentionForDecision(t *testing.T, e *env) {
 		var rw *agentowl.Work
 		var rd *agentowl.WorkDecision
 		var ri *agentowl.AttentionItem
-		err := e.writeErr(func(tx store.Tx) (err error) {
+		err := e.writeErr(func(tx agentowl.Tx) (err error) {
 			rw, rd, ri, err = tx.DecisionForReceipt(e.ctx, workID, decisionID)
 			return err
 		})
@@ -951,7 +952,7 @@ func testAttentionForDecision(t *testing.T, e *env) {
 		t.Fatalf("receipt of an unknown decision: %v %v %v %v", rw, rd, ri, err)
 	}
 	_, _, _, err = forReceipt("work_unknown", d.ID)
-	wantErr(t, "receipt on unknown work", err, store.ErrNotFound)
+	wantErr(t, "receipt on unknown work", err, agentowl.ErrNotFound)
 
 	c = check(other.ID, it.ID, d.ID, true)
 	if c.Item == nil || c.Work != nil || c.Endpoint != nil || c.ByID != nil || c.Decided != nil || c.Push != nil || c.Revisions != nil {

@@ -1,19 +1,17 @@
-package store
+package agentowl
 
 import (
 	"context"
-
-	"github.com/agentowl/agentowl"
 )
 
 // EmailThreads is the persistence of email threading (internal/ingress):
 // which conversation each email's Message-ID joined, per receiving
 // binding, and each email conversation's participants. Implemented by Tx.
-type EmailThreads interface {
+type EmailThreadStore interface {
 	// EmailMessageCreate records that the email event eventID, with
 	// messageID, joined conversationID at bindingID; ErrConflict if the
 	// binding already has that Message-ID.
-	EmailMessageCreate(ctx context.Context, m *agentowl.EmailMessage) error
+	EmailMessageCreate(ctx context.Context, m *EmailMessage) error
 	// EmailConversations returns the distinct conversations that the
 	// binding's emails with any of messageIDs joined, in no order.
 	EmailConversations(ctx context.Context, tenantID, bindingID string, messageIDs []string) ([]string, error)

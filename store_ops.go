@@ -1,10 +1,8 @@
-package store
+package agentowl
 
 import (
 	"context"
 	"time"
-
-	"github.com/agentowl/agentowl"
 )
 
 // Queries of operating AgentOwl (docs/operating.md): the redrive
@@ -18,7 +16,7 @@ import (
 // endpoint. Fields are empty when the message is about none of them (AAP
 // notifications).
 type OutboxEntry struct {
-	Message    *agentowl.OutboxMessage
+	Message    *OutboxMessage
 	WorkID     string
 	EventID    string
 	BindingID  string
@@ -29,8 +27,8 @@ type OutboxEntry struct {
 // OutboxFindParams filters OutboxFind; results are newest first.
 type OutboxFindParams struct {
 	TenantID string
-	Kinds    []string              // required: the message kinds to list
-	State    agentowl.MessageState // optional
+	Kinds    []string     // required: the message kinds to list
+	State    MessageState // optional
 	// EndpointID, EventID, BindingID and WorkID, when set, keep the
 	// messages delivering to that endpoint, carrying that event or work, or
 	// routed by that binding.
@@ -44,7 +42,7 @@ type OutboxFindParams struct {
 type RedriveParams struct {
 	ID string
 	// From are the states it may be redriven from; ErrConflict otherwise.
-	From []agentowl.MessageState
+	From []MessageState
 	// Now is when the first attempt of the series is due; DeadlineAt ends
 	// the series.
 	Now, DeadlineAt time.Time
@@ -71,13 +69,13 @@ type EndpointOutboxHealth struct {
 // AwaitingReceipt is a decision on work that has not ended whose receipt
 // the runtime has not given, with its push's state ("" without a push).
 type AwaitingReceipt struct {
-	Decision   *agentowl.WorkDecision
+	Decision   *WorkDecision
 	EndpointID string
-	PushState  agentowl.MessageState
+	PushState  MessageState
 }
 
 // Operations is implemented by Tx.
-type Operations interface {
+type OperationStore interface {
 	// OutboxFind lists a tenant's messages of the given kinds with what
 	// they deliver.
 	OutboxFind(ctx context.Context, p OutboxFindParams) ([]*OutboxEntry, error)
@@ -89,7 +87,7 @@ type Operations interface {
 	// and last error cleared, its attempt count kept as the series' base
 	// and its redrive count raised. ErrNotFound if there is no such
 	// message; ErrConflict if it is not in one of p.From.
-	MessageRedrive(ctx context.Context, p RedriveParams) (*agentowl.OutboxMessage, error)
+	MessageRedrive(ctx context.Context, p RedriveParams) (*OutboxMessage, error)
 	// OutboxHealth counts a tenant's failing, failed and stuck messages per
 	// endpoint; stuckBefore is the stuck bound. Endpoints without any are
 	// left out.
@@ -100,10 +98,10 @@ type Operations interface {
 	DecisionsAwaitingReceipt(ctx context.Context, tenantID string, decidedBefore time.Time, limit int) ([]*AwaitingReceipt, error)
 	// WorkByCallbacks returns up to limit of a tenant's work that has not
 	// ended and has at least min recorded callbacks, most first.
-	WorkByCallbacks(ctx context.Context, tenantID string, min, limit int) ([]*agentowl.Work, error)
+	WorkByCallbacks(ctx context.Context, tenantID string, min, limit int) ([]*Work, error)
 	// AttentionByMessage returns the incident reporting an outbox message;
 	// ErrNotFound if none.
-	AttentionByMessage(ctx context.Context, messageID string) (*agentowl.AttentionItem, error)
+	AttentionByMessage(ctx context.Context, messageID string) (*AttentionItem, error)
 	// AttentionDetachMessage clears an item's message ID, so the message's
 	// next failure can open an incident of its own.
 	AttentionDetachMessage(ctx context.Context, itemID string) error

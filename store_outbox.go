@@ -1,10 +1,8 @@
-package store
+package agentowl
 
 import (
 	"context"
 	"time"
-
-	"github.com/agentowl/agentowl"
 )
 
 // Persistence of the outbox (internal/outbox builds its rows,
@@ -24,9 +22,9 @@ type ClaimParams struct {
 type FinishParams struct {
 	ID      string
 	Owner   string
-	Attempt agentowl.Attempt
+	Attempt Attempt
 	// State is the new state: pending (retry at NextAttempt) or terminal.
-	State       agentowl.MessageState
+	State       MessageState
 	NextAttempt time.Time
 	RetainUntil *time.Time // set when State is terminal
 }
@@ -36,17 +34,17 @@ type MessageListParams struct {
 	TenantID string
 	Subject  string // optional
 	Prefix   string // optional destination, e.g. "instance:<id>"
-	State    agentowl.MessageState
+	State    MessageState
 	Limit    int
 }
 
 // Outbox is implemented by Tx (see the methods named Message*).
-type Outbox interface {
-	MessageCreate(ctx context.Context, m *agentowl.OutboxMessage) error
-	MessageGet(ctx context.Context, id string) (*agentowl.OutboxMessage, error)
+type OutboxStore interface {
+	MessageCreate(ctx context.Context, m *OutboxMessage) error
+	MessageGet(ctx context.Context, id string) (*OutboxMessage, error)
 	// MessageClaim leases up to Limit pending messages due at Now whose lease
 	// is free or expired, oldest due first, incrementing their attempt count.
-	MessageClaim(ctx context.Context, p ClaimParams) ([]*agentowl.OutboxMessage, error)
+	MessageClaim(ctx context.Context, p ClaimParams) ([]*OutboxMessage, error)
 	// MessageFinish records an attempt and the message's next state;
 	// ErrConflict if the lease was lost.
 	MessageFinish(ctx context.Context, p FinishParams) error
@@ -77,29 +75,29 @@ type Outbox interface {
 	// MessageCancelDestination ends every pending message to destination,
 	// returning their IDs. In-flight ones end when their lease would.
 	MessageCancelDestination(ctx context.Context, destination string, now time.Time, grace time.Duration) ([]string, error)
-	MessageList(ctx context.Context, p MessageListParams) ([]*agentowl.OutboxMessage, error)
-	AttemptList(ctx context.Context, eventID string) ([]*agentowl.Attempt, error)
+	MessageList(ctx context.Context, p MessageListParams) ([]*OutboxMessage, error)
+	AttemptList(ctx context.Context, eventID string) ([]*Attempt, error)
 	// MessageStats returns the pending messages of each surface (the kind
 	// of their destination: "instance", "endpoint", "decision"), with the
 	// oldest one's creation and the longest wait since a message became due
 	// (DueSince at or before now). Surfaces with none pending are left out.
-	MessageStats(ctx context.Context, now time.Time) ([]*agentowl.QueueStats, error)
+	MessageStats(ctx context.Context, now time.Time) ([]*QueueStats, error)
 }
 
 // Engines is implemented by Tx: the delivery engines' reports.
-type Engines interface {
+type EngineStore interface {
 	// EngineReport records r, replacing its owner's last report, and
 	// deletes reports not renewed since before forgetBefore.
-	EngineReport(ctx context.Context, r *agentowl.EngineReport, forgetBefore time.Time) error
+	EngineReport(ctx context.Context, r *EngineReport, forgetBefore time.Time) error
 	// EngineGone deletes owner's report: it stopped cleanly.
 	EngineGone(ctx context.Context, owner string) error
 	// EngineList returns every report, by owner.
-	EngineList(ctx context.Context) ([]*agentowl.EngineReport, error)
+	EngineList(ctx context.Context) ([]*EngineReport, error)
 }
 
 // Slots is implemented by Tx: leases on the in-flight slots of delivery
 // destinations, shared by every process using the database.
-type Slots interface {
+type SlotStore interface {
 	// SlotsMake makes key's slots numbered below limit, if missing.
 	SlotsMake(ctx context.Context, key string, limit int) error
 	// SlotLease leases to owner, until until, up to n of key's slots numbered
@@ -109,8 +107,8 @@ type Slots interface {
 	// SlotRenew extends to until those of slots that are still leased to
 	// owner as given (same Until, not lapsed at now), and returns them
 	// renewed.
-	SlotRenew(ctx context.Context, owner string, slots []agentowl.Slot, now, until time.Time) ([]agentowl.Slot, error)
+	SlotRenew(ctx context.Context, owner string, slots []Slot, now, until time.Time) ([]Slot, error)
 	// SlotRelease frees those of slots that are still leased to owner as
 	// given.
-	SlotRelease(ctx context.Context, owner string, slots []agentowl.Slot) error
+	SlotRelease(ctx context.Context, owner string, slots []Slot) error
 }

@@ -1,10 +1,8 @@
-package store
+package agentowl
 
 import (
 	"context"
 	"time"
-
-	"github.com/agentowl/agentowl"
 )
 
 // Persistence of maintenance (docs/maintenance.md): the scheduler's leader
@@ -15,13 +13,13 @@ import (
 // OpenWork is one non-terminal work and the facts the overdue rules read.
 type OpenWork struct {
 	WorkID   string
-	Status   agentowl.WorkStatus
+	Status   WorkStatus
 	Sequence int64
 	// UpdatedAt is when the work last changed: its latest callback, or its
 	// creation before any.
 	UpdatedAt time.Time
 	// Overdue is the work's endpoint's expectations.
-	Overdue agentowl.EndpointOverdue
+	Overdue EndpointOverdue
 	// HandoffDeliveredAt is when its handoff message was acknowledged (nil
 	// while undelivered).
 	HandoffDeliveredAt *time.Time
@@ -107,23 +105,23 @@ type PurgeResult struct {
 
 // Maintenance is the persistence of the maintenance scheduler and its
 // jobs, implemented by Tx. The caller is internal/maintenance.
-type Maintenance interface {
+type MaintenanceStore interface {
 	// LeaseAcquire gives the lease name to owner until until if it is free,
 	// lapsed at now, or already owner's (a renewal), and returns the lease
 	// as it stands afterwards: owner's, or the other holder's.
-	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (*agentowl.Lease, error)
+	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (*Lease, error)
 	// LeaseRelease ends owner's lease name at now; another owner's lease is
 	// left alone.
 	LeaseRelease(ctx context.Context, name, owner string, now time.Time) error
 	// LeaseGet returns the lease name, lapsed or not; ErrNotFound if it was
 	// never taken.
-	LeaseGet(ctx context.Context, name string) (*agentowl.Lease, error)
+	LeaseGet(ctx context.Context, name string) (*Lease, error)
 
 	// JobRecord records a job's run: it replaces the latest run and adds
 	// to the totals (Runs and Failures of r are ignored).
-	JobRecord(ctx context.Context, r *agentowl.JobRun) error
+	JobRecord(ctx context.Context, r *JobRun) error
 	// JobList returns every job's record by name.
-	JobList(ctx context.Context) ([]*agentowl.JobRun, error)
+	JobList(ctx context.Context) ([]*JobRun, error)
 
 	// OpenWorkScan returns up to Limit non-terminal work items with IDs
 	// after AfterID, by ID, with the facts of the overdue rules.

@@ -1,10 +1,8 @@
-package store
+package agentowl
 
 import (
 	"context"
 	"time"
-
-	"github.com/agentowl/agentowl"
 )
 
 // ConversationListParams filters ConversationList. Results are the most
@@ -16,7 +14,7 @@ type ConversationListParams struct {
 	Status    string // optional: agentowl.ConversationOpen or agentowl.ConversationEnded
 	// After, when set, is the last conversation of the previous page (its
 	// LastEventAt and ID).
-	After *agentowl.Cursor
+	After *Cursor
 	Limit int
 }
 
@@ -26,7 +24,7 @@ type EventListParams struct {
 	ConversationID string
 	// After, when set, is the last event of the previous page (its
 	// ReceivedAt and ID).
-	After *agentowl.Cursor
+	After *Cursor
 	Limit int
 }
 
@@ -34,11 +32,11 @@ type EventListParams struct {
 // creating, threading, ending, listing, and moving an event (with its work)
 // to another conversation. Implemented by Tx; callers are internal/ingress
 // and internal/work.
-type Conversations interface {
+type ConversationStore interface {
 	// ConversationList lists a tenant's conversations (ConversationListParams).
-	ConversationList(ctx context.Context, p ConversationListParams) ([]*agentowl.Conversation, error)
+	ConversationList(ctx context.Context, p ConversationListParams) ([]*Conversation, error)
 	// EventList lists a conversation's events (EventListParams).
-	EventList(ctx context.Context, p EventListParams) ([]*agentowl.Event, error)
+	EventList(ctx context.Context, p EventListParams) ([]*Event, error)
 	// EventCountByConversation counts a conversation's events.
 	EventCountByConversation(ctx context.Context, conversationID string) (int, error)
 	// EventMove puts an event in another conversation, with its follow-up
@@ -58,11 +56,11 @@ type Conversations interface {
 
 	// ConversationCreate inserts a conversation; ErrConflict if its key is
 	// taken by an open conversation of the same binding.
-	ConversationCreate(ctx context.Context, c *agentowl.Conversation) error
-	ConversationGet(ctx context.Context, id string) (*agentowl.Conversation, error)
+	ConversationCreate(ctx context.Context, c *Conversation) error
+	ConversationGet(ctx context.Context, id string) (*Conversation, error)
 	// ConversationGetOpenByKey finds the open conversation of a binding
 	// with key.
-	ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*agentowl.Conversation, error)
+	ConversationGetOpenByKey(ctx context.Context, bindingID, key string) (*Conversation, error)
 	// ConversationTouch records a new event at lastEventAt.
 	ConversationTouch(ctx context.Context, id string, lastEventAt time.Time) error
 	// ConversationEnd ends an open conversation at at; ErrNotFound if there
@@ -76,7 +74,7 @@ type Conversations interface {
 	ConversationSetSession(ctx context.Context, id, sessionID string) error
 	// EventCreate inserts an event; ErrConflict if its binding already has
 	// an event with the same dedupe key.
-	EventCreate(ctx context.Context, e *agentowl.Event) error
-	EventGet(ctx context.Context, id string) (*agentowl.Event, error)
-	EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*agentowl.Event, error)
+	EventCreate(ctx context.Context, e *Event) error
+	EventGet(ctx context.Context, id string) (*Event, error)
+	EventGetByDedupeKey(ctx context.Context, bindingID, key string) (*Event, error)
 }

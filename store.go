@@ -1,14 +1,18 @@
-// Package store defines the persistence interfaces of AgentOwl. The sqlite
-// and postgres packages implement them with the same behaviour, proven by the
-// storetest conformance suite. Stores hold SQL and never business rules.
-package store
+package agentowl
+
+// The store seam (store*.go): the persistence interfaces the use-cases
+// depend on, declared beside the records they persist, as the domain's
+// ports. internal/store/sqlstore implements them for SQLite and PostgreSQL
+// with the same behaviour, proven by the internal/store/storetest
+// conformance suite. Stores hold SQL and never business rules. The
+// interfaces live here rather than in a package of their own so that the
+// faces (httpapi, console, CLI) depend on the domain and the use-cases
+// only, never on persistence (architecture_test.go).
 
 import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/agentowl/agentowl"
 )
 
 // Sentinel errors. Stores interpret driver errors by type or code, never by
@@ -19,9 +23,6 @@ var (
 	// ErrConflict: a uniqueness constraint rejected the write, or a guarded
 	// update matched no row in the expected state.
 	ErrConflict = errors.New("store: conflict")
-	// ErrUnavailable is agentowl.ErrUnavailable: the faces tell it from other
-	// failures without importing the store.
-	ErrUnavailable = agentowl.ErrUnavailable
 )
 
 // Store opens transactions. Write transactions are serializable with respect
@@ -52,30 +53,30 @@ type Store interface {
 // Tx is one transaction's view of every aggregate: one small interface
 // per area, each implemented by the sqlstore package for both dialects.
 type Tx interface {
-	Identity
-	Provider
-	Audit
-	KeyRotation
-	Counters
-	Outbox
-	Slots
-	Engines
-	Endpoints
-	AgentWork
-	Attention
-	Attachments
-	EmailThreads
-	Maintenance
-	Operations
-	Notifications
-	ConsoleSessions
-	Conversations
-	MailDomains
+	IdentityStore
+	ProviderStore
+	AuditStore
+	KeyRotationStore
+	CounterStore
+	OutboxStore
+	SlotStore
+	EngineStore
+	EndpointStore
+	AgentWorkStore
+	AttentionStore
+	AttachmentStore
+	EmailThreadStore
+	MaintenanceStore
+	OperationStore
+	NotificationStore
+	ConsoleSessionStore
+	ConversationStore
+	MailDomainStore
 }
 
 // Counters are the fixed-window counters behind the rate limits shared by
 // replicas (internal/ratelimit). Implemented by Tx.
-type Counters interface {
+type CounterStore interface {
 	// CounterAdd adds delta to the counter of key in the window starting at
 	// windowStart and returns the new total.
 	CounterAdd(ctx context.Context, key string, windowStart time.Time, delta int64) (int64, error)

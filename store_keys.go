@@ -1,4 +1,4 @@
-package store
+package agentowl
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 // previous keys only open) and ends the rotation once no value sealed by
 // another key remains. Implemented by Tx. (The key check values themselves
 // are checked when a store opens: sqlstore.PrepareSecrets.)
-type KeyRotation interface {
+type KeyRotationStore interface {
 	// SecretsReseal re-seals up to limit sealed values the current key did
 	// not seal, in the sealed columns' order from after on, and returns
 	// how many it re-sealed and where the next batch starts (Done when

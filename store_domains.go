@@ -1,24 +1,22 @@
-package store
+package agentowl
 
 import (
 	"context"
-
-	"github.com/agentowl/agentowl"
 )
 
 // MailDomains are the mail domains (and single named addresses) assigned
 // to tenants, which their smtp bindings may receive at (internal/ingress
 // holds the rule). Implemented by Tx.
-type MailDomains interface {
+type MailDomainStore interface {
 	// MailDomainCreate assigns d.Domain to d.TenantID; ErrConflict if it is
 	// assigned already (to any tenant).
-	MailDomainCreate(ctx context.Context, d *agentowl.MailDomain) error
+	MailDomainCreate(ctx context.Context, d *MailDomain) error
 	// MailDomainGet returns the assignment of domain (a host name or an
 	// address, lower-case); ErrNotFound if it has none.
-	MailDomainGet(ctx context.Context, domain string) (*agentowl.MailDomain, error)
+	MailDomainGet(ctx context.Context, domain string) (*MailDomain, error)
 	// MailDomainList lists the assignments of one tenant, or of every
 	// tenant for tenantID "", ordered by domain.
-	MailDomainList(ctx context.Context, tenantID string) ([]*agentowl.MailDomain, error)
+	MailDomainList(ctx context.Context, tenantID string) ([]*MailDomain, error)
 	// MailDomainDelete removes domain's assignment; ErrNotFound if it has
 	// none. Bindings already at it are kept.
 	MailDomainDelete(ctx context.Context, domain string) error
@@ -26,7 +24,7 @@ type MailDomains interface {
 	// assigned to their tenant neither itself nor by its domain: those
 	// made before domains were assigned, or whose domain was removed or
 	// given to another tenant since.
-	BindingListOutsideDomains(ctx context.Context, p OutsideDomainsParams) ([]*agentowl.Binding, error)
+	BindingListOutsideDomains(ctx context.Context, p OutsideDomainsParams) ([]*Binding, error)
 }
 
 // OutsideDomainsParams filters BindingListOutsideDomains; results are
