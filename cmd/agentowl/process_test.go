@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,12 +23,37 @@ import (
 // SIGKILL and start it again, with its egress pointed at local HTTPS
 // receivers of the test.
 
-// buildAgentowl builds the binary under test.
+// binDir holds what the test process builds once; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentowl-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// built is the binary under test, built once per test process: go build
+// links anew on every call, which costs seconds a test.
+var built = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "agentowl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// buildAgentowl returns the binary under test (built once per process).
 func buildAgentowl(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentowl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := built()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -69,6 +69,29 @@ func (e *env) service(cfg attachment.Config) *attachment.Service {
 	return svc
 }
 
+// commitUpload commits u as the attachments of a new webhook event in a
+// conversation of its own, as ingress does, and returns the event (its ID
+// set even when the commit fails).
+func (e *env) commitUpload(u *attachment.Upload) (*agentowl.Event, error) {
+	ev := &agentowl.Event{ID: agentowl.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
+		Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
+	return ev, e.st.Write(e.ctx, func(tx agentowl.Tx) error {
+		conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
+			CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
+		ev.ConversationID = conv.ID
+		if err := tx.ConversationCreate(e.ctx, conv); err != nil {
+			return err
+		}
+		if err := u.PrepareTx(e.ctx, tx, ev); err != nil {
+			return err
+		}
+		if err := tx.EventCreate(e.ctx, ev); err != nil {
+			return err
+		}
+		return u.RecordTx(e.ctx, tx)
+	})
+}
+
 func (e *env) write(fn func(tx agentowl.Tx) error) {
 	e.t.Helper()
 	if err := e.st.Write(e.ctx, fn); err != nil {
@@ -390,23 +413,10 @@ func TestQuotaRaceAtCommit(t *testing.T) {
 			t.Fatalf("objects while streaming %v", keys)
 		}
 		commit := func(u *attachment.Upload) *agentowl.Event {
-			ev := &agentowl.Event{ID: agentowl.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
-				Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
-			e.write(func(tx agentowl.Tx) error {
-				conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
-					CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
-				ev.ConversationID = conv.ID
-				if err := tx.ConversationCreate(e.ctx, conv); err != nil {
-					return err
-				}
-				if err := u.PrepareTx(e.ctx, tx, ev); err != nil {
-					return err
-				}
-				if err := tx.EventCreate(e.ctx, ev); err != nil {
-					return err
-				}
-				return u.RecordTx(e.ctx, tx)
-			})
+			ev, err := e.commitUpload(u)
+			if err != nil {
+				t.Fatal(err)
+			}
 			u.Finish(e.ctx, true)
 			return ev
 		}
@@ -627,23 +637,7 @@ func TestSweptUploadCannotCommit(t *testing.T) {
 		if n, err := e.svc.SweepOrphans(e.ctx, e.clock.Now()); err != nil || n != 1 {
 			t.Fatalf("sweep: %d, %v", n, err)
 		}
-		ev := &agentowl.Event{ID: agentowl.NewID("evt"), TenantID: e.tenant, BindingID: e.b.ID, Channel: "webhook", ReceivedAt: e.clock.Now(),
-			Headers: map[string][]string{}, Payload: json.RawMessage(`{}`)}
-		err = e.st.Write(e.ctx, func(tx agentowl.Tx) error {
-			conv := &agentowl.Conversation{ID: agentowl.NewID("conv"), TenantID: e.tenant, BindingID: e.b.ID, Status: "open",
-				CreatedAt: ev.ReceivedAt, LastEventAt: ev.ReceivedAt}
-			ev.ConversationID = conv.ID
-			if err := tx.ConversationCreate(e.ctx, conv); err != nil {
-				return err
-			}
-			if err := u.PrepareTx(e.ctx, tx, ev); err != nil {
-				return err
-			}
-			if err := tx.EventCreate(e.ctx, ev); err != nil {
-				return err
-			}
-			return u.RecordTx(e.ctx, tx)
-		})
+		ev, err := e.commitUpload(u)
 		wantCode(t, "commit after the sweep", agentowl.ErrorCode(err), agentowl.ECodeUnavailable)
 		u.Finish(e.ctx, false)
 		if err := e.st.Read(e.ctx, func(tx agentowl.Tx) error {

@@ -148,24 +148,10 @@ func parseS3URL(u *url.URL) (*s3Options, error) {
 			o.rateLimit = uint(n)
 		case "request_checksum_calculation":
 			o.requestChecksumSet = true
-			switch strings.ToLower(v) {
-			case "when_supported":
-				o.requestChecksum = aws.RequestChecksumCalculationWhenSupported
-			case "when_required":
-				o.requestChecksum = aws.RequestChecksumCalculationWhenRequired
-			default:
-				err = errors.New("not when_supported or when_required")
-			}
+			o.requestChecksum, err = checksumMode(v, aws.RequestChecksumCalculationWhenSupported, aws.RequestChecksumCalculationWhenRequired)
 		case "response_checksum_validation":
 			o.responseChecksumValidSet = true
-			switch strings.ToLower(v) {
-			case "when_supported":
-				o.responseChecksum = aws.ResponseChecksumValidationWhenSupported
-			case "when_required":
-				o.responseChecksum = aws.ResponseChecksumValidationWhenRequired
-			default:
-				err = errors.New("not when_supported or when_required")
-			}
+			o.responseChecksum, err = checksumMode(v, aws.ResponseChecksumValidationWhenSupported, aws.ResponseChecksumValidationWhenRequired)
 		case "awssdk":
 		default:
 			return nil, fmt.Errorf("unknown option %q", name)
@@ -457,4 +443,17 @@ func (s *spool) close() {
 		s.f = nil
 	}
 	s.buf = nil
+}
+
+// checksumMode reads an option's when_supported or when_required as the
+// SDK's setting of that name.
+func checksumMode[T any](v string, supported, required T) (T, error) {
+	switch strings.ToLower(v) {
+	case "when_supported":
+		return supported, nil
+	case "when_required":
+		return required, nil
+	}
+	var zero T
+	return zero, errors.New("not when_supported or when_required")
 }

@@ -62,16 +62,23 @@ func (r *slowReceiver) distinct() int {
 }
 
 // Issue 25's reproduction, on the real clock: a receiver that answers every
-// message after 200 ms, destination concurrency 4, 1,000 messages. Before
-// the fix, slots renewed while an attempt held them (after about 15 s) were
-// never released, and delivery stopped for good with about 300 delivered.
-// Every message must arrive, once, at the rate the concurrency allows (4
-// in flight / 0.2 s = 20/s, ±25 %), and at the end the engine holds no slot
-// that no attempt uses.
+// message after 200 ms, destination concurrency 4. Before the fix, slots
+// renewed while an attempt held them were never released, and delivery
+// stopped for good (with the default 30 s lease, after about 15 s and 300
+// messages). The engine here leases for 8 s, so slots are renewed every few
+// seconds and 240 messages (12 s at the 20/s the concurrency allows) see
+// several renewals of every slot. Every message must arrive, once, within
+// twice the time the concurrency needs (a leak of half the slots or more,
+// or a stall, misses it), with never more than 4 in flight, and at the end
+// the engine holds no slot that no attempt uses. The rate itself is logged,
+// not asserted: throughput is BENCHMARKS.md's (agentowl-bench stall runs
+// the 1,000-message reproduction against the binary).
 func TestEngineSlowReceiverNeverStalls(t *testing.T) {
-	const total, concurrency, delay = 1000, 4, 200 * time.Millisecond
+	t.Parallel() // it waits on the receiver's pace, not the CPU
+	const total, concurrency, delay = 240, 4, 200 * time.Millisecond
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
 			st := b.Open(t)
 			clock := agentowl.SystemClock{}
 			tenant := uuid.NewString()
@@ -98,7 +105,7 @@ func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, err := delivery.New(st, clock, rcv.srv.Client(), delivery.Config{PerHostConcurrency: concurrency},
+			e, err := delivery.New(st, clock, rcv.srv.Client(), delivery.Config{PerHostConcurrency: concurrency, Lease: 8 * time.Second, AttemptTimeout: 2 * time.Second},
 				slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				t.Fatal(err)
@@ -130,9 +137,6 @@ func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 			}
 			rate, ceiling := float64(total)/elapsed.Seconds(), float64(concurrency)/delay.Seconds()
 			t.Logf("%d delivered in %s: %.1f/s of the %.0f/s the concurrency allows", total, elapsed.Round(time.Millisecond), rate, ceiling)
-			if rate < 0.75*ceiling || rate > 1.25*ceiling {
-				t.Errorf("rate %.1f/s, want %.0f/s ±25%%", rate, ceiling)
-			}
 			// Slots held = attempts in flight (+ idle ones handed back
 			// within a moment): none is held without an attempt.
 			waitFor(t, "the last outcomes recorded and idle slots handed back", func() bool {
