@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,12 +197,5 @@ func FreshPostgresURL(t testing.TB) string {
 			db.Close()
 		}
 	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("postgres url: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return withSearchPath(t, base, schema)
 }

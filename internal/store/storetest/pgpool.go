@@ -47,14 +47,23 @@ func MigratedPostgresURL(t testing.TB) string {
 }
 
 func withSearchPath(t testing.TB, base, schema string) string {
-	u, err := url.Parse(base)
+	u, err := searchPath(base, schema)
 	if err != nil {
 		t.Fatalf("postgres url: %v", err)
+	}
+	return u
+}
+
+// searchPath is the database URL base with search_path set to schema.
+func searchPath(base, schema string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", err
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), nil
 }
 
 // pgPool is one test process's pool of migrated schemas.
@@ -126,14 +135,11 @@ func (p *pgPool) take() (string, error) {
 	if _, err := p.admin.Exec("CREATE SCHEMA " + schema); err != nil {
 		return "", fmt.Errorf("create schema: %w", err)
 	}
-	u, err := url.Parse(p.base)
+	u, err := searchPath(p.base, schema)
 	if err != nil {
 		return "", err
 	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	s, err := postgres.Open(context.Background(), u.String(), nil)
+	s, err := postgres.Open(context.Background(), u, nil)
 	if err != nil {
 		return "", err
 	}
