@@ -28,7 +28,7 @@ func TestSoak(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/agentowl/agentowl/cmd/agentowl").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	base := soakConfig{servers: servers{Binary: bin}, Duration: 60 * time.Second, Rate: 10, Tenants: 2, Drain: 3 * time.Minute, Kill: true}
+	base := soakConfig{servers: servers{Binary: bin}, Duration: 30 * time.Second, Rate: 10, Tenants: 2, Drain: 3 * time.Minute, Kill: true}
 
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()

@@ -122,6 +122,23 @@ func (p *Principal) Tenant(name string, role agentowl.Role) (*agentowl.Membershi
 	return m, nil
 }
 
+// ReadAs reads for p in tenant, which p must see with at least role: the
+// shape of every list and lookup a member or an admin may call. read gets
+// the membership, so that it reads only that tenant's rows.
+func ReadAs[T any](ctx context.Context, st agentowl.Store, p *Principal, tenant string, role agentowl.Role,
+	read func(tx agentowl.Tx, m *agentowl.Membership) (T, error)) (T, error) {
+	var out T
+	m, err := p.Tenant(tenant, role)
+	if err != nil {
+		return out, err
+	}
+	err = st.Read(ctx, func(tx agentowl.Tx) (err error) {
+		out, err = read(tx, m)
+		return err
+	})
+	return out, err
+}
+
 // Audit appends an audit entry for a configuration change in tx.
 func Audit(ctx context.Context, tx agentowl.Tx, at time.Time, tenantID string, p *Principal, action, target string, details map[string]any) error {
 	return tx.AuditAppend(ctx, &agentowl.AuditEntry{

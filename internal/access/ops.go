@@ -220,16 +220,9 @@ func (s *Service) CreateOperator(ctx context.Context, p *Principal, tenant, name
 
 // ListOperators lists a tenant's operators. Members may.
 func (s *Service) ListOperators(ctx context.Context, p *Principal, tenant string) ([]*agentowl.Operator, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out []*agentowl.Operator
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tx.OperatorListByTenant(ctx, m.TenantID)
-		return err
+	return ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) ([]*agentowl.Operator, error) {
+		return tx.OperatorListByTenant(ctx, m.TenantID)
 	})
-	return out, err
 }
 
 // IssuedToken is a token record and its secret, shown once.
@@ -358,16 +351,9 @@ func (s *Service) RevokeToken(ctx context.Context, p *Principal, tenant string, 
 
 // ListAudit returns a tenant's audit log, newest first. Admin only.
 func (s *Service) ListAudit(ctx context.Context, p *Principal, tenant string, limit int) ([]*agentowl.AuditEntry, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
-	if err != nil {
-		return nil, err
-	}
-	var out []*agentowl.AuditEntry
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tx.AuditList(ctx, agentowl.AuditListParams{TenantID: m.TenantID, Limit: limit})
-		return err
+	return ReadAs(ctx, s.store, p, tenant, agentowl.RoleAdmin, func(tx agentowl.Tx, m *agentowl.Membership) ([]*agentowl.AuditEntry, error) {
+		return tx.AuditList(ctx, agentowl.AuditListParams{TenantID: m.TenantID, Limit: limit})
 	})
-	return out, err
 }
 
 // SystemAdmin checks that p is an admin of the system tenant, as the

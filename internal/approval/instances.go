@@ -397,16 +397,9 @@ func (s *Service) DeleteInstance(ctx context.Context, p *access.Principal, id st
 // TenantInstances lists the live instances of the tenant named tenant, for
 // its members.
 func (s *Service) TenantInstances(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Instance, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out []*agentowl.Instance
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tx.InstanceList(ctx, m.TenantID)
-		return err
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) ([]*agentowl.Instance, error) {
+		return tx.InstanceList(ctx, m.TenantID)
 	})
-	return out, err
 }
 
 // TenantInstance returns one instance of the tenant named tenant, deleted

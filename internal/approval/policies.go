@@ -61,16 +61,9 @@ func (s *Service) CreatePolicy(ctx context.Context, p *access.Principal, tenant 
 // ListPolicies returns the rules of the tenant named tenant in evaluation
 // order, for its members.
 func (s *Service) ListPolicies(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Policy, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out []*agentowl.Policy
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tx.PolicyList(ctx, m.TenantID, "")
-		return err
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) ([]*agentowl.Policy, error) {
+		return tx.PolicyList(ctx, m.TenantID, "")
 	})
-	return out, err
 }
 
 // DeletePolicy removes a rule of the tenant named tenant; admins only.

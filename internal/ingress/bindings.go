@@ -241,16 +241,9 @@ func hostName(s string) bool {
 
 // ListBindings lists a tenant's live bindings. Members may.
 func (s *Service) ListBindings(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Binding, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out []*agentowl.Binding
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tx.BindingList(ctx, m.TenantID)
-		return err
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) ([]*agentowl.Binding, error) {
+		return tx.BindingList(ctx, m.TenantID)
 	})
-	return out, err
 }
 
 // tenantBinding reads a live binding of membership m; not found names the
@@ -265,16 +258,9 @@ func tenantBinding(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, 
 
 // InspectBinding returns a live binding of the tenant. Members may.
 func (s *Service) InspectBinding(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.Binding, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out *agentowl.Binding
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tenantBinding(ctx, tx, m, id)
-		return err
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) (*agentowl.Binding, error) {
+		return tenantBinding(ctx, tx, m, id)
 	})
-	return out, err
 }
 
 // DeleteBinding retires a binding: its URL or address stops accepting

@@ -427,16 +427,9 @@ const deliveredGrace = 24 * time.Hour
 
 // ListEndpoints lists a tenant's live endpoints. Members may.
 func (s *Service) ListEndpoints(ctx context.Context, p *access.Principal, tenant string) ([]*agentowl.Endpoint, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out []*agentowl.Endpoint
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tx.EndpointList(ctx, m.TenantID)
-		return err
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) ([]*agentowl.Endpoint, error) {
+		return tx.EndpointList(ctx, m.TenantID)
 	})
-	return out, err
 }
 
 // EndpointView is an endpoint with its runtime credentials.
