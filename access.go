@@ -147,4 +147,12 @@ type AuditEntry struct {
 	Target    string
 	RequestID string
 	Details   map[string]any
+	// The tenant's hash chain (internal/auditchain): the entry's place in
+	// it from 1 (0 for one written past the chain), the hash it chains to
+	// and its own. AuditAppend sets them with ID, after the commit.
+	Seq            int64
+	PrevHash, Hash []byte
+	// DetailsJSON is Details as stored, the text the chain's hash covers;
+	// set by AuditChainList.
+	DetailsJSON []byte
 }

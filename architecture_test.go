@@ -66,15 +66,18 @@ func TestArchitectureLayers(t *testing.T) {
 	}
 	// allowed lists, per package, every package of the module it may import.
 	allowed := map[string][]string{
-		"agentwork":  {},
-		"webhook":    {},
-		"ijson":      {},
+		"agentwork": {},
+		"webhook":   {},
+		"ijson":     {},
+		// Attestations: verified with agentwork's canonical JSON (arguments
+		// digests), like agentwork a public protocol package.
+		"attest":     {"agentwork"},
 		"":           {"agentwork"},
-		"workclient": {"agentwork", "webhook"},
-		"aap":        {"webhook", "ijson"},
+		"workclient": {"agentwork", "webhook", "attest"},
+		"aap":        {"webhook", "ijson", "attest"},
 		// The MCP gateway is a harness: it stands on the kit alone (its
 		// command picks the store) and the JSON rule every surface shares.
-		"internal/mcpgateway": {"aap", "ijson"},
+		"internal/mcpgateway": {"aap", "ijson", "attest"},
 	}
 	for p, may := range allowed {
 		imps, ok := graph[p]
@@ -100,7 +103,7 @@ func TestArchitectureLayers(t *testing.T) {
 				why = "only the assembly picks a concrete store; the rest use the agentowl.Store interface"
 			case under(p, "examples") && under(imp, "internal"):
 				why = "examples use only the public packages"
-			case (under(p, "internal") || under(p, "agentwork") || under(p, "webhook") || under(p, "workclient") || under(p, "aap") || p == "") &&
+			case (under(p, "internal") || under(p, "agentwork") || under(p, "attest") || under(p, "webhook") || under(p, "workclient") || under(p, "aap") || p == "") &&
 				(under(imp, "cmd") || under(imp, "examples")):
 				why = "libraries never import commands or examples"
 			}

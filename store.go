@@ -56,6 +56,7 @@ type Tx interface {
 	IdentityStore
 	ProviderStore
 	AuditStore
+	AuditChainStore
 	KeyRotationStore
 	CounterStore
 	OutboxStore
@@ -72,6 +73,9 @@ type Tx interface {
 	ConsoleSessionStore
 	ConversationStore
 	MailDomainStore
+	AttestationStore
+	OperatorViewStore
+	ConsoleViewStore
 }
 
 // Counters are the fixed-window counters behind the rate limits shared by

@@ -31,6 +31,12 @@ type AdapterConfig struct {
 	Clock Clock
 	// Logger receives one line per outcome. Defaults to discarding.
 	Logger *slog.Logger
+	// Attestations, if set, makes the adapter verify the provider's signed
+	// attestation of each approval (AgentOwl, docs/attestations.md) before
+	// the call runs; a call whose attestation is missing or does not match
+	// never runs. Nil: the approval read back from the provider is enough,
+	// as with any AAP provider.
+	Attestations *AttestationCheck
 }
 
 // Adapter is the execution boundary of an asynchronous harness: a tool call
@@ -38,12 +44,15 @@ type AdapterConfig struct {
 // from the provider is approved and its decision.expires_at has not passed.
 // Every step is saved before the next one starts, so any process may die at
 // any point and a new Adapter over the same store carries on (Recover).
+// With AdapterConfig.Attestations it also verifies the provider's signed
+// attestation of the approval against the exact call before it runs.
 type Adapter struct {
 	provider Provider
 	store    ExecutionStore
 	run      ToolFunc
 	clock    Clock
 	log      *slog.Logger
+	attest   *attestations // nil: approvals are not verified
 }
 
 // NewAdapter returns an Adapter for cfg.
@@ -54,6 +63,12 @@ func NewAdapter(cfg AdapterConfig) (*Adapter, error) {
 	a := &Adapter{provider: cfg.Provider, store: cfg.Store, run: cfg.Run, clock: clockOr(cfg.Clock), log: cfg.Logger}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Attestations != nil {
+		var err error
+		if a.attest, err = newAttestations(cfg.Attestations, cfg.Provider, a.clock); err != nil {
+			return nil, err
+		}
 	}
 	return a, nil
 }
@@ -225,11 +240,35 @@ func (a *Adapter) start(ctx context.Context, e *Execution, expires time.Time) (*
 }
 
 // startFrom marks e started (from state from, saving requestID if not
-// empty) and runs it once, if its approval is still valid.
+// empty) and runs it once, if its approval is still valid (and, with an
+// AttestationCheck, its attestation verifies).
 func (a *Adapter) startFrom(ctx context.Context, e *Execution, from ExecState, requestID string, expires time.Time) (*Execution, error) {
 	expired := "approval expired at " + expires.Format(time.RFC3339) + " before the call could start"
 	if !a.clock.Now().Before(expires) {
 		return a.end(ctx, e, []ExecState{from}, ExecNotRun, expired)
+	}
+	var proof *verified
+	if a.attest != nil {
+		id := requestID
+		if id == "" {
+			id = e.RequestID
+		}
+		var err error
+		proof, err = a.attest.verify(ctx, e, id)
+		var r *attestRefusal
+		if errors.As(err, &r) {
+			return a.endChange(ctx, e, []ExecState{from}, Change{State: ExecNotRun, RequestID: requestID, Reason: r.reason, At: a.clock.Now()})
+		}
+		if err != nil {
+			a.log.Warn("aap: the approval's attestation could not be checked yet; the call waits", "key", e.Key, "request_id", id, "err", err)
+			return e, err
+		}
+		// The attestation's expiry binds too (it is the approval's).
+		if proof.doc.ExpiresAt.Before(expires) {
+			expires = proof.doc.ExpiresAt
+			expired = "attested approval expired at " + expires.Format(time.RFC3339) + " before the call could start"
+		}
+		ctx = context.WithValue(ctx, verifiedKey{}, *proof)
 	}
 	ok, err := a.store.Transition(ctx, e.Key, []ExecState{from}, Change{State: ExecStarted, RequestID: requestID, At: a.clock.Now()})
 	if err != nil || !ok {
@@ -247,7 +286,11 @@ func (a *Adapter) startFrom(ctx context.Context, e *Execution, from ExecState, r
 	if !a.clock.Now().Before(expires) {
 		return a.end(ctx, e, []ExecState{ExecStarted}, ExecNotRun, expired)
 	}
-	a.log.Info("aap: running approved call", "key", e.Key, "request_id", e.RequestID, "tool", e.Call.Tool)
+	if proof != nil {
+		a.log.Info("aap: running approved call", "key", e.Key, "request_id", e.RequestID, "tool", e.Call.Tool, "attestation", proof.doc.ID)
+	} else {
+		a.log.Info("aap: running approved call", "key", e.Key, "request_id", e.RequestID, "tool", e.Call.Tool)
+	}
 	result, runErr := a.run(ctx, e)
 	c := Change{State: ExecFinished, Result: result, At: a.clock.Now()}
 	if runErr != nil {
@@ -266,15 +309,23 @@ func (a *Adapter) startFrom(ctx context.Context, e *Execution, from ExecState, r
 
 // end moves e from one of from to a final state with reason.
 func (a *Adapter) end(ctx context.Context, e *Execution, from []ExecState, state ExecState, reason string) (*Execution, error) {
-	ok, err := a.store.Transition(ctx, e.Key, from, Change{State: state, Reason: reason, At: a.clock.Now()})
+	return a.endChange(ctx, e, from, Change{State: state, Reason: reason, At: a.clock.Now()})
+}
+
+// endChange moves e from one of from to the final state of c.
+func (a *Adapter) endChange(ctx context.Context, e *Execution, from []ExecState, c Change) (*Execution, error) {
+	ok, err := a.store.Transition(ctx, e.Key, from, c)
 	if err != nil {
 		return e, err
 	}
 	if !ok {
 		return a.store.GetExecution(ctx, e.Key)
 	}
-	a.log.Info("aap: call will not run", "key", e.Key, "request_id", e.RequestID, "reason", reason)
-	e.State, e.Reason = state, reason
+	if c.RequestID != "" {
+		e.RequestID = c.RequestID
+	}
+	a.log.Info("aap: call will not run", "key", e.Key, "request_id", e.RequestID, "reason", c.Reason)
+	e.State, e.Reason = c.State, c.Reason
 	return e, nil
 }
 

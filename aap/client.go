@@ -395,6 +395,32 @@ func (c *Client) CancelRequest(ctx context.Context, id string) (*Request, error)
 	return checkID(ParseRequest(data))(id)
 }
 
+// RequestAttestation reads the attestation of a decided request: AgentOwl's
+// extension route GET /v1/requests/{id}/attestation (instance credential,
+// docs/attestations.md), outside AAP's /v1 contract. It returns the compact
+// JWS, to verify with package attest before acting on it. A request without
+// one (pending, expired, cancelled, or a provider that signs none) is an
+// *APIError with StatusCode 404.
+func (c *Client) RequestAttestation(ctx context.Context, id string) (string, error) {
+	if !validUUID(id) {
+		return "", fmt.Errorf("aap: request ID %q is not a UUID", id)
+	}
+	data, _, err := c.do(ctx, http.MethodGet, "/v1/requests/"+url.PathEscape(id)+"/attestation", nil, nil)
+	if err != nil {
+		return "", err
+	}
+	// An extension answer, not the strict contract: the provider may add
+	// members (AgentOwl adds the key ID, the times and the JWKS URL); only
+	// the token is used, and it is verified, not trusted.
+	var out struct {
+		Attestation *string `json:"attestation"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || out.Attestation == nil || *out.Attestation == "" {
+		return "", fmt.Errorf("%w: the attestation answer carries no attestation", ErrInvalidResponse)
+	}
+	return *out.Attestation, nil
+}
+
 func checkID(r *Request, err error) func(id string) (*Request, error) {
 	return func(id string) (*Request, error) {
 		if err != nil {

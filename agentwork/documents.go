@@ -150,6 +150,11 @@ type Decision struct {
 	ExpectedActionDigest string `json:"expected_action_digest,omitempty"`
 	DecidedAt            string `json:"decided_at"`
 	RequestExpiresAt     string `json:"request_expires_at"`
+	// Attestation is the provider's signed attestation of this decision,
+	// a compact JWS that package attest verifies (docs/attestations.md).
+	// Additive in agent-work.v1: optional, absent when the provider signs
+	// none; a receiver that does not check it ignores it.
+	Attestation string `json:"attestation,omitempty"`
 }
 
 // Acceptance is the only answer to a decision push that records a

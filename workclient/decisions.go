@@ -53,6 +53,12 @@ type DecisionReceiver struct {
 	Secrets []string
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// Attestations, when set, makes Receive refuse a decision whose
+	// attestation is missing or does not verify against the document
+	// itself (its expected_action_digest as the action). Before acting on
+	// an approval, compare it with the action about to run: Attestations.Verify
+	// with the runtime's own action digest does both.
+	Attestations *DecisionVerifier
 
 	mu   sync.Mutex
 	seen map[string]bool
@@ -100,6 +106,11 @@ func (d *DecisionReceiver) Receive(r *http.Request) (*Decision, error) {
 	exp, err := time.Parse(time.RFC3339Nano, dec.RequestExpiresAt)
 	if err != nil {
 		return nil, ErrNotDecision
+	}
+	if v := d.Attestations; v != nil {
+		if _, err := v.Verify(r.Context(), &dec, dec.ExpectedActionDigest); err != nil {
+			return &dec, fmt.Errorf("workclient: decision %s: %w", dec.DecisionID, err)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -112,10 +112,19 @@ func TestGoldenDecisions(t *testing.T) {
 	t.Parallel()
 	secret := webhook.NewSecret()
 	const bearer = "bearer-0123456789abcdef"
-	rcv := &workclient.DecisionReceiver{BearerSecret: bearer, Secrets: []string{secret}, Now: func() time.Time { return now }}
+	// Each decision is pushed when it is decided (the vectors are decided
+	// at different times).
+	var at time.Time
+	rcv := &workclient.DecisionReceiver{BearerSecret: bearer, Secrets: []string{secret}, Now: func() time.Time { return at }}
 	for _, v := range agentworktest.Typed(t, agentworktest.Decision) {
+		var decided workclient.Decision
+		agentworktest.DecodeStrict(t, v, &decided)
+		var err error
+		if at, err = time.Parse(time.RFC3339Nano, decided.DecidedAt); err != nil {
+			t.Fatalf("%s: decided_at: %v", v.Name, err)
+		}
 		r := httptest.NewRequest(http.MethodPost, "/decisions", strings.NewReader(v.Input))
-		r.Header = signed(t, secret, "msg-"+v.Name, now, v.Input)
+		r.Header = signed(t, secret, "msg-"+v.Name, at, v.Input)
 		r.Header.Set("Authorization", "Bearer "+bearer)
 		d, err := rcv.Receive(r)
 		if err != nil {

@@ -45,7 +45,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&c.url, "url", "", "server URL (env AGENTOWL_URL, default http://127.0.0.1:8470)")
 	pf.StringVar(&c.token, "token", "", "operator token (env AGENTOWL_TOKEN)")
 	root.AddCommand(c.serveCommand(), c.adminCommand(), c.versionCommand(), c.secretsCommand())
-	root.AddCommand(c.receiverCommand(), c.mcpGatewayCommand())
+	root.AddCommand(c.receiverCommand(), c.mcpGatewayCommand(), c.conformanceCommand())
+	root.AddCommand(c.attestationCommands()...)
 	// --version prints what `agentowl version` prints.
 	root.Version = buildinfo.Get().String()
 	root.SetVersionTemplate("{{.Version}}\n")

@@ -291,7 +291,7 @@ func (c *cli) auditCommand() *cobra.Command {
 		"AT\tACTOR\tACTION\tTARGET\tREQUEST", "at", "actor", "action", "target", "request_id")
 	c.tenantFlag(list)
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many entries (1-1000)")
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, c.auditExportCommand(), c.auditVerifyCommand())
 	return cmd
 }
 

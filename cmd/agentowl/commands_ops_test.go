@@ -182,7 +182,7 @@ func TestCLIMaintenance(t *testing.T) {
 			}
 			return true
 		})
-		if l, _ := st["leader"].(map[string]any); l == nil || l["self"] != true || st["enabled"] != true || len(itemList(st["jobs"])) != 7 {
+		if l, _ := st["leader"].(map[string]any); l == nil || l["self"] != true || st["enabled"] != true || len(itemList(st["jobs"])) != 8 {
 			t.Fatalf("maintenance status --json = %v", st)
 		}
 		out := op("maintenance", "status").ok(t)

@@ -133,7 +133,7 @@ func (m *mcpGateway) close() error {
 
 func (c *cli) mcpGatewayServeCommand() *cobra.Command {
 	var file, agentName string
-	var stdio bool
+	var stdio, verify bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve agents over Streamable HTTP (or stdio), gating tool calls of the upstream MCP servers through AAP approvals",
@@ -143,11 +143,20 @@ listen+path with one bearer token per agent. tools/list shows each agent the
 tools it may call; a gated tools/call becomes an AAP approval request of the
 gateway's instance ('agentowl mcp-gateway provision') and is forwarded only
 once approved and before the approval expires, at most once (SQLite in
-data_dir). With --stdio it serves one agent (--agent) on stdin/stdout.`,
+data_dir). With --stdio it serves one agent (--agent) on stdin/stdout.
+
+Each approved call reaches its upstream with the provider's signed
+attestation in the tools/call's _meta ("agentowl.dev/attestation"). With
+--verify-attestations (or attestations.verify in the file) the gateway
+also verifies it against the provider's published keys before forwarding,
+and refuses a call whose attestation is missing or does not match.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := mcpgateway.LoadConfig(file)
 			if err != nil {
 				return err
+			}
+			if verify {
+				cfg.Attestations.Verify = true
 			}
 			log := slog.New(slog.NewJSONHandler(c.stderr, nil))
 			if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
@@ -189,6 +198,7 @@ data_dir). With --stdio it serves one agent (--agent) on stdin/stdout.`,
 	f.StringVar(&file, "config", "gateway.yaml", "the gateway's configuration file")
 	f.BoolVar(&stdio, "stdio", false, "serve one agent on stdin/stdout instead of HTTP")
 	f.StringVar(&agentName, "agent", "", "with --stdio: the agent (its tools and its name towards operators)")
+	f.BoolVar(&verify, "verify-attestations", false, "verify each approval's signed attestation before forwarding (attestations.verify)")
 	return cmd
 }
 

@@ -188,6 +188,18 @@ var settings = []setting{
 		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Delivery.Retention }, agentowl.RetentionAfterDecision, 0)},
 	{section: "Maintenance", env: "AGENTOWL_PURGE_BATCH", def: "1000", bound: "1–100000",
 		help: "rows one retention transaction deletes per table", set: count(func(c *server.Config) *int { return &c.Maintenance.PurgeBatch }, 100_000)},
+	{section: "Maintenance", env: "AGENTOWL_AUDIT_CHECKPOINT_EVERY", def: "1000", bound: "1–1000000",
+		help: "a tenant's audit chain head is signed once this many entries followed its last checkpoint (docs/attestations.md)",
+		set:  count(func(c *server.Config) *int { return &c.Maintenance.AuditCheckpoints.Every }, 1_000_000)},
+	{section: "Maintenance", env: "AGENTOWL_AUDIT_CHECKPOINT_INTERVAL", def: "10m", bound: "1m–24h",
+		help: "and at least this often while entries follow it: entries after the last checkpoint are protected by the chain alone",
+		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Maintenance.AuditCheckpoints.Interval }, time.Minute, 24*time.Hour)},
+
+	{section: "Attestations", env: "AGENTOWL_ATTESTATIONS", def: "on", bound: "on or off",
+		help: "sign every approval and denial (docs/attestations.md); off only to measure their cost: decisions then carry none", set: attestationsOnOff},
+	{section: "Attestations", env: "AGENTOWL_ATTESTATION_KEY_RETENTION", def: "30d", bound: "≥ 1h (30d or 720h)",
+		help: "a retired attestation key stays in the JWK Set this long after the last attestation it signed expired",
+		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Attestation.Retention }, time.Hour, 0)},
 
 	{section: "Web console", env: "AGENTOWL_CONSOLE_SESSION_IDLE", def: "30m", bound: "a positive duration",
 		help: "a console session ends after this long without a request", set: duration(func(c *server.Config) *time.Duration { return &c.Access.SessionIdle })},
@@ -327,6 +339,12 @@ func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config,
 func attachmentProfile(c *server.Config, v string) error {
 	p, err := attachment.ParseProfile(v)
 	c.Attachments.Profile = p
+	return err
+}
+
+func attestationsOnOff(c *server.Config, v string) error {
+	on, err := onOff(v)
+	c.NoAttestations = !on
 	return err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/attestation"
 )
 
 // AAP approval requests in the Needs-attention inbox (docs/attention.md,
@@ -118,6 +119,12 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 		return nil, notFoundIn(m, "attention item", attID)
 	}
 	sum := decisionHash(in, id)
+	dp := DecideParams{Approve: in.Decision == "approve"}
+	at := s.now()
+	var pre *attestation.Prepared
+	if submit && (in.Decision == "approve" || in.Decision == "reject") {
+		pre = s.prepareDecision(ctx, tenantID, id, p, dp, at)
+	}
 	var out AttentionDecideResult
 	err = s.writeRequest(ctx, func(tx agentowl.Tx) error {
 		out = AttentionDecideResult{}
@@ -173,8 +180,8 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 			out.Preview = true
 			return nil
 		}
-		now, err := s.decideTx(ctx, tx, p, tenantID, r, inst, DecideParams{Approve: in.Decision == "approve"},
-			map[string]any{"via": "attention", "attention": attID, "decision_id": in.DecisionID})
+		now, err := s.decideTx(ctx, tx, p, tenantID, r, inst, dp,
+			map[string]any{"via": "attention", "attention": attID, "decision_id": in.DecisionID}, at, pre)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/attestation"
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 )
@@ -86,6 +87,26 @@ type Service struct {
 	submissions submissions
 	// Abuse limits, per process.
 	createLimit, registerTenant *ratelimit.Limiter
+	// attest signs every approval and denial (nil: none are signed).
+	attest *attestation.Signer
+}
+
+// UseAttestations makes every approval and denial (an operator's or a
+// policy's) carry an attestation signed by a, recorded in the decision's
+// transaction (docs/attestations.md). Call it before serving.
+func (s *Service) UseAttestations(a *attestation.Signer) { s.attest = a }
+
+// Attestation returns the attestation of the decision on request r, for
+// readers who already may read r; not_found when it has none (pending,
+// expired or cancelled, decided while attestations were off).
+func (s *Service) Attestation(ctx context.Context, r *agentowl.ApprovalRequest) (*agentowl.Attestation, error) {
+	if s.attest != nil {
+		a, err := s.attest.Get(ctx, agentowl.AttestationAAPRequest, r.ID)
+		if err == nil || !errors.Is(err, agentowl.ErrNotFound) {
+			return a, err
+		}
+	}
+	return nil, agentowl.Errorf(agentowl.ECodeNotFound, "Approval request %q has no attestation: only an approval or a denial has one.", r.ID)
 }
 
 // New returns a Service; receivers turns on asynchronous mode (nil: the
@@ -173,6 +194,11 @@ func (s *Service) CreateRequest(ctx context.Context, p *access.Principal, idemKe
 			if err := tx.RequestCreate(ctx, r); err != nil {
 				return err
 			}
+			if r.Decision != nil {
+				if _, err := s.attest.SignRequestTx(ctx, tx, nil, r, r.Decision, inst.ApprovalValidity); err != nil {
+					return err
+				}
+			}
 			if r.Decision == nil {
 				return notify.RecordTx(ctx, tx, notify.Cause{TenantID: r.TenantID, Cause: notify.CauseApprovalPending,
 					SubjectKind: notify.SubjectAttention, SubjectID: AttentionID(r.ID), Title: "Approval requested: " + AttentionPrompt(r),
@@ -215,14 +241,16 @@ func (s *Service) expireIfDue(ctx context.Context, tx agentowl.Tx, r *agentowl.A
 		return nil
 	}
 	d := &agentowl.Decision{Status: agentowl.StatusExpired, DecidedAt: r.DeadlineAt, DecidedBy: "deadline"}
-	return s.resolve(ctx, tx, nil, r, d)
+	return s.resolve(ctx, tx, nil, r, d, nil)
 }
 
 // resolve records d on pending request r in tx, together with its
 // request.resolved notification when the instance has a receiver, and
 // updates r. The decision and its notification commit or fail together.
-// inst is r's instance when the caller has already read it, else nil.
-func (s *Service) resolve(ctx context.Context, tx agentowl.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest, d *agentowl.Decision) error {
+// inst is r's instance when the caller has already read it, else nil;
+// pre is d's attestation signed before the transaction, or nil
+// (attestation.Signer.SignRequestTx).
+func (s *Service) resolve(ctx context.Context, tx agentowl.Tx, inst *agentowl.Instance, r *agentowl.ApprovalRequest, d *agentowl.Decision, pre *attestation.Prepared) error {
 	if err := tx.RequestResolve(ctx, r.ID, d, d.DecidedAt.Add(agentowl.RetentionAfterDecision)); err != nil {
 		return err
 	}
@@ -232,6 +260,9 @@ func (s *Service) resolve(ctx context.Context, tx agentowl.Tx, inst *agentowl.In
 		if inst, err = tx.InstanceGet(ctx, r.InstanceID); err != nil {
 			return err
 		}
+	}
+	if _, err := s.attest.SignRequestTx(ctx, tx, pre, r, d, inst.ApprovalValidity); err != nil {
+		return err
 	}
 	_, err := s.recordNotification(ctx, tx, inst, r)
 	return err
@@ -346,7 +377,7 @@ func (s *Service) CancelRequest(ctx context.Context, p *access.Principal, id str
 		case agentowl.StatusCancelled:
 			return nil
 		case agentowl.StatusPending:
-			return s.resolve(ctx, tx, nil, r, &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: now, DecidedBy: "instance"})
+			return s.resolve(ctx, tx, nil, r, &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: now, DecidedBy: "instance"}, nil)
 		}
 		return alreadyTerminal(r)
 	})
@@ -391,6 +422,10 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	if len(dp.Note) > 4096 {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "note", "The note is longer than 4096 bytes.")
 	}
+	// The decision's time is fixed before its transaction, so its
+	// attestation can be signed before it too (prepareDecision).
+	at := s.now()
+	pre := s.prepareDecision(ctx, tenantID, id, p, dp, at)
 	var r *agentowl.ApprovalRequest
 	err = s.writeRequest(ctx, func(tx agentowl.Tx) (err error) {
 		var inst *agentowl.Instance
@@ -411,7 +446,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		if !r.Status.CanBecome(next) {
 			return alreadyTerminal(r)
 		}
-		_, err = s.decideTx(ctx, tx, p, tenantID, r, inst, dp, nil)
+		_, err = s.decideTx(ctx, tx, p, tenantID, r, inst, dp, nil, at, pre)
 		return err
 	})
 	if errors.Is(err, agentowl.ErrConflict) {
@@ -446,23 +481,15 @@ func mcpAgent(ctx json.RawMessage) string {
 // (approval.decide, with extra details) commit together. It returns the
 // time of the decision. inst is r's instance read as InstanceGetShared
 // reads it, or nil to read it here.
-func (s *Service) decideTx(ctx context.Context, tx agentowl.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, inst *agentowl.Instance, dp DecideParams, extra map[string]any) (time.Time, error) {
+func (s *Service) decideTx(ctx context.Context, tx agentowl.Tx, p *access.Principal, tenantID string, r *agentowl.ApprovalRequest, inst *agentowl.Instance, dp DecideParams, extra map[string]any, now time.Time, pre *attestation.Prepared) (time.Time, error) {
 	if inst == nil {
 		var err error
 		if inst, err = tx.InstanceGetShared(ctx, r.InstanceID); err != nil {
 			return time.Time{}, err
 		}
 	}
-	now := s.now()
-	d := &agentowl.Decision{Status: agentowl.StatusDenied, Note: dp.Note, DecidedAt: now, DecidedBy: p.Actor()}
-	if dp.Approve {
-		validity := inst.ApprovalValidity
-		if dp.ValidFor > 0 {
-			validity = dp.ValidFor
-		}
-		d.Status, d.ExpiresAt = agentowl.StatusApproved, now.Add(max(validity.Truncate(time.Second), time.Second))
-	}
-	if err := s.resolve(ctx, tx, inst, r, d); err != nil {
+	d := operatorDecision(p, inst, dp, now)
+	if err := s.resolve(ctx, tx, inst, r, d, pre); err != nil {
 		return now, err
 	}
 	details := map[string]any{"decision": string(d.Status)}
@@ -475,6 +502,41 @@ func (s *Service) decideTx(ctx context.Context, tx agentowl.Tx, p *access.Princi
 		details[k] = v
 	}
 	return now, access.Audit(ctx, tx, now, tenantID, p, "approval.decide", "approval-request:"+r.ID, details)
+}
+
+// operatorDecision is p's decision dp on a request of inst, at now.
+func operatorDecision(p *access.Principal, inst *agentowl.Instance, dp DecideParams, now time.Time) *agentowl.Decision {
+	d := &agentowl.Decision{Status: agentowl.StatusDenied, Note: dp.Note, DecidedAt: now, DecidedBy: p.Actor()}
+	if dp.Approve {
+		validity := inst.ApprovalValidity
+		if dp.ValidFor > 0 {
+			validity = dp.ValidFor
+		}
+		d.Status, d.ExpiresAt = agentowl.StatusApproved, now.Add(max(validity.Truncate(time.Second), time.Second))
+	}
+	return d
+}
+
+// prepareDecision signs the attestation of p's decision dp at now on
+// request id before the decision's transaction, when the Signer presigns
+// (attestation.Signer.PrepareRequest): from the request and its instance
+// as a read outside the transaction finds them, which does not wait for
+// SQLite's writer. The transaction records it only if the decision it
+// makes is exactly the one signed; nil when there is nothing to prepare.
+func (s *Service) prepareDecision(ctx context.Context, tenantID, id string, p *access.Principal, dp DecideParams, now time.Time) *attestation.Prepared {
+	if !s.attest.Presigns() {
+		return nil
+	}
+	var r *agentowl.ApprovalRequest
+	var inst *agentowl.Instance
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+		r, inst, err = tx.RequestGetShared(ctx, id)
+		return err
+	})
+	if err != nil || r.TenantID != tenantID || r.Status != agentowl.StatusPending {
+		return nil
+	}
+	return s.attest.PrepareRequest(ctx, r, operatorDecision(p, inst, dp, now), inst.ApprovalValidity)
 }
 
 // ListFilter narrows ListRequests; the zero value lists every request.
@@ -568,3 +630,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 		}
 	}
 }
+
+// Attestations is the signer of the provider's decisions (nil when
+// attestations are off): its JWK Set is what the server publishes.
+func (s *Service) Attestations() *attestation.Signer { return s.attest }

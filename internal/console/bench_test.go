@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,9 +16,11 @@ import (
 
 // BenchmarkConsolePages: the server's time to render Needs attention and
 // Agent work (first page, and a page deep in the list through its keyset
-// cursor) for a tenant with 10,000 work items and 10,000 attention items,
-// measured as the HTTP exchange on loopback with a signed-in session.
-// It reports p50 and p99 in milliseconds (BENCHMARKS.md).
+// cursor) for a tenant with 10,000 work items and 10,000 open attention
+// items, Needs attention by urgency with its counts (the default view), and
+// a conversation of 500 events (its first page and its last), measured as
+// the HTTP exchange on loopback with a signed-in session. It reports p50
+// and p99 in milliseconds (BENCHMARKS.md).
 //
 //	go test ./internal/console -run '^$' -bench ConsolePages -benchtime 200x
 func BenchmarkConsolePages(b *testing.B) {
@@ -32,9 +35,14 @@ func BenchmarkConsolePages(b *testing.B) {
 				{"attention-deep", "/console/t/default/attention?status=all&after=" + deepCursor(b, c, "/console/t/default/attention?status=all")},
 				{"work", "/console/t/default/work"},
 				{"work-deep", "/console/t/default/work?after=" + deepCursor(b, c, "/console/t/default/work")},
+				{"attention-urgency", "/console/t/default/attention"},
+				{"attention-urgency-deep", "/console/t/default/attention?after=" + urgentCursor(b, c, 30)},
+				{"conversation-500", "/console/t/default/conversations/conv_thread"},
+				{"conversation-500-last", "/console/t/default/conversations/conv_thread?after=" + laterCursor(b, c, 4)},
 			} {
 				b.Run(pg.name, func(b *testing.B) {
-					if p := c.get(pg.path); p.Status != http.StatusOK || !strings.Contains(p.Body, "Older") {
+					if p := c.get(pg.path); p.Status != http.StatusOK || !strings.Contains(p.Body, "Older") && !strings.Contains(p.Body, "More items") &&
+						!strings.Contains(p.Body, "evt_thread") {
 						b.Fatalf("%s: %d", pg.path, p.Status)
 					}
 					lat := make([]time.Duration, 0, b.N)
@@ -81,6 +89,28 @@ func seed(b *testing.B, s *site, n int) {
 			func() error { return tx.ConversationCreate(ctx, conv) }, func() error { return tx.EventCreate(ctx, ev) },
 		} {
 			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A conversation of 500 events.
+	err = st.Write(ctx, func(tx agentowl.Tx) error {
+		thread := &agentowl.Conversation{ID: "conv_thread", TenantID: tenantID, BindingID: bnd.ID, Channel: "webhook", Key: "thread",
+			Status: "open", CreatedAt: now, LastEventAt: now.Add(500 * time.Millisecond)}
+		if err := tx.ConversationCreate(ctx, thread); err != nil {
+			return err
+		}
+		for i := range 500 {
+			at := now.Add(time.Duration(i) * time.Millisecond)
+			e := &agentowl.Event{ID: fmt.Sprintf("evt_thread%04d", i), TenantID: tenantID, BindingID: bnd.ID, ConversationID: thread.ID,
+				Channel: "webhook", Sender: "crm", ReceivedAt: at, Headers: map[string][]string{"Content-Type": {"application/json"}},
+				Payload:     []byte(fmt.Sprintf(`{"text": "Message %d of the thread: where is my order?", "order": "A-%d"}`, i, i)),
+				Attachments: []byte(`[]`), FollowUp: i > 0}
+			if err := tx.EventCreate(ctx, e); err != nil {
 				return err
 			}
 		}
@@ -138,6 +168,42 @@ func deepCursor(b *testing.B, c *browserless, path string) string {
 			b.Fatalf("no older page after %s", p)
 		}
 		next = page.Body[i+len("after=") : i+strings.IndexByte(page.Body[i:], '"')]
+	}
+	return next
+}
+
+var moreItems = regexp.MustCompile(`href="/console/t/default/attention\?[^"]*after=([^"&]+)">More items`)
+
+// urgentCursor follows Needs attention's "More items" links pages deep
+// (by urgency) and returns that page's cursor.
+func urgentCursor(b *testing.B, c *browserless, pages int) string {
+	b.Helper()
+	next := ""
+	for range pages {
+		page := c.get("/console/t/default/attention?after=" + next)
+		m := moreItems.FindStringSubmatch(page.Body)
+		if m == nil {
+			b.Fatalf("no more items after %s", next)
+		}
+		next = m[1]
+	}
+	return next
+}
+
+var laterEvents = regexp.MustCompile(`href="/console/t/default/conversations/conv_thread\?after=([^"]+)">Later messages`)
+
+// laterCursor follows the conversation's "Later messages" links and
+// returns the cursor of that page.
+func laterCursor(b *testing.B, c *browserless, pages int) string {
+	b.Helper()
+	next := ""
+	for range pages {
+		page := c.get("/console/t/default/conversations/conv_thread?after=" + next)
+		m := laterEvents.FindStringSubmatch(page.Body)
+		if m == nil {
+			b.Fatalf("no later messages after %s", next)
+		}
+		next = m[1]
 	}
 	return next
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,8 +33,54 @@ type conversationListView struct {
 	Channel, Status string
 	Channels        []string
 	Statuses        []string
-	Items           []*agentowl.Conversation
+	Items           []conversationRow
 	Next            string
+	Docs            string
+}
+
+// conversationRow is a conversation as the list shows it: who it is with,
+// its subject or first line, its binding and its open work.
+type conversationRow struct {
+	*agentowl.Conversation
+	Summary *ingress.ConversationSummary
+	Binding string
+}
+
+// Peer is who the conversation is with.
+func (r conversationRow) Peer() string {
+	if p := r.Summary.Peer(); p != "" {
+		return p
+	}
+	return r.Key
+}
+
+// Line is its subject or its first message's first line.
+func (r conversationRow) Line() string {
+	if r.Summary == nil || r.Summary.First == nil {
+		return ""
+	}
+	return r.Summary.First.Line()
+}
+
+// OpenWork counts its work not ended.
+func (r conversationRow) OpenWork() int {
+	if r.Summary == nil {
+		return 0
+	}
+	return r.Summary.OpenWork
+}
+
+// bindingLabels maps the tenant's binding IDs to their names and addresses.
+func (c *Console) bindingLabels(q *req, in *ingress.Service) (map[string]string, error) {
+	bs, err := in.ListBindings(q.r.Context(), q.p(), q.tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(bs))
+	for _, b := range bs {
+		out[b.ID] = bindingLabel(b)
+	}
+	return out, nil
 }
 
 func (c *Console) conversationList(q *req) error {
@@ -52,7 +99,22 @@ func (c *Console) conversationList(q *req) error {
 		return err
 	}
 	v := conversationListView{Channel: qs.Get("channel"), Status: qs.Get("status"), Channels: append([]string{""}, ingress.Channels...),
-		Statuses: conversationStatuses, Items: pg.Items}
+		Statuses: conversationStatuses, Docs: docsBase}
+	ids := make([]string, len(pg.Items))
+	for i, cv := range pg.Items {
+		ids[i] = cv.ID
+	}
+	sums, err := in.ConversationSummaries(q.r.Context(), q.p(), q.tenant, ids)
+	if err != nil {
+		return err
+	}
+	labels, err := c.bindingLabels(q, in)
+	if err != nil {
+		return err
+	}
+	for _, cv := range pg.Items {
+		v.Items = append(v.Items, conversationRow{Conversation: cv, Summary: sums[cv.ID], Binding: labels[cv.BindingID]})
+	}
 	if pg.Next != nil {
 		v.Next = pg.Next.String()
 	}
@@ -61,6 +123,8 @@ func (c *Console) conversationList(q *req) error {
 
 type conversationView struct {
 	*ingress.ConversationDetail
+	// Name is its subject or who it is with; Binding the binding's name.
+	Name, Binding string
 	// Page is a page of its events, oldest first.
 	Page []eventView
 	Next string
@@ -69,12 +133,31 @@ type conversationView struct {
 	Error *errorViewData
 }
 
-// eventView is an event of a conversation page.
+// eventView is an event of a conversation page: a message of the thread.
 type eventView struct {
 	*ingress.EventView
 	Payload string
+	// Message is the event as a person reads it; Files its retained files.
+	Message *ingress.Message
+	Files   []fileView
 	// Linkable: not handed off yet, so it can move to another conversation.
 	Linkable bool
+}
+
+// Headers are the event's headers as text, one per line.
+func (v eventView) Headers() string {
+	var b strings.Builder
+	keys := make([]string, 0, len(v.Event.Headers))
+	for k := range v.Event.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, val := range v.Event.Headers[k] {
+			b.WriteString(k + ": " + val + "\n")
+		}
+	}
+	return b.String()
 }
 
 func (c *Console) conversationItem(q *req) error { return c.renderConversation(q, http.StatusOK, nil) }
@@ -101,21 +184,46 @@ func (c *Console) renderConversation(q *req, status int, failed error) error {
 	}
 	_, notAdmin := q.p().Tenant(q.tenant, agentowl.RoleAdmin)
 	v := conversationView{ConversationDetail: d, Admin: notAdmin == nil}
-	for _, e := range evs.Items {
-		v.Page = append(v.Page, eventView{EventView: e, Payload: indentJSON(e.Payload), Linkable: e.Handoff != work.HandoffSent})
+	labels, err := c.bindingLabels(q, in)
+	if err != nil {
+		return err
 	}
+	v.Binding = labels[d.BindingID]
+	for _, e := range evs.Items {
+		ev := eventView{EventView: e, Message: ingress.MessageOf(e.Event), Linkable: e.Handoff != work.HandoffSent}
+		ev.Payload = ev.Message.Payload
+		if ev.Message.Parts > 0 && c.svc.Attachments != nil {
+			m, err := c.svc.Attachments.EventManifest(ctx, q.p(), q.tenant, e.ID)
+			if err != nil {
+				return err
+			}
+			ev.Files = c.fileViews(q, m)
+		}
+		v.Page = append(v.Page, ev)
+	}
+	var first *ingress.Message
+	if len(v.Page) > 0 && after == nil {
+		first = v.Page[0].Message
+	} else if sums, err := in.ConversationSummaries(ctx, q.p(), q.tenant, []string{d.ID}); err != nil {
+		return err
+	} else if s := sums[d.ID]; s != nil {
+		first = s.First
+	}
+	v.Name = conversationName(first, d.Conversation)
 	if evs.Next != nil {
 		v.Next = evs.Next.String()
 	}
 	if failed != nil {
 		v.Error = errorView(failed)
 	}
-	return c.render(q, status, "conversation", "Conversation "+d.ID, "conversations", v)
+	return c.render(q, status, "conversation", "Conversation: "+agentowl.Clip(v.Name, 80), "conversations", v)
 }
 
 // conversationConfirmView is the review step of a link or reset.
 type conversationConfirmView struct {
-	C      *ingress.ConversationDetail
+	C *ingress.ConversationDetail
+	// Name is the conversation's subject or peer.
+	Name   string
 	Action string // "link" or "reset"
 	// Event and To are a link's; Force a reset's.
 	Event, To string
@@ -139,6 +247,15 @@ func (c *Console) confirmOrDo(q *req, v conversationConfirmView, do func(in *ing
 	if v.C, err = in.InspectConversation(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id")); err != nil {
 		return err
 	}
+	sums, err := in.ConversationSummaries(q.r.Context(), q.p(), q.tenant, []string{v.C.ID})
+	if err != nil {
+		return err
+	}
+	var first *ingress.Message
+	if s := sums[v.C.ID]; s != nil {
+		first = s.First
+	}
+	v.Name = conversationName(first, v.C.Conversation)
 	if _, err := q.p().Tenant(q.tenant, agentowl.RoleAdmin); err != nil {
 		return c.renderConversation(q, c.svc.StatusOf(err), err)
 	}
@@ -185,6 +302,11 @@ func (c *Console) workFiles(q *req, workID string) ([]fileView, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.fileViews(q, m), nil
+}
+
+// fileViews are the files of manifest m with their console downloads.
+func (c *Console) fileViews(q *req, m *attachment.Manifest) []fileView {
 	var out []fileView
 	for _, e := range m.Entries() {
 		v := fileView{Entry: e}
@@ -193,7 +315,7 @@ func (c *Console) workFiles(q *req, workID string) ([]fileView, error) {
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out
 }
 
 // attachmentDownload streams a retained file with the same inert headers

@@ -56,7 +56,6 @@ func TestBrowserApproveRefund(t *testing.T) {
 		}
 		waitFor(t, ctx, "the request in Needs attention", fmt.Sprintf(`!!document.querySelector('[data-id=%q]')`, att))
 		accessible(t, ctx)
-		screenshot(t, ctx, "needs-attention")
 		noScript := `window.__xss === undefined && document.querySelectorAll("main img, main script").length === 0`
 		if !eval[bool](t, ctx, noScript) {
 			t.Fatal("the agent's text ran or rendered as markup in the list")
@@ -74,7 +73,6 @@ func TestBrowserApproveRefund(t *testing.T) {
 			t.Fatalf("prompt %q, action %q: the agent's text is not shown as text", prompt, action)
 		}
 		digest := eval[string](t, ctx, `document.getElementById("digest").textContent`)
-		screenshot(t, ctx, "attention-item")
 
 		click(t, ctx, "#approve", "Confirm decision")
 		accessible(t, ctx)
@@ -84,7 +82,6 @@ func TestBrowserApproveRefund(t *testing.T) {
 		if st := s.must(http.StatusOK, http.MethodGet, "/v1/requests/"+id, cred, nil)["status"]; st != "pending" {
 			t.Fatalf("the review step decided: %v", st)
 		}
-		screenshot(t, ctx, "confirm")
 		click(t, ctx, "#confirm", "Attention item")
 		waitFor(t, ctx, "the confirmation", `document.querySelector(".done") && document.querySelector(".done").textContent.includes("Decision submitted")`)
 		if got := eval[string](t, ctx, `document.getElementById("request-status").textContent`); got != "approved" {
@@ -215,19 +212,15 @@ func TestBrowserAnswerQuestion(t *testing.T) {
 		do(t, ctx, "open the work", chromedp.Navigate(s.url+"/console/t/default/work/"+w))
 		waitTitle(t, ctx, "Work "+w)
 		accessible(t, ctx)
-		screenshot(t, ctx, "work")
 		do(t, ctx, "open Agent work", chromedp.Navigate(s.url+"/console/t/default/work"))
 		waitTitle(t, ctx, "Agent work")
 		accessible(t, ctx)
-		screenshot(t, ctx, "agent-work")
 		do(t, ctx, "open Conversations", chromedp.Navigate(s.url+"/console/t/default/conversations"))
 		waitTitle(t, ctx, "Conversations")
 		accessible(t, ctx)
-		screenshot(t, ctx, "conversations")
 		do(t, ctx, "open the conversation", chromedp.Evaluate[chromedp.Void](`document.querySelector("#conversations tbody a").click()`))
-		waitFor(t, ctx, "the conversation page", `document.title.startsWith("Conversation conv_")`)
+		waitFor(t, ctx, "the conversation page", `document.title.startsWith("Conversation: ")`)
 		accessible(t, ctx)
-		screenshot(t, ctx, "conversation")
 	})
 }
 
@@ -284,24 +277,21 @@ func TestBrowserNotificationsCSRFSignOut(t *testing.T) {
 		if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
 			t.Errorf("the item page is %dpx wide on a 390px screen", w)
 		}
-		screenshot(t, ctx, "phone-item")
 		do(t, ctx, "back to a desktop screen", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(s.url+"/console/t/default/approvals"))
 		waitTitle(t, ctx, "Approvals")
 		accessible(t, ctx)
-		screenshot(t, ctx, "approvals")
 		click(t, ctx, "#approval-items a", "Approval request")
 		accessible(t, ctx)
-		screenshot(t, ctx, "approval")
 
 		click(t, ctx, "#sign-out", "Sign in")
 		if ck := browserCookie(t, ctx, s, "agentowl_session_default"); ck != nil {
 			t.Fatalf("sign-out left the cookie %+v", ck)
 		}
 		do(t, ctx, "go back to the item", chromedp.Navigate(s.url+"/console/t/default/attention/att_aap_"+id))
-		waitTitle(t, ctx, "Not Found")
-		// The deep link, opened without a session, offers to sign in and
-		// comes back to the item it named, not to the inbox.
-		click(t, ctx, "#sign-in-return", "Sign in")
+		// The deep link, opened without a session, is the sign-in page
+		// (issue 26), and signing in comes back to the item it named, not
+		// to the inbox.
+		waitTitle(t, ctx, "Sign in")
 		do(t, ctx, "type the token and press Enter", chromedp.SendKeys(chromedp.ID("token"), s.admin+kb.Enter))
 		waitTitle(t, ctx, "Attention item")
 		if !eval[bool](t, ctx, fmt.Sprintf(`location.pathname === "/console/t/default/attention/att_aap_%s"`, id)) {

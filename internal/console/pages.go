@@ -95,8 +95,8 @@ func (q *req) redirect(rel string) error {
 }
 
 // tenantPage serves h for a browser signed in to the path's tenant. Without
-// such a session the page is 404, as for a tenant that does not exist: a
-// deep link shows nothing of a tenant to someone who is not in it. A POST
+// such a session, notSignedIn answers: the sign-in form for a browser with
+// no session, else 404 as for a tenant that does not exist. A POST
 // without its session's CSRF token is refused before h runs.
 func (c *Console) tenantPage(h func(q *req) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -109,8 +109,7 @@ func (c *Console) tenantPage(h func(q *req) error) http.HandlerFunc {
 			}
 		}
 		if me == nil {
-			c.fail(w, r, &req{c: c, w: w, r: r, all: all}, http.StatusNotFound,
-				"There is no such page, or you are not signed in to this tenant.")
+			c.notSignedIn(w, r, all) // signin.go: the sign-in form, or 404
 			return
 		}
 		q := &req{c: c, w: w, r: r, tenant: tenant, me: me, all: all}
@@ -144,9 +143,15 @@ var attentionFilters = []struct{ Value, Label string }{
 
 type attentionListView struct {
 	Status, Work string
-	Filters      []struct{ Value, Label string }
-	Items        []itemView
-	Next         string
+	// Sort is "urgency" (soonest expiry first, then newest) or "newest";
+	// Urgency whether the filter allows the urgency order.
+	Sort    string
+	Urgency bool
+	Filters []struct{ Value, Label string }
+	Items   []itemView
+	Next    string
+	Counts  *inbox.Counts
+	Docs    string
 }
 
 func (q *req) after() (*agentowl.Cursor, error) {
@@ -161,6 +166,9 @@ func (q *req) after() (*agentowl.Cursor, error) {
 	return c, nil
 }
 
+// attentionList is Needs attention: the counts per kind and status, and
+// the items by urgency (open ones soonest expiry first, then those that
+// never expire, newest first) or newest first.
 func (c *Console) attentionList(q *req) error {
 	qs := q.r.URL.Query()
 	filter := qs.Get("status")
@@ -175,23 +183,95 @@ func (c *Console) attentionList(q *req) error {
 			return err
 		}
 	}
-	after, err := q.after()
+	v := attentionListView{Status: filter, Work: qs.Get("work"), Filters: attentionFilters, Docs: docsBase,
+		Urgency: qs.Get("work") == "" && (st == agentowl.AttentionUnresolved || st == agentowl.AttentionOpen || st == agentowl.AttentionAcknowledged)}
+	v.Sort = qs.Get("sort")
+	switch {
+	case v.Sort == "" && v.Urgency:
+		v.Sort = "urgency"
+	case v.Sort == "" || (v.Sort == "urgency" && !v.Urgency):
+		v.Sort = "newest"
+	case v.Sort != "urgency" && v.Sort != "newest":
+		return agentowl.FieldError(agentowl.ECodeInvalidField, "sort", "sort must be urgency or newest.")
+	}
+	ctx := q.r.Context()
+	var items []*inbox.Item
+	if v.Sort == "urgency" {
+		var after *inbox.UrgentCursor
+		if a := qs.Get("after"); a != "" {
+			var ok bool
+			if after, ok = inbox.ParseUrgentCursor(a); !ok {
+				return agentowl.FieldError(agentowl.ECodeInvalidField, "after", "The page link is not valid.")
+			}
+		}
+		var next *inbox.UrgentCursor
+		var err error
+		if items, next, err = c.inbox.ListUrgent(ctx, q.p(), q.tenant, st, after, c.cfg.PageSize); err != nil {
+			return err
+		}
+		if next != nil {
+			v.Next = next.String()
+		}
+	} else {
+		after, err := q.after()
+		if err != nil {
+			return err
+		}
+		if items, err = c.inbox.List(ctx, q.p(), q.tenant, inbox.ListParams{Status: st, WorkID: qs.Get("work"), After: after,
+			Limit: c.cfg.PageSize}); err != nil {
+			return err
+		}
+		if len(items) == c.cfg.PageSize {
+			v.Next = items[len(items)-1].Cursor().String()
+		}
+	}
+	counts, err := c.inbox.Counts(ctx, q.p(), q.tenant)
 	if err != nil {
 		return err
 	}
-	items, err := c.inbox.List(q.r.Context(), q.p(), q.tenant, inbox.ListParams{Status: st, WorkID: qs.Get("work"), After: after,
-		Limit: c.cfg.PageSize})
-	if err != nil {
+	v.Counts = counts
+	if v.Items, err = c.itemViews(q, items); err != nil {
 		return err
-	}
-	v := attentionListView{Status: filter, Work: qs.Get("work"), Filters: attentionFilters}
-	for _, it := range items {
-		v.Items = append(v.Items, c.itemView(it))
-	}
-	if len(items) == c.cfg.PageSize {
-		v.Next = items[len(items)-1].Cursor().String()
 	}
 	return c.render(q, http.StatusOK, "attention", "Needs attention", "attention", v)
+}
+
+// itemViews are items as a list shows them: with the endpoint's or
+// instance's name and a line of the message that started each work.
+func (c *Console) itemViews(q *req, items []*inbox.Item) ([]itemView, error) {
+	var works []string
+	aap := false
+	for _, it := range items {
+		if it.Work != nil {
+			works = append(works, it.Work.Item.WorkID)
+		} else {
+			aap = true
+		}
+	}
+	msgs, err := c.workMessages(q, works)
+	if err != nil {
+		return nil, err
+	}
+	names, _, err := c.endpointNames(q)
+	if err != nil {
+		return nil, err
+	}
+	var instances map[string]string
+	if aap {
+		if instances, err = c.instanceNames(q); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]itemView, 0, len(items))
+	for _, it := range items {
+		v := c.itemView(it)
+		v.Message, v.Endpoint = msgs[v.WorkID], names[v.EndpointID]
+		if v.Approval != nil {
+			v.Approval.Instance = instances[v.Approval.R.InstanceID]
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func (c *Console) attentionItem(q *req) error {
@@ -199,11 +279,41 @@ func (c *Console) attentionItem(q *req) error {
 	if err != nil {
 		return err
 	}
-	v := c.itemView(it)
-	if v.Files, err = c.workFiles(q, v.WorkID); err != nil {
+	v, err := c.itemPage(q, it)
+	if err != nil {
 		return err
 	}
 	return c.render(q, http.StatusOK, "item", "Attention item", "attention", v)
+}
+
+// itemPage is an item with its whole story: the message that started its
+// work, the conversation's earlier messages and the agent's reports, or an
+// AAP request with its instance's name.
+func (c *Console) itemPage(q *req, it *inbox.Item) (itemView, error) {
+	v := c.itemView(it)
+	names, _, err := c.endpointNames(q)
+	if err != nil {
+		return v, err
+	}
+	v.Endpoint = names[v.EndpointID]
+	if v.Approval != nil {
+		in, err := c.svc.Approval.TenantInstance(q.r.Context(), q.p(), q.tenant, v.Approval.R.InstanceID)
+		if err == nil {
+			v.Approval.Instance = in.Name
+		} else if agentowl.ErrorCode(err) != agentowl.ECodeNotFound {
+			return v, err
+		}
+		return v, nil
+	}
+	if v.Story, err = c.story(q, v.WorkID, nil); err != nil {
+		return v, err
+	}
+	if v.Story != nil {
+		v.Files = v.Story.Files
+	} else if v.Files, err = c.workFiles(q, v.WorkID); err != nil {
+		return v, err
+	}
+	return v, nil
 }
 
 // renderItemError shows the item page again with err (a refused decision
@@ -213,7 +323,10 @@ func (c *Console) renderItemError(q *req, err error) error {
 	if ierr != nil {
 		return err
 	}
-	v := c.itemView(it)
+	v, verr := c.itemPage(q, it)
+	if verr != nil {
+		return err
+	}
 	v.Error = errorView(err)
 	return c.render(q, c.svc.StatusOf(err), "item", "Attention item", "attention", v)
 }
@@ -310,6 +423,7 @@ func indentJSON(raw []byte) string {
 type approvalListView struct {
 	Items []approvalView
 	Next  string
+	Docs  string
 }
 
 func (c *Console) approvalList(q *req) error {
@@ -322,9 +436,13 @@ func (c *Console) approvalList(q *req) error {
 	if err != nil {
 		return err
 	}
-	var v approvalListView
+	names, err := c.instanceNames(q)
+	if err != nil {
+		return err
+	}
+	v := approvalListView{Docs: docsBase}
 	for _, r := range reqs {
-		v.Items = append(v.Items, approvalViewOf(r))
+		v.Items = append(v.Items, c.approvalView(r, names))
 	}
 	if len(reqs) == c.cfg.PageSize {
 		last := reqs[len(reqs)-1]
@@ -333,18 +451,53 @@ func (c *Console) approvalList(q *req) error {
 	return c.render(q, http.StatusOK, "approvals", "Approvals", "approvals", v)
 }
 
+// approvalView is r as a page shows it, with its instance's name and
+// whether its deadline is near.
+func (c *Console) approvalView(r *agentowl.ApprovalRequest, instances map[string]string) approvalView {
+	v := approvalViewOf(r)
+	v.Instance = instances[r.InstanceID]
+	left := r.DeadlineAt.Sub(c.svc.Clock.Now())
+	v.Soon = v.Pending() && left > 0 && left <= inbox.SoonWindow
+	return v
+}
+
+func (c *Console) approvalPage(q *req, id string) (approvalView, error) {
+	r, err := c.svc.Approval.TenantRequest(q.r.Context(), q.p(), q.tenant, id)
+	if err != nil {
+		return approvalView{}, err
+	}
+	names, err := c.instanceNames(q)
+	if err != nil {
+		return approvalView{}, err
+	}
+	return c.approvalView(r, names), nil
+}
+
 func (c *Console) approvalItem(q *req) error {
-	r, err := c.svc.Approval.TenantRequest(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+	v, err := c.approvalPage(q, q.r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return c.render(q, http.StatusOK, "approval", "Approval request", "approvals", approvalViewOf(r))
+	return c.render(q, http.StatusOK, "approval", "Approval request", "approvals", v)
+}
+
+// approvalConfirmView is the review step of an AAP decision: exactly what
+// will be submitted.
+type approvalConfirmView struct {
+	A        approvalView
+	Decision string // approve or deny
+	Note     string
+	ValidFor string
 }
 
 // approvalDecide is `agentowl approvals decide`: approve with a note and a
-// validity, or deny with a note.
+// validity, or deny with a note, in two steps as every decision of the
+// console: the first post checks the form and shows what will be
+// submitted (nothing changes); the second (step=submit), carrying the
+// action digest the person reviewed, submits it. No decision is one click.
 func (c *Console) approvalDecide(q *req) error {
 	f := q.r.PostForm
+	id := q.r.PathValue("id")
 	var dp approval.DecideParams
 	var err error
 	switch f.Get("decision") {
@@ -355,26 +508,40 @@ func (c *Console) approvalDecide(q *req) error {
 		err = agentowl.FieldError(agentowl.ECodeInvalidField, "decision", "decision must be approve or deny.")
 	}
 	dp.Note = strings.TrimSpace(f.Get("note"))
-	if v := strings.TrimSpace(f.Get("valid_for")); v != "" && err == nil {
-		d, ok := agentowl.ParseDuration(v)
+	validFor := strings.TrimSpace(f.Get("valid_for"))
+	if validFor != "" && err == nil {
+		d, ok := agentowl.ParseDuration(validFor)
 		if !ok || !dp.Approve {
 			err = agentowl.FieldError(agentowl.ECodeInvalidField, "valid_for", "valid_for is a duration such as 5m, for approvals only.")
 		}
 		dp.ValidFor = d
 	}
-	if err == nil {
-		_, err = c.svc.Approval.Decide(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"), dp)
+	v, verr := c.approvalPage(q, id)
+	if verr != nil {
+		return verr
+	}
+	if err == nil && !v.Pending() {
+		err = agentowl.Errorf(agentowl.ECodeConflict, "The request is %s; it takes no decision.", v.R.Status)
+	}
+	submit := f.Get("step") == "submit"
+	if err == nil && submit && f.Get("digest") != v.Digest {
+		err = agentowl.Errorf(agentowl.ECodeDigestMismatch, "The request is not the one reviewed; review it again.")
+	}
+	if err == nil && submit {
+		_, err = c.svc.Approval.Decide(q.r.Context(), q.p(), q.tenant, id, dp)
 	}
 	if err != nil {
-		r, rerr := c.svc.Approval.TenantRequest(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
-		if rerr != nil {
+		if v, verr = c.approvalPage(q, id); verr != nil {
 			return err
 		}
-		v := approvalViewOf(r)
 		v.Error = errorView(err)
-		return c.render(q, c.svc.StatusOf(err), "approval", "Approval request", "approvals", v)
+		return c.render(q, c.status(q.r, err), "approval", "Approval request", "approvals", v)
 	}
-	return q.redirect("/approvals/" + url.PathEscape(q.r.PathValue("id")) + "?done=decided")
+	if submit {
+		return q.redirect("/approvals/" + url.PathEscape(id) + "?done=decided")
+	}
+	return c.render(q, http.StatusOK, "approval_confirm", "Confirm decision", "approvals",
+		approvalConfirmView{A: v, Decision: f.Get("decision"), Note: dp.Note, ValidFor: validFor})
 }
 
 // ---- agent work
@@ -390,6 +557,7 @@ type workListView struct {
 	// maps an endpoint ID to its name, so rows show names, not IDs.
 	Endpoints []*agentowl.Endpoint
 	Names     map[string]string
+	Docs      string
 }
 
 func (c *Console) workList(q *req) error {
@@ -411,12 +579,23 @@ func (c *Console) workList(q *req) error {
 	if err != nil {
 		return err
 	}
-	v := workListView{Status: string(st), Endpoint: qs.Get("endpoint"), Statuses: workStatuses, Endpoints: eps, Names: map[string]string{}}
+	v := workListView{Status: string(st), Endpoint: qs.Get("endpoint"), Statuses: workStatuses, Endpoints: eps, Names: map[string]string{},
+		Docs: docsBase}
 	for _, ep := range eps {
 		v.Names[ep.ID] = ep.Name
 	}
+	ids := make([]string, len(ws))
+	for i, s := range ws {
+		ids[i] = s.Work.ID
+	}
+	msgs, err := c.workMessages(q, ids)
+	if err != nil {
+		return err
+	}
 	for _, s := range ws {
-		v.Items = append(v.Items, workViewOf(s))
+		wv := workViewOf(s)
+		wv.Message, wv.Endpoint = msgs[s.Work.ID], v.Names[s.Work.EndpointID]
+		v.Items = append(v.Items, wv)
 	}
 	if len(ws) == c.cfg.PageSize {
 		last := ws[len(ws)-1].Work
@@ -434,11 +613,25 @@ func (c *Console) workItem(q *req) error {
 	if err != nil {
 		return err
 	}
-	files, err := c.workFiles(q, d.Work.ID)
+	st, err := c.story(q, d.Work.ID, d)
 	if err != nil {
 		return err
 	}
-	v := workDetailView{workView: workViewOf(&d.Summary), Omitted: d.CallbacksOmitted, Files: files}
+	var files []fileView
+	if st != nil {
+		files = st.Files
+	} else if files, err = c.workFiles(q, d.Work.ID); err != nil {
+		return err
+	}
+	names, _, err := c.endpointNames(q)
+	if err != nil {
+		return err
+	}
+	v := workDetailView{workView: workViewOf(&d.Summary), Omitted: d.CallbacksOmitted, Files: files, Story: st}
+	v.Endpoint = names[d.Work.EndpointID]
+	if st != nil {
+		v.Message = st.Message
+	}
 	for _, e := range d.Timeline {
 		v.Timeline = append(v.Timeline, timelineViewOf(e))
 	}

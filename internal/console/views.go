@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/inbox"
+	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/work"
 )
 
@@ -35,7 +37,9 @@ type page struct {
 	// SignInNext, on an error page, is where signing in returns to: the
 	// deep link that was opened without a session.
 	SignInNext string
-	Data       any
+	// Now is when the page was made: relative times count from it.
+	Now  time.Time
+	Data any
 }
 
 type errorViewData struct {
@@ -68,7 +72,7 @@ var doneMessages = map[string]string{
 func (c *Console) render(q *req, status int, name, title, nav string, data any) error {
 	p := page{Title: title, Nav: nav, Tenant: q.tenant, Operator: q.p().Operator.Name, Role: string(q.p().Membership.Role),
 		CSRF: csrfToken(q.me.secret), RefreshMS: c.cfg.RefreshInterval.Milliseconds(), Done: doneMessages[q.r.URL.Query().Get("done")],
-		Data: data}
+		Now: c.svc.Clock.Now(), Data: data}
 	for _, s := range q.all {
 		if s.Tenant != q.tenant {
 			p.Tenants = append(p.Tenants, s.Tenant)
@@ -169,6 +173,117 @@ var funcs = template.FuncMap{
 		return indentJSON(raw)
 	},
 	"add": func(a, b int) int { return a + b },
+	// rel is t relative to now, as a <time> with the absolute UTC time in
+	// its datetime and title: "2 h ago", "in 12 min".
+	"rel": func(now time.Time, t any) template.HTML { return timeTag(now, t, "") },
+	// expires is an expiry relative to now, marked when it is within
+	// inbox.SoonWindow: "expires in 12 min", "expired 3 min ago".
+	"expires": func(now time.Time, t any) template.HTML { return timeTag(now, t, "expires") },
+	// who is a decided_by or actor ("operator:mia") as a person reads it.
+	"who": func(s string) string {
+		if name, ok := strings.CutPrefix(s, "operator:"); ok {
+			return name
+		}
+		return s
+	},
+	"bytes": humanBytes,
+	// dict makes a map of name, value pairs: the argument of a partial
+	// template that needs more than one value.
+	"dict": func(kv ...any) map[string]any {
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			k, _ := kv[i].(string)
+			m[k] = kv[i+1]
+		}
+		return m
+	},
+	// addrs is a list of email addresses as text: "Ann <ann@example.com>, …".
+	"addrs": func(as []ingress.MailAddress) string {
+		out := make([]string, 0, len(as))
+		for _, a := range as {
+			if a.Name != "" {
+				out = append(out, a.Name+" <"+a.Address+">")
+			} else {
+				out = append(out, a.Address)
+			}
+		}
+		return strings.Join(out, ", ")
+	},
+	"clip": func(n int, s string) string { return agentowl.Clip(s, n) },
+	"pluralize": func(n int, one, many string) string {
+		if n == 1 {
+			return one
+		}
+		return many
+	},
+}
+
+// timeOf reads a time of a template value; ok is false for none.
+func timeOf(t any) (time.Time, bool) {
+	switch v := t.(type) {
+	case time.Time:
+		return v, !v.IsZero()
+	case *time.Time:
+		if v != nil {
+			return *v, !v.IsZero()
+		}
+	}
+	return time.Time{}, false
+}
+
+// timeTag is the <time> element of t relative to now. The markup is made
+// here from two times only: nothing anyone wrote.
+func timeTag(now, t any, mode string) template.HTML {
+	at, ok := timeOf(t)
+	n, _ := timeOf(now)
+	if !ok {
+		return "—"
+	}
+	abs := at.UTC().Format("2006-01-02 15:04:05 UTC")
+	d := at.Sub(n)
+	text, class := relative(d), "rel"
+	if mode == "expires" {
+		class = "rel expiry"
+		if d <= 0 {
+			text, class = "expired "+relative(d), "rel expiry expired"
+		} else {
+			text = "expires " + timeLeft(d)
+			if d <= inbox.SoonWindow {
+				class = "rel expiry soon"
+			}
+		}
+	}
+	return template.HTML(fmt.Sprintf(`<time class="%s" datetime="%s" title="%s">%s</time>`, class,
+		at.UTC().Format(time.RFC3339), abs, template.HTMLEscapeString(text)))
+}
+
+// relative is a duration from now as a person reads it: "in 12 min",
+// "just now", "2 h ago", "3 days ago".
+func relative(d time.Duration) string {
+	if d > time.Minute {
+		return timeLeft(d)
+	}
+	d = -d
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
+}
+
+// humanBytes is a size as a person reads it.
+func humanBytes(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1024*1024:
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1024*1024))
 }
 
 // itemView is an inbox item of either kind, as the pages show it.
@@ -182,8 +297,10 @@ type itemView struct {
 	ActionDigest                 string
 	ExpiresAt                    *time.Time
 	Expired                      bool
-	// TimeLeft says how urgent an unexpired request is ("in 12 min").
+	// TimeLeft says how urgent an unexpired request is ("in 12 min");
+	// Soon marks one that expires within inbox.SoonWindow.
 	TimeLeft           string
+	Soon               bool
 	Assignee           string
 	WorkID, EndpointID string
 	WorkStatus         string
@@ -197,7 +314,28 @@ type itemView struct {
 	Files []fileView
 	// Approval is the AAP request of an approval item.
 	Approval *approvalView
-	Error    *errorViewData
+	// Message is a digest of the message that started the work (lists);
+	// Endpoint the endpoint's name.
+	Message  *ingress.Message
+	Endpoint string
+	// Story is the whole story of the item's work (the item page).
+	Story *storyView
+	Error *errorViewData
+}
+
+// Headline is the item in a line: what it asks or reports.
+func (v itemView) Headline() string {
+	s := v.Prompt
+	switch {
+	case v.Approval != nil:
+		s = "Call " + v.Approval.R.Tool + "?"
+	case s == "":
+		s = v.Summary
+	}
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return agentowl.Clip(s, 120)
 }
 
 // Open reports whether the item still waits for someone.
@@ -221,7 +359,8 @@ func (v itemView) Allows(d string) bool {
 func (c *Console) itemView(it *inbox.Item) itemView {
 	v := c.itemViewOf(it)
 	if v.ExpiresAt != nil && !v.Expired {
-		v.TimeLeft = timeLeft(v.ExpiresAt.Sub(c.svc.Clock.Now()))
+		left := v.ExpiresAt.Sub(c.svc.Clock.Now())
+		v.TimeLeft, v.Soon = timeLeft(left), left <= inbox.SoonWindow
 	}
 	return v
 }
@@ -263,18 +402,27 @@ func (c *Console) itemViewOf(it *inbox.Item) itemView {
 
 // approvalView is an AAP approval request.
 type approvalView struct {
-	R         *agentowl.ApprovalRequest
-	Arguments string
-	Reasoning string
-	Digest    string
-	Error     *errorViewData
+	R           *agentowl.ApprovalRequest
+	Arguments   string
+	Context     string
+	Reasoning   string
+	Digest      string
+	Description string
+	// Instance is the instance's name ("" when unknown).
+	Instance string
+	Soon     bool
+	Error    *errorViewData
 }
 
 // Pending reports whether the request still waits for a decision.
 func (v approvalView) Pending() bool { return v.R.Status == agentowl.StatusPending }
 
 func approvalViewOf(r *agentowl.ApprovalRequest) approvalView {
-	v := approvalView{R: r, Arguments: indentJSON(r.Arguments), Digest: approval.ActionDigest(r)}
+	v := approvalView{R: r, Arguments: indentJSON(r.Arguments), Context: indentJSON(r.Context), Digest: approval.ActionDigest(r),
+		Description: approval.ActionDescription(r)}
+	if v.Context == "null" || v.Context == "{}" {
+		v.Context = ""
+	}
 	if r.AgentReasoning != nil {
 		v.Reasoning = *r.AgentReasoning
 	}
@@ -290,6 +438,10 @@ type workView struct {
 	Attempts  int
 	Decision  string
 	Decisions []*agentowl.WorkDecision
+	// Message is a digest of the message that started it; Endpoint the
+	// endpoint's name.
+	Message  *ingress.Message
+	Endpoint string
 }
 
 func workViewOf(s *work.Summary) workView {
@@ -320,6 +472,8 @@ type workDetailView struct {
 	Items    []itemView
 	// Files are the retained attachments of the work's event.
 	Files []fileView
+	// Story is the message that started it and its conversation.
+	Story *storyView
 }
 
 type timelineView struct {
@@ -348,4 +502,197 @@ type noticeView struct {
 // Kind names the notice's kind for people.
 func (v noticeView) Kind() string {
 	return strings.ToUpper(v.N.Kind[:1]) + v.N.Kind[1:]
+}
+
+// ---- the whole story of an item (docs/console.md, "Needs attention")
+
+// storyEarlier is how many of the conversation's earlier messages an item
+// shows.
+const storyEarlier = 3
+
+// docsBase is where the console's empty states link the documents that
+// set things up.
+const docsBase = "https://github.com/agentowl/agentowl/blob/main/docs/"
+
+// storyView is what started a work, where it came from and what the
+// agent reported since: the item page's first section.
+type storyView struct {
+	WorkID  string
+	Message *ingress.Message
+	// Earlier are the conversation's messages before it, oldest first;
+	// More counts those of its messages not shown.
+	Earlier []*ingress.Message
+	More    int
+	// Conversation and its name (subject or peer); Binding the binding's
+	// name and address.
+	Conversation     *agentowl.Conversation
+	ConversationName string
+	Binding          string
+	// Files are the retained files of the message.
+	Files []fileView
+	// Calls is a call's status timeline, oldest first (voice).
+	Calls []callStep
+	// Reports are the agent's callbacks in order (routine progress quiet).
+	Reports []reportView
+	Omitted int
+}
+
+type callStep struct {
+	At             time.Time
+	Event, Status  string
+	Transcription  string
+	RecordingLinks []string
+}
+
+// reportView is one callback as the story tells it.
+type reportView struct {
+	timelineView
+	// Said is what the report says in a line: its result summary, error
+	// or how many requests it makes.
+	Said string
+}
+
+// bindingLabel is a binding as a person reads it: its name, and its
+// receiving address when it has one.
+func bindingLabel(b *agentowl.Binding) string {
+	if b == nil {
+		return ""
+	}
+	name := b.Name
+	if name == "" {
+		name = b.Channel
+	}
+	if b.Address != "" {
+		return name + " <" + b.Address + ">"
+	}
+	return name
+}
+
+// conversationName is a conversation as a person reads it: the subject of
+// its message, else who it is with.
+func conversationName(m *ingress.Message, c *agentowl.Conversation) string {
+	if m != nil && strings.TrimSpace(m.Subject) != "" {
+		return strings.TrimSpace(m.Subject)
+	}
+	if m != nil && m.Sender != "" {
+		return m.Channel + " with " + m.Sender
+	}
+	if c != nil && c.Key != "" {
+		return c.Channel + " " + c.Key
+	}
+	if c != nil {
+		return c.Channel + " conversation"
+	}
+	return ""
+}
+
+// said is what a callback body says in a line.
+func said(body []byte) string {
+	var cb struct {
+		Result *struct {
+			Summary string `json:"summary"`
+		} `json:"result"`
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Requests []struct {
+			Prompt string `json:"prompt"`
+		} `json:"requests"`
+	}
+	if json.Unmarshal(body, &cb) != nil {
+		return ""
+	}
+	switch {
+	case cb.Result != nil && cb.Result.Summary != "":
+		return cb.Result.Summary
+	case cb.Error != nil && (cb.Error.Message != "" || cb.Error.Code != ""):
+		return strings.TrimSpace(cb.Error.Code + " " + cb.Error.Message)
+	case len(cb.Requests) == 1:
+		return "Asks: " + cb.Requests[0].Prompt
+	case len(cb.Requests) > 1:
+		return fmt.Sprintf("Asks %d things, the first: %s", len(cb.Requests), cb.Requests[0].Prompt)
+	}
+	return ""
+}
+
+// story reads the story of work workID: nil when this server serves no
+// conversations. files are the work's retained files when the caller has
+// them already.
+func (c *Console) story(q *req, workID string, detail *work.Detail) (*storyView, error) {
+	if c.svc.Ingress == nil || workID == "" {
+		return nil, nil
+	}
+	ctx := q.r.Context()
+	st, err := c.svc.Ingress.WorkStory(ctx, q.p(), q.tenant, workID, storyEarlier)
+	if err != nil {
+		return nil, err
+	}
+	v := &storyView{WorkID: workID, Message: st.Message, Conversation: st.Conversation, Binding: bindingLabel(st.Binding)}
+	first := st.Message
+	for i := len(st.Earlier) - 1; i >= 0; i-- {
+		v.Earlier = append(v.Earlier, st.Earlier[i])
+	}
+	if len(v.Earlier) > 0 {
+		first = v.Earlier[0]
+	}
+	v.ConversationName = conversationName(first, st.Conversation)
+	// Events after the message are not the story's; count only those before.
+	v.More = max(st.Events-len(v.Earlier)-1, 0)
+	if v.Files, err = c.workFiles(q, workID); err != nil {
+		return nil, err
+	}
+	if st.Message.Channel == ingress.ChannelVoice {
+		for _, m := range append(slices.Clone(v.Earlier), st.Message) {
+			v.Calls = append(v.Calls, callStep{At: m.ReceivedAt, Event: m.CallEvent, Status: m.CallStatus, Transcription: m.Text,
+				RecordingLinks: m.Links})
+		}
+	}
+	if detail == nil {
+		if detail, err = c.svc.Work.InspectWork(ctx, q.p(), q.tenant, workID); err != nil {
+			return nil, err
+		}
+	}
+	v.Omitted = detail.CallbacksOmitted
+	for _, e := range detail.Timeline {
+		if e.Callback != nil {
+			v.Reports = append(v.Reports, reportView{timelineView: timelineViewOf(e), Said: said(e.Callback.Body)})
+		}
+	}
+	return v, nil
+}
+
+// endpointNames maps the tenant's endpoint IDs to their names.
+func (c *Console) endpointNames(q *req) (map[string]string, []*agentowl.Endpoint, error) {
+	eps, err := c.svc.Work.ListEndpoints(q.r.Context(), q.p(), q.tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make(map[string]string, len(eps))
+	for _, ep := range eps {
+		names[ep.ID] = ep.Name
+	}
+	return names, eps, nil
+}
+
+// instanceNames maps the tenant's AAP instance IDs to their names.
+func (c *Console) instanceNames(q *req) (map[string]string, error) {
+	ins, err := c.svc.Approval.TenantInstances(q.r.Context(), q.p(), q.tenant)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]string, len(ins))
+	for _, in := range ins {
+		names[in.ID] = in.Name
+	}
+	return names, nil
+}
+
+// workMessages are the digests of the messages of works, by work ID (none
+// when this server serves no conversations).
+func (c *Console) workMessages(q *req, works []string) (map[string]*ingress.Message, error) {
+	if c.svc.Ingress == nil {
+		return map[string]*ingress.Message{}, nil
+	}
+	return c.svc.Ingress.WorkMessages(q.r.Context(), q.p(), q.tenant, works)
 }

@@ -250,8 +250,8 @@ func TestRetainedBytesAndStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Enabled || st.Leader != nil || len(st.Jobs) != 7 {
-			t.Fatalf("status = %+v, want disabled, no leader, seven jobs", st)
+		if st.Enabled || st.Leader != nil || len(st.Jobs) != 8 {
+			t.Fatalf("status = %+v, want disabled, no leader, eight jobs", st)
 		}
 		for _, j := range st.Jobs {
 			if (j.LastRun != nil) != (j.Name == maintenance.JobRetainedBytes) || j.Late {

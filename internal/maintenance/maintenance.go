@@ -55,6 +55,9 @@ type Config struct {
 	// quota; nil leaves the job with nothing to do (it reports skipped).
 	// The server always wires the attachments service in.
 	RetainedBytes RetainedBytes
+	// AuditCheckpoints configures the signed checkpoints of the audit
+	// chain (auditchain.go).
+	AuditCheckpoints AuditCheckpoints
 }
 
 // Job names, as Status, /metrics and `agentowl maintenance status` show them.
@@ -91,6 +94,7 @@ var DefaultIntervals = map[string]time.Duration{
 	JobRetainedBytes:     5 * time.Minute,
 	// A conversation shows ended within a minute of its window closing.
 	JobConversationWindows: time.Minute,
+	JobAuditCheckpoints:    DefaultAuditCheckpointInterval,
 }
 
 // Expectations are when agent work counts as overdue, by default: each
@@ -261,6 +265,7 @@ func New(st agentowl.Store, clock agentowl.Clock, cfg Config, svc Services, log 
 		{name: JobRetention, run: s.retain},
 		{name: JobRetainedBytes, run: s.deleteRetainedBytes},
 		{name: JobConversationWindows, run: s.endConversationWindows},
+		{name: JobAuditCheckpoints, run: s.auditCheckpoints},
 	}
 	for _, j := range s.jobs {
 		j.interval = cfg.Intervals[j.name]

@@ -39,6 +39,11 @@ type Config struct {
 	// a verified AAP webhook receiver, and waiting calls are woken by the
 	// provider's notifications instead of holding long polls.
 	Receiver *ReceiverConfig `yaml:"receiver"`
+	// Attestations tunes the provider's signed decision attestations
+	// (docs/attestations.md): the gateway passes each approved call's
+	// attestation to the upstream in the tools/call's _meta, and with
+	// Verify checks it before forwarding.
+	Attestations AttestationsConfig `yaml:"attestations"`
 
 	dir string // the configuration file's directory
 }
@@ -68,6 +73,24 @@ type ReceiverConfig struct {
 	// HTTP for a TLS-terminating proxy in front.
 	TLSCert string `yaml:"tls_cert"`
 	TLSKey  string `yaml:"tls_key"`
+}
+
+// AttestationsConfig is how the gateway treats decision attestations.
+type AttestationsConfig struct {
+	// Verify makes the gateway verify the attestation of every approval
+	// before it forwards the call: signed by a key of the provider's
+	// published set, issued by Issuer, about this request, this tool and
+	// exactly the arguments about to be forwarded, approved and not
+	// expired. A call whose attestation is missing or does not verify is
+	// not forwarded (tool error "unverified: …"). Off by default (any AAP
+	// provider works); `serve --verify-attestations` turns it on.
+	Verify bool `yaml:"verify"`
+	// JWKSURL is where the provider publishes its keys (default: the
+	// credential's provider URL + /.well-known/agentowl/jwks.json).
+	JWKSURL string `yaml:"jwks_url"`
+	// Issuer is the provider's public URL as its attestations name it
+	// (default: the credential's provider URL).
+	Issuer string `yaml:"issuer"`
 }
 
 // ApprovalConfig tunes gated calls.
@@ -213,6 +236,10 @@ func (c *Config) check() error {
 			return errors.New("receiver: tls_cert and tls_key go together")
 		}
 	}
+	if at := &c.Attestations; at.JWKSURL != "" && !strings.HasPrefix(at.JWKSURL, "https://") && !strings.HasPrefix(at.JWKSURL, "http://") {
+		return errors.New("attestations.jwks_url: an http(s) URL is required")
+	}
+	c.Attestations.Issuer = strings.TrimSuffix(c.Attestations.Issuer, "/")
 	if len(c.Upstreams) == 0 {
 		return errors.New("config: no upstreams")
 	}

@@ -169,6 +169,8 @@ func (g *Gateway) outcome(e *aap.Execution) *mcp.CallToolResult {
 	case aap.ExecNotRun:
 		what := "not approved"
 		switch {
+		case e.AttestationRefused():
+			what = "unverified"
 		case strings.HasPrefix(e.Reason, "denied"):
 			what = "denied"
 		case strings.HasPrefix(e.Reason, "expired"):
@@ -188,7 +190,8 @@ func (g *Gateway) outcome(e *aap.Execution) *mcp.CallToolResult {
 }
 
 // forward is the adapter's ToolFunc: the one place a gated call reaches its
-// upstream, with exactly the saved (approved) arguments.
+// upstream, with exactly the saved (approved) arguments and the approval's
+// attestation in _meta (AttestationMetaKey).
 func (g *Gateway) forward(ctx context.Context, e *aap.Execution) (json.RawMessage, error) {
 	var cc callContext
 	if err := json.Unmarshal(e.Call.Context, &cc); err != nil {
@@ -200,7 +203,11 @@ func (g *Gateway) forward(ctx context.Context, e *aap.Execution) (json.RawMessag
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Approval.CallTimeout)
 	defer cancel()
-	res, err := up.session.CallTool(ctx, &mcp.CallToolParams{Name: cc.MCP.Tool, Arguments: e.Call.Arguments})
+	params := &mcp.CallToolParams{Name: cc.MCP.Tool, Arguments: e.Call.Arguments}
+	if tok := g.attestationFor(ctx, e); tok != "" {
+		params.Meta = mcp.Meta{AttestationMetaKey: tok}
+	}
+	res, err := up.session.CallTool(ctx, params)
 	if err != nil {
 		return nil, err
 	}

@@ -118,9 +118,14 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.clock = systemClock{}
 	}
 	var err error
-	g.adapter, err = aap.NewAdapter(aap.AdapterConfig{Provider: opts.Provider, Store: opts.Store, Run: g.forward, Clock: g.clock, Logger: g.log})
+	check := attestationCheck(&cfg.Attestations, opts.Provider)
+	g.adapter, err = aap.NewAdapter(aap.AdapterConfig{Provider: opts.Provider, Store: opts.Store, Run: g.forward, Clock: g.clock, Logger: g.log,
+		Attestations: check})
 	if err != nil {
 		return nil, err
+	}
+	if check != nil {
+		g.log.Info("mcp gateway: approvals are verified by their attestations before forwarding", "jwks_url", check.JWKSURL, "issuer", check.Issuer)
 	}
 	g.bg, g.cancel = context.WithCancel(context.Background())
 	ok := false

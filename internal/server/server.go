@@ -24,6 +24,7 @@ import (
 	"github.com/agentowl/agentowl/internal/admission"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/attachment"
+	"github.com/agentowl/agentowl/internal/attestation"
 	"github.com/agentowl/agentowl/internal/blob"
 	"github.com/agentowl/agentowl/internal/console"
 	"github.com/agentowl/agentowl/internal/delivery"
@@ -103,6 +104,13 @@ type Config struct {
 	Maintenance maintenance.Config
 	// Console configures the web console at /console/.
 	Console console.Config
+	// Attestation configures decision attestations (docs/attestations.md):
+	// their Issuer is the public URL; Retention keeps retired keys
+	// published.
+	Attestation attestation.Config
+	// NoAttestations records decisions without attestations (for measuring
+	// their cost). Defaults to false: every approval and denial is signed.
+	NoAttestations bool
 	// Resolver resolves the host names of every outbound destination: for
 	// the egress check and dial, and for the per-address limits. Defaults to
 	// the system resolver; tests use one that never leaves the machine.
@@ -255,6 +263,23 @@ func (s *Server) start(ctx context.Context) (err error) {
 	if s.work, err = work.New(s.store, cfg.Clock, s.egress.CheckURL, s.engine.Wake, wc, cfg.Logger); err != nil {
 		ln.Close()
 		return err
+	}
+	if !cfg.NoAttestations {
+		ac := cfg.Attestation
+		ac.Issuer = s.work.Config().PublicURL
+		signer, err := attestation.New(s.store, cfg.Clock, ac)
+		if err == nil {
+			err = signer.Ensure(ctx)
+		}
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("attestation key: %w", err)
+		}
+		s.approval.UseAttestations(signer)
+		s.work.UseAttestations(signer)
+		if cfg.Maintenance.AuditCheckpoints.Signer == nil {
+			cfg.Maintenance.AuditCheckpoints.Signer = auditCheckpointSigner{s.store} // the audit chain's checkpoints
+		}
 	}
 	s.engine.Handle("endpoint", s.work.ResolveDestination)
 	s.engine.Handle("decision", s.work.ResolveDecisionDestination)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/agentwork"
 	"github.com/agentowl/agentowl/internal/access"
+	"github.com/agentowl/agentowl/internal/attestation"
 	"github.com/agentowl/agentowl/internal/notify"
 	"github.com/agentowl/agentowl/internal/outbox"
 )
@@ -427,6 +428,14 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	if !submit {
 		run = s.store.Read
 	}
+	// The decision's time is fixed before its transaction, so its
+	// attestation can be signed before it too (prepareDecision); whether
+	// the request has expired is still checked at the transaction's time.
+	decidedAt := s.clock.Now().Truncate(time.Microsecond) // as stored, so the view below is what a read returns
+	var pre *attestation.Prepared
+	if submit {
+		pre = s.prepareDecision(ctx, p, m, id, in, decidedAt)
+	}
 	err = run(ctx, func(tx agentowl.Tx) error {
 		creating = nil
 		// Everything the decision is checked against comes in one read
@@ -439,14 +448,19 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		if it == nil || it.TenantID != m.TenantID {
 			return notFound(m, "attention item", id)
 		}
-		now := s.clock.Now().Truncate(time.Microsecond) // as stored, so the view below is what a read returns
+		// now is the decision's time; checkAt, when the request's expiry
+		// is checked, the transaction's (not earlier).
+		now, checkAt := decidedAt, decidedAt
+		if later := s.clock.Now().Truncate(time.Microsecond); later.After(checkAt) {
+			checkAt = later
+		}
 		if it.Kind == KindIncident {
-			return checkDecision(it, it, in, now)
+			return checkDecision(it, it, in, checkAt)
 		}
 		if w == nil || chk.Endpoint == nil {
 			return fmt.Errorf("attention item %s: its work or endpoint is missing", it.ID)
 		}
-		view := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !now.Before(*it.ExpiresAt), WorkStatus: w.Status,
+		view := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !checkAt.Before(*it.ExpiresAt), WorkStatus: w.Status,
 			Decision: chk.Decided, Push: chk.Push}
 		sum := decisionHash(in, it.ID)
 		if prev := chk.ByID; prev != nil {
@@ -465,13 +479,24 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		if latest == nil { // the item went between the reads (its work was purged)
 			return notFound(m, "attention item", id)
 		}
-		if err := checkDecision(it, latest, in, now); err != nil {
+		if err := checkDecision(it, latest, in, checkAt); err != nil {
 			return err
 		}
 		doc := agentwork.Decision{Version: agentwork.Version, Type: agentwork.DecisionType, DecisionID: in.DecisionID, WorkID: w.ID,
 			RequestID: it.RequestID, RequestRevision: it.Revision, Decision: in.Decision, Answer: in.Answer,
 			ExpectedActionDigest: in.ExpectedActionDigest, DecidedAt: now.UTC().Format(time.RFC3339Nano),
 			RequestExpiresAt: it.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		if submit {
+			// The attestation is signed before the document is rendered: the
+			// pushed and recovered document carries it.
+			a, err := s.attest.SignWorkTx(ctx, tx, pre, workDecision(p, m, w.ID, it, in, now))
+			if err != nil {
+				return err
+			}
+			if a != nil {
+				doc.Attestation = a.Token
+			}
+		}
 		if out.Body, err = json.Marshal(doc); err != nil {
 			return err
 		}
@@ -483,7 +508,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 			Revision: it.Revision, Decision: in.Decision, Answer: in.Answer, ExpectedActionDigest: in.ExpectedActionDigest,
 			ContentHash: sum, Body: out.Body, DecidedBy: p.Actor(), DecidedAt: now}
 		view.Decision = d
-		if ep := chk.Endpoint; ep.DeletedAt == nil && ep.DecisionURL != "" && now.Before(*it.ExpiresAt) {
+		if ep := chk.Endpoint; ep.DeletedAt == nil && ep.DecisionURL != "" && checkAt.Before(*it.ExpiresAt) {
 			d.MessageID = agentowl.NewID("")
 			msg, err := outbox.Enqueue(ctx, tx, now, outbox.Message{ID: d.MessageID, TenantID: m.TenantID, Kind: MessageKindDecision,
 				Destination: DecisionDestination(ep.ID, w.ID, d.ID), Subject: w.ID, Body: out.Body, Deadline: *it.ExpiresAt})
@@ -516,6 +541,43 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 		s.wake()
 	}
 	return &out, nil
+}
+
+// workDecision is what the attestation of p's decision in on item it of
+// work workID, at now, attests.
+func workDecision(p *access.Principal, m *agentowl.Membership, workID string, it *agentowl.AttentionItem, in *agentowl.DecisionFile, now time.Time) attestation.WorkDecision {
+	return attestation.WorkDecision{TenantID: m.TenantID, WorkID: workID, RequestID: it.RequestID, DecisionID: in.DecisionID,
+		Revision: it.Revision, Decision: in.Decision, ActionDigest: it.ActionDigest, Answer: in.Answer, DecidedBy: p.Actor(),
+		DecidedAt: now, ExpiresAt: *it.ExpiresAt}
+}
+
+// prepareDecision signs the attestation of p's decision in on item id at
+// now before the decision's transaction, when the Signer presigns
+// (attestation.Signer.PrepareWork): from the item as a read outside the
+// transaction finds it, which does not wait for SQLite's writer. The
+// transaction records it only if the decision it makes is exactly the one
+// signed; nil when there is nothing to prepare.
+func (s *Service) prepareDecision(ctx context.Context, p *access.Principal, m *agentowl.Membership, id string, in *agentowl.DecisionFile, now time.Time) *attestation.Prepared {
+	if !s.attest.Presigns() {
+		return nil
+	}
+	var it *agentowl.AttentionItem
+	var workID string
+	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
+		chk, err := tx.AttentionForDecision(ctx, m.TenantID, id, in.DecisionID, false)
+		if err != nil {
+			return err
+		}
+		if chk.Item == nil || chk.Work == nil || chk.Decided != nil || chk.ByID != nil {
+			return agentowl.ErrNotFound
+		}
+		it, workID = chk.Item, chk.Work.ID
+		return nil
+	})
+	if err != nil || it.TenantID != m.TenantID || it.Kind == KindIncident || it.ExpiresAt == nil {
+		return nil
+	}
+	return s.attest.PrepareWork(ctx, workDecision(p, m, workID, it, in, now))
 }
 
 // ---- pushes and receipts

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/attestation"
 	"github.com/agentowl/agentowl/internal/ratelimit"
 )
 
@@ -88,7 +89,15 @@ type Service struct {
 	// wake prompts the delivery engine after a handoff commits.
 	wake          func()
 	callbackLimit *ratelimit.Limiter
+	// attest signs every decision on a runtime request (nil: none are).
+	attest *attestation.Signer
 }
+
+// UseAttestations makes every decision on a runtime request carry an
+// attestation signed by a: recorded in the decision's transaction and
+// carried in the decision document's attestation field
+// (docs/attestations.md). Call it before serving.
+func (s *Service) UseAttestations(a *attestation.Signer) { s.attest = a }
 
 // New returns a Service. checkURL is the egress client's URL check (every endpoint URL and
 // decision URL must pass it); wake, when set, is called after handoffs

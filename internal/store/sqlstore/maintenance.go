@@ -236,7 +236,7 @@ var purgeStatements = map[agentowl.PurgeClass][]string{
 	agentowl.PurgeConversations: {`DELETE FROM conversations WHERE id IN (SELECT c.id FROM conversations c WHERE c.last_event_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.id)
 		AND NOT EXISTS (SELECT 1 FROM work w WHERE w.conversation_id = c.id) LIMIT ?)`},
-	agentowl.PurgeAudit: {`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at <= ? LIMIT ?)`},
+	agentowl.PurgeAudit: purgeAuditChain, // up to a signed checkpoint (auditchain.go)
 }
 
 func (t *tx) PurgeBatch(ctx context.Context, p agentowl.PurgeParams) (agentowl.PurgeResult, error) {

@@ -534,11 +534,9 @@ func (t *tx) AuditAppend(ctx context.Context, e *agentowl.AuditEntry) error {
 	if e.Details == nil {
 		details = []byte("{}")
 	}
-	// The ID is read back with the commit: nobody needs it before.
-	return t.queryRowLater(ctx, func(r row) error { return r.Scan(&e.ID) },
-		`INSERT INTO audit_log (tenant_id, at, actor, action, target, request_id, details)
-		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, e.TenantID, ts(e.At), e.Actor, e.Action, e.Target, e.RequestID,
-		string(details))
+	// Chained to the tenant's previous entry (auditchain.go); the ID and
+	// hashes are read back with the commit: nobody needs them before.
+	return t.auditAppendChained(ctx, e, string(details))
 }
 
 func (t *tx) AuditList(ctx context.Context, p agentowl.AuditListParams) ([]*agentowl.AuditEntry, error) {
@@ -546,18 +544,9 @@ func (t *tx) AuditList(ctx context.Context, p agentowl.AuditListParams) ([]*agen
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := t.query(ctx, `SELECT id, tenant_id, at, actor, action, target, request_id, details FROM audit_log
+	rows, err := t.query(ctx, `SELECT `+auditChainCols+` FROM audit_log
 		WHERE tenant_id = ? ORDER BY id DESC LIMIT ?`, p.TenantID, limit)
-	return all(rows, err, func(s scanner) (*agentowl.AuditEntry, error) {
-		var e agentowl.AuditEntry
-		var at int64
-		var details string
-		if err := s.Scan(&e.ID, &e.TenantID, &at, &e.Actor, &e.Action, &e.Target, &e.RequestID, &details); err != nil {
-			return nil, err
-		}
-		e.At = fromTS(at)
-		return &e, json.Unmarshal([]byte(details), &e.Details)
-	})
+	return all(rows, err, scanChained)
 }
 
 // ---- AAP acknowledgements

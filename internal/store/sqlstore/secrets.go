@@ -67,7 +67,8 @@ func sealedPlaces() [][2]string {
 	var places [][2]string
 	places = append(places, instanceSecrets.places()...)
 	places = append(places, endpointSecrets.places()...)
-	return append(places, bindingSecrets.places()...)
+	places = append(places, bindingSecrets.places()...)
+	return append(places, attestationKeySecrets.places()...)
 }
 
 // bytesField is a sealed field a record carries as a []byte, nil for none.

@@ -50,6 +50,10 @@ func Exercise(t *testing.T, open func(t testing.TB) agentowl.Store) {
 	tests = append(tests, notifyTests...)
 	tests = append(tests, conversationTests...)
 	tests = append(tests, domainTests...)
+	tests = append(tests, attestationTests...)
+	tests = append(tests, viewTests...)
+	tests = append(tests, consoleViewTests...)
+	tests = append(tests, auditChainTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentowl/agentowl/webhook"
+)
+
+// TestConformanceProvider: `agentowl conformance provider` against
+// AgentOwl on each store, deciding through the CLI's own `approvals
+// decide`, passes every synchronous check; --json is the report document
+// and --junit writes JUnit XML.
+func TestConformanceProvider(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s site) {
+		bin := buildAgentowl(t)
+		srv := s.start(t, nil)
+		admin, op := s.operator(t, srv)
+		var tok struct{ Token string }
+		if err := json.Unmarshal([]byte(op("--json", "provisioner-tokens", "create", "--days", "1").ok(t)), &tok); err != nil || tok.Token == "" {
+			t.Fatalf("provisioner token: %v", err)
+		}
+		junit := filepath.Join(t.TempDir(), "report.xml")
+		// The operator token stays in a script, out of the command line
+		// the report shows.
+		script := filepath.Join(t.TempDir(), "decide.sh")
+		if err := os.WriteFile(script, fmt.Appendf(nil, "#!/bin/sh\nexec %s approvals decide \"$1\" --\"$2\" --url %s --token %s\n", bin, srv.url, admin), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		decide := "/bin/sh " + script + " {id} {decision}"
+		res := runCLI(t, "--json", "conformance", "provider", "--url", srv.url, "--provisioner-token", tok.Token,
+			"--decide-command", decide, "--openapi", filepath.Join("..", "..", "api", "openapi.yaml"), "--junit", junit)
+		var rep struct {
+			FormatVersion int `json:"format_version"`
+			Summary       struct{ Pass, Fail, Skip int }
+			Checks        []struct{ ID, Status, Reason, Requirement string }
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+			t.Fatalf("--json output is not the report: %v\n%s\nstderr: %s", err, res.stdout, res.stderr)
+		}
+		if res.err != nil || rep.Summary.Fail != 0 {
+			for _, c := range rep.Checks {
+				if c.Status != "PASS" {
+					t.Errorf("%s: %s %s", c.ID, c.Status, c.Reason)
+				}
+			}
+			t.Fatalf("exit %v", res.err)
+		}
+		for _, c := range rep.Checks {
+			async := strings.HasPrefix(c.ID, "provider.async.")
+			if (c.Status == "SKIP") != async {
+				t.Errorf("%s: %s (%s)", c.ID, c.Status, c.Reason)
+			}
+			if !strings.Contains(c.Requirement, ".md") {
+				t.Errorf("%s names no requirement: %q", c.ID, c.Requirement)
+			}
+		}
+		if rep.FormatVersion != 1 || strings.Contains(res.stdout, tok.Token) || strings.Contains(res.stdout, admin) {
+			t.Errorf("format_version %d, or the report shows a token", rep.FormatVersion)
+		}
+		data, err := os.ReadFile(junit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var suites struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+		}
+		if err := xml.Unmarshal(data, &suites); err != nil || suites.Tests != len(rep.Checks) || suites.Failures != 0 || suites.Skipped != rep.Summary.Skip {
+			t.Errorf("JUnit: %+v %v\n%s", suites, err, data)
+		}
+	})
+}
+
+// TestConformanceFailureExitsNonZero: a failing check (here against a
+// server that is not an AAP provider) prints the text report with the
+// evidence and exits non-zero.
+func TestConformanceFailureExitsNonZero(t *testing.T) {
+	t.Parallel()
+	fake := http.NewServeMux()
+	fake.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	srv := hs.URL
+	res := runCLI(t, "conformance", "provider", "--url", srv, "--provisioner-token", "tok", "--only", "provider.auth.credential")
+	if res.err == nil {
+		t.Fatalf("no error for a failing run:\n%s", res.stdout)
+	}
+	for _, want := range []string{"FAIL  provider.auth.credential-required", "8_security.md Provider 1", "< 418", "> POST " + srv + "/v1/requests", "1 failed"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	if strings.Contains(res.stderr, "error:") {
+		t.Errorf("the report said it all; stderr: %s", res.stderr)
+	}
+}
+
+// TestConformanceBadInput: bad flags and unreachable URLs are clear
+// errors, never a panic or a run.
+func TestConformanceBadInput(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"provider"}, `required flag(s) "url"`},
+		{[]string{"provider", "--url", "ftp://x", "--provisioner-token", "t"}, "not an http(s) URL"},
+		{[]string{"provider", "--url", "http://127.0.0.1:1", "--provisioner-token", "t"}, "cannot reach the provider"},
+		{[]string{"provider", "--url", "http://127.0.0.1:1"}, "provisioner token is required"},
+		{[]string{"provider", "--url", "http://127.0.0.1:1", "--provisioner-token", "t", "--decide-command", "x", "--interactive"}, "either --decide-command or --interactive"},
+		{[]string{"provider", "--url", "http://127.0.0.1:1", "--provisioner-token", "t", "--expiry-timeout", "1500ms"}, "whole number of seconds"},
+		{[]string{"provider", "--url", "http://127.0.0.1:1", "--provisioner-token", "t", "--async-receiver-listen", "127.0.0.1:0"}, "go together"},
+		{[]string{"provider", "--url", "http://127.0.0.1:1", "--provisioner-token", "t", "--openapi", "/nonexistent.yaml"}, "OpenAPI document"},
+		{[]string{"receiver", "--url", "http://127.0.0.1:1/x", "--secret", "nope", "--instance", uuid.NewString()}, "--secret"},
+		{[]string{"receiver", "--url", "http://127.0.0.1:1/x", "--secret", webhook.NewSecret(), "--instance", "i"}, "not an instance ID"},
+	} {
+		res := runCLI(t, append([]string{"conformance"}, c.args...)...)
+		if res.err == nil || !strings.Contains(res.stderr+res.err.Error(), c.want) {
+			t.Errorf("agentowl conformance %s: err %v, stderr %q; want %q", strings.Join(c.args, " "), res.err, res.stderr, c.want)
+		}
+	}
+}
+
+// TestConformanceReceiver: `agentowl conformance receiver` against
+// `agentowl receiver serve` (in-process), whose --exec command records
+// each wake-up as an effect that --effects-command reads, passes every
+// receiver check.
+func TestConformanceReceiver(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	effects := filepath.Join(dir, "effects.log")
+	rs := &receiverServer{cfg: receiverConfig{DataDir: dir, Listen: "127.0.0.1:0", Path: "/aap/events",
+		Exec: "echo \"$AAP_REQUEST_ID\" >> " + effects, ExecWorkers: 1, ExecTimeout: 10 * time.Second, RetryDelay: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stdout: io.Discard, Stderr: io.Discard}}
+	if err := rs.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.close() })
+	url := "http://" + rs.addr + "/aap/events"
+	// The registration `receiver provision` would store, and the
+	// provider's verification that binds it to the instance.
+	secret, reg, inst := webhook.NewSecret(), uuid.NewString(), uuid.NewString()
+	if err := rs.receiver.Register(context.Background(), reg, secret); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	body, _ := json.Marshal(map[string]string{"id": id, "type": "webhook.verification", "registration_id": reg,
+		"instance_id": inst, "created_at": time.Now().UTC().Format(time.RFC3339), "challenge": uuid.NewString()})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	ts := fmt.Sprint(time.Now().Unix())
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + ts + "."))
+	m.Write(body)
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", ts)
+	req.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("verification: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	res := runCLI(t, "conformance", "receiver", "--url", url, "--secret", secret, "--instance", inst,
+		"--effects-command", "cat "+effects+" 2>/dev/null || true", "--effects-settle", "1500ms")
+	if res.err != nil || !strings.Contains(res.stdout, "8 checks: 8 passed") {
+		t.Fatalf("err %v\n%s\n%s", res.err, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stdout, secret) {
+		t.Error("the report shows the signing secret")
+	}
+}
