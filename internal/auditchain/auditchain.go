@@ -17,7 +17,7 @@
 // bytes, big-endian, two's complement), str(s) is the length of s's UTF-8
 // bytes as a 4-byte big-endian integer followed by those bytes, and details
 // is the entry's details exactly as stored: a JSON text. The stores compute
-// the same function in SQL (agentowl_audit_hash, migration 00030), so an
+// the same function in SQL (agentowl_audit_hash, migration 00026), so an
 // append costs no round trip of its own; this package is the reference
 // that verification uses.
 //

@@ -249,12 +249,3 @@ func (c *Console) sessions(r *http.Request, touch string) []*signedIn {
 // the page again but is no activity of the person, so it does not keep the
 // session from idling out.
 func isRefresh(r *http.Request) bool { return r.Header.Get("X-Console-Refresh") == "1" }
-
-// safeNext returns next if it is a console path to return to after sign-in,
-// else the console's start.
-func safeNext(next string) string {
-	if strings.HasPrefix(next, "/console/t/") && !strings.ContainsAny(next, "\\\r\n") && !strings.HasPrefix(next, "//") {
-		return next
-	}
-	return "/console/"
-}

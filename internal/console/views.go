@@ -116,9 +116,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *req, status in
 		// cannot be read: the error is what this page is about).
 		p.Unread, _ = c.svc.Notify.Unread(r.Context(), q.p(), q.tenant)
 	} else if r.Method == http.MethodGet {
-		if next := safeNext(r.URL.RequestURI()); next != "/console/" {
-			p.SignInNext = next
-		}
+		p.SignInNext = returnPath(r.URL.RequestURI())
 	}
 	if q != nil {
 		for _, s := range q.all {

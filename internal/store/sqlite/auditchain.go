@@ -11,8 +11,8 @@ import (
 
 // agentowl_audit_hash(prev, seq, tenant_id, at, actor, action, target,
 // request_id, details) is the audit chain's canonical hash
-// (auditchain.Sum) in SQL, as PostgreSQL's migration 00030 defines it:
-// migration 00030 chains the existing entries with it and every append
+// (auditchain.Sum) in SQL, as PostgreSQL's migration 00026 defines it:
+// migration 00026 chains the existing entries with it and every append
 // computes its entry's hash with it, in the statement that advances the
 // tenant's chain head. NULL in, NULL out. Registered for every connection
 // the "sqlite" driver opens in this process.

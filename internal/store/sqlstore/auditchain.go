@@ -8,7 +8,7 @@ import (
 	"github.com/agentowl/agentowl"
 )
 
-// The audit hash chain (internal/auditchain; migration 00030). Appending
+// The audit hash chain (internal/auditchain; migration 00026). Appending
 // an entry advances its tenant's chain head row and computes the entry's
 // hash in the database, with agentowl_audit_hash (a SQL function on
 // PostgreSQL, auditchain.Sum registered with SQLite): the head row's lock

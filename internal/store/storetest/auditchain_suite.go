@@ -514,12 +514,12 @@ func rebind(q string, postgres bool) string {
 	return b.String()
 }
 
-// AuditChainUpgrade checks migration 00030 on entries an earlier version
+// AuditChainUpgrade checks migration 00026 on entries an earlier version
 // wrote: they join their tenant's chain in the order written, the chain
 // verifies, and new entries continue it.
 func AuditChainUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
 	t.Helper()
-	ctx := migrateTo(t, dialect, db, migrations, 29)
+	ctx := migrateTo(t, dialect, db, migrations, 25)
 	stmts := []string{`INSERT INTO tenants (id, name, created_at) VALUES ('t-a', 'a', 1), ('t-b', 'b', 2)`}
 	for i := range 7 {
 		tn := "t-a"
