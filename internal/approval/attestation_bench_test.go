@@ -27,6 +27,12 @@ import (
 // set, with an instance's principal and the tenant admin's.
 func attested(tb testing.TB, b storetest.Backend, sign bool) (agentowl.Store, *approval.Service, *attestation.Signer, *access.Principal, *access.Principal) {
 	tb.Helper()
+	return attestedWith(tb, b, sign, attestation.PresignAuto)
+}
+
+// attestedWith is attested with the Signer's presign setting.
+func attestedWith(tb testing.TB, b storetest.Backend, sign bool, presign attestation.Presign) (agentowl.Store, *approval.Service, *attestation.Signer, *access.Principal, *access.Principal) {
+	tb.Helper()
 	ctx := context.Background()
 	st := b.Open(tb)
 	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
@@ -35,7 +41,7 @@ func attested(tb testing.TB, b storetest.Backend, sign bool) (agentowl.Store, *a
 	var signer *attestation.Signer
 	if sign {
 		var err error
-		if signer, err = attestation.New(st, clock, attestation.Config{Issuer: "https://owl.example.com"}); err != nil {
+		if signer, err = attestation.New(st, clock, attestation.Config{Issuer: "https://owl.example.com", Presign: presign}); err != nil {
 			tb.Fatal(err)
 		}
 		if err := signer.Ensure(ctx); err != nil {
@@ -123,6 +129,52 @@ func TestAttestedDecisionRoundTrips(t *testing.T) {
 	}
 }
 
+// TestPresignedDecisionMatchesCommitted: with attestations signed before
+// the decision's transaction (on every store), the attestation of each
+// decision names exactly the decision committed: its time, expiry,
+// outcome and decider.
+func TestPresignedDecisionMatchesCommitted(t *testing.T) {
+	for _, b := range storetest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			_, appr, _, agent, admin := attestedWith(t, b, true, attestation.PresignAlways)
+			var validity time.Duration // the instance's approval validity, learnt from the first approval
+			for i, dp := range []approval.DecideParams{{Approve: true}, {Approve: true, ValidFor: 90 * time.Second}, {Note: "no"}} {
+				r, err := appr.CreateRequest(ctx, agent, fmt.Sprint("presigned-", i), refund)
+				if err != nil {
+					t.Fatal(err)
+				}
+				decided, err := appr.Decide(ctx, admin, "acme", r.Request.ID, dp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := appr.Attestation(ctx, decided)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tok, err := attest.Parse(a.Token)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, doc := decided.Decision, tok.Document
+				if i == 0 {
+					validity = d.ExpiresAt.Sub(d.DecidedAt)
+				}
+				want, expires := attest.Denied, d.DecidedAt.Add(validity)
+				if dp.Approve {
+					want, expires = attest.Approved, d.ExpiresAt
+				}
+				if doc.Decision != want || !doc.DecidedAt.Equal(d.DecidedAt) || !doc.ExpiresAt.Equal(expires) ||
+					doc.DecidedBy.Name == "" || "operator:"+doc.DecidedBy.Name != d.DecidedBy {
+					t.Errorf("decision %d: attested %s at %s until %s by %+v; committed %s at %s until %s by %s", i,
+						doc.Decision, doc.DecidedAt, doc.ExpiresAt, doc.DecidedBy, d.Status, d.DecidedAt, expires, d.DecidedBy)
+				}
+			}
+		})
+	}
+}
+
 // processCost is the process's CPU time (user and system) and the bytes
 // it has written (/proc/self/io wchar; 0 where unavailable).
 func processCost() (time.Duration, int64) {
@@ -146,19 +198,23 @@ func processCost() (time.Duration, int64) {
 
 // BenchmarkDecide measures operator decisions per second with
 // attestations off and on, on each store: 32 concurrent deciders, each
-// decision a request created beforehand (outside the timer). Run with
+// decision a request created beforehand (outside the timer). "on" signs
+// as the server does (before the transaction on SQLite, inside it on
+// PostgreSQL); "on-presign" and "on-in-tx" force one way. Run with
 //
 //	AGENTOWL_TEST_DATABASE_URL=… go test ./internal/approval -run '^$' -bench Decide -benchtime 3000x -count 3
 func BenchmarkDecide(b *testing.B) {
+	variants := []struct {
+		name    string
+		sign    bool
+		presign attestation.Presign
+	}{{"off", false, 0}, {"on", true, attestation.PresignAuto},
+		{"on-presign", true, attestation.PresignAlways}, {"on-in-tx", true, attestation.PresignNever}}
 	for _, be := range storetest.Backends(b) {
-		for _, sign := range []bool{false, true} {
-			name := be.Name + "/attestations=off"
-			if sign {
-				name = be.Name + "/attestations=on"
-			}
-			b.Run(name, func(b *testing.B) {
+		for _, v := range variants {
+			b.Run(be.Name+"/attestations="+v.name, func(b *testing.B) {
 				ctx := context.Background()
-				_, appr, _, agent, admin := attested(b, be, sign)
+				_, appr, _, agent, admin := attestedWith(b, be, v.sign, v.presign)
 				ids := make([]string, b.N)
 				for i := range ids {
 					r, err := appr.CreateRequest(ctx, agent, fmt.Sprint("key-", i), refund)
