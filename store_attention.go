@@ -68,6 +68,9 @@ type AttentionStore interface {
 	WorkDecisionCreate(ctx context.Context, d *WorkDecision) error
 	WorkDecisionGet(ctx context.Context, workID, id string) (*WorkDecision, error)
 	WorkDecisionGetByAttention(ctx context.Context, attentionID string) (*WorkDecision, error)
+	// WorkDecisionsByAttention returns the decisions of the attention
+	// items named (those that have one), in one read: a listed page's.
+	WorkDecisionsByAttention(ctx context.Context, attentionIDs []string) ([]*WorkDecision, error)
 	// WorkDecisionList returns a work's decisions, oldest first.
 	WorkDecisionList(ctx context.Context, workID string) ([]*WorkDecision, error)
 	// DecisionSetReceipt sets the receipt if unset.

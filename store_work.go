@@ -56,6 +56,9 @@ type AgentWorkStore interface {
 	// that generation for the endpoint.
 	WorkCreate(ctx context.Context, w *Work) error
 	WorkGet(ctx context.Context, id string) (*Work, error)
+	// WorkStatuses returns the status of each work named that exists, in
+	// one read.
+	WorkStatuses(ctx context.Context, ids []string) (map[string]WorkStatus, error)
 	// WorkGetForUpdate is WorkGet that also serializes the caller with
 	// other writers of the work (row lock on PostgreSQL).
 	WorkGetForUpdate(ctx context.Context, id string) (*Work, error)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -30,7 +31,8 @@ The exit status is 1 when any check fails. --json prints the report as one
 JSON document instead of text; --junit FILE also writes JUnit XML.
 See docs/conformance.md.`,
 	}
-	cmd.AddCommand(c.conformanceProviderCommand(), c.conformanceReceiverCommand())
+	cmd.AddCommand(c.conformanceProviderCommand(), c.conformanceReceiverCommand(), c.conformanceAdapterCommand(),
+		c.conformanceAdapterShimCommand())
 	return cmd
 }
 
@@ -278,5 +280,108 @@ parts are not checked.`,
 	for _, name := range []string{"url", "secret", "instance"} {
 		cmd.MarkFlagRequired(name)
 	}
+	return cmd
+}
+
+func (c *cli) conformanceAdapterCommand() *cobra.Command {
+	var rf reportFlags
+	var cfg conformance.AdapterConfig
+	var preset, stdinFile string
+	var expect [4]string
+	cmd := &cobra.Command{
+		Use:   "adapter [--preset agentowl-adapter|aap-hook] [--env K={url}…] [--stdin-template FILE] [--expect-allow RE --expect-deny RE …] -- CMD ARGS…",
+		Short: "Check an AAP adapter command: the kit plays its provider and scripts each answer",
+		Long: `Runs a provider of the kit's own on a loopback port and drives the adapter
+command against it, once or twice per check: it hands the adapter the
+provider's URL and an instance credential through --env templates, feeds
+it a tool call on stdin (--stdin-template), and scripts the answer per
+check: approve, deny with a note, expire, cancel, an approval whose
+expires_at has passed, the same approval on a rerun, 503 with Retry-After,
+a connection cut mid long poll, SIGTERM while the adapter waits.
+
+Templates ({url}, {token}, {state}, {call_id}; in the stdin template also
+{tool}, {arguments}, {timeout}) are replaced in CMD ARGS, --env values and
+the stdin template. The adapter's output (stdout and stderr) is classified
+by --expect-allow, --expect-expired, --expect-cancelled, --expect-deny
+(regular expressions, tried in that order). --preset supplies all of
+these for a known adapter: agentowl-adapter (the harness kit's
+aap.Adapter; without CMD the kit runs this binary's adapter shim) and
+aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Command = args
+			if stdinFile != "" {
+				data, err := os.ReadFile(stdinFile)
+				if err != nil {
+					return err
+				}
+				cfg.Stdin = string(data)
+			}
+			for i, dst := range []**regexp.Regexp{&cfg.Expect.Allow, &cfg.Expect.Expired, &cfg.Expect.Cancelled, &cfg.Expect.Deny} {
+				if expect[i] == "" {
+					continue
+				}
+				re, err := regexp.Compile(expect[i])
+				if err != nil {
+					return fmt.Errorf("--expect-*: %w", err)
+				}
+				*dst = re
+			}
+			if preset != "" {
+				p, err := conformance.AdapterPreset(preset)
+				if err != nil {
+					return err
+				}
+				if preset == conformance.PresetAgentOwl {
+					self, err := os.Executable()
+					if err != nil {
+						return err
+					}
+					p.Command = []string{self, "conformance", "adapter-shim", "--state", "{state}"}
+				}
+				cfg.ApplyPreset(p)
+			}
+			cfg.Progress = rf.progress(c)
+			rep, err := conformance.CheckAdapter(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			return c.finishReport(cmd, &rf, rep)
+		},
+	}
+	rf.add(cmd)
+	f := cmd.Flags()
+	f.StringVar(&preset, "preset", "", "a known adapter's contract: agentowl-adapter or aap-hook")
+	f.StringArrayVar(&cfg.Env, "env", nil, "K=template added to the adapter's environment (repeatable), such as AAP_BASE_URL={url}")
+	f.StringVar(&stdinFile, "stdin-template", "", "FILE: the tool call as the adapter reads it on stdin, with {tool}, {arguments}, {call_id}, {timeout}")
+	f.StringVar(&expect[0], "expect-allow", "", "regular expression: the adapter allowed (ran) the call")
+	f.StringVar(&expect[1], "expect-expired", "", "regular expression: the adapter reported an expiry")
+	f.StringVar(&expect[2], "expect-cancelled", "", "regular expression: the adapter reported a cancellation")
+	f.StringVar(&expect[3], "expect-deny", "", "regular expression: the adapter reported a denial")
+	f.BoolVar(&cfg.Stateful, "stateful", false, "the adapter keeps executions across runs ({state} in a template implies it): check a rerun of the same call")
+	f.BoolVar(&cfg.SuspendsOnTerm, "sigterm-suspends", false, "SIGTERM suspends the adapter's execution instead of abandoning it (skips adapter.abandon.cancel)")
+	f.DurationVar(&cfg.RunTimeout, "run-timeout", 90*time.Second, "how long one run of the adapter may take")
+	f.IntVar(&cfg.Parallel, "parallel", 8, "how many checks run at once")
+	return cmd
+}
+
+// conformanceAdapterShimCommand is the agentowl-adapter preset's subject:
+// the harness kit's aap.Adapter as a synchronous adapter command.
+func (c *cli) conformanceAdapterShimCommand() *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:    "adapter-shim [--state DIR]",
+		Short:  "The harness kit's aap.Adapter as an adapter command (the agentowl-adapter preset's subject)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if n := conformance.RunAdapterShim(cmd.Context(), state, cmd.InOrStdin(), c.stdout); n != 0 {
+				cmd.SilenceErrors = true
+				return exitCode(n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "directory of the saved executions (default: a temporary one)")
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,5 +188,128 @@ func TestConformanceReceiver(t *testing.T) {
 	}
 	if strings.Contains(res.stdout, secret) {
 		t.Error("the report shows the signing secret")
+	}
+}
+
+// TestConformanceAdapterPreset: the built binary's `conformance adapter
+// --preset agentowl-adapter` (no command: it runs its own adapter shim,
+// the harness kit's aap.Adapter, as a separate process) passes every
+// adapter check, with --json and --junit.
+func TestConformanceAdapterPreset(t *testing.T) {
+	t.Parallel()
+	bin := buildAgentowl(t)
+	junit := filepath.Join(t.TempDir(), "adapter.xml")
+	cmd := exec.Command(bin, "--json", "conformance", "adapter", "--preset", "agentowl-adapter", "--junit", junit)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var rep struct {
+		Subject string
+		Summary struct{ Pass, Fail, Skip int }
+		Checks  []struct{ ID, Status, Reason, Requirement string }
+	}
+	if jerr := json.Unmarshal(out, &rep); jerr != nil {
+		t.Fatalf("--json output is not the report: %v\n%s\nstderr: %s", jerr, out, stderr.String())
+	}
+	if err != nil || rep.Subject != "adapter" || rep.Summary.Fail != 0 || rep.Summary.Skip != 0 || rep.Summary.Pass != len(rep.Checks) || len(rep.Checks) < 10 {
+		t.Fatalf("exit %v, summary %+v\n%s\nstderr: %s", err, rep.Summary, out, stderr.String())
+	}
+	for _, c := range rep.Checks {
+		if !strings.HasPrefix(c.Requirement, "8_security.md Adapter ") {
+			t.Errorf("%s names no adapter requirement: %q", c.ID, c.Requirement)
+		}
+	}
+	data, err := os.ReadFile(junit)
+	var suites struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+	}
+	if err != nil || xml.Unmarshal(data, &suites) != nil || suites.Tests != len(rep.Checks) || suites.Failures != 0 {
+		t.Errorf("JUnit: %+v %v\n%s", suites, err, data)
+	}
+}
+
+// TestConformanceAdapterPatterns: an adapter with its own stdin and output
+// formats, described by --env, --stdin-template and --expect-*: the shim
+// behind a shell script that speaks plain text. Correct, it passes every
+// check but the abandonment one (SKIP: --sigterm-suspends, as the script
+// does not pass SIGTERM on); reporting a denial as allowed fails exactly
+// adapter.outcome.denied, with the script's output as evidence.
+func TestConformanceAdapterPatterns(t *testing.T) {
+	t.Parallel()
+	bin := buildAgentowl(t)
+	dir := t.TempDir()
+	stdin := filepath.Join(dir, "call.json")
+	if err := os.WriteFile(stdin, []byte(`{"id":"{call_id}","tool":"{tool}","arguments":{arguments},"timeout":"{timeout}"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := func(name, sed string) string {
+		p := filepath.Join(dir, name)
+		body := fmt.Sprintf("#!/bin/sh\nAAP_BASE_URL=\"$PROVIDER\" AAP_INSTANCE_CREDENTIAL=\"$CREDENTIAL\" %s conformance adapter-shim --state \"$1\" |\n"+
+			"  sed -e 's/.*\"outcome\":\"\\([a-z_]*\\)\".*/\\1/' %s -e 's/^ran$/ALLOWED/' -e 's/^denied$/DENIED/' -e 's/^expired$/TIMED OUT/' -e 's/^cancelled$/WITHDRAWN/'\n", bin, sed)
+		if err := os.WriteFile(p, []byte(body), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run := func(adapter string) (cliResult, map[string]string) {
+		res := runCLI(t, "--json", "conformance", "adapter", "--env", "PROVIDER={url}", "--env", "CREDENTIAL={token}",
+			"--stdin-template", stdin, "--expect-allow", "^ALLOWED", "--expect-deny", "^DENIED", "--expect-expired", "TIMED OUT",
+			"--expect-cancelled", "WITHDRAWN", "--sigterm-suspends", "--", "/bin/sh", adapter, "{state}")
+		var rep struct {
+			Checks []struct{ ID, Status, Reason string }
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+			t.Fatalf("--json: %v\n%s\n%s", err, res.stdout, res.stderr)
+		}
+		got := map[string]string{}
+		for _, c := range rep.Checks {
+			got[c.ID] = c.Status + " " + c.Reason
+		}
+		return res, got
+	}
+	res, got := run(script("good.sh", ""))
+	for id, st := range got {
+		want := "PASS"
+		if id == "adapter.abandon.cancel" {
+			want = "SKIP"
+		}
+		if !strings.HasPrefix(st, want) {
+			t.Errorf("good adapter: %s: %s, want %s", id, st, want)
+		}
+	}
+	if res.err != nil {
+		t.Errorf("good adapter: exit %v", res.err)
+	}
+	res, got = run(script("deny-as-allow.sh", "-e 's/^denied$/ran/'"))
+	for id, st := range got {
+		failed := strings.HasPrefix(st, "FAIL")
+		if failed != (id == "adapter.outcome.denied") {
+			t.Errorf("deny-as-allow adapter: %s: %s", id, st)
+		}
+	}
+	if res.err == nil || !strings.Contains(got["adapter.outcome.denied"], "allowed the call") {
+		t.Errorf("deny-as-allow adapter: exit %v, %s", res.err, got["adapter.outcome.denied"])
+	}
+}
+
+// TestConformanceAdapterBadInput: an adapter run without a command,
+// patterns or a known preset is a clear error before any check.
+func TestConformanceAdapterBadInput(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"adapter"}, "no adapter command"},
+		{[]string{"adapter", "--preset", "nope", "--", "true"}, "unknown preset"},
+		{[]string{"adapter", "--", "true"}, "--expect-allow and --expect-deny"},
+		{[]string{"adapter", "--expect-allow", "(", "--", "true"}, "--expect-*"},
+		{[]string{"adapter", "--preset", "aap-hook", "--env", "=x", "--", "true"}, "not K=template"},
+	} {
+		res := runCLI(t, append([]string{"conformance"}, c.args...)...)
+		if res.err == nil || !strings.Contains(res.stderr+res.err.Error(), c.want) {
+			t.Errorf("agentowl conformance %s: err %v, stderr %q; want %q", strings.Join(c.args, " "), res.err, res.stderr, c.want)
+		}
 	}
 }

@@ -267,9 +267,13 @@ func (p *scriptedProvider) get(w http.ResponseWriter, r *http.Request, req *scri
 	if req.status == "pending" && p.cuts < p.script.cutPolls {
 		p.cuts++
 		p.mu.Unlock()
-		// A connection cut mid long poll: the headers are not even sent.
+		// A connection cut mid long poll: the answer has begun (so no
+		// HTTP client can retry it as never sent), then the connection
+		// closes.
 		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
+			if conn, buf, err := hj.Hijack(); err == nil {
+				buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"id\":\"" + req.id + "\",")
+				buf.Flush()
 				conn.Close()
 				return 0
 			}
@@ -291,10 +295,10 @@ func (p *scriptedProvider) get(w http.ResponseWriter, r *http.Request, req *scri
 	default:
 		p.decideLocked(req, d)
 	}
-	changed, pending := req.changed, req.status == "pending"
+	changed, pending, onPoll := req.changed, req.status == "pending", p.onPoll
 	p.mu.Unlock()
-	if first && p.onPoll != nil {
-		p.onPoll()
+	if first && onPoll != nil {
+		onPoll()
 	}
 	if pending && wait > 0 {
 		select {

@@ -232,16 +232,54 @@ func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant
 		if err != nil {
 			return err
 		}
-		for _, it := range items {
-			v, err := s.view(ctx, tx, it)
-			if err != nil {
-				return err
-			}
-			out = append(out, v)
-		}
-		return nil
+		out, err = s.views(ctx, tx, items)
+		return err
 	})
 	return out, err
+}
+
+// views is view for a listed page of items, in three reads whatever the
+// page's length (the items' decisions, their work's statuses, then the push
+// of each decided item), not two or three per item.
+func (s *Service) views(ctx context.Context, tx agentowl.Tx, items []*agentowl.AttentionItem) ([]*AttentionView, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	itemIDs, workIDs := make([]string, len(items)), make([]string, len(items))
+	for i, it := range items {
+		itemIDs[i], workIDs[i] = it.ID, it.WorkID
+	}
+	decisions, err := tx.WorkDecisionsByAttention(ctx, itemIDs)
+	if err != nil {
+		return nil, err
+	}
+	byItem := make(map[string]*agentowl.WorkDecision, len(decisions))
+	for _, d := range decisions {
+		byItem[d.AttentionID] = d
+	}
+	statuses, err := tx.WorkStatuses(ctx, workIDs)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	out := make([]*AttentionView, len(items))
+	for i, it := range items {
+		st, ok := statuses[it.WorkID]
+		if !ok {
+			return nil, fmt.Errorf("attention item %s: its work %s: %w", it.ID, it.WorkID, agentowl.ErrNotFound)
+		}
+		v := &AttentionView{Item: it, Expired: it.ExpiresAt != nil && !now.Before(*it.ExpiresAt), WorkStatus: st, Decision: byItem[it.ID]}
+		if v.Decision != nil && v.Decision.MessageID != "" {
+			if v.Push, err = tx.MessageGet(ctx, v.Decision.MessageID); errors.Is(err, agentowl.ErrNotFound) {
+				v.Push, err = nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 func tenantItem(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.AttentionItem, error) {

@@ -46,14 +46,8 @@ func (s *Service) ListAttentionByUrgency(ctx context.Context, p *access.Principa
 		if err != nil {
 			return err
 		}
-		for _, it := range items {
-			v, err := s.view(ctx, tx, it)
-			if err != nil {
-				return err
-			}
-			out = append(out, v)
-		}
-		return nil
+		out, err = s.views(ctx, tx, items)
+		return err
 	})
 	return out, err
 }

@@ -208,6 +208,19 @@ func (t *tx) WorkDecisionGetByAttention(ctx context.Context, attentionID string)
 	return one(t.queryRow(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE attention_id = ?`, attentionID), scanWorkDecision)
 }
 
+func (t *tx) WorkDecisionsByAttention(ctx context.Context, attentionIDs []string) ([]*agentowl.WorkDecision, error) {
+	var out []*agentowl.WorkDecision
+	for _, ids := range chunks(attentionIDs) {
+		rows, err := t.query(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE attention_id IN (`+marks(len(ids))+`)`, anys(ids)...)
+		got, err := all(rows, err, scanWorkDecision)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
 func (t *tx) WorkDecisionList(ctx context.Context, workID string) ([]*agentowl.WorkDecision, error) {
 	rows, err := t.query(ctx, `SELECT `+decisionCols+` FROM work_decisions WHERE work_id = ? ORDER BY decided_at, id`, workID)
 	return all(rows, err, scanWorkDecision)

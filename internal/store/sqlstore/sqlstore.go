@@ -280,6 +280,31 @@ type pgRunner interface {
 }
 
 // rows is what a query returns: *sql.Rows, or pgx's (pgRows).
+// maxInList bounds the values of one IN (…) list, well under either
+// database's limit on a statement's parameters.
+const maxInList = 500
+
+// chunks splits ids into lists of at most maxInList.
+func chunks(ids []string) [][]string {
+	var out [][]string
+	for len(ids) > maxInList {
+		out, ids = append(out, ids[:maxInList]), ids[maxInList:]
+	}
+	if len(ids) > 0 {
+		out = append(out, ids)
+	}
+	return out
+}
+
+// anys is ids as query arguments.
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
 type rows interface {
 	Next() bool
 	Scan(dest ...any) error

@@ -426,6 +426,30 @@ func (t *tx) WorkGet(ctx context.Context, id string) (*agentowl.Work, error) {
 	return one(t.queryRow(ctx, workByID, id), scanWork)
 }
 
+func (t *tx) WorkStatuses(ctx context.Context, ids []string) (map[string]agentowl.WorkStatus, error) {
+	out := make(map[string]agentowl.WorkStatus, len(ids))
+	for _, part := range chunks(ids) {
+		rows, err := t.query(ctx, `SELECT id, status FROM work WHERE id IN (`+marks(len(part))+`)`, anys(part)...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id, status string
+			if err := rows.Scan(&id, &status); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[id] = agentowl.WorkStatus(status)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func (t *tx) WorkGetForUpdate(ctx context.Context, id string) (*agentowl.Work, error) {
 	return one(t.queryRow(ctx, t.workByIDForUpdate(), id), scanWork)
 }

@@ -29,6 +29,7 @@ var workTests = []struct {
 	{"Conversations", testConversations},
 	{"Events", testEvents},
 	{"WorkRoundTrip", testWorkRoundTrip},
+	{"WorkBatchReads", testWorkBatchReads},
 	{"WorkList", testWorkList},
 	{"WorkGenerations", testWorkGenerations},
 	{"WorkUpdateConcurrent", testWorkUpdateConcurrent},
@@ -960,5 +961,40 @@ func testAttentionForDecision(t *testing.T, e *env) {
 	}
 	if c = check(tn.ID, "att_unknown", d.ID, true); c.Item != nil || c.Work != nil {
 		t.Fatalf("unknown item: %+v", c)
+	}
+}
+
+// testWorkBatchReads: a listed page's reads (WorkStatuses,
+// WorkDecisionsByAttention) answer for the IDs named, skip unknown ones,
+// and take more IDs than one IN list holds.
+func testWorkBatchReads(t *testing.T, e *env) {
+	tn := e.tenant(t)
+	ep, _, ev := e.thread(t, tn.ID)
+	a := e.work(t, newWork(ep, ev, 1, e.now))
+	b := e.work(t, newWork(ep, ev, 2, e.now))
+	b.Status, b.Sequence, b.UpdatedAt = agentowl.WorkRunning, 1, e.now
+	e.write(t, func(tx agentowl.Tx) error { return tx.WorkUpdate(e.ctx, b) })
+	d := e.decided(t, a, "", e.now)
+	open := e.attention(t, newIncident(b, "", e.now))
+	ids := []string{a.ID, b.ID, "work_missing"}
+	for i := range 600 { // past one IN list
+		ids = append(ids, fmt.Sprintf("work_none_%d", i))
+	}
+	var statuses map[string]agentowl.WorkStatus
+	var decisions []*agentowl.WorkDecision
+	if err := e.readErr(func(tx agentowl.Tx) (err error) {
+		if statuses, err = tx.WorkStatuses(e.ctx, ids); err != nil {
+			return err
+		}
+		decisions, err = tx.WorkDecisionsByAttention(e.ctx, []string{d.AttentionID, open.ID, "att_missing"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(statuses) != 2 || statuses[a.ID] != agentowl.WorkPending || statuses[b.ID] != agentowl.WorkRunning {
+		t.Fatalf("WorkStatuses = %v", statuses)
+	}
+	if len(decisions) != 1 || decisions[0].ID != d.ID || decisions[0].AttentionID != d.AttentionID {
+		t.Fatalf("WorkDecisionsByAttention = %+v, want only %s", decisions, d.ID)
 	}
 }
