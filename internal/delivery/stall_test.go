@@ -68,8 +68,9 @@ func (r *slowReceiver) distinct() int {
 // messages). The engine here leases for 8 s, so slots are renewed every few
 // seconds and 240 messages (12 s at the 20/s the concurrency allows) see
 // several renewals of every slot. Every message must arrive, once, within
-// twice the time the concurrency needs (a leak of half the slots or more,
-// or a stall, misses it), with never more than 4 in flight, and at the end
+// three times what the concurrency needs (a leak of two thirds of the
+// slots, or a stall, misses it; the margin is for a machine busy with other
+// tests), with never more than 4 in flight, and at the end
 // the engine holds no slot that no attempt uses. The rate itself is logged,
 // not asserted: throughput is BENCHMARKS.md's (agentowl-bench stall runs
 // the 1,000-message reproduction against the binary).
@@ -118,8 +119,8 @@ func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 			go func() { e.Run(runCtx); close(done) }()
 			t.Cleanup(func() { stop(); <-done })
 
-			// Twice the time the concurrency needs: a stall never gets there.
-			bound := 2 * total / concurrency * delay
+			// Three times what the concurrency needs: a stall never gets there.
+			bound := 3 * total / concurrency * delay
 			for deadline := time.Now().Add(bound); rcv.distinct() < total && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			}
 			rcv.mu.Lock()
