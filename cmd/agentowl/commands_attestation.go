@@ -236,13 +236,19 @@ func (c *cli) attestationKeysCommand() *cobra.Command {
 					return fmt.Errorf("--retention: %w", err)
 				}
 			}
+			audit := time.Duration(0)
+			if r := os.Getenv("AGENTOWL_RETAIN_AUDIT"); r != "" {
+				if audit, err = parseDays(r); err != nil {
+					return fmt.Errorf("AGENTOWL_RETAIN_AUDIT: %w", err)
+				}
+			}
 			// Listing opens no private key: no secret key needed.
 			st, _, err := server.OpenStore(cmd.Context(), dir, url, nil, 0)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			ks, err := server.AttestationKeys(cmd.Context(), st, nil, keep)
+			ks, err := server.AttestationKeys(cmd.Context(), st, nil, keep, audit)
 			if err != nil {
 				return err
 			}

@@ -198,7 +198,7 @@ var settings = []setting{
 	{section: "Attestations", env: "AGENTOWL_ATTESTATIONS", def: "on", bound: "on or off",
 		help: "sign every approval and denial (docs/attestations.md); off only to measure their cost: decisions then carry none", set: attestationsOnOff},
 	{section: "Attestations", env: "AGENTOWL_ATTESTATION_KEY_RETENTION", def: "30d", bound: "≥ 1h (30d or 720h)",
-		help: "a retired attestation key stays in the JWK Set this long after the last attestation it signed expired",
+		help: "a retired attestation key stays in the JWK Set this long after the last attestation it signed expired, and at least as long as AGENTOWL_RETAIN_AUDIT (the audit checkpoints it signed must still verify)",
 		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Attestation.Retention }, time.Hour, 0)},
 
 	{section: "Web console", env: "AGENTOWL_CONSOLE_SESSION_IDLE", def: "30m", bound: "a positive duration",

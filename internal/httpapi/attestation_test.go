@@ -277,8 +277,9 @@ func TestAttestationKeyRotation(t *testing.T) {
 		verifyAll("old ones after rotation", append(before, pending...))
 
 		// The retired key: published until its last attestation expired
-		// (approvals last 5 minutes by default) plus the retention (30d).
-		ks, err := server.AttestationKeys(t.Context(), e.store, e.clock, 0)
+		// (approvals last 5 minutes by default) plus the retention: 30 days,
+		// raised to the audit log's 365 (its checkpoints must verify).
+		ks, err := server.AttestationKeys(t.Context(), e.store, e.clock, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +292,7 @@ func TestAttestationKeyRotation(t *testing.T) {
 		if old == nil || old.RetiredAt == nil || !old.Published || old.LastExpiresAt.IsZero() {
 			t.Fatalf("the retired key: %+v", old)
 		}
-		if want := old.LastExpiresAt.Add(720 * time.Hour); !old.PublishedUntil.Equal(want) {
+		if want := old.LastExpiresAt.Add(365 * 24 * time.Hour); !old.PublishedUntil.Equal(want) {
 			t.Errorf("published until %s, want %s", old.PublishedUntil, want)
 		}
 		jws, _ := attestationOf(t, e.env, "/v1/requests/"+before[0].ID+"/attestation", inst.Credential)

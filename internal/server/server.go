@@ -267,6 +267,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 	if !cfg.NoAttestations {
 		ac := cfg.Attestation
 		ac.Issuer = s.work.Config().PublicURL
+		ac.Retention = KeyPublication(ac.Retention, cfg.Maintenance.Retention.Audit)
 		signer, err := attestation.New(s.store, cfg.Clock, ac)
 		if err == nil {
 			err = signer.Ensure(ctx)
