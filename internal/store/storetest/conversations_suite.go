@@ -177,13 +177,15 @@ func testConversationList(t *testing.T, e *env) {
 // testEventList checks a conversation's events in order (oldest first, ties
 // by ID), paging and counting, and that other conversations' events stay
 // out.
-func testEventList(t *testing.T, e *env) {
-	tn := e.tenant(t)
-	ep := e.endpoint(t, tn.ID)
-	b := e.binding(t, ep)
+// conversationEvents persists a conversation with n events, two to a
+// second (so that times tie), beside another conversation with one event
+// of its own, and returns the first and its events as written.
+func (e *env) conversationEvents(t *testing.T, n int) (*agentowl.Conversation, []*agentowl.Event) {
+	t.Helper()
+	b := e.binding(t, e.endpoint(t, e.tenant(t).ID))
 	c, other := newConversation(b, "", e.now), newConversation(b, "", e.now)
 	var evs []*agentowl.Event
-	for i := range 5 {
+	for i := range n {
 		evs = append(evs, newEvent(c, e.now.Add(time.Duration(i/2)*time.Second)))
 	}
 	e.write(t, func(tx agentowl.Tx) error {
@@ -199,6 +201,11 @@ func testEventList(t *testing.T, e *env) {
 		}
 		return nil
 	})
+	return c, evs
+}
+
+func testEventList(t *testing.T, e *env) {
+	c, evs := e.conversationEvents(t, 5)
 	slices.SortFunc(evs, func(a, b *agentowl.Event) int {
 		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
 			return c

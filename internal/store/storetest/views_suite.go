@@ -24,26 +24,7 @@ var viewTests = []struct {
 // testEventListEarlier: a conversation's events before one, newest first,
 // ties by ID, other conversations' left out.
 func testEventListEarlier(t *testing.T, e *env) {
-	tn := e.tenant(t)
-	b := e.binding(t, e.endpoint(t, tn.ID))
-	c, other := newConversation(b, "", e.now), newConversation(b, "", e.now)
-	var evs []*agentowl.Event
-	for i := range 6 {
-		evs = append(evs, newEvent(c, e.now.Add(time.Duration(i/2)*time.Second)))
-	}
-	e.write(t, func(tx agentowl.Tx) error {
-		for _, v := range []*agentowl.Conversation{c, other} {
-			if err := tx.ConversationCreate(e.ctx, v); err != nil {
-				return err
-			}
-		}
-		for _, ev := range append(slices.Clone(evs), newEvent(other, e.now)) {
-			if err := tx.EventCreate(e.ctx, ev); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	c, evs := e.conversationEvents(t, 6)
 	slices.SortFunc(evs, func(a, b *agentowl.Event) int {
 		if c := b.ReceivedAt.Compare(a.ReceivedAt); c != 0 {
 			return c
