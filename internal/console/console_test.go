@@ -319,6 +319,29 @@ func TestConsoleSecureCookie(t *testing.T) {
 }
 
 // flip changes the first character of s.
+// wantForgedRefused posts form-less submissions of path as a forger would
+// (no CSRF token, a wrong one, from another site): each must be 403, and
+// changed, called after each, must report nothing changed ("").
+func wantForgedRefused(t *testing.T, c *browserless, path, csrf, what string, changed func() string) {
+	t.Helper()
+	for _, tc := range []struct {
+		what    string
+		form    url.Values
+		headers []string
+	}{
+		{"no CSRF token", url.Values{"step": {"submit"}}, nil},
+		{"a wrong CSRF token", url.Values{"step": {"submit"}, "csrf": {flip(csrf)}}, nil},
+		{"another site", url.Values{"step": {"submit"}, "csrf": {csrf}}, []string{"Origin", "https://evil.example"}},
+	} {
+		if p := c.post(path, tc.form, tc.headers...); p.Status != http.StatusForbidden {
+			t.Fatalf("a %s with %s: %d", what, tc.what, p.Status)
+		}
+		if got := changed(); got != "" {
+			t.Fatalf("a %s with %s %s", what, tc.what, got)
+		}
+	}
+}
+
 func flip(s string) string {
 	if s[0] == 'A' {
 		return "B" + s[1:]

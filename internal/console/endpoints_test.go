@@ -83,22 +83,12 @@ func TestConsoleEndpoints(t *testing.T) {
 			!strings.Contains(confirm.Body, "support-agent") || s.endpointAPI(s.endpoint)["paused_at"] != nil {
 			t.Fatalf("pause preview: %d %s", confirm.Status, confirm.Body)
 		}
-		for _, tc := range []struct {
-			what    string
-			form    url.Values
-			headers []string
-		}{
-			{"no CSRF token", url.Values{"step": {"submit"}}, nil},
-			{"a wrong CSRF token", url.Values{"step": {"submit"}, "csrf": {flip(csrf)}}, nil},
-			{"another site", url.Values{"step": {"submit"}, "csrf": {csrf}}, []string{"Origin", "https://evil.example"}},
-		} {
-			if p := c.post(pause, tc.form, tc.headers...); p.Status != http.StatusForbidden {
-				t.Fatalf("a pause with %s: %d", tc.what, p.Status)
-			}
+		wantForgedRefused(t, c, pause, csrf, "pause", func() string {
 			if s.endpointAPI(s.endpoint)["paused_at"] != nil {
-				t.Fatalf("a pause with %s paused the endpoint", tc.what)
+				return "paused the endpoint"
 			}
-		}
+			return ""
+		})
 		if p := c.post(endpointPages+"/ep_nope/pause", url.Values{"csrf": {csrf}, "step": {"submit"}}); p.Status != http.StatusNotFound ||
 			!strings.Contains(p.Body, "not_found") || !strings.Contains(p.Body, `id="endpoints"`) {
 			t.Fatalf("pausing an unknown endpoint: %d %s", p.Status, p.Body)

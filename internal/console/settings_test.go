@@ -138,19 +138,7 @@ func TestConsoleSettings(t *testing.T) {
 		// Revoke the runtime credential.
 		revoke := settingsPage + "/runtime-credentials/" + s.credID + "/revoke"
 		csrf := p.CSRF()
-		for _, tc := range []struct {
-			what    string
-			form    url.Values
-			headers []string
-		}{
-			{"no CSRF token", url.Values{"step": {"submit"}}, nil},
-			{"a wrong CSRF token", url.Values{"step": {"submit"}, "csrf": {flip(csrf)}}, nil},
-			{"another site", url.Values{"step": {"submit"}, "csrf": {csrf}}, []string{"Origin", "https://evil.example"}},
-		} {
-			if p := c.post(revoke, tc.form, tc.headers...); p.Status != http.StatusForbidden {
-				t.Fatalf("a revoke with %s: %d", tc.what, p.Status)
-			}
-		}
+		wantForgedRefused(t, c, revoke, csrf, "revoke", func() string { return "" })
 		confirm := c.post(revoke, url.Values{"csrf": {csrf}})
 		if confirm.Status != http.StatusOK || !strings.Contains(confirm.Body, "Nothing has changed yet") ||
 			!strings.Contains(confirm.Body, "support-agent") || !strings.Contains(confirm.Body, s.credID) {
