@@ -21,11 +21,15 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/migrate"
 	"github.com/agentowl/agentowl/internal/secret"
+	"github.com/agentowl/agentowl/internal/store/migrations"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
 
+// own are the migrations whose PostgreSQL differs from the other dialect's by
+// more than a type name; the rest are internal/store/migrations.
+//
 //go:embed migrations/*.sql
-var migrations embed.FS
+var own embed.FS
 
 // dialect is what PostgreSQL needs of the shared SQL.
 var dialect = sqlstore.Dialect{Name: "postgres", Numbered: true, StrPos: "strpos", ForUpdate: " FOR UPDATE", ForShare: " FOR KEY SHARE",
@@ -62,7 +66,11 @@ func Open(ctx context.Context, url string, box *secret.Box) (agentowl.Store, err
 		closeAll()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := migrate.Postgres(ctx, db, migrations, "migrations", ""); err != nil {
+	m, err := migrations.Postgres(own, "migrations")
+	if err == nil {
+		err = migrate.Postgres(ctx, db, m, ".", "")
+	}
+	if err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -75,15 +83,9 @@ func Open(ctx context.Context, url string, box *secret.Box) (agentowl.Store, err
 	return sqlstore.NewPgx(dialect, box, pool, db), nil
 }
 
-// Migrations are the embedded migrations, for tools and upgrade tests that
-// need the schema of an earlier version.
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err) // the directory is embedded
-	}
-	return sub
-}
+// Migrations are the migrations the store runs (migrations.Postgres), for tools
+// and upgrade tests that need the schema of an earlier version.
+func Migrations() fs.FS { return migrations.Must(migrations.Postgres(own, "migrations")) }
 
 func classify(err error) error {
 	var pe *pgconn.PgError

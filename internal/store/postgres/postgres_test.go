@@ -8,62 +8,31 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
 	"github.com/agentowl/agentowl/internal/store/postgres"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
+// backend is storetest's PostgreSQL backend. Without a test database the
+// test is skipped (storetest.PostgresURL fails it in CI instead).
+func backend(tb testing.TB) storetest.Backend {
+	tb.Helper()
+	if storetest.PostgresURL(tb) == "" {
+		tb.Skip("AGENTOWL_TEST_DATABASE_URL is not set")
+	}
+	return storetest.Backends(tb)[1]
+}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	if storetest.PostgresURL(t) == "" {
-		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set: skipping the PostgreSQL conformance suite")
-	}
-	storetest.Exercise(t, storetest.OpenPostgres)
+	storetest.Exercise(t, backend(t).Open)
 }
 
-// upgradeDB is an upgrade test's empty schema, open without the store,
-// and the store opener that finishes the upgrade.
-func upgradeDB(t *testing.T) (db *sql.DB, open func() agentowl.Store) {
-	t.Helper()
-	if storetest.PostgresURL(t) == "" {
-		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set")
-	}
-	dsn := storetest.FreshPostgresURL(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, func() agentowl.Store {
-		s, err := postgres.Open(context.Background(), dsn, secrettest.NewBox(t))
-		if err != nil {
-			t.Fatalf("open after the upgrade: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-}
-
-// Migration 23 assigns each mail domain used by one tenant to it.
-func TestMailDomainsUpgrade(t *testing.T) {
+// The migrations that move existing data keep it (storetest.Upgrades).
+func TestUpgrades(t *testing.T) {
 	t.Parallel()
-	db, open := upgradeDB(t)
-	storetest.MailDomainsUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), open)
-}
-
-func TestIdentityUpgrade(t *testing.T) {
-	t.Parallel()
-	db, open := upgradeDB(t)
-	storetest.IdentityUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), open)
-}
-
-// Migration 12 keeps every binding and conversation and what refers to them.
-func TestChannelsUpgrade(t *testing.T) {
-	t.Parallel()
-	db, open := upgradeDB(t)
-	storetest.ChannelsUpgrade(t, goose.DialectPostgres, db, postgres.Migrations(), open)
+	storetest.Upgrades(t, backend(t))
 }
 
 // When the server drops every backend of a store at once (a restart, a

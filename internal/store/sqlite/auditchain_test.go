@@ -3,9 +3,6 @@ package sqlite_test
 import (
 	"testing"
 
-	"github.com/pressly/goose/v3"
-
-	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -13,13 +10,6 @@ import (
 func TestAuditChainTampering(t *testing.T) {
 	t.Parallel()
 	storetest.AuditChainTampering(t, storetest.Backends(t)[0])
-}
-
-// Migration 30 chains the entries an earlier version wrote.
-func TestAuditChainUpgrade(t *testing.T) {
-	t.Parallel()
-	_, db, open := upgradeDB(t)
-	storetest.AuditChainUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), open)
 }
 
 // BenchmarkAuditChain: what chaining costs an audited write (BENCHMARKS.md).

@@ -21,14 +21,18 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/migrate"
 	"github.com/agentowl/agentowl/internal/secret"
+	"github.com/agentowl/agentowl/internal/store/migrations"
 	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
 
 // readConns is how many reader connections the store holds.
 const readConns = 8
 
+// own are the migrations whose SQLite differs from the other dialect's by
+// more than a type name; the rest are internal/store/migrations.
+//
 //go:embed migrations/*.sql
-var migrations embed.FS
+var own embed.FS
 
 // dialect is what SQLite needs of the shared SQL.
 var dialect = sqlstore.Dialect{Name: "sqlite", Classify: classify, Unavailable: unavailable, CacheStatements: true, StrPos: "instr"}
@@ -152,7 +156,11 @@ func prepare(ctx context.Context, writer *sql.DB, box *secret.Box) (err error) {
 			err = e
 		}
 	}()
-	if err := migrate.SQLite(ctx, writer, migrations, "migrations", ""); err != nil {
+	m, err := migrations.SQLite(own, "migrations")
+	if err != nil {
+		return err
+	}
+	if err := migrate.SQLite(ctx, writer, m, ".", ""); err != nil {
 		return err
 	}
 	var mode string
@@ -176,15 +184,9 @@ func prepare(ctx context.Context, writer *sql.DB, box *secret.Box) (err error) {
 	return err
 }
 
-// Migrations are the embedded migrations, for tools and upgrade tests that
-// need the schema of an earlier version.
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err) // the directory is embedded
-	}
-	return sub
-}
+// Migrations are the migrations the store runs (migrations.SQLite), for tools
+// and upgrade tests that need the schema of an earlier version.
+func Migrations() fs.FS { return migrations.Must(migrations.SQLite(own, "migrations")) }
 
 // classify turns constraint violations into agentowl.ErrConflict by result code.
 func classify(err error) error {

@@ -2,15 +2,12 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pressly/goose/v3"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
@@ -23,36 +20,10 @@ func TestConformance(t *testing.T) {
 	storetest.Exercise(t, storetest.OpenSQLite)
 }
 
-// upgradeDB is an upgrade test's empty database file at path, open
-// without the store, and the store opener that finishes the upgrade.
-func upgradeDB(t *testing.T) (path string, db *sql.DB, open func() agentowl.Store) {
-	t.Helper()
-	path = filepath.Join(t.TempDir(), "agentowl.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return path, db, func() agentowl.Store {
-		s, err := sqlite.Open(context.Background(), path, secrettest.NewBox(t))
-		if err != nil {
-			t.Fatalf("open after the upgrade: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-}
-
-// Migration 23 assigns each mail domain used by one tenant to it.
-func TestMailDomainsUpgrade(t *testing.T) {
+// The migrations that move existing data keep it (storetest.Upgrades).
+func TestUpgrades(t *testing.T) {
 	t.Parallel()
-	_, db, open := upgradeDB(t)
-	storetest.MailDomainsUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), open)
-}
-
-func TestIdentityUpgrade(t *testing.T) {
-	t.Parallel()
-	_, db, open := upgradeDB(t)
-	storetest.IdentityUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), open)
+	storetest.Upgrades(t, storetest.Backends(t)[0])
 }
 
 // A database file an earlier version created with group and other bits is
@@ -75,27 +46,6 @@ func TestOpenTightensAnExistingFile(t *testing.T) {
 	defer s.Close()
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode after reopening: %v %v", fi.Mode(), err)
-	}
-}
-
-// Migration 12 keeps every binding and conversation and what refers to them.
-func TestChannelsUpgrade(t *testing.T) {
-	t.Parallel()
-	path, db, open := upgradeDB(t)
-	storetest.ChannelsUpgrade(t, goose.DialectSQLite3, db, sqlite.Migrations(), open)
-	// Nothing refers to a row the rebuild lost.
-	check, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer check.Close()
-	rows, err := check.Query("PRAGMA foreign_key_check")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	if rows.Next() {
-		t.Error("foreign key violations after the upgrade")
 	}
 }
 

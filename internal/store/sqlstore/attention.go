@@ -81,17 +81,8 @@ func (t *tx) AttentionList(ctx context.Context, p agentowl.AttentionListParams) 
 	default:
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
 	}
-	if p.WorkID != "" {
-		where, args = append(where, "work_id = ?"), append(args, p.WorkID)
-	}
-	where, args = after(where, args, p.After)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := t.query(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
-	return all(rows, err, scanAttention)
+	where, args = eq(where, args, "work_id", p.WorkID)
+	return listNewest(ctx, t, attentionCols, "attention_items", where, args, p.After, p.Limit, scanAttention)
 }
 
 func (t *tx) AttentionForDecision(ctx context.Context, tenantID, attentionID, decisionID string, forUpdate bool) (*agentowl.DecisionCheck, error) {
@@ -160,17 +151,10 @@ func (t *tx) MessagesFailedWithoutIncident(ctx context.Context, kinds []string, 
 	if len(kinds) == 0 {
 		return nil, nil
 	}
-	if limit <= 0 {
-		limit = 100
-	}
-	args := make([]any, 0, len(kinds)+1)
-	for _, k := range kinds {
-		args = append(args, k)
-	}
 	rows, err := t.query(ctx, `SELECT `+messageSelectO+` FROM outbox o WHERE o.state = 'failed'
-		AND o.kind IN (?`+strings.Repeat(", ?", len(kinds)-1)+`)
+		AND o.kind IN (`+marks(len(kinds))+`)
 		AND NOT EXISTS (SELECT 1 FROM attention_items a WHERE a.message_id = o.id)
-		ORDER BY o.ended_at, o.id LIMIT ?`, append(args, limit)...)
+		ORDER BY o.ended_at, o.id LIMIT ?`, append(anys(kinds), listLimit(limit))...)
 	return all(rows, err, scanMessage)
 }
 

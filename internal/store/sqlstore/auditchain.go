@@ -19,10 +19,11 @@ import (
 
 var zeroHash = make([]byte, 32)
 
-// auditAppendPostgres advances the head and inserts the entry in one
+// AuditAppendPostgres advances the head and inserts the entry in one
 // statement: $1 tenant, $2 at, $3 actor, $4 action, $5 target, $6
-// request ID, $7 details, $8 the zero hash.
-const auditAppendPostgres = `WITH h AS (
+// request ID, $7 details, $8 the zero hash. Exported for storetest's
+// benchmark of the statement alone.
+const AuditAppendPostgres = `WITH h AS (
 	INSERT INTO audit_chain_heads (tenant_id, seq, prev, head)
 	VALUES ($1, 1, $8, agentowl_audit_hash($8, 1, $1, $2, $3, $4, $5, $6, $7))
 	ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_chain_heads.seq + 1, prev = audit_chain_heads.head,
@@ -48,7 +49,7 @@ func (t *tx) auditAppendChained(ctx context.Context, e *agentowl.AuditEntry, det
 	fields := []any{e.TenantID, ts(e.At), e.Actor, e.Action, e.Target, e.RequestID, details}
 	if t.db.pool != nil {
 		return t.queryRowLater(ctx, func(r row) error { return r.Scan(&e.ID, &e.Seq, &e.PrevHash, &e.Hash) },
-			auditAppendPostgres, append(fields, zeroHash)...)
+			AuditAppendPostgres, append(fields, zeroHash)...)
 	}
 	args := append([]any{e.TenantID, zeroHash, zeroHash}, fields...)
 	args = append(args, fields...)

@@ -12,10 +12,6 @@ import (
 // (agentowl.ConsoleViewStore).
 
 func (t *tx) AuditQuery(ctx context.Context, p agentowl.AuditQueryParams) ([]*agentowl.AuditEntry, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	before := p.BeforeID
 	if before <= 0 {
 		before = math.MaxInt64
@@ -30,7 +26,7 @@ func (t *tx) AuditQuery(ctx context.Context, p agentowl.AuditQueryParams) ([]*ag
 		AND (? = '' OR `+pos+`(action, ?) > 0)
 		AND (? = '' OR `+pos+`(target, ?) > 0)
 		ORDER BY id DESC LIMIT ?`,
-		p.TenantID, before, p.Actor, p.Actor, p.Action, p.Action, p.Target, p.Target, limit)
+		p.TenantID, before, p.Actor, p.Actor, p.Action, p.Action, p.Target, p.Target, listLimit(p.Limit))
 	// The same entries as AuditList: scanChained reads them, chain included.
 	return all(rows, err, scanChained)
 }
@@ -38,21 +34,13 @@ func (t *tx) AuditQuery(ctx context.Context, p agentowl.AuditQueryParams) ([]*ag
 func (t *tx) RuntimeCredentialLastReports(ctx context.Context, tenantID string) (map[string]time.Time, error) {
 	rows, err := t.query(ctx, `SELECT c.credential_id, MAX(c.recorded_at) FROM work_callbacks c
 		JOIN work w ON w.id = c.work_id WHERE w.tenant_id = ? GROUP BY c.credential_id`, tenantID)
-	type last struct {
-		id string
-		at int64
-	}
-	got, err := all(rows, err, func(s scanner) (last, error) {
-		var l last
-		err := s.Scan(&l.id, &l.at)
-		return l, err
-	})
+	last, err := keyed[string, int64](rows, err)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]time.Time, len(got))
-	for _, l := range got {
-		out[l.id] = fromTS(l.at)
+	out := make(map[string]time.Time, len(last))
+	for id, at := range last {
+		out[id] = fromTS(at)
 	}
 	return out, nil
 }

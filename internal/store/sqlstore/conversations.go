@@ -12,24 +12,11 @@ import (
 // keyset: a row comparison on the sort key, which both dialects evaluate
 // on the (…, last_event_at) and (conversation_id, received_at) indexes.
 
-func listLimit(n int) int {
-	if n <= 0 {
-		return 100
-	}
-	return n
-}
-
 func (t *tx) ConversationList(ctx context.Context, p agentowl.ConversationListParams) ([]*agentowl.Conversation, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
-	if p.BindingID != "" {
-		where, args = append(where, "binding_id = ?"), append(args, p.BindingID)
-	}
-	if p.Channel != "" {
-		where, args = append(where, "channel = ?"), append(args, p.Channel)
-	}
-	if p.Status != "" {
-		where, args = append(where, "status = ?"), append(args, p.Status)
-	}
+	where, args = eq(where, args, "binding_id", p.BindingID)
+	where, args = eq(where, args, "channel", p.Channel)
+	where, args = eq(where, args, "status", p.Status)
 	if p.After != nil {
 		where, args = append(where, "(last_event_at, id) < (?, ?)"), append(args, ts(p.After.At), p.After.ID)
 	}

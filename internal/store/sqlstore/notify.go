@@ -61,14 +61,7 @@ func (t *tx) NotificationList(ctx context.Context, p agentowl.NotificationListPa
 	if p.UnreadOnly {
 		where = append(where, "read_at IS NULL")
 	}
-	where, args = after(where, args, p.After)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := t.query(ctx, `SELECT `+notificationCols+` FROM notifications WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
-	return all(rows, err, scanNotification)
+	return listNewest(ctx, t, notificationCols, "notifications", where, args, p.After, p.Limit, scanNotification)
 }
 
 func (t *tx) NotificationGet(ctx context.Context, operatorID, id string) (*agentowl.Notification, error) {
@@ -145,15 +138,6 @@ func (t *tx) ConsoleSessionCreate(ctx context.Context, v *agentowl.ConsoleSessio
 	return err
 }
 
-// after adds the keyset condition of a newest-first list ordered by
-// created_at DESC, id: the rows after cursor c, if any.
-func after(where []string, args []any, c *agentowl.Cursor) ([]string, []any) {
-	if c == nil {
-		return where, args
-	}
-	return append(where, "(created_at < ? OR (created_at = ? AND id > ?))"), append(args, ts(c.At), ts(c.At), c.ID)
-}
-
 // prefixed qualifies each column of a column list with a table alias.
 func prefixed(alias, cols string) string {
 	parts := strings.Split(cols, ",")
@@ -203,6 +187,5 @@ func (t *tx) ConsoleSessionUse(ctx context.Context, id string, at time.Time) err
 }
 
 func (t *tx) ConsoleSessionRevoke(ctx context.Context, id string, at time.Time) error {
-	_, err := t.exec(ctx, `UPDATE console_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ts(at), id)
-	return err
+	return t.revoke(ctx, "console_sessions", "id", id, at)
 }

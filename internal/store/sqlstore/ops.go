@@ -49,28 +49,17 @@ func (t *tx) OutboxFind(ctx context.Context, p agentowl.OutboxFindParams) ([]*ag
 	if len(p.Kinds) == 0 {
 		return nil, nil
 	}
-	where, args := []string{"o.tenant_id = ?", "o.kind IN (?" + strings.Repeat(", ?", len(p.Kinds)-1) + ")"}, []any{p.TenantID}
-	for _, k := range p.Kinds {
-		args = append(args, k)
-	}
-	for _, f := range []struct {
-		cond string
-		v    string
-	}{{"o.state = ?", string(p.State)}, {"COALESCE(w.endpoint_id, b.endpoint_id) = ?", p.EndpointID},
-		{"e.id = ?", p.EventID}, {"e.binding_id = ?", p.BindingID}, {"w.id = ?", p.WorkID}} {
-		if f.v != "" {
-			where, args = append(where, f.cond), append(args, f.v)
-		}
-	}
+	where, args := []string{"o.tenant_id = ?", "o.kind IN (" + marks(len(p.Kinds)) + ")"}, append([]any{p.TenantID}, anys(p.Kinds)...)
+	where, args = eq(where, args, "o.state", p.State)
+	where, args = eq(where, args, "COALESCE(w.endpoint_id, b.endpoint_id)", p.EndpointID)
+	where, args = eq(where, args, "e.id", p.EventID)
+	where, args = eq(where, args, "e.binding_id", p.BindingID)
+	where, args = eq(where, args, "w.id", p.WorkID)
 	if !p.CreatedBefore.IsZero() {
 		where, args = append(where, "o.created_at <= ?"), append(args, ts(p.CreatedBefore))
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	rows, err := t.query(ctx, `SELECT `+messageSelectO+outboxEntryCols+outboxEntryFrom+
-		` WHERE `+strings.Join(where, " AND ")+` ORDER BY o.created_at DESC, o.id LIMIT ?`, append(args, limit)...)
+		` WHERE `+strings.Join(where, " AND ")+` ORDER BY o.created_at DESC, o.id LIMIT ?`, append(args, listLimit(p.Limit))...)
 	return all(rows, err, scanOutboxEntry)
 }
 
@@ -128,13 +117,10 @@ func (t *tx) OutboxHealth(ctx context.Context, tenantID string, stuckBefore time
 }
 
 func (t *tx) DecisionsAwaitingReceipt(ctx context.Context, tenantID string, decidedBefore time.Time, limit int) ([]*agentowl.AwaitingReceipt, error) {
-	if limit <= 0 {
-		limit = 100
-	}
 	rows, err := t.query(ctx, `SELECT `+qualified(decisionCols, "d")+`, w.endpoint_id, COALESCE(o.state, '')
 		FROM work_decisions d JOIN work w ON w.id = d.work_id LEFT JOIN outbox o ON o.id = d.message_id
 		WHERE d.tenant_id = ? AND d.receipt_at IS NULL AND d.decided_at <= ? AND w.ended_at IS NULL
-		ORDER BY d.decided_at, d.id LIMIT ?`, tenantID, ts(decidedBefore), limit)
+		ORDER BY d.decided_at, d.id LIMIT ?`, tenantID, ts(decidedBefore), listLimit(limit))
 	return all(rows, err, func(s scanner) (*agentowl.AwaitingReceipt, error) {
 		var v agentowl.AwaitingReceipt
 		var state string
@@ -145,11 +131,8 @@ func (t *tx) DecisionsAwaitingReceipt(ctx context.Context, tenantID string, deci
 }
 
 func (t *tx) WorkByCallbacks(ctx context.Context, tenantID string, min, limit int) ([]*agentowl.Work, error) {
-	if limit <= 0 {
-		limit = 100
-	}
 	rows, err := t.query(ctx, `SELECT `+workCols+` FROM work WHERE tenant_id = ? AND ended_at IS NULL AND callbacks >= ?
-		ORDER BY callbacks DESC, id LIMIT ?`, tenantID, min, limit)
+		ORDER BY callbacks DESC, id LIMIT ?`, tenantID, min, listLimit(limit))
 	return all(rows, err, scanWork)
 }
 

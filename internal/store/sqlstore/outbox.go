@@ -253,22 +253,10 @@ func (t *tx) MessageCancelDestination(ctx context.Context, destination string, n
 
 func (t *tx) MessageList(ctx context.Context, p agentowl.MessageListParams) ([]*agentowl.OutboxMessage, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
-	if p.Subject != "" {
-		where, args = append(where, "subject = ?"), append(args, p.Subject)
-	}
-	if p.Prefix != "" {
-		where, args = append(where, "destination = ?"), append(args, p.Prefix)
-	}
-	if p.State != "" {
-		where, args = append(where, "state = ?"), append(args, string(p.State))
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := t.query(ctx, `SELECT `+messageSelectCols+` FROM outbox WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
-	return all(rows, err, scanMessage)
+	where, args = eq(where, args, "subject", p.Subject)
+	where, args = eq(where, args, "destination", p.Prefix)
+	where, args = eq(where, args, "state", p.State)
+	return listNewest(ctx, t, messageSelectCols, "outbox", where, args, nil, p.Limit, scanMessage)
 }
 
 func (t *tx) AttemptList(ctx context.Context, eventID string) ([]*agentowl.Attempt, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/agentowl/agentowl"
@@ -177,16 +176,22 @@ func (t *tx) TokenList(ctx context.Context, p agentowl.TokenListParams) ([]*agen
 }
 
 func (t *tx) TokenRevoke(ctx context.Context, id string, at time.Time) error {
-	if _, err := t.exec(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ts(at), id); err != nil {
+	if err := t.revoke(ctx, "tokens", "id", id, at); err != nil {
 		return err
 	}
 	_, err := t.TokenGetByID(ctx, id)
 	return err
 }
 
-func (t *tx) TokenRevokeByInstance(ctx context.Context, instanceID string, at time.Time) error {
-	_, err := t.exec(ctx, `UPDATE tokens SET revoked_at = ? WHERE instance_id = ? AND revoked_at IS NULL`, ts(at), instanceID)
+// revoke sets revoked_at to at on the rows of table whose column is v and
+// that are not revoked yet: a revocation keeps its first time.
+func (t *tx) revoke(ctx context.Context, table, column, v string, at time.Time) error {
+	_, err := t.exec(ctx, `UPDATE `+table+` SET revoked_at = ? WHERE `+column+` = ? AND revoked_at IS NULL`, ts(at), v)
 	return err
+}
+
+func (t *tx) TokenRevokeByInstance(ctx context.Context, instanceID string, at time.Time) error {
+	return t.revoke(ctx, "tokens", "instance_id", instanceID, at)
 }
 
 // ---- instances
@@ -435,12 +440,8 @@ func (t *tx) RequestResolve(ctx context.Context, id string, d *agentowl.Decision
 }
 
 func (t *tx) RequestList(ctx context.Context, p agentowl.RequestListParams) ([]*agentowl.ApprovalRequest, error) {
-	var where []string
-	var args []any
-	where, args = append(where, "tenant_id = ?"), append(args, p.TenantID)
-	if p.InstanceID != "" {
-		where, args = append(where, "instance_id = ?"), append(args, p.InstanceID)
-	}
+	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
+	where, args = eq(where, args, "instance_id", p.InstanceID)
 	switch {
 	case p.Status == agentowl.StatusPending && !p.Now.IsZero():
 		where, args = append(where, "status = 'pending' AND deadline_at > ?"), append(args, ts(p.Now))
@@ -449,14 +450,7 @@ func (t *tx) RequestList(ctx context.Context, p agentowl.RequestListParams) ([]*
 	case p.Status != "":
 		where, args = append(where, "status = ?"), append(args, string(p.Status))
 	}
-	where, args = after(where, args, p.After)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := t.query(ctx, `SELECT `+requestCols+` FROM approval_requests WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
-	return all(rows, err, scanRequest)
+	return listNewest(ctx, t, requestCols, "approval_requests", where, args, p.After, p.Limit, scanRequest)
 }
 
 func scanString(s scanner) (string, error) {
@@ -540,12 +534,8 @@ func (t *tx) AuditAppend(ctx context.Context, e *agentowl.AuditEntry) error {
 }
 
 func (t *tx) AuditList(ctx context.Context, p agentowl.AuditListParams) ([]*agentowl.AuditEntry, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	rows, err := t.query(ctx, `SELECT `+auditChainCols+` FROM audit_log
-		WHERE tenant_id = ? ORDER BY id DESC LIMIT ?`, p.TenantID, limit)
+		WHERE tenant_id = ? ORDER BY id DESC LIMIT ?`, p.TenantID, listLimit(p.Limit))
 	return all(rows, err, scanChained)
 }
 

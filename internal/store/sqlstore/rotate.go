@@ -32,23 +32,8 @@ func (t *tx) keyChecks(ctx context.Context, lock bool) (keyChecks, error) {
 		q += t.db.dialect.ForUpdate
 	}
 	rows, err := t.query(ctx, q, secretKeyCheck, previousKeyCheck, retiredKeyCheck)
-	type kc struct {
-		name  string
-		check []byte
-	}
-	got, err := all(rows, err, func(s scanner) (kc, error) {
-		var v kc
-		err := s.Scan(&v.name, &v.check)
-		return v, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := keyChecks{}
-	for _, v := range got {
-		out[v.name] = v.check
-	}
-	return out, nil
+	got, err := keyed[string, []byte](rows, err)
+	return keyChecks(got), err
 }
 
 func (t *tx) setKeyCheck(ctx context.Context, name string, check []byte, now time.Time) error {

@@ -12,8 +12,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store/postgres"
-	"github.com/agentowl/agentowl/internal/store/sqlite"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
@@ -27,7 +25,7 @@ func TestOpenChecksTheKeyBeforeSealing(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			open := map[string]func(context.Context, string, *secret.Box) (agentowl.Store, error){"sqlite": sqlite.Open, "postgres": postgres.Open}[b.Name]
+			open := storetest.Open
 			url, right, wrong := b.URL(t), secrettest.NewBox(t), secrettest.NewBox(t)
 
 			// An instance whose receiver secret is queued in plain text, as

@@ -586,6 +586,27 @@ func all[T any](rows rows, err error, scan func(scanner) (T, error)) ([]T, error
 	return out, rows.Err()
 }
 
+// keyed scans rows of two columns, a key and its value, into a map.
+func keyed[K comparable, V any](rows rows, err error) (map[K]V, error) {
+	type pair struct {
+		k K
+		v V
+	}
+	got, err := all(rows, err, func(s scanner) (pair, error) {
+		var p pair
+		err := s.Scan(&p.k, &p.v)
+		return p, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[K]V, len(got))
+	for _, p := range got {
+		out[p.k] = p.v
+	}
+	return out, nil
+}
+
 type scanner interface{ Scan(dest ...any) error }
 
 // scannerFunc lets a query scan extra columns after a shared scan function's.

@@ -29,12 +29,8 @@ func (t *tx) EventDigestsByWork(ctx context.Context, works []string) (map[string
 	if len(works) == 0 {
 		return out, nil
 	}
-	args := make([]any, len(works))
-	for i, w := range works {
-		args[i] = w
-	}
 	rows, err := t.query(ctx, `SELECT w.id, `+digestCols+` FROM work w JOIN events e ON e.id = w.event_id
-		WHERE w.id IN (`+marks(len(works))+`)`, args...)
+		WHERE w.id IN (`+marks(len(works))+`)`, anys(works)...)
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +59,7 @@ func (t *tx) ConversationDigests(ctx context.Context, conversations []string) (m
 	if len(conversations) == 0 {
 		return out, nil
 	}
-	args := make([]any, len(conversations))
-	for i, c := range conversations {
-		args[i] = c
-	}
-	in := marks(len(conversations))
+	in, args := marks(len(conversations)), anys(conversations)
 	rows, err := t.query(ctx, `SELECT `+digestCols+` FROM events e WHERE e.id IN (
 		SELECT (SELECT f.id FROM events f WHERE f.conversation_id = c.id ORDER BY f.received_at, f.id LIMIT 1)
 		FROM conversations c WHERE c.id IN (`+in+`))`, args...)
@@ -80,21 +72,16 @@ func (t *tx) ConversationDigests(ctx context.Context, conversations []string) (m
 	}
 	rows, err = t.query(ctx, `SELECT conversation_id, count(*) FROM work WHERE conversation_id IN (`+in+`)
 		AND status IN ('pending', 'accepted', 'running', 'needs_input') GROUP BY conversation_id`, args...)
+	open, err := keyed[string, int](rows, err)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
+	for id, n := range open {
 		if d := out[id]; d != nil {
 			d.OpenWork = n
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (t *tx) AttentionCounts(ctx context.Context, tenantID string, soon time.Time) ([]agentowl.AttentionCount, error) {
@@ -133,10 +120,7 @@ func (t *tx) AttentionListDated(ctx context.Context, p agentowl.AttentionListPar
 func (t *tx) AttentionListUndated(ctx context.Context, p agentowl.AttentionListParams) ([]*agentowl.AttentionItem, error) {
 	where, args := unresolvedWhere(p.TenantID, p.Status)
 	where = append(where, "expires_at IS NULL")
-	where, args = after(where, args, p.After)
-	rows, err := t.query(ctx, `SELECT `+attentionCols+` FROM attention_items WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id LIMIT ?`, append(args, listLimit(p.Limit))...)
-	return all(rows, err, scanAttention)
+	return listNewest(ctx, t, attentionCols, "attention_items", where, args, p.After, p.Limit, scanAttention)
 }
 
 func (t *tx) RequestListPendingByDeadline(ctx context.Context, tenantID string, now time.Time, after *agentowl.Cursor, limit int) ([]*agentowl.ApprovalRequest, error) {

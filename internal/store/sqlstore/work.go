@@ -137,7 +137,7 @@ func (t *tx) RuntimeCredentialList(ctx context.Context, endpointID string) ([]*a
 }
 
 func (t *tx) RuntimeCredentialRevoke(ctx context.Context, id string, at time.Time) error {
-	if _, err := t.exec(ctx, `UPDATE runtime_credentials SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ts(at), id); err != nil {
+	if err := t.revoke(ctx, "runtime_credentials", "id", id, at); err != nil {
 		return err
 	}
 	_, err := t.RuntimeCredentialGet(ctx, id)
@@ -145,9 +145,7 @@ func (t *tx) RuntimeCredentialRevoke(ctx context.Context, id string, at time.Tim
 }
 
 func (t *tx) RuntimeCredentialRevokeByEndpoint(ctx context.Context, endpointID string, at time.Time) error {
-	_, err := t.exec(ctx, `UPDATE runtime_credentials SET revoked_at = ? WHERE endpoint_id = ? AND revoked_at IS NULL`,
-		ts(at), endpointID)
-	return err
+	return t.revoke(ctx, "runtime_credentials", "endpoint_id", endpointID, at)
 }
 
 // ---- bindings
@@ -463,23 +461,10 @@ func (t *tx) WorkUpdate(ctx context.Context, v *agentowl.Work) error {
 
 func (t *tx) WorkList(ctx context.Context, p agentowl.WorkListParams) ([]*agentowl.Work, error) {
 	where, args := []string{"tenant_id = ?"}, []any{p.TenantID}
-	if p.Status != "" {
-		where, args = append(where, "status = ?"), append(args, string(p.Status))
-	}
-	if p.EndpointID != "" {
-		where, args = append(where, "endpoint_id = ?"), append(args, p.EndpointID)
-	}
-	if p.ConversationID != "" {
-		where, args = append(where, "conversation_id = ?"), append(args, p.ConversationID)
-	}
-	where, args = after(where, args, p.After)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := t.query(ctx, `SELECT `+workCols+` FROM work WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit)...)
-	return all(rows, err, scanWork)
+	where, args = eq(where, args, "status", p.Status)
+	where, args = eq(where, args, "endpoint_id", p.EndpointID)
+	where, args = eq(where, args, "conversation_id", p.ConversationID)
+	return listNewest(ctx, t, workCols, "work", where, args, p.After, p.Limit, scanWork)
 }
 
 func (t *tx) WorkByEvent(ctx context.Context, eventID string) ([]*agentowl.Work, error) {
@@ -571,11 +556,8 @@ func (t *tx) WorkForCallback(ctx context.Context, workID, callbackID string, seq
 }
 
 func (t *tx) CallbackList(ctx context.Context, workID string, limit int) ([]*agentowl.Callback, error) {
-	if limit <= 0 {
-		limit = 100
-	}
 	rows, err := t.query(ctx, `SELECT `+callbackCols+` FROM work_callbacks WHERE work_id = ? ORDER BY seq DESC LIMIT ?`,
-		workID, limit)
+		workID, listLimit(limit))
 	out, err := all(rows, err, scanCallback)
 	slices.Reverse(out)
 	return out, err

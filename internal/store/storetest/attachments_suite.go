@@ -11,10 +11,7 @@ import (
 
 // attachmentTests are the conformance subtests of retained attachments
 // (agentowl.AttachmentStore); Exercise runs them with the others.
-var attachmentTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var attachmentTests = []suiteCase[*env]{
 	{"AttachmentRoundTrip", testAttachmentRoundTrip},
 	{"AttachmentInvariants", testAttachmentInvariants},
 	{"AttachmentMissing", testAttachmentMissing},

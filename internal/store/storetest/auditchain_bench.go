@@ -2,12 +2,14 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
+	"github.com/agentowl/agentowl/internal/store/sqlstore"
 )
 
 // BenchAuditChain measures what chaining costs an audited write
@@ -95,13 +97,6 @@ func BenchAuditChain(b *testing.B, be Backend) {
 	}
 }
 
-// auditAppendPostgresBench is sqlstore's chained append on PostgreSQL
-// (sqlstore/auditchain.go), without RETURNING.
-const auditAppendPostgresBench = `WITH h AS (
-	INSERT INTO audit_chain_heads (tenant_id, seq, prev, head)
-	VALUES ($1, 1, $8, agentowl_audit_hash($8, 1, $1, $2, $3, $4, $5, $6, $7))
-	ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_chain_heads.seq + 1, prev = audit_chain_heads.head,
-		head = agentowl_audit_hash(audit_chain_heads.head, audit_chain_heads.seq + 1, $1, $2, $3, $4, $5, $6, $7)
-	RETURNING seq, prev, head)
-INSERT INTO audit_log (tenant_id, at, actor, action, target, request_id, details, seq, prev_hash, hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT seq FROM h), (SELECT prev FROM h), (SELECT head FROM h))`
+// auditAppendPostgresBench is sqlstore's chained append on PostgreSQL,
+// without RETURNING.
+var auditAppendPostgresBench = strings.TrimSuffix(sqlstore.AuditAppendPostgres, "\nRETURNING id, seq, prev_hash, hash")

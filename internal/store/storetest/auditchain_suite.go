@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"database/sql"
+	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/pressly/goose/v3"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/attest"
@@ -23,10 +20,7 @@ import (
 // holds verifies with the package's reference code; appends of one tenant
 // serialize across writers; retention keeps the chain anchored at a signed
 // checkpoint. AuditChainTampering (below) edits the database directly.
-var auditChainTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var auditChainTests = []suiteCase[*env]{
 	{"AuditChain", testAuditChain},
 	{"AuditChainConcurrent", testAuditChainConcurrent},
 	{"AuditChainPurge", testAuditChainPurge},
@@ -258,32 +252,24 @@ func testAuditChainConcurrent(t *testing.T, e *env) {
 	k := newChainKeys(t)
 	ten, other := e.tenant(t), e.tenant(t)
 	const writers, each = 12, 8
-	var wg sync.WaitGroup
-	errs := make(chan error, writers*each)
-	start := make(chan struct{})
-	for w := range writers {
-		wg.Go(func() {
-			<-start
-			for i := range each {
-				err := e.s.Write(e.ctx, func(tx agentowl.Tx) error {
-					if err := tx.AuditAppend(e.ctx, auditEntry(ten.ID, e.now, w*100+i)); err != nil {
-						return err
-					}
-					if i%2 == 0 {
-						return tx.AuditAppend(e.ctx, auditEntry(other.ID, e.now, w*100+i))
-					}
-					return nil
-				})
-				if err != nil {
-					errs <- err
+	errs := atOnce(writers, func(w int) error {
+		for i := range each {
+			err := e.s.Write(e.ctx, func(tx agentowl.Tx) error {
+				if err := tx.AuditAppend(e.ctx, auditEntry(ten.ID, e.now, w*100+i)); err != nil {
+					return err
 				}
+				if i%2 == 0 {
+					return tx.AuditAppend(e.ctx, auditEntry(other.ID, e.now, w*100+i))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		}
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 	r := e.verifyChain(t, k, ten.ID, true)
@@ -514,12 +500,12 @@ func rebind(q string, postgres bool) string {
 	return b.String()
 }
 
-// AuditChainUpgrade checks migration 00026 on entries an earlier version
+// auditChainUpgrade checks migration 00026 on entries an earlier version
 // wrote: they join their tenant's chain in the order written, the chain
 // verifies, and new entries continue it.
-func AuditChainUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
+func auditChainUpgrade(t *testing.T, u upgradeDB) {
 	t.Helper()
-	ctx := migrateTo(t, dialect, db, migrations, 25)
+	ctx := migrateTo(t, u, 25)
 	stmts := []string{`INSERT INTO tenants (id, name, created_at) VALUES ('t-a', 'a', 1), ('t-b', 'b', 2)`}
 	for i := range 7 {
 		tn := "t-a"
@@ -529,8 +515,8 @@ func AuditChainUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migratio
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO audit_log (tenant_id, at, actor, action, target, request_id, details)
 			VALUES ('%s', %d, 'operator:admin', 'policy.create', 'policy:p%d', '', '{"i":%d,"s":"x\u003cy"}')`, tn, 1_700_000_000_000_000+i, i, i))
 	}
-	writeOldData(t, ctx, db, stmts)
-	s := open()
+	writeOldData(t, ctx, u.db, stmts)
+	s := u.open(t)
 	e := &env{s: s, ctx: ctx, now: time.Now().UTC().Truncate(time.Microsecond)}
 	k := newChainKeys(t)
 	for tn, n := range map[string]int{"t-a": 5, "t-b": 2} {

@@ -155,15 +155,23 @@ func OpenPostgres(t testing.TB) agentowl.Store {
 	return OpenURL(t, MigratedPostgresURL(t), secrettest.NewBox(t))
 }
 
-// OpenURL opens the store at url (what Backend.URL returns), its secrets
-// sealed by box, and closes it at test end.
+// Open opens the store at url (what Backend.URL returns: a SQLite path or a
+// postgres:// URL), its secrets sealed by box, or keyless when box is nil.
+func Open(ctx context.Context, url string, box *secret.Box) (agentowl.Store, error) {
+	if isPostgres(url) {
+		return postgres.Open(ctx, url, box)
+	}
+	return sqlite.Open(ctx, url, box)
+}
+
+func isPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// OpenURL opens the store at url (Open) and closes it at test end.
 func OpenURL(t testing.TB, url string, box *secret.Box) agentowl.Store {
 	t.Helper()
-	open := sqlite.Open
-	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		open = postgres.Open
-	}
-	s, err := open(context.Background(), url, box)
+	s, err := Open(context.Background(), url, box)
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}

@@ -9,20 +9,13 @@ import (
 )
 
 // The console's audit and settings reads (agentowl.ConsoleViewStore).
-var consoleViewTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var consoleViewTests = []suiteCase[*env]{
 	{"AuditQuery", testAuditQuery},
 	{"RuntimeCredentialLastReports", testRuntimeCredentialLastReports},
 }
 
 func auditIDs(es []*agentowl.AuditEntry) []int64 {
-	out := []int64{}
-	for _, e := range es {
-		out = append(out, e.ID)
-	}
-	return out
+	return mapped(es, func(a *agentowl.AuditEntry) int64 { return a.ID })
 }
 
 // testAuditQuery: a tenant's entries newest first, the same as AuditList

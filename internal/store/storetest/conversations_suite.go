@@ -12,10 +12,7 @@ import (
 
 // conversationTests are the conformance subtests of the operator views of
 // conversations (agentowl.ConversationStore).
-var conversationTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var conversationTests = []suiteCase[*env]{
 	{"ConversationList", testConversationList},
 	{"EventList", testEventList},
 	{"EventMove", testEventMove},
@@ -82,19 +79,11 @@ func testConversationEndIdle(t *testing.T, e *env) {
 }
 
 func convIDs(cs []*agentowl.Conversation) []string {
-	out := []string{}
-	for _, c := range cs {
-		out = append(out, c.ID)
-	}
-	return out
+	return mapped(cs, func(c *agentowl.Conversation) string { return c.ID })
 }
 
 func eventIDs(evs []*agentowl.Event) []string {
-	out := []string{}
-	for _, ev := range evs {
-		out = append(out, ev.ID)
-	}
-	return out
+	return mapped(evs, func(ev *agentowl.Event) string { return ev.ID })
 }
 
 // testConversationList checks the filters and the order (latest activity

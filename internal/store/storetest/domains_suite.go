@@ -9,10 +9,7 @@ import (
 )
 
 // domainTests exercise the MailDomains area.
-var domainTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var domainTests = []suiteCase[*env]{
 	{"MailDomains", testMailDomains},
 	{"BindingListOutsideDomains", testBindingListOutsideDomains},
 }
@@ -92,10 +89,7 @@ func testBindingListOutsideDomains(t *testing.T, e *env) {
 	ids := func(p agentowl.OutsideDomainsParams) []string {
 		t.Helper()
 		bs := read(t, e, func(tx agentowl.Tx) ([]*agentowl.Binding, error) { return tx.BindingListOutsideDomains(e.ctx, p) })
-		out := []string{}
-		for _, b := range bs {
-			out = append(out, b.Address)
-		}
+		out := mapped(bs, func(b *agentowl.Binding) string { return b.Address })
 		if p.Limit == 0 {
 			slices.Sort(out) // the store's order is by creation
 		}

@@ -11,10 +11,7 @@ import (
 
 // notifyTests are the conformance subtests of notifications and console
 // sessions; Exercise runs them with the others.
-var notifyTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var notifyTests = []suiteCase[*env]{
 	{"NotificationFanOut", testNotificationFanOut},
 	{"NotificationFanOutConcurrent", testNotificationFanOutConcurrent},
 	{"NotificationReadState", testNotificationReadState},

@@ -9,10 +9,7 @@ import (
 
 // opsTests are the conformance subtests of agentowl.OperationStore: redrive and the
 // views behind work-outbox, ingress-publications and work-doctor.
-var opsTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var opsTests = []suiteCase[*env]{
 	{"OutboxFind", testOutboxFind},
 	{"MessageRedrive", testMessageRedrive},
 	{"OutboxHealth", testOutboxHealth},
@@ -71,11 +68,7 @@ func (e *env) decided(t *testing.T, w *agentowl.Work, messageID string, at time.
 }
 
 func entryIDs(es []*agentowl.OutboxEntry) []string {
-	out := []string{}
-	for _, v := range es {
-		out = append(out, v.Message.ID)
-	}
-	return out
+	return mapped(es, func(v *agentowl.OutboxEntry) string { return v.Message.ID })
 }
 
 // ---- tests

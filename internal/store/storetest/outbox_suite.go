@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,10 +16,7 @@ import (
 // outboxTests are the conformance subtests of the delivery engine's outbox
 // (agentowl.OutboxStore) and its part in Purge; Exercise runs them with the others,
 // each against a fresh store, since claims and stats see every message.
-var outboxTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var outboxTests = []suiteCase[*env]{
 	{"MessageRoundTrip", testMessageRoundTrip},
 	{"MessagePayloadRef", testMessagePayloadRef},
 	{"MessageClaim", testMessageClaim},
@@ -182,11 +178,7 @@ func equalClaim(t *testing.T, what string, got, want []*agentowl.OutboxMessage) 
 }
 
 func msgIDs(ms []*agentowl.OutboxMessage) []string {
-	out := []string{}
-	for _, m := range ms {
-		out = append(out, m.ID)
-	}
-	return out
+	return mapped(ms, func(m *agentowl.OutboxMessage) string { return m.ID })
 }
 
 func nonNil[T any](s []T) []T {
@@ -387,49 +379,37 @@ func testMessageClaimConcurrent(t *testing.T, e *env) {
 	claimAll := func(round string, now, leaseUntil time.Time) map[string]string {
 		t.Helper()
 		claimed := make([][]string, workers)
-		errs := make([]error, workers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				<-start
-				owner := fmt.Sprintf("%s-w%d", round, w)
-				for {
-					var got []*agentowl.OutboxMessage
-					err := e.s.Write(e.ctx, func(tx agentowl.Tx) error {
-						var err error
-						got, err = tx.MessageClaim(e.ctx, agentowl.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
-						return err
-					})
-					if err != nil {
-						errs[w] = err
-						return
-					}
-					if len(got) == 0 {
-						return
-					}
-					if len(got) > limit {
-						errs[w] = fmt.Errorf("claim returned %d messages, limit %d", len(got), limit)
-						return
-					}
-					// More claims than messages means a lease was ignored;
-					// stop rather than loop for ever.
-					if len(claimed[w])+len(got) > messages {
-						errs[w] = fmt.Errorf("%s claimed %d messages of %d", owner, len(claimed[w])+len(got), messages)
-						return
-					}
-					for _, m := range got {
-						if m.LeaseOwner != owner {
-							errs[w] = fmt.Errorf("claimed message %s has lease owner %q", m.ID, m.LeaseOwner)
-							return
-						}
-						claimed[w] = append(claimed[w], m.ID)
-					}
+		errs := atOnce(workers, func(w int) error {
+			owner := fmt.Sprintf("%s-w%d", round, w)
+			for {
+				var got []*agentowl.OutboxMessage
+				err := e.s.Write(e.ctx, func(tx agentowl.Tx) error {
+					var err error
+					got, err = tx.MessageClaim(e.ctx, agentowl.ClaimParams{Now: now, LeaseUntil: leaseUntil, Owner: owner, Limit: limit})
+					return err
+				})
+				if err != nil {
+					return err
 				}
-			})
-		}
-		close(start)
-		wg.Wait()
+				if len(got) == 0 {
+					return nil
+				}
+				if len(got) > limit {
+					return fmt.Errorf("claim returned %d messages, limit %d", len(got), limit)
+				}
+				// More claims than messages means a lease was ignored;
+				// stop rather than loop for ever.
+				if len(claimed[w])+len(got) > messages {
+					return fmt.Errorf("%s claimed %d messages of %d", owner, len(claimed[w])+len(got), messages)
+				}
+				for _, m := range got {
+					if m.LeaseOwner != owner {
+						return fmt.Errorf("claimed message %s has lease owner %q", m.ID, m.LeaseOwner)
+					}
+					claimed[w] = append(claimed[w], m.ID)
+				}
+			}
+		})
 		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("%s: %v", round, err)
 		}

@@ -13,8 +13,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store/postgres"
-	"github.com/agentowl/agentowl/internal/store/sqlite"
 )
 
 // Secret key rotation (sqlstore/rotate.go): a store opened with a new key
@@ -138,10 +136,7 @@ func openKeys(ctx context.Context, url string, current []byte, previous ...[]byt
 	if err != nil {
 		return nil, err
 	}
-	if isPostgres(url) {
-		return postgres.Open(ctx, url, box)
-	}
-	return sqlite.Open(ctx, url, box)
+	return Open(ctx, url, box)
 }
 
 func mustOpenKeys(t *testing.T, url string, current []byte, previous ...[]byte) agentowl.Store {

@@ -5,14 +5,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
-	"github.com/agentowl/agentowl/internal/store/postgres"
-	"github.com/agentowl/agentowl/internal/store/sqlite"
 )
 
 // sealedColumn is a column that holds a secret sealed at rest, and a
@@ -93,11 +90,7 @@ func SealedAtRest(t *testing.T, b Backend) {
 
 	// Without the key, a record with a sealed secret is neither read nor
 	// written; one without a secret still is.
-	open := sqlite.Open
-	if isPostgres(url) {
-		open = postgres.Open
-	}
-	keyless, err := open(e.ctx, url, nil)
+	keyless, err := Open(e.ctx, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +116,6 @@ func SealedAtRest(t *testing.T, b Backend) {
 	if err := keyless.Write(e.ctx, func(tx agentowl.Tx) error { return tx.BindingCreate(e.ctx, plainHook) }); err != nil {
 		t.Errorf("a store opened without the key refused a binding without secrets: %v", err)
 	}
-}
-
-func isPostgres(url string) bool {
-	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }
 
 // openRaw opens the database at url past the store.

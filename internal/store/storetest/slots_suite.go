@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,31 +80,23 @@ func testSlotLease(t *testing.T, e *env) {
 func testSlotLeaseConcurrent(t *testing.T, e *env) {
 	const workers, limit = 8, 5
 	got := make([][]int, workers)
-	errs := make([]error, workers)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			<-start
-			for range 3 {
-				var n []int
-				err := e.s.Write(e.ctx, func(tx agentowl.Tx) (err error) {
-					if err := tx.SlotsMake(e.ctx, "host:c", limit); err != nil {
-						return err
-					}
-					n, err = tx.SlotLease(e.ctx, "host:c", fmt.Sprintf("w%d", w), limit, 2, e.now, e.now.Add(time.Minute))
+	errs := atOnce(workers, func(w int) error {
+		for range 3 {
+			var n []int
+			err := e.s.Write(e.ctx, func(tx agentowl.Tx) (err error) {
+				if err := tx.SlotsMake(e.ctx, "host:c", limit); err != nil {
 					return err
-				})
-				if err != nil {
-					errs[w] = err
-					return
 				}
-				got[w] = append(got[w], n...)
+				n, err = tx.SlotLease(e.ctx, "host:c", fmt.Sprintf("w%d", w), limit, 2, e.now, e.now.Add(time.Minute))
+				return err
+			})
+			if err != nil {
+				return err
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+			got[w] = append(got[w], n...)
+		}
+		return nil
+	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}

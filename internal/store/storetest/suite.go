@@ -15,13 +15,29 @@ import (
 	"github.com/agentowl/agentowl"
 )
 
+// suiteCase is one subtest of a table, run on the fresh E each subtest gets:
+// the conformance suite's env (each area's file lists its own, workTests,
+// outboxTests, …) or an upgrade's database. An alias, so a table written
+// with the literal struct type is one too.
+type suiteCase[E any] = struct {
+	name string
+	run  func(t *testing.T, e E)
+}
+
+// runParallel runs each case as a parallel subtest on what fresh makes for it.
+func runParallel[E any](t *testing.T, cases []suiteCase[E], fresh func(t *testing.T) E) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, fresh(t))
+		})
+	}
+}
+
 // Exercise runs the conformance suite: every agentowl.Tx method against a fresh,
 // empty store from open per subtest. Both backends must pass it unchanged.
 func Exercise(t *testing.T, open func(t testing.TB) agentowl.Store) {
-	tests := []struct {
-		name string
-		run  func(t *testing.T, e *env)
-	}{
+	tests := []suiteCase[*env]{
 		{"Dialect", testDialect},
 		{"Tenants", testTenants},
 		{"Operators", testOperators},
@@ -54,12 +70,7 @@ func Exercise(t *testing.T, open func(t testing.TB) agentowl.Store) {
 	tests = append(tests, viewTests...)
 	tests = append(tests, consoleViewTests...)
 	tests = append(tests, auditChainTests...)
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, setup(t, open))
-		})
-	}
+	runParallel(t, tests, func(t *testing.T) *env { return setup(t, open) })
 }
 
 // env is the per-test bundle: a fresh store and a microsecond-precision UTC
@@ -147,13 +158,19 @@ func show(v any) string {
 	return string(b)
 }
 
-// ids returns the IDs of requests in order.
-func ids(rs []*agentowl.ApprovalRequest) []string {
-	out := []string{}
+// mapped is f of each of rs, in order; never nil, so that no records and
+// an empty want compare equal.
+func mapped[R, V any](rs []R, f func(R) V) []V {
+	out := make([]V, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, r.ID)
+		out = append(out, f(r))
 	}
 	return out
+}
+
+// ids returns the IDs of requests in order.
+func ids(rs []*agentowl.ApprovalRequest) []string {
+	return mapped(rs, func(r *agentowl.ApprovalRequest) string { return r.ID })
 }
 
 func sorted(s []string) []string {
@@ -861,27 +878,36 @@ func testWritesFailTogether(t *testing.T, e *env) {
 
 var errCaller = errors.New("the caller's own failure")
 
-func testRequestResolveConcurrent(t *testing.T, e *env) {
-	ten := e.tenant(t)
-	in := e.instance(t, ten.ID, e.now)
-	r := e.request(t, in, e.now)
-
-	const n = 16
+// atOnce runs f(0) … f(n-1) in n goroutines released together, so that
+// they race, and returns each one's error once all have returned.
+func atOnce(n int, f func(i int) error) []error {
 	errs := make([]error, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			d := denied(e.now.Add(time.Second))
-			d.DecidedBy = fmt.Sprintf("operator:%d", i)
-			errs[i] = e.s.Write(e.ctx, func(tx agentowl.Tx) error {
-				return tx.RequestResolve(e.ctx, r.ID, d, e.now.Add(agentowl.RetentionAfterDecision))
-			})
+			errs[i] = f(i)
 		})
 	}
 	close(start)
 	wg.Wait()
+	return errs
+}
+
+func testRequestResolveConcurrent(t *testing.T, e *env) {
+	ten := e.tenant(t)
+	in := e.instance(t, ten.ID, e.now)
+	r := e.request(t, in, e.now)
+
+	const n = 16
+	errs := atOnce(n, func(i int) error {
+		d := denied(e.now.Add(time.Second))
+		d.DecidedBy = fmt.Sprintf("operator:%d", i)
+		return e.s.Write(e.ctx, func(tx agentowl.Tx) error {
+			return tx.RequestResolve(e.ctx, r.ID, d, e.now.Add(agentowl.RetentionAfterDecision))
+		})
+	})
 
 	winner := -1
 	for i, err := range errs {

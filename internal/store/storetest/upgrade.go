@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +13,63 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/secret/secrettest"
+	"github.com/agentowl/agentowl/internal/store/postgres"
+	"github.com/agentowl/agentowl/internal/store/sqlite"
 )
 
-// migrateTo applies the store's migrations up to version on db: the
-// database as a release of that version left it, for an upgrade test to
-// fill with that version's data.
-func migrateTo(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, version int64) context.Context {
+// Upgrades runs the upgrade tests on backend b: each migrates an empty
+// database to an earlier version, writes that version's data past the
+// store, then opens the store, which applies the remaining migrations, and
+// checks what they made of the data.
+func Upgrades(t *testing.T, b Backend) {
+	runParallel(t, []suiteCase[upgradeDB]{
+		{"Identity", identityUpgrade},
+		{"Channels", channelsUpgrade},
+		{"MailDomains", mailDomainsUpgrade},
+		{"AuditChain", auditChainUpgrade},
+	}, func(t *testing.T) upgradeDB { return newUpgradeDB(t, b) })
+}
+
+// upgradeDB is an upgrade test's database: empty, open past the store (db)
+// and at url, with the migrations of its dialect.
+type upgradeDB struct {
+	dialect    goose.Dialect
+	migrations fs.FS
+	db         *sql.DB
+	url        string
+}
+
+func newUpgradeDB(t *testing.T, b Backend) upgradeDB {
 	t.Helper()
-	p, err := goose.NewProvider(dialect, db, migrations)
+	u := upgradeDB{dialect: goose.DialectSQLite3, migrations: sqlite.Migrations(), url: filepath.Join(t.TempDir(), "agentowl.db")}
+	driver, dsn := "sqlite", "file:"+u.url+"?_pragma=foreign_keys(1)"
+	if b.Name == "postgres" {
+		u.dialect, u.migrations, u.url = goose.DialectPostgres, postgres.Migrations(), FreshPostgresURL(t)
+		driver, dsn = "pgx", u.url
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	u.db = db
+	return u
+}
+
+// open opens the store on the upgrade's database, which applies the
+// remaining migrations; it is closed at test end.
+func (u upgradeDB) open(t *testing.T) agentowl.Store {
+	t.Helper()
+	return OpenURL(t, u.url, secrettest.NewBox(t))
+}
+
+// migrateTo applies the store's migrations up to version on u's database:
+// the database as a release of that version left it, for an upgrade test to
+// fill with that version's data.
+func migrateTo(t *testing.T, u upgradeDB, version int64) context.Context {
+	t.Helper()
+	p, err := goose.NewProvider(u.dialect, u.db, u.migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,17 +93,15 @@ func writeOldData(t *testing.T, ctx context.Context, db *sql.DB, stmts []string)
 	}
 }
 
-// IdentityUpgrade checks migration 00010 (operators per tenant) on data of
-// the old model. db is an empty database of the dialect; migrations are the
-// store's embedded files (sqlite.Migrations()); open opens the store on the same database, which
-// applies the remaining migrations.
+// identityUpgrade checks migration 00010 (operators per tenant) on data of
+// the old model.
 //
 // The old data holds the black-box test's takeover: "admin" is admin of
 // default and acme, and a member of evil with a token minted there.
-func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
+func identityUpgrade(t *testing.T, u upgradeDB) {
 	t.Helper()
-	ctx := migrateTo(t, dialect, db, migrations, 9)
-	writeOldData(t, ctx, db, []string{
+	ctx := migrateTo(t, u, 9)
+	writeOldData(t, ctx, u.db, []string{
 		// acme was bootstrapped first; a tenant admin created "default" later.
 		`INSERT INTO tenants (id, name, created_at) VALUES ('t-acme', 'acme', 1), ('t-def', 'default', 2), ('t-evil', 'evil', 3)`,
 		`INSERT INTO operators (id, name, created_at) VALUES ('op-admin', 'admin', 1), ('op-mia', 'mia', 2), ('op-lonely', 'lonely', 3)`,
@@ -68,7 +116,7 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 		`INSERT INTO tokens (id, kind, hash, tenant_id, label, created_at) VALUES ('tok-prov', 'provisioner', 'h6', 't-def', '', 6)`,
 	})
 
-	s := open()
+	s := u.open(t)
 	e := &env{s: s, ctx: ctx}
 	scope := func(tokenID string) *agentowl.Membership {
 		t.Helper()
@@ -135,14 +183,13 @@ func IdentityUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 	}
 }
 
-// ChannelsUpgrade checks migration 00012 (channels) on data of version 11:
+// channelsUpgrade checks migration 00012 (channels) on data of version 11:
 // bindings and conversations, which SQLite rebuilds, keep every row and
 // every reference to them (events, work); a conversation of the unused
-// closed state becomes ended. db is an empty database of the dialect; open
-// opens the store on it, which applies the remaining migrations.
-func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
+// closed state becomes ended.
+func channelsUpgrade(t *testing.T, u upgradeDB) {
 	t.Helper()
-	ctx := migrateTo(t, dialect, db, migrations, 11)
+	ctx := migrateTo(t, u, 11)
 	for _, q := range []string{
 		`INSERT INTO tenants (id, name, created_at) VALUES ('t-1', 'acme', 1)`,
 		`INSERT INTO endpoints (id, tenant_id, name, url, agent_work, signing_secret, created_at, updated_at)
@@ -161,27 +208,39 @@ func ChannelsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations
 	} {
 		var args []any
 		if strings.Contains(q, "PAYLOAD") { // bytes: a parameter of the dialect's form
-			q, args = strings.Replace(q, "PAYLOAD", map[bool]string{true: "$1", false: "?"}[dialect == goose.DialectPostgres], 1),
+			q, args = strings.Replace(q, "PAYLOAD", map[bool]string{true: "$1", false: "?"}[u.dialect == goose.DialectPostgres], 1),
 				[]any{[]byte("{}")}
 		}
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+		if _, err := u.db.ExecContext(ctx, q, args...); err != nil {
 			t.Fatalf("old data: %v\n%s", err, q)
 		}
 	}
-	s := open()
+	s := u.open(t)
 	e := &env{s: s, ctx: ctx}
 	// The rebuild keeps the binding's sealed signing secret as stored. It is
 	// a stand-in the store would not open, so it is checked past the store,
 	// then cleared for the store to read the rest of the row.
 	var kept []byte
-	if err := db.QueryRowContext(ctx, `SELECT signing_secret FROM bindings WHERE id = 'bnd-1'`).Scan(&kept); err != nil ||
+	if err := u.db.QueryRowContext(ctx, `SELECT signing_secret FROM bindings WHERE id = 'bnd-1'`).Scan(&kept); err != nil ||
 		string(kept) != "sealed-whsec" {
 		t.Errorf("the webhook binding's signing secret after the upgrade: %q, %v", kept, err)
 	}
-	if _, err := db.ExecContext(ctx, `UPDATE bindings SET signing_secret = NULL WHERE id = 'bnd-1'`); err != nil {
+	if _, err := u.db.ExecContext(ctx, `UPDATE bindings SET signing_secret = NULL WHERE id = 'bnd-1'`); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Close(); err != nil {
+	if u.dialect == goose.DialectSQLite3 {
+		// Nothing refers to a row SQLite's rebuild lost; PostgreSQL
+		// checks its foreign keys on every statement.
+		rows, err := u.db.QueryContext(ctx, "PRAGMA foreign_key_check")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows.Next() {
+			t.Error("foreign key violations after the upgrade")
+		}
+		rows.Close()
+	}
+	if err := u.db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	b := read(t, e, func(tx agentowl.Tx) (*agentowl.Binding, error) { return tx.BindingGet(ctx, "bnd-1") })

@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"database/sql"
-	"io/fs"
 	"strconv"
 	"testing"
 
@@ -11,19 +9,17 @@ import (
 	"github.com/agentowl/agentowl"
 )
 
-// MailDomainsUpgrade checks migration 00023 (mail domains) on data of
+// mailDomainsUpgrade checks migration 00023 (mail domains) on data of
 // version 22: each domain that the live smtp bindings of exactly one
 // tenant use is assigned to it, since its first binding there; a domain
 // several tenants use stays unassigned; deleted bindings and generated
 // addresses (agent-…, which every tenant may have at the server's domain)
-// do not count; every binding stays. db is an empty database of the
-// dialect; open opens the store on it, which applies the remaining
-// migrations.
-func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrations fs.FS, open func() agentowl.Store) {
+// do not count; every binding stays.
+func mailDomainsUpgrade(t *testing.T, u upgradeDB) {
 	t.Helper()
-	ctx := migrateTo(t, dialect, db, migrations, 22)
-	tru := map[bool]string{true: "true", false: "1"}[dialect == goose.DialectPostgres]
-	fls := map[bool]string{true: "false", false: "0"}[dialect == goose.DialectPostgres]
+	ctx := migrateTo(t, u, 22)
+	tru := map[bool]string{true: "true", false: "1"}[u.dialect == goose.DialectPostgres]
+	fls := map[bool]string{true: "false", false: "0"}[u.dialect == goose.DialectPostgres]
 	stmts := []string{
 		`INSERT INTO tenants (id, name, system, created_at) VALUES ('t-1', 'one', ` + tru + `, 1), ('t-2', 'two', ` + fls + `, 1),
 			('t-3', 'three', ` + fls + `, 1)`,
@@ -57,8 +53,8 @@ func MailDomainsUpgrade(t *testing.T, dialect goose.Dialect, db *sql.DB, migrati
 	}
 	stmts = append(stmts, `INSERT INTO bindings (id, tenant_id, channel, name, endpoint_id, token_hash, created_at)
 		VALUES ('b-9', 't-2', 'webhook', '', 'ep-2', 'hash-9', 95)`)
-	writeOldData(t, ctx, db, stmts)
-	s := open()
+	writeOldData(t, ctx, u.db, stmts)
+	s := u.open(t)
 	e := &env{s: s, ctx: ctx}
 	got := read(t, e, func(tx agentowl.Tx) ([]*agentowl.MailDomain, error) { return tx.MailDomainList(ctx, "") })
 	equal(t, "the domains assigned by the upgrade", got, []*agentowl.MailDomain{

@@ -11,10 +11,7 @@ import (
 )
 
 // The operator views' reads (agentowl.OperatorViewStore).
-var viewTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var viewTests = []suiteCase[*env]{
 	{"EventListEarlier", testEventListEarlier},
 	{"EventDigests", testEventDigests},
 	{"AttentionUrgency", testAttentionUrgency},

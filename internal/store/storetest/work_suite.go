@@ -15,10 +15,7 @@ import (
 
 // workTests are the conformance subtests of agent work (agentowl.AgentWorkStore);
 // Exercise runs them with the others, each against a fresh store.
-var workTests = []struct {
-	name string
-	run  func(t *testing.T, e *env)
-}{
+var workTests = []suiteCase[*env]{
 	{"EndpointRoundTrip", testEndpointRoundTrip},
 	{"EndpointNames", testEndpointNames},
 	{"RuntimeCredentials", testRuntimeCredentials},
@@ -145,11 +142,7 @@ func (e *env) getWork(t *testing.T, id string) *agentowl.Work {
 }
 
 func workIDs(ws []*agentowl.Work) []string {
-	out := []string{}
-	for _, w := range ws {
-		out = append(out, w.ID)
-	}
-	return out
+	return mapped(ws, func(w *agentowl.Work) string { return w.ID })
 }
 
 // ---- tests
