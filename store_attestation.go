@@ -67,6 +67,15 @@ type AttestationStore interface {
 	// AttestationCreate records a; ErrConflict when its subject has one
 	// already (possibly only at the commit: see Store.Write).
 	AttestationCreate(ctx context.Context, a *Attestation) error
+	// AttestationPut records a unless its subject has one already: a
+	// decision signed after its transaction, where whoever signs first
+	// wins (the others read the winner with AttestationGet).
+	AttestationPut(ctx context.Context, a *Attestation) error
+	// AttestationsUnsigned lists the approved and denied AAP requests
+	// decided in [from, to) that have no attestation, oldest decision
+	// first, at most limit: the decisions left to sign after their
+	// transactions (a replica stopped before it signed them).
+	AttestationsUnsigned(ctx context.Context, from, to time.Time, limit int) ([]string, error)
 	// AttestationGet returns the attestation of a subject; ErrNotFound if
 	// it has none.
 	AttestationGet(ctx context.Context, subjectKind, subjectID string) (*Attestation, error)

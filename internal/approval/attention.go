@@ -200,6 +200,7 @@ func (s *Service) DecideAttention(ctx context.Context, p *access.Principal, tena
 	if !out.Replay && !out.Preview {
 		s.hub.notify(id)
 		s.wakeDelivery()
+		s.attest.After(id)
 	}
 	return &out, nil
 }

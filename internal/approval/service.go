@@ -92,16 +92,18 @@ type Service struct {
 }
 
 // UseAttestations makes every approval and denial (an operator's or a
-// policy's) carry an attestation signed by a, recorded in the decision's
-// transaction (docs/attestations.md). Call it before serving.
+// policy's) carry an attestation signed by a: a policy's recorded in the
+// decision's transaction, an operator's too or, when a defers, signed
+// after it (docs/attestations.md). Call it before serving.
 func (s *Service) UseAttestations(a *attestation.Signer) { s.attest = a }
 
 // Attestation returns the attestation of the decision on request r, for
-// readers who already may read r; not_found when it has none (pending,
-// expired or cancelled, decided while attestations were off).
+// readers who already may read r, signed now if its signing after the
+// decision has not happened yet; not_found when it has none (pending,
+// expired or cancelled, decided before attestations were first on).
 func (s *Service) Attestation(ctx context.Context, r *agentowl.ApprovalRequest) (*agentowl.Attestation, error) {
 	if s.attest != nil {
-		a, err := s.attest.Get(ctx, agentowl.AttestationAAPRequest, r.ID)
+		a, err := s.attest.RequestAttestation(ctx, r)
 		if err == nil || !errors.Is(err, agentowl.ErrNotFound) {
 			return a, err
 		}
@@ -261,8 +263,12 @@ func (s *Service) resolve(ctx context.Context, tx agentowl.Tx, inst *agentowl.In
 			return err
 		}
 	}
-	if _, err := s.attest.SignRequestTx(ctx, tx, pre, r, d, inst.ApprovalValidity); err != nil {
-		return err
+	// An operator's decision is signed after the transaction when the
+	// Signer defers (Decide, DecideAttention: attestation.Signer.After).
+	if !s.attest.Defers() {
+		if _, err := s.attest.SignRequestTx(ctx, tx, pre, r, d, inst.ApprovalValidity); err != nil {
+			return err
+		}
 	}
 	_, err := s.recordNotification(ctx, tx, inst, r)
 	return err
@@ -459,6 +465,7 @@ func (s *Service) Decide(ctx context.Context, p *access.Principal, tenant, id st
 	if err != nil {
 		return nil, err
 	}
+	s.attest.After(r.ID)
 	return r, nil
 }
 
@@ -524,7 +531,7 @@ func operatorDecision(p *access.Principal, inst *agentowl.Instance, dp DecidePar
 // SQLite's writer. The transaction records it only if the decision it
 // makes is exactly the one signed; nil when there is nothing to prepare.
 func (s *Service) prepareDecision(ctx context.Context, tenantID, id string, p *access.Principal, dp DecideParams, now time.Time) *attestation.Prepared {
-	if !s.attest.Presigns() {
+	if !s.attest.Presigns() || s.attest.Defers() {
 		return nil
 	}
 	var r *agentowl.ApprovalRequest

@@ -40,9 +40,13 @@ type Config struct {
 	// within this time; its attestations meanwhile still verify, the old
 	// key staying published). Defaults to 1 minute.
 	KeyCacheTTL time.Duration
-	// Presign says when decisions are signed before their transactions
-	// (the zero value, PresignAuto: on SQLite).
+	// Presign says when decisions signed in their transactions are signed
+	// before them instead (the zero value, PresignAuto: on SQLite).
 	Presign Presign
+	// InTransaction signs operators' decisions on AAP requests in the
+	// transactions that record them, as runtime and policy decisions are;
+	// by default they are signed after it (deferred.go).
+	InTransaction bool
 }
 
 // Signer signs attestations. A nil *Signer signs nothing: decisions are
@@ -56,6 +60,8 @@ type Signer struct {
 	key    *agentowl.AttestationKey
 	priv   ed25519.PrivateKey
 	loaded time.Time
+
+	def deferred
 }
 
 // New returns a Signer over st.
@@ -87,7 +93,8 @@ func newKey(now time.Time) (*agentowl.AttestationKey, error) {
 
 // Ensure makes sure the store holds a signing key, generating the first
 // one; replicas starting together agree on one (the loser reads the
-// winner's).
+// winner's). A Signer that defers then sweeps in the background
+// (Sweep): decisions a stopped replica left unsigned are signed.
 func (s *Signer) Ensure(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		err := s.store.Write(ctx, func(tx agentowl.Tx) error {
@@ -96,6 +103,9 @@ func (s *Signer) Ensure(ctx context.Context) error {
 		})
 		if errors.Is(err, agentowl.ErrConflict) && attempt == 0 {
 			continue
+		}
+		if err == nil && s.Defers() {
+			s.kick()
 		}
 		return err
 	}

@@ -107,3 +107,23 @@ func (t *tx) AttestationGet(ctx context.Context, subjectKind, subjectID string) 
 	return one(t.queryRow(ctx, `SELECT `+attestationCols+` FROM attestations WHERE subject_kind = ? AND subject_id = ?`,
 		subjectKind, subjectID), scanAttestation)
 }
+
+func (t *tx) AttestationPut(ctx context.Context, a *agentowl.Attestation) error {
+	_, err := t.exec(ctx, `INSERT INTO attestations (`+attestationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (subject_kind, subject_id) DO NOTHING`,
+		a.ID, a.TenantID, a.SubjectKind, a.SubjectID, a.KeyID, a.Token, ts(a.DecidedAt), ts(a.ExpiresAt))
+	return err
+}
+
+// AttestationsUnsigned reads the requests through their retention index:
+// a decided request is kept until RetentionAfterDecision after its
+// decision, so those decided since from are kept until at least
+// from + RetentionAfterDecision.
+func (t *tx) AttestationsUnsigned(ctx context.Context, from, to time.Time, limit int) ([]string, error) {
+	rows, err := t.query(ctx, `SELECT r.id FROM approval_requests r
+		WHERE r.retain_until >= ? AND r.decided_at >= ? AND r.decided_at < ? AND r.status IN ('approved', 'denied')
+		AND NOT EXISTS (SELECT 1 FROM attestations a WHERE a.subject_kind = ? AND a.subject_id = r.id)
+		ORDER BY r.decided_at, r.id LIMIT ?`,
+		ts(from.Add(agentowl.RetentionAfterDecision)), ts(from), ts(to), agentowl.AttestationAAPRequest, limit)
+	return all(rows, err, scanString)
+}
