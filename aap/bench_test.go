@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/aap"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -123,7 +124,7 @@ func BenchmarkWakeupLatency(b *testing.B) {
 		select {
 		case at := <-started:
 			lat = append(lat, at.Sub(t0))
-		case <-time.After(syncLimit):
+		case <-time.After(servertest.SyncLimit):
 			b.Fatal("the harness was not woken")
 		}
 	}

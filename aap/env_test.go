@@ -1,12 +1,8 @@
 package aap_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"encoding/pem"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -34,21 +30,6 @@ import (
 // local TLS server that the provider's egress trusts.
 
 var t0 = time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)
-
-// syncLimit bounds, in real time, every wait for asynchronous work. Waits
-// synchronize; they assert nothing about durations.
-const syncLimit = 15 * time.Second
-
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(syncLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -142,9 +123,10 @@ type provider struct {
 	cfg    server.Config
 	tenant string // tenant "default"'s ID
 	url    string // the provider's base URL, kept across restarts
-	// operator is the admin operator token of tenant "default"; prov a
-	// provisioner token.
-	operator, prov string
+	// op is tenant "default"'s admin operator (the bootstrap token); prov
+	// a provisioner token.
+	op   servertest.Operator
+	prov string
 
 	mu  sync.Mutex
 	srv *server.Server
@@ -160,7 +142,7 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 	cfg.Delivery = delivery.Config{RetryMinDelay: time.Second, RetryMaxDelay: 4 * time.Second}
 	srv, err := server.Start(context.Background(), cfg)
 	must(t, err)
-	p := &provider{t: t, clock: clock, srv: srv, cfg: srv.Config(), operator: srv.BootstrapToken()}
+	p := &provider{t: t, clock: clock, srv: srv, cfg: srv.Config()}
 	// The adapters call a front that stays put while the provider restarts
 	// (on another port: the old one may be taken by then).
 	front := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
@@ -170,18 +152,17 @@ func newProvider(t testing.TB, clock agentowl.Clock, caPEM []byte) *provider {
 		r.SetURL(target)
 	}})
 	p.url = front.URL
+	p.op = servertest.Operator{T: t, URL: front.URL, Token: srv.BootstrapToken()}
 	t.Cleanup(func() {
 		front.Close()
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		must(t, p.srv.Close())
 	})
-	op, err := srv.Access().Authenticate(context.Background(), p.operator, agentowl.TokenOperator)
+	op, err := srv.Access().Authenticate(context.Background(), p.op.Token, agentowl.TokenOperator)
 	must(t, err)
 	p.tenant = op.Membership.TenantID
-	var tok struct{ Token string }
-	p.operatorCall(http.MethodPost, "/provisioner-tokens", map[string]any{"label": "test", "days": 0}, &tok)
-	p.prov = tok.Token
+	p.prov = p.op.ProvisionerToken("test")
 	return p
 }
 
@@ -209,36 +190,11 @@ func (p *provider) wake() {
 	p.srv.Engine().Wake()
 }
 
-// operatorCall calls the operator API of tenant "default".
-func (p *provider) operatorCall(method, path string, body, out any) int {
-	p.t.Helper()
-	data, _ := json.Marshal(body)
-	req, err := http.NewRequest(method, p.url+"/api/v1/tenants/default"+path, bytes.NewReader(data))
-	must(p.t, err)
-	req.Header.Set("Authorization", "Bearer "+p.operator)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	must(p.t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
-		p.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-	}
-	if out != nil {
-		must(p.t, json.Unmarshal(raw, out))
-	}
-	return resp.StatusCode
-}
-
 // decide approves (valid for validity) or denies a pending request; it
 // reports false if the request was no longer pending.
 func (p *provider) decide(id string, approve bool, validity time.Duration) bool {
 	p.t.Helper()
-	body := map[string]any{"decision": "deny"}
-	if approve {
-		body = map[string]any{"decision": "approve", "valid_for": fmt.Sprintf("%ds", int(validity.Seconds()))}
-	}
-	return p.operatorCall(http.MethodPost, "/approvals/"+id+"/decision", body, nil) == http.StatusOK
+	return p.op.Decide(id, approve, validity, "")
 }
 
 // flush delivers every notification that is due at the current fake time:
@@ -246,7 +202,7 @@ func (p *provider) decide(id string, approve bool, validity time.Duration) bool 
 // acknowledged or is scheduled for a later retry).
 func (p *provider) flush() {
 	p.t.Helper()
-	eventually(p.t, "due notifications to be attempted", func() bool {
+	servertest.Eventually(p.t, "due notifications to be attempted", func() bool {
 		p.wake()
 		msgs, err := delivery.NewViews(p.store()).List(context.Background(), &agentowl.Membership{TenantID: p.tenant}, delivery.ListFilter{State: agentowl.MessagePending, Limit: 1000})
 		must(p.t, err)

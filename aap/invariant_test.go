@@ -65,8 +65,8 @@ func TestInvariantRandomized(t *testing.T) {
 	f := &faults{}
 	rs := newReceiverSite(t, clock, f.wrap)
 	p := newProvider(t, clock, rs.caPEM())
-	p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "auto_ok", "effect": "approve"}, nil)
-	p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "auto_no", "effect": "deny"}, nil)
+	p.op.Call(http.MethodPost, "/policies", map[string]any{"tool": "auto_ok", "effect": "approve"}, nil)
+	p.op.Call(http.MethodPost, "/policies", map[string]any{"tool": "auto_no", "effect": "deny"}, nil)
 	cred := p.provision(rs, "invariant")
 	var stats scenarioStats
 	defer func() { t.Logf("%d seeds: %s", seeds, &stats) }()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentowl/agentowl/aap"
 	"github.com/agentowl/agentowl/internal/clocktest"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -130,7 +131,7 @@ func TestProvisionWithoutDelivery(t *testing.T) {
 		}
 		done <- r
 	}()
-	eventually(t, "the long poll to wait", func() bool { return clock.Waiters() > 0 })
+	servertest.Eventually(t, "the long poll to wait", func() bool { return clock.Waiters() > 0 })
 	if !p.decide(req.ID, false, 0) {
 		t.Fatal("not pending")
 	}

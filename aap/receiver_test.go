@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentowl/agentowl/aap"
 	"github.com/agentowl/agentowl/internal/clocktest"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -419,7 +420,7 @@ func TestWakeupAPI(t *testing.T) {
 		if len(ws) != 1 || ws[0].EventID != id || ws[0].Attempts != 1 {
 			t.Fatalf("long poll returned %+v", ws)
 		}
-	case <-time.After(syncLimit):
+	case <-time.After(servertest.SyncLimit):
 		t.Fatal("the long poll did not return after a notification")
 	}
 	if ws := get(""); len(ws) != 0 {
@@ -489,10 +490,10 @@ func TestDispatchRetriesUnhandled(t *testing.T) {
 		if w.Attempts != 2 {
 			t.Fatalf("second hand-out %+v", w)
 		}
-	case <-time.After(syncLimit):
+	case <-time.After(servertest.SyncLimit):
 		t.Fatal("an unhandled wake-up was not handed out again after its lease")
 	}
-	eventually(t, "the handled wake-up to be acknowledged", func() bool {
+	servertest.Eventually(t, "the handled wake-up to be acknowledged", func() bool {
 		return e.r.Ack(context.Background(), id) == nil && len(e.wakeups()) == 0
 	})
 }

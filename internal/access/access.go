@@ -139,6 +139,18 @@ func ReadAs[T any](ctx context.Context, st agentowl.Store, p *Principal, tenant 
 	return out, err
 }
 
+// WriteAs is ReadAs for a change: it writes for p in tenant, which p must
+// see with at least role, and write gets the membership, so that it changes
+// only that tenant's rows.
+func WriteAs(ctx context.Context, st agentowl.Store, p *Principal, tenant string, role agentowl.Role,
+	write func(tx agentowl.Tx, m *agentowl.Membership) error) error {
+	m, err := p.Tenant(tenant, role)
+	if err != nil {
+		return err
+	}
+	return st.Write(ctx, func(tx agentowl.Tx) error { return write(tx, m) })
+}
+
 // Audit appends an audit entry for a configuration change in tx.
 func Audit(ctx context.Context, tx agentowl.Tx, at time.Time, tenantID string, p *Principal, action, target string, details map[string]any) error {
 	return tx.AuditAppend(ctx, &agentowl.AuditEntry{

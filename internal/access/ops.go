@@ -251,25 +251,14 @@ func (s *Service) CreateOperatorToken(ctx context.Context, p *Principal, tenant,
 	if err != nil {
 		return nil, err
 	}
-	exp, err := s.expiry(days)
-	if err != nil {
-		return nil, err
-	}
-	var out IssuedToken
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
+	return s.issueToken(ctx, p, m, agentowl.TokenOperator, label, days, func(tx agentowl.Tx, out *IssuedToken) (map[string]any, error) {
 		op, err := namedOrCaller(ctx, tx, p, m, operator)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		secret, tok := s.newToken(agentowl.TokenOperator, m.TenantID, label, exp)
-		tok.OperatorID = op.ID
-		if err := tx.TokenCreate(ctx, tok); err != nil {
-			return err
-		}
-		out = IssuedToken{Token: tok, Secret: secret, OperatorName: op.Name}
-		return Audit(ctx, tx, tok.CreatedAt, m.TenantID, p, "operator_token.create", "operator-token:"+tok.ID, map[string]any{"operator": op.Name})
+		out.Token.OperatorID, out.OperatorName = op.ID, op.Name
+		return map[string]any{"operator": op.Name}, nil
 	})
-	return &out, err
 }
 
 // CreateProvisionerToken issues a provisioner token for the tenant. Admin only.
@@ -278,18 +267,34 @@ func (s *Service) CreateProvisionerToken(ctx context.Context, p *Principal, tena
 	if err != nil {
 		return nil, err
 	}
+	return s.issueToken(ctx, p, m, agentowl.TokenProvisioner, label, days, nil)
+}
+
+// issueToken creates and audits a token of kind in m's tenant, expiring
+// after days (0: never). fill, if set, completes the token in the same
+// transaction and returns the audit entry's details.
+func (s *Service) issueToken(ctx context.Context, p *Principal, m *agentowl.Membership, kind agentowl.TokenKind, label string, days int,
+	fill func(tx agentowl.Tx, out *IssuedToken) (map[string]any, error)) (*IssuedToken, error) {
 	exp, err := s.expiry(days)
 	if err != nil {
 		return nil, err
 	}
 	var out IssuedToken
 	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		secret, tok := s.newToken(agentowl.TokenProvisioner, m.TenantID, label, exp)
+		secret, tok := s.newToken(kind, m.TenantID, label, exp)
+		out = IssuedToken{Token: tok, Secret: secret}
+		var details map[string]any
+		if fill != nil {
+			var err error
+			if details, err = fill(tx, &out); err != nil {
+				return err
+			}
+		}
 		if err := tx.TokenCreate(ctx, tok); err != nil {
 			return err
 		}
-		out = IssuedToken{Token: tok, Secret: secret}
-		return Audit(ctx, tx, tok.CreatedAt, m.TenantID, p, "provisioner_token.create", "provisioner-token:"+tok.ID, nil)
+		// operator_token.create on operator-token:<id>, and so on.
+		return Audit(ctx, tx, tok.CreatedAt, m.TenantID, p, string(kind)+"_token.create", string(kind)+"-token:"+tok.ID, details)
 	})
 	return &out, err
 }

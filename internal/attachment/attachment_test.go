@@ -92,6 +92,21 @@ func (e *env) commitUpload(u *attachment.Upload) (*agentowl.Event, error) {
 	})
 }
 
+// storePart stores one part of u whole, as a message streaming it does.
+func (e *env) storePart(u *attachment.Upload, name string, data []byte) {
+	e.t.Helper()
+	pw, err := u.Begin(e.ctx, attachment.Part{Filename: name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := pw.Write(data); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := pw.End(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) write(fn func(tx agentowl.Tx) error) {
 	e.t.Helper()
 	if err := e.st.Write(e.ctx, fn); err != nil {
@@ -583,16 +598,7 @@ func TestOrphanSweep(t *testing.T) {
 		// The crash: parts stored, no commit, no Finish.
 		u := e.svc.NewUpload(e.tenant)
 		for range 2 {
-			pw, err := u.Begin(e.ctx, attachment.Part{Filename: "lost.pdf"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := pw.Write(pdf); err != nil {
-				t.Fatal(err)
-			}
-			if err := pw.End(e.ctx); err != nil {
-				t.Fatal(err)
-			}
+			e.storePart(u, "lost.pdf", pdf)
 		}
 		if keys := e.keys(); len(keys) != 3 {
 			t.Fatalf("objects %v", keys)
@@ -623,16 +629,7 @@ func TestSweptUploadCannotCommit(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, attachment.Config{}, func(t *testing.T, e *env) {
 		u := e.svc.NewUpload(e.tenant)
-		pw, err := u.Begin(e.ctx, attachment.Part{Filename: "slow.pdf"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pw.Write(pdf); err != nil {
-			t.Fatal(err)
-		}
-		if err := pw.End(e.ctx); err != nil {
-			t.Fatal(err)
-		}
+		e.storePart(u, "slow.pdf", pdf)
 		e.clock.Advance(2 * time.Hour)
 		if n, err := e.svc.SweepOrphans(e.ctx, e.clock.Now()); err != nil || n != 1 {
 			t.Fatalf("sweep: %d, %v", n, err)
@@ -704,16 +701,7 @@ func TestDeleteExpiredHook(t *testing.T) {
 			e.mustAccept(attachmenttest.Message{Files: []attachmenttest.File{{Name: "old", Size: 100}}})
 		}
 		u := e.svc.NewUpload(e.tenant) // a crashed message
-		pw, err := u.Begin(e.ctx, attachment.Part{Filename: "lost"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pw.Write([]byte("lost")); err != nil {
-			t.Fatal(err)
-		}
-		if err := pw.End(e.ctx); err != nil {
-			t.Fatal(err)
-		}
+		e.storePart(u, "lost", []byte("lost"))
 		e.clock.Advance(7 * 24 * time.Hour)
 		_, fresh := e.mustAccept(attachmenttest.Message{Files: []attachmenttest.File{{Name: "new", Size: 100}}})
 		if n, err := e.svc.DeleteExpired(e.ctx, e.clock.Now(), 2); err != nil || n != 3 {

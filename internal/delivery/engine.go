@@ -189,6 +189,9 @@ type Engine struct {
 	holding   atomic.Int64
 	reclaimed atomic.Int64
 	started   time.Time
+	// heartbeat is the const heartbeat; a test of the report shortens it
+	// rather than wait seconds of real time.
+	heartbeat time.Duration
 	// paced holds the messages this engine sent away with a turn (see
 	// sharedSlots.acquire) and when: the turn is this process's estimate,
 	// so a stopping engine makes those whose turn has not come due again
@@ -225,6 +228,7 @@ func New(st agentowl.Store, clock agentowl.Clock, client Doer, cfg Config, log *
 		store: st, clock: clock, client: client, routes: map[string]outbox.Resolver[agentowl.Tx]{}, cfg: cfg, log: log,
 		owner:      agentowl.NewID(""),
 		started:    clock.Now(),
+		heartbeat:  heartbeat,
 		paced:      map[string]time.Time{},
 		wake:       make(chan struct{}, 1),
 		slots:      make(chan struct{}, cfg.Concurrency),
@@ -602,7 +606,7 @@ func (e *Engine) TakeOverLeases(ctx context.Context) error {
 // report records the engine's report (agentowl.EngineReport) every heartbeat
 // until ctx ends, for work-doctor and maintenance status on any replica.
 func (e *Engine) report(ctx context.Context) {
-	tick := time.NewTicker(heartbeat) // real time: housekeeping, not a schedule
+	tick := time.NewTicker(e.heartbeat) // real time: housekeeping, not a schedule
 	defer tick.Stop()
 	for {
 		r := e.Report()

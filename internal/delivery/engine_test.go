@@ -24,7 +24,6 @@ import (
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/outbox"
 	"github.com/agentowl/agentowl/internal/ratelimit"
-	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -98,8 +97,8 @@ type fixture struct {
 	targets map[string]*outbox.Target
 }
 
-func newFixture(t *testing.T, b storetest.Backend) *fixture {
-	f := &fixture{t: t, store: b.Open(t), clock: clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)),
+func newFixture(t *testing.T, st agentowl.Store) *fixture {
+	f := &fixture{t: t, store: st, clock: clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)),
 		tenant: uuid.NewString(), targets: map[string]*outbox.Target{}}
 	err := f.store.Write(context.Background(), func(tx agentowl.Tx) error {
 		return tx.TenantCreate(context.Background(), &agentowl.Tenant{ID: f.tenant, Name: "t-" + f.tenant[:8], CreatedAt: f.clock.Now()})
@@ -253,13 +252,22 @@ func waitFor(t *testing.T, what string, cond func() bool, engines ...*delivery.E
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// forEach runs fn on a fixture of each store, the stores side by side
+// (delivery.EachStore), in parallel with the package's other tests that use
+// it: they wait on receivers and leases, not the CPU.
+// releaseAtEnd returns what releases the handlers held on gate, which a test
+// calls once it has seen them held; it releases them when the test ends at
+// the latest, before the servers registered earlier close (and wait for
+// their handlers).
+func releaseAtEnd(t *testing.T, gate chan struct{}) func() {
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	return release
+}
+
 func forEach(t *testing.T, fn func(t *testing.T, f *fixture)) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newFixture(t, b))
-		})
-	}
+	t.Parallel()
+	delivery.EachStore(t, func(t *testing.T, st agentowl.Store) { fn(t, newFixture(t, st)) })
 }
 
 func TestEngineDeliversSignedMessage(t *testing.T) {
@@ -739,13 +747,7 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		}))
 		t.Cleanup(srv.Close)
-		t.Cleanup(func() {
-			select {
-			case <-gate:
-			default:
-				close(gate)
-			}
-		})
+		release := releaseAtEnd(t, gate)
 		f.mu.Lock()
 		f.targets["d"] = &outbox.Target{URL: srv.URL + "/hook", Secret: webhook.NewSecret()}
 		f.mu.Unlock()
@@ -773,7 +775,7 @@ func TestEnginesShareDestinationConcurrency(t *testing.T) {
 		if got := most.Load(); got != 2 {
 			t.Fatalf("%d attempts in flight at once to one destination from two engines, limit 2", got)
 		}
-		close(gate)
+		release()
 		f.deliverAll(t, ids, a, b)
 		if got := most.Load(); got > 2 {
 			t.Fatalf("%d attempts in flight at once to one destination, limit 2", got)
@@ -814,13 +816,7 @@ func TestEnginesShareAccountConcurrency(t *testing.T) {
 		srv1, srv2 := httptest.NewTLSServer(handler), httptest.NewTLSServer(handler)
 		t.Cleanup(srv1.Close)
 		t.Cleanup(srv2.Close)
-		t.Cleanup(func() {
-			select {
-			case <-gate:
-			default:
-				close(gate)
-			}
-		})
+		release := releaseAtEnd(t, gate)
 		f.mu.Lock()
 		f.targets["one"] = &outbox.Target{URL: srv1.URL + "/hook", Secret: webhook.NewSecret()}
 		f.targets["two"] = &outbox.Target{URL: srv2.URL + "/hook", Secret: webhook.NewSecret()}
@@ -868,7 +864,7 @@ func TestEnginesShareAccountConcurrency(t *testing.T) {
 		if held != 3 || mostMine != 3 || mostTheirs > 3 {
 			t.Fatalf("in flight: %d of the blocked account (most %d), most %d of the other; want 3, 3, at most 3", held, mostMine, mostTheirs)
 		}
-		close(gate)
+		release()
 		f.deliverAll(t, mine, a, b)
 		mu.Lock()
 		defer mu.Unlock()
@@ -969,13 +965,7 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		e := f.engine(srv.Client(), delivery.Config{
 			Concurrency: 8, PerHostConcurrency: 1, PerHostRate: ratelimit.Limit{Events: 3, Per: time.Minute},
 		})
-		t.Cleanup(func() { // before the engine stops, which waits for the held attempt
-			select {
-			case <-gate:
-			default:
-				close(gate)
-			}
-		})
+		release := releaseAtEnd(t, gate) // before the engine stops, which waits for the held attempt
 		var ids []string
 		for range 5 {
 			ids = append(ids, f.message("d", time.Hour).ID)
@@ -1022,7 +1012,7 @@ func TestEngineRateCountsOnlyAttemptsSent(t *testing.T) {
 		// later.
 		waitFor(t, "four attempts put back", func() bool { return got.Load() == 1 && count(putBack) == 4 })
 		agree("while the slot was held", window, 1)
-		close(gate)
+		release()
 		waitFor(t, "the first delivery", func() bool { return count(delivered) == 1 })
 
 		// Retried (every turn has come: turns follow the slot's pace, a

@@ -16,64 +16,59 @@ import (
 // not renewed meanwhile, so another process can have it before the lease
 // would lapse; the slots this process still uses are renewed.
 func TestSharedSlotsHandBackWhatTheyGiveUp(t *testing.T) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.Open(t)
-			clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
-			s := newSharedSlots(st, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), "p1", func(string) int { return 1 }, 30*time.Second, 15*time.Second)
-			t.Cleanup(func() { s.cancel(); s.lessor.Wait() })
-			ctx := context.Background()
-			take := func(key string) heldSlot {
-				t.Helper()
-				h, ok, _ := s.acquire(ctx, key)
-				if !ok {
-					t.Fatalf("no slot of %s", key)
-				}
-				return h
+	EachStore(t, func(t *testing.T, st agentowl.Store) {
+		s, clock := newTestSlots(t, st, 1)
+		ctx := context.Background()
+		take := func(key string) heldSlot {
+			t.Helper()
+			h, ok, _ := s.acquire(ctx, key)
+			if !ok {
+				t.Fatalf("no slot of %s", key)
 			}
-			otherLeases := func(key string) int {
-				t.Helper()
-				var got []int
-				err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
-					got, err = tx.SlotLease(ctx, key, "p2", 1, 1, clock.Now(), clock.Now().Add(time.Minute))
-					return err
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return len(got)
+			return h
+		}
+		otherLeases := func(key string) int {
+			t.Helper()
+			var got []int
+			err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
+				got, err = tx.SlotLease(ctx, key, "p2", 1, 1, clock.Now(), clock.Now().Add(time.Minute))
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
+			return len(got)
+		}
 
-			k, j := take("host:k"), take("host:j")
-			s.release(k)
-			// Housekeeping fell behind (a big step of the clock): both
-			// leases run short; the next attempt gives k up.
-			clock.Advance(s.lease - s.minLeft + time.Second)
-			gone, cancel := context.WithCancel(ctx)
-			cancel()
-			if _, ok, _ := s.acquire(gone, "host:k"); ok {
-				t.Fatal("a slot with too little lease left was used")
-			}
-			// The lease loop that the attempt started ends with no one
-			// waiting (synchronization, not a timing assertion).
-			for leasing := true; leasing; time.Sleep(time.Millisecond) {
-				s.mu.Lock()
-				leasing = s.keys["host:k"].leasing
-				s.mu.Unlock()
-			}
-			s.renew() // renews j, must not renew k
-			if j2 := s.keys["host:j"].held[j.lease.n]; j2 != j.lease || !j2.until.After(k.lease.until) {
-				t.Fatalf("j's lease was not renewed: %+v", j2)
-			}
-			s.releaseIdle(false) // hands k back
-			if otherLeases("host:k") != 1 {
-				t.Fatal("another process cannot lease the slot this one gave up")
-			}
-			if otherLeases("host:j") != 0 {
-				t.Fatal("another process leased a slot this one holds")
-			}
-		})
-	}
+		k, j := take("host:k"), take("host:j")
+		s.release(k)
+		// Housekeeping fell behind (a big step of the clock): both
+		// leases run short; the next attempt gives k up.
+		clock.Advance(s.lease - s.minLeft + time.Second)
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, ok, _ := s.acquire(gone, "host:k"); ok {
+			t.Fatal("a slot with too little lease left was used")
+		}
+		// The lease loop that the attempt started ends with no one
+		// waiting (synchronization, not a timing assertion).
+		for leasing := true; leasing; time.Sleep(time.Millisecond) {
+			s.mu.Lock()
+			leasing = s.keys["host:k"].leasing
+			s.mu.Unlock()
+		}
+		s.renew() // renews j, must not renew k
+		if j2 := s.keys["host:j"].held[j.lease.n]; j2 != j.lease || !j2.until.After(k.lease.until) {
+			t.Fatalf("j's lease was not renewed: %+v", j2)
+		}
+		s.releaseIdle(false) // hands k back
+		if otherLeases("host:k") != 1 {
+			t.Fatal("another process cannot lease the slot this one gave up")
+		}
+		if otherLeases("host:j") != 0 {
+			t.Fatal("another process leased a slot this one holds")
+		}
+	})
 }
 
 // newTestSlots is sharedSlots of owner p1 on st, limit slots per key, with
@@ -91,52 +86,49 @@ func newTestSlots(t *testing.T, st agentowl.Store, limit int) (*sharedSlots, *cl
 // release compared, the release was ignored, and the slot stayed busy for
 // ever: after about 15 s of continuous use a destination had no slot left.
 func TestSharedSlotsReleaseAfterRenewal(t *testing.T) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.Open(t)
-			s, clock := newTestSlots(t, st, 1)
-			ctx := context.Background()
-			h, ok, _ := s.acquire(ctx, "host:k")
-			if !ok {
-				t.Fatal("no slot")
+	EachStore(t, func(t *testing.T, st agentowl.Store) {
+		s, clock := newTestSlots(t, st, 1)
+		ctx := context.Background()
+		h, ok, _ := s.acquire(ctx, "host:k")
+		if !ok {
+			t.Fatal("no slot")
+		}
+		before := h.lease.until
+		clock.Advance(s.lease/3 + time.Second) // over a third of the lease: renewal is due
+		s.renew()
+		if !h.lease.until.After(before) {
+			t.Fatal("the busy slot's lease was not renewed")
+		}
+		// Another attempt waits for the key's only slot; the release
+		// hands it over.
+		got := make(chan heldSlot, 1)
+		go func() {
+			w, ok, _ := s.acquire(ctx, "host:k")
+			if ok {
+				got <- w
 			}
-			before := h.lease.until
-			clock.Advance(s.lease/3 + time.Second) // over a third of the lease: renewal is due
-			s.renew()
-			if !h.lease.until.After(before) {
-				t.Fatal("the busy slot's lease was not renewed")
-			}
-			// Another attempt waits for the key's only slot; the release
-			// hands it over.
-			got := make(chan heldSlot, 1)
-			go func() {
-				w, ok, _ := s.acquire(ctx, "host:k")
-				if ok {
-					got <- w
-				}
-				close(got)
-			}()
-			for waiting := false; !waiting; time.Sleep(time.Millisecond) { // synchronization, not a timing assertion
-				s.mu.Lock()
-				waiting = len(s.keys["host:k"].waiters) == 1
-				s.mu.Unlock()
-			}
-			s.release(h)
-			w, ok := <-got
-			if !ok || w.lease != h.lease {
-				t.Fatalf("the waiter did not get the released slot: %+v", w)
-			}
-			s.release(w)
-			if c := s.counts(time.Hour)["host"]; c != (slotCounts{Idle: 1}) {
-				t.Fatalf("after both releases: %+v, want one idle slot", c)
-			}
-			// Reused without a new lease: the same slot, the same lease.
-			again, ok, _ := s.acquire(ctx, "host:k")
-			if !ok || again.lease != h.lease {
-				t.Fatalf("the idle slot was not reused: %+v", again)
-			}
-		})
-	}
+			close(got)
+		}()
+		for waiting := false; !waiting; time.Sleep(time.Millisecond) { // synchronization, not a timing assertion
+			s.mu.Lock()
+			waiting = len(s.keys["host:k"].waiters) == 1
+			s.mu.Unlock()
+		}
+		s.release(h)
+		w, ok := <-got
+		if !ok || w.lease != h.lease {
+			t.Fatalf("the waiter did not get the released slot: %+v", w)
+		}
+		s.release(w)
+		if c := s.counts(time.Hour)["host"]; c != (slotCounts{Idle: 1}) {
+			t.Fatalf("after both releases: %+v, want one idle slot", c)
+		}
+		// Reused without a new lease: the same slot, the same lease.
+		again, ok, _ := s.acquire(ctx, "host:k")
+		if !ok || again.lease != h.lease {
+			t.Fatalf("the idle slot was not reused: %+v", again)
+		}
+	})
 }
 
 // A release of an earlier taking changes nothing: a double release, or a
@@ -167,43 +159,40 @@ func TestSharedSlotsStaleReleaseIsIgnored(t *testing.T) {
 // reported as stale once held longer than any attempt lasts, reclaimed, and
 // handed to the next attempt; the lost holder's late release is ignored.
 func TestSharedSlotsReclaimLeakedSlot(t *testing.T) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.Open(t)
-			s, _ := newTestSlots(t, st, 1)
-			ctx := context.Background()
-			leaked, _, _ := s.acquire(ctx, "account:t")
-			const maxHold = time.Minute
-			var reported []string
-			s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
-			if len(reported) != 0 {
-				t.Fatal("a slot in use was reclaimed")
-			}
-			s.mu.Lock()
-			leaked.lease.since = time.Now().Add(-maxHold - time.Second) // held past any attempt
-			s.mu.Unlock()
-			if c := s.counts(maxHold)["account"]; c != (slotCounts{Busy: 1, Stale: 1}) {
-				t.Fatalf("counts before reclaiming: %+v, want one busy, stale slot", c)
-			}
-			short, cancel := context.WithCancel(ctx)
-			cancel()
-			if _, ok, _ := s.acquire(short, "account:t"); ok {
-				t.Fatal("a leaked slot was handed out before it was reclaimed")
-			}
-			s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
-			if len(reported) != 1 || reported[0] != "account:t" {
-				t.Fatalf("reported %v, want the leaked slot", reported)
-			}
-			next, ok, _ := s.acquire(ctx, "account:t")
-			if !ok || next.lease != leaked.lease {
-				t.Fatal("the reclaimed slot was not reused")
-			}
-			s.release(leaked) // the lost holder comes back: ignored
-			if c := s.counts(maxHold)["account"]; c != (slotCounts{Busy: 1}) {
-				t.Fatalf("the lost holder's release freed a slot in use: %+v", c)
-			}
-		})
-	}
+	EachStore(t, func(t *testing.T, st agentowl.Store) {
+		s, _ := newTestSlots(t, st, 1)
+		ctx := context.Background()
+		leaked, _, _ := s.acquire(ctx, "account:t")
+		const maxHold = time.Minute
+		var reported []string
+		s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
+		if len(reported) != 0 {
+			t.Fatal("a slot in use was reclaimed")
+		}
+		s.mu.Lock()
+		leaked.lease.since = time.Now().Add(-maxHold - time.Second) // held past any attempt
+		s.mu.Unlock()
+		if c := s.counts(maxHold)["account"]; c != (slotCounts{Busy: 1, Stale: 1}) {
+			t.Fatalf("counts before reclaiming: %+v, want one busy, stale slot", c)
+		}
+		short, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, ok, _ := s.acquire(short, "account:t"); ok {
+			t.Fatal("a leaked slot was handed out before it was reclaimed")
+		}
+		s.reclaimStale(maxHold, func(key string, _ time.Duration) { reported = append(reported, key) })
+		if len(reported) != 1 || reported[0] != "account:t" {
+			t.Fatalf("reported %v, want the leaked slot", reported)
+		}
+		next, ok, _ := s.acquire(ctx, "account:t")
+		if !ok || next.lease != leaked.lease {
+			t.Fatal("the reclaimed slot was not reused")
+		}
+		s.release(leaked) // the lost holder comes back: ignored
+		if c := s.counts(maxHold)["account"]; c != (slotCounts{Busy: 1}) {
+			t.Fatalf("the lost holder's release freed a slot in use: %+v", c)
+		}
+	})
 }
 
 // Pacing: with a key's slots busy, an attempt whose wait would be short

@@ -16,7 +16,6 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/outbox"
-	"github.com/agentowl/agentowl/internal/store/storetest"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -77,73 +76,69 @@ func (r *slowReceiver) distinct() int {
 func TestEngineSlowReceiverNeverStalls(t *testing.T) {
 	t.Parallel() // it waits on the receiver's pace, not the CPU
 	const total, concurrency, delay = 240, 4, 200 * time.Millisecond
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			st := b.Open(t)
-			clock := agentowl.SystemClock{}
-			tenant := uuid.NewString()
-			ctx := context.Background()
-			rcv := newSlowReceiver(t, delay)
-			secret := webhook.NewSecret()
-			ids := make([]string, total)
-			err := st.Write(ctx, func(tx agentowl.Tx) error {
-				if err := tx.TenantCreate(ctx, &agentowl.Tenant{ID: tenant, Name: "slow-" + tenant[:8], CreatedAt: clock.Now()}); err != nil {
+	delivery.EachStore(t, func(t *testing.T, st agentowl.Store) {
+		clock := agentowl.SystemClock{}
+		tenant := uuid.NewString()
+		ctx := context.Background()
+		rcv := newSlowReceiver(t, delay)
+		secret := webhook.NewSecret()
+		ids := make([]string, total)
+		err := st.Write(ctx, func(tx agentowl.Tx) error {
+			if err := tx.TenantCreate(ctx, &agentowl.Tenant{ID: tenant, Name: "slow-" + tenant[:8], CreatedAt: clock.Now()}); err != nil {
+				return err
+			}
+			now := clock.Now()
+			for i := range ids {
+				ids[i] = uuid.NewString()
+				m := &agentowl.OutboxMessage{ID: ids[i], TenantID: tenant, Kind: "test", Destination: "slow:1", Subject: ids[i],
+					Body: fmt.Appendf(nil, `{"n":%d}`, i), CreatedAt: now, DeadlineAt: now.Add(time.Hour),
+					State: agentowl.MessagePending, NextAttempt: now}
+				if err := tx.MessageCreate(ctx, m); err != nil {
 					return err
 				}
-				now := clock.Now()
-				for i := range ids {
-					ids[i] = uuid.NewString()
-					m := &agentowl.OutboxMessage{ID: ids[i], TenantID: tenant, Kind: "test", Destination: "slow:1", Subject: ids[i],
-						Body: fmt.Appendf(nil, `{"n":%d}`, i), CreatedAt: now, DeadlineAt: now.Add(time.Hour),
-						State: agentowl.MessagePending, NextAttempt: now}
-					if err := tx.MessageCreate(ctx, m); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
 			}
-			e, err := delivery.New(st, clock, rcv.srv.Client(), delivery.Config{PerHostConcurrency: concurrency, Lease: 8 * time.Second, AttemptTimeout: 2 * time.Second},
-				slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.Handle("*", func(context.Context, agentowl.Tx, string) (*outbox.Target, error) {
-				return &outbox.Target{URL: rcv.srv.URL + "/hook", Secret: secret}, nil
-			})
-			runCtx, stop := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { e.Run(runCtx); close(done) }()
-			t.Cleanup(func() { stop(); <-done })
-
-			// Three times what the concurrency needs: a stall never gets there.
-			bound := 3 * total / concurrency * delay
-			for deadline := time.Now().Add(bound); rcv.distinct() < total && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			}
-			rcv.mu.Lock()
-			got, most, elapsed := len(rcv.got), rcv.most, rcv.last.Sub(rcv.first)
-			dups := 0
-			for _, n := range rcv.got {
-				dups += n - 1
-			}
-			rcv.mu.Unlock()
-			if got < total {
-				t.Fatalf("%d of %d messages arrived within %s: delivery stalled", got, total, bound)
-			}
-			if dups != 0 || most > concurrency {
-				t.Fatalf("%d duplicate attempts, %d in flight at most (limit %d)", dups, most, concurrency)
-			}
-			rate, ceiling := float64(total)/elapsed.Seconds(), float64(concurrency)/delay.Seconds()
-			t.Logf("%d delivered in %s: %.1f/s of the %.0f/s the concurrency allows", total, elapsed.Round(time.Millisecond), rate, ceiling)
-			// Slots held = attempts in flight (+ idle ones handed back
-			// within a moment): none is held without an attempt.
-			waitFor(t, "the last outcomes recorded and idle slots handed back", func() bool {
-				r := e.Report()
-				return r.Attempts == 0 && r.SlotsBusy == 0 && r.SlotsIdle == 0 && r.SlotsReclaimed == 0
-			})
+			return nil
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := delivery.New(st, clock, rcv.srv.Client(), delivery.Config{PerHostConcurrency: concurrency, Lease: 8 * time.Second, AttemptTimeout: 2 * time.Second},
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Handle("*", func(context.Context, agentowl.Tx, string) (*outbox.Target, error) {
+			return &outbox.Target{URL: rcv.srv.URL + "/hook", Secret: secret}, nil
+		})
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { e.Run(runCtx); close(done) }()
+		t.Cleanup(func() { stop(); <-done })
+
+		// Three times what the concurrency needs: a stall never gets there.
+		bound := 3 * total / concurrency * delay
+		for deadline := time.Now().Add(bound); rcv.distinct() < total && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		}
+		rcv.mu.Lock()
+		got, most, elapsed := len(rcv.got), rcv.most, rcv.last.Sub(rcv.first)
+		dups := 0
+		for _, n := range rcv.got {
+			dups += n - 1
+		}
+		rcv.mu.Unlock()
+		if got < total {
+			t.Fatalf("%d of %d messages arrived within %s: delivery stalled", got, total, bound)
+		}
+		if dups != 0 || most > concurrency {
+			t.Fatalf("%d duplicate attempts, %d in flight at most (limit %d)", dups, most, concurrency)
+		}
+		rate, ceiling := float64(total)/elapsed.Seconds(), float64(concurrency)/delay.Seconds()
+		t.Logf("%d delivered in %s: %.1f/s of the %.0f/s the concurrency allows", total, elapsed.Round(time.Millisecond), rate, ceiling)
+		// Slots held = attempts in flight (+ idle ones handed back
+		// within a moment): none is held without an attempt.
+		waitFor(t, "the last outcomes recorded and idle slots handed back", func() bool {
+			r := e.Report()
+			return r.Attempts == 0 && r.SlotsBusy == 0 && r.SlotsIdle == 0 && r.SlotsReclaimed == 0
+		})
+	})
 }

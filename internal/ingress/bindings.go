@@ -266,11 +266,7 @@ func (s *Service) InspectBinding(ctx context.Context, p *access.Principal, tenan
 // DeleteBinding retires a binding: its URL or address stops accepting
 // events at once. Admin only.
 func (s *Service) DeleteBinding(ctx context.Context, p *access.Principal, tenant, id string) error {
-	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
-	if err != nil {
-		return err
-	}
-	return s.store.Write(ctx, func(tx agentowl.Tx) error {
+	return access.WriteAs(ctx, s.store, p, tenant, agentowl.RoleAdmin, func(tx agentowl.Tx, m *agentowl.Membership) error {
 		b, err := tenantBinding(ctx, tx, m, id)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/agentowl/agentowl/aap/sqlite"
 	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/server"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 )
 
 // Asynchronous mode: the gateway is a verified AAP receiver (the kit's
@@ -53,7 +54,7 @@ func TestAsynchronousModeWokenByWebhook(t *testing.T) {
 	}
 	// A denial arrives the same way.
 	ch = e.call(context.Background(), agent, "issue_refund", `{"order":"C"}`)
-	eventually(t, "a second waiting call", func() bool {
+	servertest.Eventually(t, "a second waiting call", func() bool {
 		list, err := g.store.ListExecutions(context.Background(), aap.ExecWaiting)
 		must(t, err)
 		if len(list) == 1 {

@@ -113,7 +113,7 @@ func concurrently(b *testing.B, g *gatewaySite, call func(cs *mcp.ClientSession,
 // record, the upstream call and the answer, from concurrent agents.
 func BenchmarkGatedAutoApproved(b *testing.B) {
 	p, up, g := benchEnv(b)
-	p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "approve", "note": "bench"}, nil)
+	p.op.Call(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "approve", "note": "bench"}, nil)
 	concurrently(b, g, func(cs *mcp.ClientSession, i int) error {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "issue_refund",
 			Arguments: map[string]any{"order": fmt.Sprintf("B-%p-%d", cs, i), "amount_cents": 100}})

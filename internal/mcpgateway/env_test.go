@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,21 +27,6 @@ import (
 
 var t0 = time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC)
 
-// syncLimit bounds, in real time, every wait for asynchronous work. Waits
-// synchronize; they assert nothing about durations.
-const syncLimit = 20 * time.Second
-
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(syncLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
@@ -52,11 +36,11 @@ func must(t testing.TB, err error) {
 
 // provider is an in-process AgentOwl server (the one assembly) on SQLite.
 type provider struct {
-	t        testing.TB
-	srv      *server.Server
-	url      string
-	operator string
-	prov     string
+	t    testing.TB
+	srv  *server.Server
+	url  string
+	op   servertest.Operator // tenant "default"'s admin (the bootstrap token)
+	prov string
 }
 
 func newProvider(t testing.TB, clock *clocktest.Fake, adjust ...func(*server.Config)) *provider {
@@ -69,45 +53,15 @@ func newProvider(t testing.TB, clock *clocktest.Fake, adjust ...func(*server.Con
 		f(&cfg)
 	}
 	srv := servertest.Start(t, cfg)
-	p := &provider{t: t, srv: srv, url: srv.URL(), operator: srv.BootstrapToken()}
-	var tok struct{ Token string }
-	p.operatorCall(http.MethodPost, "/provisioner-tokens", map[string]any{"label": "gateway", "days": 0}, &tok)
-	p.prov = tok.Token
+	p := &provider{t: t, srv: srv, url: srv.URL(), op: servertest.Operator{T: t, URL: srv.URL(), Token: srv.BootstrapToken()}}
+	p.prov = p.op.ProvisionerToken("gateway")
 	return p
-}
-
-func (p *provider) operatorCall(method, path string, body, out any) int {
-	p.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, p.url+"/api/v1/tenants/default"+path, rd)
-	must(p.t, err)
-	req.Header.Set("Authorization", "Bearer "+p.operator)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	must(p.t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
-		p.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-	}
-	if out != nil {
-		must(p.t, json.Unmarshal(raw, out))
-	}
-	return resp.StatusCode
 }
 
 // decide approves (valid for validity) or denies a pending request.
 func (p *provider) decide(id string, approve bool, validity time.Duration, note string) {
 	p.t.Helper()
-	body := map[string]any{"decision": "deny", "note": note}
-	if approve {
-		body = map[string]any{"decision": "approve", "valid_for": fmt.Sprintf("%ds", int(validity.Seconds())), "note": note}
-	}
-	if p.operatorCall(http.MethodPost, "/approvals/"+id+"/decision", body, nil) != http.StatusOK {
+	if !p.op.Decide(id, approve, validity, note) {
 		p.t.Fatalf("request %s was no longer pending", id)
 	}
 }
@@ -284,7 +238,7 @@ func agentSession(t testing.TB, endpoint, token string, opts *mcp.ClientOptions)
 func waiting(t testing.TB, st aap.ExecutionStore) string {
 	t.Helper()
 	var id string
-	eventually(t, "a waiting execution", func() bool {
+	servertest.Eventually(t, "a waiting execution", func() bool {
 		list, err := st.ListExecutions(context.Background(), aap.ExecWaiting)
 		must(t, err)
 		if len(list) == 1 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentowl/agentowl/aap"
 	"github.com/agentowl/agentowl/internal/clocktest"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 )
 
 // env is one provider, one upstream and one gateway, with the refund-bot
@@ -78,7 +79,7 @@ func receive(t *testing.T, ch <-chan *mcp.CallToolResult) *mcp.CallToolResult {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(syncLimit):
+	case <-time.After(servertest.SyncLimit):
 		t.Fatal("no tool result")
 		return nil
 	}
@@ -87,7 +88,7 @@ func receive(t *testing.T, ch <-chan *mcp.CallToolResult) *mcp.CallToolResult {
 // approvalOf reads a request as operators see it.
 func (e *env) approvalOf(id string) map[string]any {
 	var out struct{ Request map[string]any }
-	e.p.operatorCall(http.MethodGet, "/approvals/"+id, nil, &out)
+	e.p.op.Call(http.MethodGet, "/approvals/"+id, nil, &out)
 	return out.Request
 }
 
@@ -168,7 +169,7 @@ func TestApprovedCallForwardedOnce(t *testing.T) {
 	e := newEnv(t, nil)
 	ch := e.call(context.Background(), e.agent, "issue_refund", refundArgs)
 	id := waiting(t, e.gw.store)
-	eventually(t, "a progress notification", func() bool {
+	servertest.Eventually(t, "a progress notification", func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return len(e.progress) > 0
@@ -188,7 +189,7 @@ func TestApprovedCallForwardedOnce(t *testing.T) {
 	}
 	// It is in Needs attention with the MCP server and tool.
 	var inbox json.RawMessage
-	e.p.operatorCall(http.MethodGet, "/attention", nil, &inbox)
+	e.p.op.Call(http.MethodGet, "/attention", nil, &inbox)
 	if !strings.Contains(string(inbox), id) || !strings.Contains(string(inbox), "billing/issue_refund") {
 		t.Errorf("Needs attention does not show the gated call: %s", inbox)
 	}
@@ -205,7 +206,7 @@ func TestApprovedCallForwardedOnce(t *testing.T) {
 	}
 	// The audit log names the agent behind the gateway.
 	var audit struct{ Items []map[string]any }
-	e.p.operatorCall(http.MethodGet, "/audit", nil, &audit)
+	e.p.op.Call(http.MethodGet, "/audit", nil, &audit)
 	found := false
 	for _, it := range audit.Items {
 		d, _ := it["details"].(map[string]any)
@@ -231,7 +232,7 @@ func TestRefusedCallsNeverForwarded(t *testing.T) {
 	}{
 		{"denied", nil, func(e *env, id string) { e.p.decide(id, false, 0, "over the limit") }, "denied"},
 		{"expired", nil, func(e *env, id string) {
-			eventually(t, "the long poll", func() bool { return e.clock.Waiters() > 0 })
+			servertest.Eventually(t, "the long poll", func() bool { return e.clock.Waiters() > 0 })
 			e.clock.Advance(31 * time.Minute)
 		}, "expired"},
 		{"approval expired before forwarding", func(c *clocktest.Fake) aap.Clock { return lateClock{c, time.Hour} },
@@ -276,7 +277,7 @@ func TestAgentCancelCancelsTheRequest(t *testing.T) {
 	id := waiting(t, e.gw.store)
 	cancel() // the SDK sends notifications/cancelled
 	<-ch
-	eventually(t, "the AAP request cancelled", func() bool { return e.approvalOf(id)["status"] == "cancelled" })
+	servertest.Eventually(t, "the AAP request cancelled", func() bool { return e.approvalOf(id)["status"] == "cancelled" })
 	if e.up.refundCount() != 0 {
 		t.Error("forwarded")
 	}
@@ -323,7 +324,7 @@ func TestAgentDisconnectCancelsTheRequest(t *testing.T) {
 		c.Close()
 	}
 	mu.Unlock()
-	eventually(t, "the AAP request cancelled", func() bool { return e.approvalOf(id)["status"] == "cancelled" })
+	servertest.Eventually(t, "the AAP request cancelled", func() bool { return e.approvalOf(id)["status"] == "cancelled" })
 	<-ch
 	x, err := e.gw.store.ExecutionByRequest(context.Background(), id)
 	must(t, err)
@@ -373,7 +374,7 @@ func TestRestartApprovedCallWithoutAgentNotRun(t *testing.T) {
 	agent := agentSession(t, g2.srv.URL, agentToken, nil)
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	ch2 := e.call(ctx2, agent, "issue_refund", refundArgs)
-	eventually(t, "a new request", func() bool {
+	servertest.Eventually(t, "a new request", func() bool {
 		list, err := g2.store.ListExecutions(context.Background(), aap.ExecWaiting)
 		must(t, err)
 		return len(list) == 1 && list[0].RequestID != id
@@ -389,9 +390,9 @@ func TestRestartApprovedCallWithoutAgentNotRun(t *testing.T) {
 // server's tool lets the call through at once; a deny rule refuses it.
 func TestPoliciesDecideGatedCalls(t *testing.T) {
 	e := newEnv(t, nil)
-	e.p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "approve",
+	e.p.op.Call(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "approve",
 		"condition": `context.mcp.agent == "refund-bot" && arguments.amount_cents < 200000`, "note": "small refunds"}, nil)
-	e.p.operatorCall(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "deny", "note": "too large", "priority": 10}, nil)
+	e.p.op.Call(http.MethodPost, "/policies", map[string]any{"tool": "billing/issue_refund", "effect": "deny", "note": "too large", "priority": 10}, nil)
 	res := receive(t, e.call(context.Background(), e.agent, "issue_refund", refundArgs))
 	if res.IsError || text(res) != "refund #1 issued" {
 		t.Fatalf("auto-approved call: %v %q", res.IsError, text(res))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentowl/agentowl/aap"
 	"github.com/agentowl/agentowl/internal/mcpgateway"
+	"github.com/agentowl/agentowl/internal/server/servertest"
 )
 
 // stdioAgent is an agent speaking newline-delimited JSON-RPC to the
@@ -59,7 +60,7 @@ func (a *stdioAgent) recv() map[string]any {
 		var l line
 		select {
 		case l = <-ch:
-		case <-time.After(syncLimit):
+		case <-time.After(servertest.SyncLimit):
 			a.t.Fatal("no answer from the gateway")
 		}
 		if l.err != nil {
@@ -142,7 +143,7 @@ func TestStdioStopAnswersWaitingCall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ServeIO after a stop: %v", err)
 		}
-	case <-time.After(syncLimit):
+	case <-time.After(servertest.SyncLimit):
 		t.Fatal("ServeIO did not return after the stop")
 	}
 	x, err := e.gw.store.ExecutionByRequest(context.Background(), id)

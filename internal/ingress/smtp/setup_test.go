@@ -221,8 +221,9 @@ func payload(t *testing.T, ev *agentowl.Event) map[string]any {
 	return m
 }
 
-// exec runs statements on the server's database past the store.
-func (e *env) exec(queries ...string) {
+// withDB opens the server's database past the store for use, and fails
+// the test on use's error.
+func (e *env) withDB(use func(db *sql.DB) error) {
 	e.t.Helper()
 	driver := "sqlite"
 	if server.IsPostgresURL(e.database) {
@@ -233,29 +234,28 @@ func (e *env) exec(queries ...string) {
 		e.t.Fatal(err)
 	}
 	defer db.Close()
-	for _, q := range queries {
-		if _, err := db.Exec(q); err != nil {
-			e.t.Fatalf("%s: %v", q, err)
-		}
+	if err := use(db); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
-// count counts the rows of a table past the store.
-func (e *env) count(table string) int {
+// exec runs statements on the server's database past the store.
+func (e *env) exec(queries ...string) {
 	e.t.Helper()
-	driver := "sqlite"
-	if server.IsPostgresURL(e.database) {
-		driver = "pgx"
-	}
-	db, err := sql.Open(driver, e.database)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
-		e.t.Fatal(err)
-	}
+	e.withDB(func(db *sql.DB) error {
+		for _, q := range queries {
+			if _, err := db.Exec(q); err != nil {
+				return fmt.Errorf("%s: %v", q, err)
+			}
+		}
+		return nil
+	})
+}
+
+// count counts the rows of a table past the store.
+func (e *env) count(table string) (n int) {
+	e.t.Helper()
+	e.withDB(func(db *sql.DB) error { return db.QueryRow("SELECT count(*) FROM " + table).Scan(&n) })
 	return n
 }
 
