@@ -179,6 +179,7 @@ type Server struct {
 	ingress  *ingress.Service
 	blobs    *blob.Store
 	attach   *attachment.Service
+	signer   *attestation.Signer // nil with attestations off
 	sched    *maintenance.Scheduler
 	notify   *notify.Service
 	api      *httpapi.Server
@@ -276,6 +277,7 @@ func (s *Server) start(ctx context.Context) (err error) {
 			ln.Close()
 			return fmt.Errorf("attestation key: %w", err)
 		}
+		s.signer = signer
 		s.approval.UseAttestations(signer)
 		s.work.UseAttestations(signer)
 		if cfg.Maintenance.AuditCheckpoints.Signer == nil {
@@ -511,6 +513,15 @@ func (s *Server) close() error {
 	if s.cancel != nil {
 		s.cancel()
 		<-s.done
+	}
+	if s.signer != nil {
+		// Decisions committed but not yet signed are signed now rather
+		// than at their first read or the next replica's sweep.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if ferr := s.signer.Flush(ctx); ferr != nil {
+			s.cfg.Logger.Warn("attestations left for the sweep at shutdown", "err", ferr)
+		}
+		cancel()
 	}
 	if s.egress != nil {
 		s.egress.CloseIdleConnections()
