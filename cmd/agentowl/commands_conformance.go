@@ -286,7 +286,7 @@ parts are not checked.`,
 func (c *cli) conformanceAdapterCommand() *cobra.Command {
 	var rf reportFlags
 	var cfg conformance.AdapterConfig
-	var preset, stdinFile string
+	var preset, stdinFile, receiver string
 	var expect [4]string
 	cmd := &cobra.Command{
 		Use:   "adapter [--preset agentowl-adapter|aap-hook] [--env K={url}…] [--stdin-template FILE] [--expect-allow RE --expect-deny RE …] -- CMD ARGS…",
@@ -299,9 +299,12 @@ check: approve, deny with a note, expire, cancel, an approval whose
 expires_at has passed, the same approval on a rerun, 503 with Retry-After,
 a connection cut mid long poll, SIGTERM while the adapter waits.
 
-Templates ({url}, {token}, {state}, {call_id}; in the stdin template also
-{tool}, {arguments}, {timeout}) are replaced in CMD ARGS, --env values and
-the stdin template. The adapter's output (stdout and stderr) is classified
+Templates ({url}, {token}, {state}, {call_id}, {mode}; in the stdin
+template also {tool}, {arguments}, {timeout}) are replaced in CMD ARGS,
+--env values and the stdin template. {mode} is sync, or async in the
+adapter.async checks, which run when --receiver-command gives the
+adapter's receiving service: the kit verifies the registration it hands
+it and delivers a signed notification for each decision. The adapter's output (stdout and stderr) is classified
 by --expect-allow, --expect-expired, --expect-cancelled, --expect-deny
 (regular expressions, tried in that order). --preset supplies all of
 these for a known adapter: agentowl-adapter (the harness kit's
@@ -310,6 +313,9 @@ aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Command = args
+			if receiver != "" {
+				cfg.Receiver = []string{"/bin/sh", "-c", receiver}
+			}
 			if stdinFile != "" {
 				data, err := os.ReadFile(stdinFile)
 				if err != nil {
@@ -337,7 +343,8 @@ aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
 					if err != nil {
 						return err
 					}
-					p.Command = []string{self, "conformance", "adapter-shim", "--state", "{state}"}
+					p.Command = []string{self, "conformance", "adapter-shim", "--state", "{state}", "--mode", "{mode}"}
+					p.Receiver = []string{self, "conformance", "adapter-shim", "--state", "{state}", "--receive", "{receiver_addr}"}
 				}
 				cfg.ApplyPreset(p)
 			}
@@ -360,22 +367,33 @@ aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
 	f.StringVar(&expect[3], "expect-deny", "", "regular expression: the adapter reported a denial")
 	f.BoolVar(&cfg.Stateful, "stateful", false, "the adapter keeps executions across runs ({state} in a template implies it): check a rerun of the same call")
 	f.BoolVar(&cfg.SuspendsOnTerm, "sigterm-suspends", false, "SIGTERM suspends the adapter's execution instead of abandoning it (skips adapter.abandon.cancel)")
+	f.StringVar(&receiver, "receiver-command", "", "the adapter's receiving service, run with /bin/sh -c per asynchronous check ({receiver_addr}, {registration_id}, {secret}, {instance_id}; exec the service so SIGTERM reaches it); without it the adapter.async checks are SKIP")
+	f.StringVar(&cfg.ReceiverPath, "receiver-path", "/", "the path the receiving service takes webhooks on")
+	f.DurationVar(&cfg.AsyncWait, "async-wait", 10*time.Second, "how long an asynchronous run may go on after its decision was notified")
+	f.DurationVar(&cfg.AsyncSettle, "async-settle", 2*time.Second, "how long the kit watches for an execution that must not happen")
 	f.DurationVar(&cfg.RunTimeout, "run-timeout", 90*time.Second, "how long one run of the adapter may take")
 	f.IntVar(&cfg.Parallel, "parallel", 8, "how many checks run at once")
 	return cmd
 }
 
 // conformanceAdapterShimCommand is the agentowl-adapter preset's subject:
-// the harness kit's aap.Adapter as a synchronous adapter command.
+// the harness kit's aap.Adapter as an adapter command, and (--receive) its
+// receiving service.
 func (c *cli) conformanceAdapterShimCommand() *cobra.Command {
-	var state string
+	var state, mode, receive string
 	cmd := &cobra.Command{
-		Use:    "adapter-shim [--state DIR]",
+		Use:    "adapter-shim [--state DIR] [--mode sync|async] [--receive ADDR]",
 		Short:  "The harness kit's aap.Adapter as an adapter command (the agentowl-adapter preset's subject)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if n := conformance.RunAdapterShim(cmd.Context(), state, cmd.InOrStdin(), c.stdout); n != 0 {
+			n := 0
+			if receive != "" {
+				n = conformance.RunAdapterShimReceiver(cmd.Context(), state, receive, c.stdout)
+			} else {
+				n = conformance.RunAdapterShim(cmd.Context(), state, mode == "async", cmd.InOrStdin(), c.stdout)
+			}
+			if n != 0 {
 				cmd.SilenceErrors = true
 				return exitCode(n)
 			}
@@ -383,5 +401,7 @@ func (c *cli) conformanceAdapterShimCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "directory of the saved executions (default: a temporary one)")
+	cmd.Flags().StringVar(&mode, "mode", "sync", "sync: long poll; async: suspend, and let the receiving service (--receive) resume")
+	cmd.Flags().StringVar(&receive, "receive", "", "ADDR: be the receiving service of the asynchronous shim (AAP_REGISTRATION_ID, AAP_SIGNING_SECRET)")
 	return cmd
 }

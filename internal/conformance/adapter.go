@@ -45,6 +45,22 @@ type AdapterConfig struct {
 	// RunTimeout bounds one run of the command (default 90s): a command
 	// still running then is killed and the check fails.
 	RunTimeout time.Duration
+	// Receiver is the adapter's receiving service, a command the kit
+	// starts for each asynchronous check and stops at its end (SIGTERM).
+	// Its templates add {receiver_addr} (the loopback host:port it must
+	// listen on), {registration_id} and {secret} (the registration the kit
+	// then verifies, as a provisioner would have set it up) and
+	// {instance_id}. Empty: the asynchronous checks are SKIP.
+	Receiver []string
+	// ReceiverPath is the path the receiving service serves webhooks on
+	// (default /).
+	ReceiverPath string
+	// AsyncWait bounds how long an asynchronous run may go on after its
+	// decision was notified before the kit sends SIGTERM (default 10s).
+	AsyncWait time.Duration
+	// AsyncSettle is how long the kit watches for an execution that must
+	// not happen (default 2s).
+	AsyncSettle time.Duration
 	// Parallel bounds concurrent checks (default 8).
 	Parallel int
 	// Progress, if set, sees each result as it finishes.
@@ -78,8 +94,8 @@ type Preset struct {
 	Expect   Expectations
 	Stateful bool
 	// Command is the default command ("" entries: none; the CLI supplies
-	// AgentOwl's own for agentowl-adapter).
-	Command []string
+	// AgentOwl's own for agentowl-adapter), Receiver its receiving service.
+	Command, Receiver []string
 }
 
 // The presets.
@@ -110,7 +126,8 @@ func AdapterPreset(name string) (*Preset, error) {
 	switch name {
 	case PresetAgentOwl:
 		return &Preset{Name: name,
-			Env:   []string{"AAP_BASE_URL={url}", "AAP_INSTANCE_CREDENTIAL={token}"},
+			Env: []string{"AAP_BASE_URL={url}", "AAP_INSTANCE_CREDENTIAL={token}",
+				"AAP_REGISTRATION_ID={registration_id}", "AAP_SIGNING_SECRET={secret}"},
 			Stdin: `{"id":"{call_id}","tool":"{tool}","arguments":{arguments},"timeout":"{timeout}"}` + "\n",
 			Expect: Expectations{
 				Allow:     regexp.MustCompile(`"outcome"\s*:\s*"ran"`),
@@ -140,6 +157,9 @@ func AdapterPreset(name string) (*Preset, error) {
 func (cfg *AdapterConfig) ApplyPreset(p *Preset) {
 	if len(cfg.Command) == 0 {
 		cfg.Command = p.Command
+	}
+	if len(cfg.Receiver) == 0 {
+		cfg.Receiver = p.Receiver
 	}
 	// Preset entries first: the caller's --env of the same name wins.
 	cfg.Env = append(append([]string(nil), p.Env...), cfg.Env...)
@@ -201,6 +221,18 @@ func CheckAdapter(ctx context.Context, cfg AdapterConfig) (*Report, error) {
 	if cfg.RunTimeout <= 0 {
 		cfg.RunTimeout = 90 * time.Second
 	}
+	if cfg.ReceiverPath == "" {
+		cfg.ReceiverPath = "/"
+	}
+	if !strings.HasPrefix(cfg.ReceiverPath, "/") {
+		return nil, fmt.Errorf("--receiver-path %q does not start with /", cfg.ReceiverPath)
+	}
+	if cfg.AsyncWait <= 0 {
+		cfg.AsyncWait = 10 * time.Second
+	}
+	if cfg.AsyncSettle <= 0 {
+		cfg.AsyncSettle = 2 * time.Second
+	}
 	if !cfg.Stateful {
 		cfg.Stateful = strings.Contains(strings.Join(append(append([]string{cfg.Stdin}, cfg.Command...), cfg.Env...), "\n"), "{state}")
 	}
@@ -210,7 +242,7 @@ func CheckAdapter(ctx context.Context, cfg AdapterConfig) (*Report, error) {
 }
 
 func (a *adapterRun) checks() []Check {
-	return []Check{
+	return append([]Check{
 		{ID: ASubmit, Requirement: "8_security.md Adapter 1", Title: "the submitted call is the one given, with the instance credential; an approval found by polling is allowed", Run: a.checkSubmit},
 		{ID: AImmediate, Requirement: "8_security.md Adapter 3", Title: "an approval in the creation answer is applied", Run: a.checkImmediate},
 		{ID: ADenied, Requirement: "8_security.md Adapter 6", Title: "a denial is reported as a denial, and the call does not run", Run: a.outcomeCheck("denied", outDeny)},
@@ -221,12 +253,14 @@ func (a *adapterRun) checks() []Check {
 		{ID: AUnavailable, Requirement: "8_security.md Adapter 2", Title: "after 503 with Retry-After the submission is retried with the same idempotency key, not sooner", Run: a.checkUnavailable},
 		{ID: AConnectionCut, Requirement: "8_security.md Adapter 2", Title: "a long poll cut mid-way is recovered: the same request, the same key, then the approval", Run: a.checkConnectionCut},
 		{ID: AAbandonCancels, Requirement: "8_security.md Adapter 8", Title: "SIGTERM while waiting abandons the wait with DELETE /v1/requests/{id}", Run: a.checkAbandon},
-	}
+	}, a.asyncChecks()...)
 }
 
 // invocation is one run of the adapter command.
 type invocation struct {
 	stdout, stderr string
+	receiver       string // what the receiving service printed since the run started
+	recvFrom       int
 	exit           int
 	err            error // the command could not run, or did not finish
 	class          string
@@ -238,6 +272,9 @@ func (v *invocation) describe() string {
 		out = "(nothing on stdout)"
 	}
 	s := fmt.Sprintf("classified %s, exit %d, stdout: %s", v.class, v.exit, out)
+	if r := strings.TrimSpace(v.receiver); r != "" {
+		s += "; the receiving service printed: " + r
+	}
 	if v.err != nil {
 		s += "; " + v.err.Error()
 	}
@@ -253,6 +290,7 @@ type session struct {
 	state  string
 	callID string
 	stop   func()
+	recv   *receiving // nil: a synchronous check
 }
 
 func (a *adapterRun) session(ctx context.Context, t *T, s script) *session {
@@ -273,31 +311,38 @@ func (a *adapterRun) session(ctx context.Context, t *T, s script) *session {
 }
 
 func (s *session) expand(tmpl string) string {
+	mode, rc := "sync", s.recv
+	if rc == nil {
+		rc = &receiving{}
+	} else {
+		mode = "async"
+	}
 	return strings.NewReplacer("{url}", s.url, "{token}", s.token, "{state}", s.state, "{call_id}", s.callID,
-		"{tool}", probeTool, "{arguments}", probeArguments, "{timeout}", probeTimeout).Replace(tmpl)
+		"{tool}", probeTool, "{arguments}", probeArguments, "{timeout}", probeTimeout, "{mode}", mode,
+		"{receiver_addr}", rc.addr, "{registration_id}", rc.regID, "{secret}", rc.secret, "{instance_id}", rc.instance).Replace(tmpl)
 }
 
 // invoke runs the adapter once; term, if not nil, sends it SIGTERM when
 // closed.
 func (s *session) invoke(ctx context.Context, t *T, term <-chan struct{}) *invocation {
 	cfg := s.a.cfg
-	args := make([]string, len(cfg.Command))
-	for i, c := range cfg.Command {
-		args[i] = s.expand(c)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = os.Environ()
-	for _, kv := range cfg.Env {
-		cmd.Env = append(cmd.Env, s.expand(kv))
-	}
+	cmd := s.command(cfg.Command)
 	cmd.Stdin = strings.NewReader(s.expand(cfg.Stdin))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	v := &invocation{exit: -1}
+	if s.recv != nil {
+		v.recvFrom = s.recv.out.Len()
+	}
 	if err := cmd.Start(); err != nil {
-		v.err, v.class = fmt.Errorf("starting %s: %w", args[0], err), outOther
+		v.err, v.class = fmt.Errorf("starting %s: %w", cmd.Path, err), outOther
 		t.Notef("run: %s", v.describe())
 		return v
+	}
+	finished := make(chan struct{})
+	defer close(finished)
+	if term == nil && s.recv != nil {
+		term = s.autoTerm(t, finished)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -332,7 +377,12 @@ wait:
 		v.exit = 0
 	}
 	v.stdout, v.stderr = stdout.String(), stderr.String()
-	v.class = s.a.classify(v.stdout + "\n" + v.stderr)
+	if s.recv != nil {
+		// The receiving service may be the one that resumed the call and
+		// said how it ended.
+		v.receiver = s.recv.out.String()[v.recvFrom:]
+	}
+	v.class = s.a.classify(v.stdout + "\n" + v.stderr + "\n" + v.receiver)
 	note := "run: " + v.describe()
 	if e := strings.TrimSpace(v.stderr); e != "" {
 		if len(e) > maxEvidenceBody {
@@ -360,6 +410,17 @@ func (a *adapterRun) classify(out string) string {
 // evidence records what the provider received.
 func (s *session) evidence(t *T) {
 	for _, x := range s.p.log() {
+		if x.sent {
+			e := Evidence{Note: "the kit sent to the receiving service at " + x.at.UTC().Format("15:04:05.000"),
+				Request: &Message{Method: x.method, URL: x.url, Headers: map[string]string{"webhook-id": x.key}, Body: truncate(x.body)}}
+			if x.status == 0 {
+				e.Error = "no answer"
+			} else {
+				e.Response = &Message{Status: x.status}
+			}
+			t.add(e)
+			continue
+		}
 		req := &Message{Method: x.method, URL: s.url + x.path, Headers: map[string]string{}}
 		if x.key != "" {
 			req.Headers["Idempotency-Key"] = x.key

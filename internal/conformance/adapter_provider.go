@@ -34,6 +34,18 @@ type script struct {
 	// cutPolls is how many reads of a pending request are cut (the
 	// connection closed without an answer) before one is answered.
 	cutPolls int
+
+	// The asynchronous checks' script (adapter_async.go): in them decide
+	// is recorded, and notified, once the adapter has suspended.
+	//
+	// earlyApproval approves the request and notifies the receiver before
+	// the creation answer (which still says pending) is sent.
+	earlyApproval bool
+	// failReads is how many reads after the decision are answered 503.
+	failReads int
+	// abandonRace answers a cancellation with 409: an approval was
+	// recorded just before it.
+	abandonRace bool
 }
 
 // seen is one HTTP request the kit's provider received.
@@ -45,6 +57,10 @@ type seen struct {
 	key    string // Idempotency-Key
 	body   []byte
 	status int // 0: the connection was cut
+	// sent marks a message the kit sent (a notification to the adapter's
+	// receiving service, at url) rather than one it received.
+	sent bool
+	url  string
 }
 
 // scriptedRequest is a request the kit's provider holds.
@@ -58,6 +74,7 @@ type scriptedRequest struct {
 	expires          *time.Time
 	note             string
 	changed          chan struct{} // closed and replaced on every change
+	read             chan struct{} // closed (and nil) at the first read
 }
 
 // scriptedProvider is the kit's own AAP provider for adapter checks: the
@@ -70,6 +87,10 @@ type scriptedProvider struct {
 	// onPoll, if set, is called (once) when the first read of a pending
 	// request arrives: the adapter is waiting.
 	onPoll func()
+
+	// async, if set, delivers the request.resolved notifications of
+	// decisions to the adapter's receiving service.
+	async *asyncDelivery
 
 	mu       sync.Mutex
 	seen     []seen
@@ -209,7 +230,7 @@ func (p *scriptedProvider) create(w http.ResponseWriter, r *http.Request, body [
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	req := &scriptedRequest{id: newUUID(), key: key, body: body, call: call, status: "pending", created: now,
-		deadline: now.Add(30 * time.Minute), changed: make(chan struct{})}
+		deadline: now.Add(30 * time.Minute), changed: make(chan struct{}), read: make(chan struct{})}
 	var timeout string
 	_ = json.Unmarshal(call["timeout"], &timeout)
 	if d, err := time.ParseDuration(timeout); err == nil && d > 0 && d < 30*time.Minute {
@@ -221,10 +242,25 @@ func (p *scriptedProvider) create(w http.ResponseWriter, r *http.Request, body [
 		req.deadline = now.Add(time.Second)
 	}
 	p.requests[req.id], p.byKey[key] = req, req
+	read := req.read
 	if p.script.immediate != "" {
 		p.decideLocked(req, p.script.immediate)
 	}
 	p.mu.Unlock()
+	if p.async != nil && req.status == "pending" {
+		if p.script.earlyApproval {
+			// The answer says pending, as the request was when it was
+			// made; the approval is recorded and notified before the
+			// answer leaves, so it arrives before the adapter has even
+			// seen the request ID.
+			view := p.view(req)
+			p.decide(req, "approved")
+			p.async.deliver(req)
+			p.write(w, 201, view)
+			return 201
+		}
+		go p.awaitSuspension(req, read)
+	}
 	p.answer(w, 201, req)
 	return 201
 }
@@ -264,6 +300,21 @@ func (p *scriptedProvider) get(w http.ResponseWriter, r *http.Request, req *scri
 	if req.status == "pending" && !p.polled {
 		p.polled, first = true, true
 	}
+	if req.read != nil {
+		close(req.read)
+		req.read = nil
+	}
+	if req.status != "pending" && p.script.failReads > 0 {
+		p.script.failReads--
+		p.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		writeAPIError(w, 503, "api_error", "unavailable", "the provider is briefly unavailable")
+		return 503
+	}
+	if p.async != nil {
+		// Decisions come at suspension (awaitSuspension), not on a read.
+		first = false
+	}
 	if req.status == "pending" && p.cuts < p.script.cutPolls {
 		p.cuts++
 		p.mu.Unlock()
@@ -281,7 +332,7 @@ func (p *scriptedProvider) get(w http.ResponseWriter, r *http.Request, req *scri
 		panic(http.ErrAbortHandler)
 	}
 	switch d := p.script.decide; {
-	case req.status != "pending" || d == "":
+	case req.status != "pending" || d == "" || p.async != nil:
 	case d == "expired":
 		// Expiry comes at the deadline.
 		p.mu.Unlock()
@@ -314,6 +365,11 @@ func (p *scriptedProvider) get(w http.ResponseWriter, r *http.Request, req *scri
 
 func (p *scriptedProvider) cancel(w http.ResponseWriter, req *scriptedRequest) int {
 	p.mu.Lock()
+	if req.status == "pending" && p.script.abandonRace {
+		// A person approved it just before the cancellation arrived.
+		p.decideLocked(req, "approved")
+		go p.async.deliver(req)
+	}
 	if req.status != "pending" {
 		p.mu.Unlock()
 		writeAPIError(w, 409, "invalid_request_error", "already_terminal", "the request is already "+req.status)
@@ -330,7 +386,20 @@ func (p *scriptedProvider) cancel(w http.ResponseWriter, req *scriptedRequest) i
 
 // answer writes req as an ApprovalRequest.
 func (p *scriptedProvider) answer(w http.ResponseWriter, status int, req *scriptedRequest) {
+	p.write(w, status, p.view(req))
+}
+
+func (p *scriptedProvider) write(w http.ResponseWriter, status int, view map[string]any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-ID", newUUID())
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(view)
+}
+
+// view is req as an ApprovalRequest now.
+func (p *scriptedProvider) view(req *scriptedRequest) map[string]any {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	out := map[string]any{"id": req.id, "tool": req.call["tool"], "arguments": req.call["arguments"], "timeout": req.call["timeout"],
 		"status": req.status, "created_at": req.created.Format(time.RFC3339Nano), "deadline_at": req.deadline.Format(time.RFC3339Nano)}
 	for _, k := range []string{"agent_reasoning", "context"} {
@@ -348,11 +417,7 @@ func (p *scriptedProvider) answer(w http.ResponseWriter, status int, req *script
 		}
 		out["decision"] = d
 	}
-	p.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Request-ID", newUUID())
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(out)
+	return out
 }
 
 // sameJSONBytes compares two JSON documents as values (numbers by their

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,7 +59,12 @@ func (p shimLongPoll) GetRequest(ctx context.Context, id string) (*aap.Request, 
 // allows, and prints a ShimOutcome. SIGTERM or SIGINT while waiting
 // abandons the execution (the adapter cancels the request). The exit
 // status is 0 when the call ran, 2 when it did not, 1 on an error.
-func RunAdapterShim(ctx context.Context, stateDir string, stdin io.Reader, stdout io.Writer) int {
+//
+// With async (the kit's {mode} = async) it is an asynchronous harness: it
+// does not long poll; once the execution is suspended it waits for the
+// receiving service (RunAdapterShimReceiver, over the same stateDir) to
+// resume it, and prints "resumed" when that service ran the call.
+func RunAdapterShim(ctx context.Context, stateDir string, async bool, stdin io.Reader, stdout io.Writer) int {
 	out := func(o ShimOutcome) int {
 		json.NewEncoder(stdout).Encode(o)
 		switch o.Outcome {
@@ -92,9 +99,13 @@ func RunAdapterShim(ctx context.Context, stateDir string, stdin io.Reader, stdou
 		return fail("opening the execution store: %v", err)
 	}
 	defer st.Close()
-	ran := false
+	ran, waited := false, false
 	client := &aap.Client{BaseURL: base, Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
-	ad, err := aap.NewAdapter(aap.AdapterConfig{Provider: shimLongPoll{client}, Store: st,
+	var provider aap.Provider = shimLongPoll{client}
+	if async {
+		provider = client
+	}
+	ad, err := aap.NewAdapter(aap.AdapterConfig{Provider: provider, Store: st,
 		Run: func(context.Context, *aap.Execution) (json.RawMessage, error) {
 			ran = true
 			return json.RawMessage(`{"ran":true}`), nil
@@ -124,6 +135,12 @@ func RunAdapterShim(ctx context.Context, stateDir string, stdin io.Reader, stdou
 		if err == nil && e.State != aap.ExecSubmitting && e.State != aap.ExecWaiting {
 			break
 		}
+		if err == nil && async && e.State == aap.ExecWaiting {
+			// Suspended: the receiving service resumes it.
+			waited = true
+			e, err = awaitResumed(sctx, ad, call.ID)
+			continue
+		}
 		var ae *aap.APIError
 		if errors.Is(err, aap.ErrConflict) || (errors.As(err, &ae) && !ae.Temporary()) || attempt >= 30 {
 			return fail("no decision could be obtained: %v", err)
@@ -151,6 +168,8 @@ func RunAdapterShim(ctx context.Context, stateDir string, stdin io.Reader, stdou
 	switch {
 	case e.State == aap.ExecFinished && ran:
 		o.Outcome = "ran"
+	case e.State == aap.ExecFinished && waited:
+		o.Outcome, o.Reason = "resumed", "the receiving service ran the call"
 	case e.State == aap.ExecFinished || e.State == aap.ExecStarted:
 		o.Outcome = "already_ran"
 	case e.State == aap.ExecAbandoned:
@@ -165,4 +184,79 @@ func RunAdapterShim(ctx context.Context, stateDir string, stdin io.Reader, stdou
 		o.Outcome = "not_run"
 	}
 	return out(o)
+}
+
+// awaitResumed waits until the saved execution key is no longer waiting.
+func awaitResumed(ctx context.Context, ad *aap.Adapter, key string) (*aap.Execution, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		e, err := ad.Execution(ctx, key)
+		if err != nil || e.State != aap.ExecWaiting {
+			return e, err
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return e, nil
+		}
+	}
+}
+
+// RunAdapterShimReceiver is `agentowl conformance adapter-shim --receive
+// ADDR`: the receiving service of the asynchronous shim. It expects the
+// registration (AAP_REGISTRATION_ID, AAP_SIGNING_SECRET), serves the harness
+// kit's aap.Receiver on listen, and resumes the executions saved in
+// stateDir through aap.Adapter as their wake-ups come (retried a second
+// later when the submission has not saved its request ID yet). Each call it
+// runs prints {"outcome":"ran"}. It runs until SIGTERM or SIGINT.
+func RunAdapterShimReceiver(ctx context.Context, stateDir, listen string, stdout io.Writer) int {
+	fail := func(format string, args ...any) int {
+		json.NewEncoder(stdout).Encode(ShimOutcome{Outcome: "error", Reason: fmt.Sprintf(format, args...)})
+		return 1
+	}
+	base, token := os.Getenv("AAP_BASE_URL"), os.Getenv("AAP_INSTANCE_CREDENTIAL")
+	if base == "" || token == "" || stateDir == "" {
+		return fail("AAP_BASE_URL, AAP_INSTANCE_CREDENTIAL and --state must be set")
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	st, err := sqlite.Open(ctx, filepath.Join(stateDir, "executions.db"))
+	if err != nil {
+		return fail("opening the store: %v", err)
+	}
+	defer st.Close()
+	rcv, err := aap.NewReceiver(aap.ReceiverConfig{Store: st})
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := rcv.Register(ctx, os.Getenv("AAP_REGISTRATION_ID"), os.Getenv("AAP_SIGNING_SECRET")); err != nil {
+		return fail("registering: %v", err)
+	}
+	var mu sync.Mutex
+	client := &aap.Client{BaseURL: base, Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
+	ad, err := aap.NewAdapter(aap.AdapterConfig{Provider: client, Store: st,
+		Run: func(_ context.Context, e *aap.Execution) (json.RawMessage, error) {
+			mu.Lock()
+			json.NewEncoder(stdout).Encode(ShimOutcome{Outcome: "ran", RequestID: e.RequestID})
+			mu.Unlock()
+			return json.RawMessage(`{"ran":true}`), nil
+		}})
+	if err != nil {
+		return fail("%v", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fail("%v", err)
+	}
+	srv := &http.Server{Handler: rcv, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	err = rcv.Dispatch(ctx, aap.DispatchConfig{Handle: ad.HandleWakeup, Lease: time.Second})
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fail("%v", err)
+	}
+	return 0
 }

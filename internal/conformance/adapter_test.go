@@ -14,21 +14,28 @@ import (
 // aap.Adapter, in its own process) when the kit runs it with this
 // variable set.
 func init() {
-	if os.Getenv("AGENTOWL_CONFORMANCE_TEST_SHIM") == "1" {
-		os.Exit(RunAdapterShim(context.Background(), os.Getenv("SHIM_STATE"), os.Stdin, os.Stdout))
+	switch os.Getenv("AGENTOWL_CONFORMANCE_TEST_SHIM") {
+	case "1":
+		os.Exit(RunAdapterShim(context.Background(), os.Getenv("SHIM_STATE"), os.Getenv("SHIM_MODE") == "async", os.Stdin, os.Stdout))
+	case "receive":
+		os.Exit(RunAdapterShimReceiver(context.Background(), os.Getenv("SHIM_STATE"), os.Getenv("SHIM_LISTEN"), os.Stdout))
 	}
 }
 
+// adapterReport runs the adapter checks with the agentowl-adapter preset's
+// contract; nil (and t marked failed) when they cannot run. Safe in any
+// goroutine.
 func adapterReport(t *testing.T, cfg AdapterConfig) *Report {
 	t.Helper()
 	p, err := AdapterPreset(PresetAgentOwl)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return nil
 	}
 	cfg.ApplyPreset(p)
 	rep, err := CheckAdapter(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 	return rep
 }
@@ -46,7 +53,11 @@ func allAdapterChecks() []string {
 func TestAdapterAgentOwlPreset(t *testing.T) {
 	t.Parallel()
 	rep := adapterReport(t, AdapterConfig{Command: []string{os.Args[0]},
-		Env: []string{"AGENTOWL_CONFORMANCE_TEST_SHIM=1", "SHIM_STATE={state}"}})
+		Env:      []string{"AGENTOWL_CONFORMANCE_TEST_SHIM=1", "SHIM_STATE={state}", "SHIM_MODE={mode}"},
+		Receiver: []string{"/usr/bin/env", "AGENTOWL_CONFORMANCE_TEST_SHIM=receive", "SHIM_LISTEN={receiver_addr}", os.Args[0]}})
+	if rep == nil {
+		t.FailNow()
+	}
 	if got := rep.IDs(Pass); len(got) != len(allAdapterChecks()) {
 		var b strings.Builder
 		WriteText(&b, rep)
@@ -77,17 +88,21 @@ func TestAdapterBroken(t *testing.T) {
 		t.Fatalf("building testdata/adapters/broken: %v", err)
 	}
 	cases := map[string]string{
-		"":                  "",
-		"wrong-args":        ASubmit,
-		"no-immediate":      AImmediate,
-		"deny-as-allow":     ADenied,
-		"expired-as-deny":   AExpired,
-		"cancelled-as-deny": ACancelled,
-		"ignore-expires-at": AStaleApproval,
-		"rerun":             ATwice,
-		"new-key-on-retry":  AUnavailable,
-		"fail-on-cut":       AConnectionCut,
-		"no-cancel":         AAbandonCancels,
+		"":                   "",
+		"drop-early":         AAsyncEarly,
+		"trust-notification": AAsyncReadFirst,
+		"forget-abandoned":   AAsyncAbandoned,
+		"rerun-duplicate":    AAsyncDuplicate,
+		"wrong-args":         ASubmit,
+		"no-immediate":       AImmediate,
+		"deny-as-allow":      ADenied,
+		"expired-as-deny":    AExpired,
+		"cancelled-as-deny":  ACancelled,
+		"ignore-expires-at":  AStaleApproval,
+		"rerun":              ATwice,
+		"new-key-on-retry":   AUnavailable,
+		"fail-on-cut":        AConnectionCut,
+		"no-cancel":          AAbandonCancels,
 	}
 	covered := map[string]bool{}
 	for _, id := range cases {
@@ -98,10 +113,27 @@ func TestAdapterBroken(t *testing.T) {
 			t.Errorf("check %s has no broken adapter that fails it", id)
 		}
 	}
+	// The runs mostly wait (suspensions, settle windows): all of them run
+	// at once, whatever go test's -parallel, then each is judged.
+	reports := map[string]*Report{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for mode := range cases {
+		wg.Go(func() {
+			rep := adapterReport(t, AdapterConfig{Command: []string{bin, "-state", "{state}", "-mode", "{mode}", "-break", mode},
+				Receiver: []string{bin, "-state", "{state}", "-receive", "{receiver_addr}", "-break", mode}})
+			mu.Lock()
+			reports[mode] = rep
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 	for mode, want := range cases {
 		t.Run("break="+mode, func(t *testing.T) {
-			t.Parallel()
-			rep := adapterReport(t, AdapterConfig{Command: []string{bin, "-state", "{state}", "-break", mode}})
+			rep := reports[mode]
+			if rep == nil {
+				t.Fatal("no report")
+			}
 			var wantFail []string
 			if want != "" {
 				wantFail = []string{want}

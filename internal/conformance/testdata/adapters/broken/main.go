@@ -15,32 +15,49 @@
 //	new-key-on-retry  retries a failed submission with a new key
 //	fail-on-cut       gives up when a long poll is cut
 //	no-cancel         exits on SIGTERM without cancelling the request
+//
+// With -mode async it is an asynchronous harness: it suspends instead of
+// long polling, and its receiving service (the same program with -receive
+// ADDR) resumes it when a notification comes. Its own break modes:
+//
+//	drop-early         drops a notification for a request it has not saved yet
+//	trust-notification runs the call when the read after a notification fails
+//	forget-abandoned   resumes an abandoned execution
+//	rerun-duplicate    runs the call again on a duplicate notification
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
 var (
-	mode  = flag.String("break", "", "the requirement to violate")
-	state = flag.String("state", "", "directory of executions")
-	base  = os.Getenv("AAP_BASE_URL")
-	token = os.Getenv("AAP_INSTANCE_CREDENTIAL")
+	mode    = flag.String("break", "", "the requirement to violate")
+	state   = flag.String("state", "", "directory of executions")
+	harness = flag.String("mode", "sync", "sync: long poll; async: suspend, and let the receiving service resume")
+	receive = flag.String("receive", "", "serve the receiving service on this address")
+	base    = os.Getenv("AAP_BASE_URL")
+	token   = os.Getenv("AAP_INSTANCE_CREDENTIAL")
 )
 
 type request struct {
@@ -101,6 +118,10 @@ func out(outcome, reason string) {
 
 func main() {
 	flag.Parse()
+	if *receive != "" {
+		serveReceiver()
+		return
+	}
 	var in struct {
 		ID        string          `json:"id"`
 		Tool      string          `json:"tool"`
@@ -140,6 +161,9 @@ func main() {
 	}
 	if r.Status != "pending" && *mode == "no-immediate" {
 		out("error", "unexpected status "+r.Status+" at creation")
+	}
+	if *harness == "async" && r.Status == "pending" {
+		suspend(ctx, in.ID, r.ID)
 	}
 	for r.Status == "pending" {
 		next, err := call(ctx, http.MethodGet, "/v1/requests/"+r.ID+"?wait=30s", "", nil)
@@ -182,4 +206,140 @@ func main() {
 		out("cancelled", "")
 	}
 	out("error", "unknown status "+r.Status)
+}
+
+// The asynchronous harness keeps each execution as files in -state:
+// req-<request ID> holds the call ID, exec-<call ID> its state (waiting,
+// abandoned, then the outcome), event-<webhook-id> a received event.
+
+func put(name, value string) {
+	tmp := filepath.Join(*state, name+".tmp")
+	os.WriteFile(tmp, []byte(value), 0o600)
+	os.Rename(tmp, filepath.Join(*state, name))
+}
+
+func get(name string) string {
+	b, _ := os.ReadFile(filepath.Join(*state, name))
+	return string(b)
+}
+
+// suspend saves the execution and waits for the receiving service to
+// settle it; SIGTERM abandons it (and cancels the request).
+func suspend(ctx context.Context, callID, requestID string) {
+	put("exec-"+callID, "waiting")
+	put("req-"+requestID, callID)
+	for {
+		switch st := get("exec-" + callID); st {
+		case "waiting":
+		case "ran":
+			out("resumed", "the receiving service ran the call")
+		default:
+			out(st, "")
+		}
+		select {
+		case <-ctx.Done():
+			put("exec-"+callID, "abandoned")
+			call(context.Background(), http.MethodDelete, "/v1/requests/"+requestID, "", nil)
+			out("abandoned", "terminated")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// serveReceiver is the receiving service: Standard Webhooks verification,
+// the expected registration, then a goroutine per notification that
+// resumes its execution.
+func serveReceiver() {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(os.Getenv("AAP_SIGNING_SECRET"), "whsec_"))
+	registration := os.Getenv("AAP_REGISTRATION_ID")
+	var mu sync.Mutex
+	http.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id, ts := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(id + "." + ts + "."))
+		m.Write(body)
+		sec, _ := strconv.ParseInt(ts, 10, 64)
+		valid := false
+		for _, sig := range strings.Fields(r.Header.Get("webhook-signature")) {
+			valid = valid || hmac.Equal([]byte(sig), []byte("v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil))))
+		}
+		var msg struct {
+			ID, Type, Challenge string
+			RegistrationID      string `json:"registration_id"`
+			InstanceID          string `json:"instance_id"`
+			RequestID           string `json:"request_id"`
+		}
+		json.Unmarshal(body, &msg)
+		if !valid || msg.ID != id || time.Since(time.Unix(sec, 0)).Abs() > 5*time.Minute {
+			http.Error(w, "not verified", http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case msg.Type == "webhook.verification" && msg.RegistrationID == registration && get("instance") == "":
+			put("instance", msg.InstanceID)
+			json.NewEncoder(w).Encode(map[string]string{"challenge": msg.Challenge})
+		case msg.Type == "request.resolved" && msg.InstanceID == get("instance"):
+			if get("event-"+id) == "" || *mode == "rerun-duplicate" {
+				put("event-"+id, msg.RequestID)
+				go resume(msg.RequestID)
+			}
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			http.Error(w, "unexpected", http.StatusForbidden)
+		}
+	})
+	ln, err := net.Listen("tcp", *receive)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	http.Serve(ln, nil)
+}
+
+// resume applies the request's decision to its execution: only an
+// execution still waiting, only after reading the request.
+func resume(requestID string) {
+	var callID string
+	for callID = get("req-" + requestID); callID == ""; callID = get("req-" + requestID) {
+		if *mode == "drop-early" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		if st := get("exec-" + callID); st != "waiting" && !(st == "abandoned" && *mode == "forget-abandoned") &&
+			!(st == "ran" && *mode == "rerun-duplicate") {
+			return
+		}
+		r, err := call(context.Background(), http.MethodGet, "/v1/requests/"+requestID, "", nil)
+		if err != nil {
+			if *mode == "trust-notification" {
+				ran(callID)
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		switch r.Status {
+		case "pending":
+			return
+		case "approved":
+			if !time.Now().Before(*r.Decision.ExpiresAt) {
+				put("exec-"+callID, "expired")
+				return
+			}
+			ran(callID)
+		default:
+			put("exec-"+callID, map[string]string{"denied": "denied", "expired": "expired", "cancelled": "cancelled"}[r.Status])
+		}
+		return
+	}
+}
+
+func ran(callID string) {
+	fmt.Println(`{"outcome":"ran"}`)
+	put("exec-"+callID, "ran")
 }
