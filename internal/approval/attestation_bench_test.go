@@ -45,15 +45,6 @@ func attestedWith(tb testing.TB, b storetest.Backend, sign bool, cfg attestation
 	return st, appr, signer, agent, admin
 }
 
-// newApproval is an approval service on a new store of backend b, its
-// access service and its clock.
-func newApproval(tb testing.TB, b storetest.Backend) (agentowl.Store, *access.Service, *approval.Service, *clocktest.Fake) {
-	st := b.Open(tb)
-	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
-	acc := access.New(st, clock, access.Config{})
-	return st, acc, approval.New(st, acc, clock, approval.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil))), clock
-}
-
 // newSigner is a Signer over st with its first key.
 func newSigner(tb testing.TB, st agentowl.Store, clock agentowl.Clock, cfg attestation.Config) *attestation.Signer {
 	tb.Helper()
@@ -68,36 +59,31 @@ func newSigner(tb testing.TB, st agentowl.Store, clock agentowl.Clock, cfg attes
 	return signer
 }
 
+// newApproval is an approval service on a new store of backend b, its
+// access service and its clock.
+func newApproval(tb testing.TB, b storetest.Backend) (agentowl.Store, *access.Service, *approval.Service, *clocktest.Fake) {
+	st := b.Open(tb)
+	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
+	acc := access.New(st, clock, access.Config{})
+	return st, acc, approval.New(st, acc, clock, approval.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil))), clock
+}
+
 // acmeAgent bootstraps tenant acme on appr's store and provisions an
 // instance: the instance's principal and the tenant admin's.
 func acmeAgent(tb testing.TB, acc *access.Service, appr *approval.Service) (*access.Principal, *access.Principal) {
 	tb.Helper()
 	ctx := context.Background()
-	boot, err := acc.Bootstrap(ctx, "acme")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	admin, err := acc.Authenticate(ctx, boot.Token, agentowl.TokenOperator)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	admin := bootstrapAcme(tb, acc)
 	prov, err := acc.CreateProvisionerToken(ctx, admin, "acme", "prov", 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	provP, err := acc.Authenticate(ctx, prov.Secret, agentowl.TokenProvisioner)
+	inst, err := appr.ProvisionInstance(ctx, authenticate(tb, acc, prov.Secret, agentowl.TokenProvisioner), "inst-1",
+		&approval.ProvisionInput{Name: "agent"})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	inst, err := appr.ProvisionInstance(ctx, provP, "inst-1", &approval.ProvisionInput{Name: "agent"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	agent, err := acc.Authenticate(ctx, inst.Credential, agentowl.TokenInstance)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return agent, admin
+	return authenticate(tb, acc, inst.Credential, agentowl.TokenInstance), admin
 }
 
 var refund = &agentowl.CreateRequestInput{Tool: "refund", Arguments: json.RawMessage(`{"amount":5,"order":"ord_1234"}`),

@@ -265,22 +265,9 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 	}
 	var out *agentowl.Instance
 	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
-		inst, err := provisionerInstance(ctx, tx, p, id, true)
-		if err != nil {
-			return err
-		}
-		if inst.DeletedAt != nil {
-			return notFound("instance", id)
-		}
-		rec, err := tx.IdempotencyGet(ctx, scope, opInstanceUpdate, idemKey)
-		if err == nil {
-			if string(rec.InputHash) != string(hash) {
-				return errKeyReused()
-			}
-			out = &agentowl.Instance{}
-			return json.Unmarshal(rec.Response, out)
-		}
-		if !errors.Is(err, agentowl.ErrNotFound) {
+		inst, replayed, err := updateTarget(ctx, tx, p, id, true, scope, idemKey, hash)
+		if err != nil || replayed != nil {
+			out = replayed
 			return err
 		}
 		if in.Name != nil {
@@ -325,28 +312,39 @@ func (s *Service) update(ctx context.Context, p *access.Principal, id, scope, id
 // a live instance, nil when the key is new.
 func (s *Service) updateReplay(ctx context.Context, p *access.Principal, id, scope, idemKey string, hash []byte) (*agentowl.Instance, error) {
 	var out *agentowl.Instance
-	err := s.store.Read(ctx, func(tx agentowl.Tx) error {
-		inst, err := provisionerInstance(ctx, tx, p, id, false)
-		if err != nil {
-			return err
-		}
-		if inst.DeletedAt != nil {
-			return notFound("instance", id)
-		}
-		rec, err := tx.IdempotencyGet(ctx, scope, opInstanceUpdate, idemKey)
-		if errors.Is(err, agentowl.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if string(rec.InputHash) != string(hash) {
-			return errKeyReused()
-		}
-		out = &agentowl.Instance{}
-		return json.Unmarshal(rec.Response, out)
+	err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+		_, out, err = updateTarget(ctx, tx, p, id, false, scope, idemKey, hash)
+		return err
 	})
 	return out, err
+}
+
+// updateTarget reads the live instance id in p's scope that a keyed
+// update changes (locked with forUpdate) and, when key idemKey of scope
+// already updated it, that update's response: errKeyReused if it was for
+// another input.
+func updateTarget(ctx context.Context, tx agentowl.Tx, p *access.Principal, id string, forUpdate bool, scope, idemKey string, hash []byte) (inst, replayed *agentowl.Instance, err error) {
+	if inst, err = provisionerInstance(ctx, tx, p, id, forUpdate); err != nil {
+		return nil, nil, err
+	}
+	if inst.DeletedAt != nil {
+		return nil, nil, notFound("instance", id)
+	}
+	rec, err := tx.IdempotencyGet(ctx, scope, opInstanceUpdate, idemKey)
+	if errors.Is(err, agentowl.ErrNotFound) {
+		return inst, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if string(rec.InputHash) != string(hash) {
+		return nil, nil, errKeyReused()
+	}
+	replayed = &agentowl.Instance{}
+	if err := json.Unmarshal(rec.Response, replayed); err != nil {
+		return nil, nil, err
+	}
+	return inst, replayed, nil
 }
 
 // deliveredGrace is how long notifications stay retained after their

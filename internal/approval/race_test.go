@@ -30,23 +30,7 @@ func TestConcurrentCreateAndDecide(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			st, acc, appr, admin := newApprovals(t, b)
-			prov, err := acc.CreateProvisionerToken(ctx, admin, "acme", "prov", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			provP, err := acc.Authenticate(ctx, prov.Secret, agentowl.TokenProvisioner)
-			if err != nil {
-				t.Fatal(err)
-			}
-			inst, err := appr.ProvisionInstance(ctx, provP, "inst-1", &approval.ProvisionInput{Name: "agent"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			agent, err := acc.Authenticate(ctx, inst.Credential, agentowl.TokenInstance)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, appr, _, agent, admin := attested(t, b, false)
 			in := &agentowl.CreateRequestInput{Tool: "refund", Arguments: json.RawMessage(`{"amount":5}`), Timeout: "1h",
 				TimeoutDur: time.Hour}
 			counter, _ := st.(roundTrips)

@@ -3,15 +3,12 @@ package approval_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
-	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
 )
 
@@ -34,7 +31,7 @@ func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			member := authenticate(t, acc, issued.Secret)
+			member := authenticate(t, acc, issued.Secret, agentowl.TokenOperator)
 			const missing = "00000000-0000-4000-8000-000000000000"
 
 			for what, err := range map[string]error{
@@ -84,22 +81,26 @@ func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
 // with the tenant "acme" bootstrapped and its admin signed in.
 func newApprovals(t *testing.T, b storetest.Backend) (agentowl.Store, *access.Service, *approval.Service, *access.Principal) {
 	t.Helper()
-	st := b.Open(t)
-	clock := clocktest.New(time.Date(2026, 9, 16, 12, 0, 0, 0, time.UTC))
-	acc := access.New(st, clock, access.Config{})
-	appr := approval.New(st, acc, clock, approval.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	boot, err := acc.Bootstrap(context.Background(), "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, acc, appr, authenticate(t, acc, boot.Token)
+	st, acc, appr, _ := newApproval(t, b)
+	return st, acc, appr, bootstrapAcme(t, acc)
 }
 
-func authenticate(t *testing.T, acc *access.Service, secret string) *access.Principal {
-	t.Helper()
-	p, err := acc.Authenticate(context.Background(), secret, agentowl.TokenOperator)
+// bootstrapAcme bootstraps tenant acme: its admin's principal.
+func bootstrapAcme(tb testing.TB, acc *access.Service) *access.Principal {
+	tb.Helper()
+	boot, err := acc.Bootstrap(context.Background(), "acme")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
+	}
+	return authenticate(tb, acc, boot.Token, agentowl.TokenOperator)
+}
+
+// authenticate signs in with a token of kind.
+func authenticate(tb testing.TB, acc *access.Service, secret string, kind agentowl.TokenKind) *access.Principal {
+	tb.Helper()
+	p, err := acc.Authenticate(context.Background(), secret, kind)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return p
 }

@@ -58,6 +58,20 @@ func preparedSigner(t *testing.T, b storetest.Backend) (agentowl.Store, *Signer,
 	return st, s, keys
 }
 
+// signTx records the attestation sign returns in a write transaction of
+// st, as a decision's transaction does.
+func signTx(t *testing.T, st agentowl.Store, sign func(tx agentowl.Tx) (*agentowl.Attestation, error)) *agentowl.Attestation {
+	t.Helper()
+	var a *agentowl.Attestation
+	if err := st.Write(t.Context(), func(tx agentowl.Tx) (err error) {
+		a, err = sign(tx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // TestPreparedAttestsOnlyWhatIsCommitted: an attestation signed before
 // the transaction is recorded only when the decision the transaction
 // commits is exactly the one signed; when anything differs (the decision
@@ -85,13 +99,9 @@ func TestPreparedAttestsOnlyWhatIsCommitted(t *testing.T) {
 			}
 			record := func(pre *Prepared, r *agentowl.ApprovalRequest, d *agentowl.Decision, validity time.Duration) *agentowl.Attestation {
 				t.Helper()
-				var a *agentowl.Attestation
-				if err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
-					a, err = s.SignRequestTx(ctx, tx, pre, r, d, validity)
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
+				a := signTx(t, st, func(tx agentowl.Tx) (*agentowl.Attestation, error) {
+					return s.SignRequestTx(ctx, tx, pre, r, d, validity)
+				})
 				got, err := s.Get(ctx, agentowl.AttestationAAPRequest, r.ID)
 				if err != nil || got.Token != a.Token || got.ID != a.ID {
 					t.Fatalf("recorded %+v (%v), returned %+v", got, err, a)
@@ -215,14 +225,7 @@ func TestPreparedWorkAttestsOnlyWhatIsCommitted(t *testing.T) {
 			}
 			record := func(pre *Prepared, w WorkDecision) *agentowl.Attestation {
 				t.Helper()
-				var a *agentowl.Attestation
-				if err := st.Write(ctx, func(tx agentowl.Tx) (err error) {
-					a, err = s.SignWorkTx(ctx, tx, pre, w)
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
-				return a
+				return signTx(t, st, func(tx agentowl.Tx) (*agentowl.Attestation, error) { return s.SignWorkTx(ctx, tx, pre, w) })
 			}
 			check := func(a *agentowl.Attestation, w WorkDecision) {
 				t.Helper()

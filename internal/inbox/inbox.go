@@ -147,11 +147,7 @@ func (s *Service) List(ctx context.Context, p *access.Principal, tenant string, 
 		if err != nil {
 			return nil, err
 		}
-		ids := make([]string, len(reqs))
-		for i, q := range reqs {
-			ids[i] = q.ID
-		}
-		acks, err := s.approval.Acks(ctx, ids)
+		acks, err := s.acks(ctx, reqs)
 		if err != nil {
 			return nil, err
 		}
@@ -200,15 +196,28 @@ func requestCursor(c *agentowl.Cursor) *agentowl.Cursor {
 	return &agentowl.Cursor{At: c.At.Add(-time.Microsecond), ID: ""}
 }
 
+// acks returns the acknowledgements of the requests reqs that have one.
+func (s *Service) acks(ctx context.Context, reqs []*agentowl.ApprovalRequest) (map[string]*agentowl.AAPAck, error) {
+	ids := make([]string, len(reqs))
+	for i, q := range reqs {
+		ids[i] = q.ID
+	}
+	return s.approval.Acks(ctx, ids)
+}
+
+// workItem is the item of a work view, or err.
+func workItem(v *work.AttentionView, err error) (*Item, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &Item{Work: v}, nil
+}
+
 // Inspect returns one item. Members may.
 func (s *Service) Inspect(ctx context.Context, p *access.Principal, tenant, id string) (*Item, error) {
 	reqID, ok := approval.AttentionRequestID(id)
 	if !ok {
-		v, err := s.work.InspectAttention(ctx, p, tenant, id)
-		if err != nil {
-			return nil, err
-		}
-		return &Item{Work: v}, nil
+		return workItem(s.work.InspectAttention(ctx, p, tenant, id))
 	}
 	q, err := s.approval.TenantRequest(ctx, p, tenant, reqID)
 	if agentowl.ErrorCode(err) == agentowl.ECodeNotFound && p.Membership != nil && p.Membership.TenantName == tenant {
@@ -217,7 +226,7 @@ func (s *Service) Inspect(ctx context.Context, p *access.Principal, tenant, id s
 	if err != nil {
 		return nil, err
 	}
-	acks, err := s.approval.Acks(ctx, []string{q.ID})
+	acks, err := s.acks(ctx, []*agentowl.ApprovalRequest{q})
 	if err != nil {
 		return nil, err
 	}
@@ -229,11 +238,7 @@ func (s *Service) Inspect(ctx context.Context, p *access.Principal, tenant, id s
 func (s *Service) Ack(ctx context.Context, p *access.Principal, tenant, id, assignee string) (*Item, error) {
 	reqID, ok := approval.AttentionRequestID(id)
 	if !ok {
-		v, err := s.work.AckAttention(ctx, p, tenant, id, assignee)
-		if err != nil {
-			return nil, err
-		}
-		return &Item{Work: v}, nil
+		return workItem(s.work.AckAttention(ctx, p, tenant, id, assignee))
 	}
 	q, ack, err := s.approval.AckAttention(ctx, p, tenant, reqID, assignee)
 	if err != nil {
@@ -250,11 +255,7 @@ func (s *Service) Resolve(ctx context.Context, p *access.Principal, tenant, id s
 		return nil, agentowl.Errorf(agentowl.ECodeNotARequest,
 			"Attention item %q is an AAP approval request; it resolves by its decision, not by hand.", id)
 	}
-	v, err := s.work.ResolveAttention(ctx, p, tenant, id)
-	if err != nil {
-		return nil, err
-	}
-	return &Item{Work: v}, nil
+	return workItem(s.work.ResolveAttention(ctx, p, tenant, id))
 }
 
 // DecideResult is the outcome of Decide.

@@ -198,11 +198,7 @@ func (s *Service) dated(ctx context.Context, p *access.Principal, tenant string,
 		return nil, false, err
 	}
 	more = more || len(reqs) > limit
-	ids := make([]string, len(reqs))
-	for i, q := range reqs {
-		ids[i] = q.ID
-	}
-	acks, err := s.approval.Acks(ctx, ids)
+	acks, err := s.acks(ctx, reqs)
 	if err != nil {
 		return nil, false, err
 	}

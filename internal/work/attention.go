@@ -221,21 +221,23 @@ func (s *Service) view(ctx context.Context, tx agentowl.Tx, it *agentowl.Attenti
 
 // ListAttention lists a tenant's attention items, newest first. Members may.
 func (s *Service) ListAttention(ctx context.Context, p *access.Principal, tenant string, params agentowl.AttentionListParams) ([]*AttentionView, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	params.TenantID = m.TenantID
-	var out []*AttentionView
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
-		items, err := tx.AttentionList(ctx, params)
+	return s.listAttention(ctx, p, tenant, params, agentowl.Tx.AttentionList)
+}
+
+// attentionLister is one of the store's lists of a tenant's attention
+// items (agentowl.Tx.AttentionList, AttentionListDated, …).
+type attentionLister = func(agentowl.Tx, context.Context, agentowl.AttentionListParams) ([]*agentowl.AttentionItem, error)
+
+// listAttention lists the tenant's items with list, as views. Members may.
+func (s *Service) listAttention(ctx context.Context, p *access.Principal, tenant string, params agentowl.AttentionListParams, list attentionLister) ([]*AttentionView, error) {
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) ([]*AttentionView, error) {
+		params.TenantID = m.TenantID
+		items, err := list(tx, ctx, params)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out, err = s.views(ctx, tx, items)
-		return err
+		return s.views(ctx, tx, items)
 	})
-	return out, err
 }
 
 // views is view for a listed page of items, in three reads whatever the
@@ -282,30 +284,38 @@ func (s *Service) views(ctx context.Context, tx agentowl.Tx, items []*agentowl.A
 	return out, nil
 }
 
+// tenantItem reads an attention item of membership m, or not_found.
 func tenantItem(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.AttentionItem, error) {
-	it, err := tx.AttentionGet(ctx, id)
-	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && it.TenantID != m.TenantID) {
-		return nil, notFound(m, "attention item", id)
-	}
-	return it, err
+	return ofTenant(ctx, m, "attention item", id, tx.AttentionGet, func(it *agentowl.AttentionItem) bool { return it.TenantID == m.TenantID })
 }
 
-// InspectAttention returns one item. Members may.
-func (s *Service) InspectAttention(ctx context.Context, p *access.Principal, tenant, id string) (*AttentionView, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
+// changeItem runs change on the item id of m in a write transaction and
+// returns the item's view after it.
+func (s *Service) changeItem(ctx context.Context, m *agentowl.Membership, id string, change func(tx agentowl.Tx, it *agentowl.AttentionItem) error) (*AttentionView, error) {
 	var out *AttentionView
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
 		it, err := tenantItem(ctx, tx, m, id)
 		if err != nil {
+			return err
+		}
+		if err := change(tx, it); err != nil {
 			return err
 		}
 		out, err = s.view(ctx, tx, it)
 		return err
 	})
 	return out, err
+}
+
+// InspectAttention returns one item. Members may.
+func (s *Service) InspectAttention(ctx context.Context, p *access.Principal, tenant, id string) (*AttentionView, error) {
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) (*AttentionView, error) {
+		it, err := tenantItem(ctx, tx, m, id)
+		if err != nil {
+			return nil, err
+		}
+		return s.view(ctx, tx, it)
+	})
 }
 
 // AckAttention acknowledges an open item and assigns it (to assignee, or
@@ -322,12 +332,7 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 	if len(assignee) > 256 || !utf8.ValidString(assignee) || strings.ContainsFunc(assignee, func(r rune) bool { return r < ' ' }) {
 		return nil, agentowl.FieldError(agentowl.ECodeInvalidField, "assignee", "assignee must be 1-256 bytes of text.")
 	}
-	var out *AttentionView
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		it, err := tenantItem(ctx, tx, m, id)
-		if err != nil {
-			return err
-		}
+	return s.changeItem(ctx, m, id, func(tx agentowl.Tx, it *agentowl.AttentionItem) error {
 		if it.Status == agentowl.AttentionResolved {
 			return agentowl.Errorf(agentowl.ECodeAlreadyTerminal, "Attention item %q is already resolved (%s).", id, it.Resolution)
 		}
@@ -339,14 +344,9 @@ func (s *Service) AckAttention(ctx context.Context, p *access.Principal, tenant,
 		if err := tx.AttentionUpdate(ctx, it); err != nil {
 			return err
 		}
-		if err := access.Audit(ctx, tx, now, m.TenantID, p, "attention.ack", "attention:"+id,
-			map[string]any{"assignee": assignee}); err != nil {
-			return err
-		}
-		out, err = s.view(ctx, tx, it)
-		return err
+		return access.Audit(ctx, tx, now, m.TenantID, p, "attention.ack", "attention:"+id,
+			map[string]any{"assignee": assignee})
 	})
-	return out, err
 }
 
 // ResolveAttention resolves an incident after review. Request items
@@ -357,29 +357,20 @@ func (s *Service) ResolveAttention(ctx context.Context, p *access.Principal, ten
 	if err != nil {
 		return nil, err
 	}
-	var out *AttentionView
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		it, err := tenantItem(ctx, tx, m, id)
-		if err != nil {
-			return err
-		}
+	return s.changeItem(ctx, m, id, func(tx agentowl.Tx, it *agentowl.AttentionItem) error {
 		if it.Kind != KindIncident {
 			return agentowl.Errorf(agentowl.ECodeNotARequest,
 				"Attention item %q is a %s request; it resolves through the runtime's receipt or outcome, not by hand.", id, it.Kind)
 		}
-		if it.Status != agentowl.AttentionResolved {
-			now := s.clock.Now()
-			if err := resolveItem(ctx, tx, it, ResolvedReviewed, now); err != nil {
-				return err
-			}
-			if err := access.Audit(ctx, tx, now, m.TenantID, p, "attention.resolve", "attention:"+id, nil); err != nil {
-				return err
-			}
+		if it.Status == agentowl.AttentionResolved {
+			return nil
 		}
-		out, err = s.view(ctx, tx, it)
-		return err
+		now := s.clock.Now()
+		if err := resolveItem(ctx, tx, it, ResolvedReviewed, now); err != nil {
+			return err
+		}
+		return access.Audit(ctx, tx, now, m.TenantID, p, "attention.resolve", "attention:"+id, nil)
 	})
-	return out, err
 }
 
 // ---- deciding

@@ -14,24 +14,14 @@ import (
 // members: not_found for another tenant's work, an unknown decision, or
 // one made while attestations were off.
 func (s *Service) DecisionAttestation(ctx context.Context, p *access.Principal, tenant, workID, decisionID string) (*agentowl.Attestation, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var a *agentowl.Attestation
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
-		w, err := tx.WorkGet(ctx, workID)
-		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
-			return notFound(m, "work", workID)
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) (*agentowl.Attestation, error) {
+		if _, err := tenantWork(ctx, tx, m, workID); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return err
-		}
-		a, err = tx.AttestationGet(ctx, agentowl.AttestationWorkDecision, attestation.WorkSubjectID(workID, decisionID))
+		a, err := tx.AttestationGet(ctx, agentowl.AttestationWorkDecision, attestation.WorkSubjectID(workID, decisionID))
 		if errors.Is(err, agentowl.ErrNotFound) {
-			return agentowl.Errorf(agentowl.ECodeNotFound, "Decision %q on work %q has no attestation in tenant %q.", decisionID, workID, m.TenantName)
+			return nil, agentowl.Errorf(agentowl.ECodeNotFound, "Decision %q on work %q has no attestation in tenant %q.", decisionID, workID, m.TenantName)
 		}
-		return err
+		return a, err
 	})
-	return a, err
 }

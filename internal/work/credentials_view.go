@@ -24,24 +24,20 @@ type CredentialView struct {
 // and expired ones included: ListCredentials for the whole tenant, for the
 // console's settings view. Admin only, as ListCredentials.
 func (s *Service) TenantCredentials(ctx context.Context, p *access.Principal, tenant string) ([]*CredentialView, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
-	if err != nil {
-		return nil, err
-	}
-	var out []*CredentialView
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleAdmin, func(tx agentowl.Tx, m *agentowl.Membership) ([]*CredentialView, error) {
 		eps, err := tx.EndpointList(ctx, m.TenantID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		last, err := tx.RuntimeCredentialLastReports(ctx, m.TenantID)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		var out []*CredentialView
 		for _, ep := range eps {
 			cs, err := tx.RuntimeCredentialList(ctx, ep.ID)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for _, c := range cs {
 				v := &CredentialView{Credential: c, Endpoint: ep}
@@ -51,7 +47,6 @@ func (s *Service) TenantCredentials(ctx context.Context, p *access.Principal, te
 				out = append(out, v)
 			}
 		}
-		return nil
+		return out, nil
 	})
-	return out, err
 }

@@ -259,12 +259,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 			return nil, err
 		}
 	}
-	var out *agentowl.Endpoint
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		ep, err := tenantEndpoint(ctx, tx, m, id)
-		if err != nil {
-			return err
-		}
+	return s.changeEndpoint(ctx, m, id, func(tx agentowl.Tx, ep *agentowl.Endpoint) error {
 		before := endpointDetails(ep)
 		if in.Name != nil {
 			ep.Name = *in.Name
@@ -288,14 +283,12 @@ func (s *Service) UpdateEndpoint(ctx context.Context, p *access.Principal, tenan
 			}
 			return err
 		}
-		out = ep
 		details := map[string]any{"before": before, "after": endpointDetails(ep)}
 		if in.DecisionSecret != nil {
 			details["decision_secret_replaced"] = true
 		}
 		return access.Audit(ctx, tx, ep.UpdatedAt, m.TenantID, p, "endpoint.update", "endpoint:"+ep.ID, details)
 	})
-	return out, err
 }
 
 // RotateSigningSecret replaces an endpoint's signing secret; the new one is
@@ -307,18 +300,12 @@ func (s *Service) RotateSigningSecret(ctx context.Context, p *access.Principal, 
 		return nil, err
 	}
 	secret := webhook.NewSecret()
-	var out *agentowl.Endpoint
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		ep, err := tenantEndpoint(ctx, tx, m, id)
-		if err != nil {
-			return err
-		}
+	out, err := s.changeEndpoint(ctx, m, id, func(tx agentowl.Tx, ep *agentowl.Endpoint) error {
 		ep.SigningSecret = []byte(secret)
 		ep.UpdatedAt = s.clock.Now()
 		if err := tx.EndpointUpdate(ctx, ep); err != nil {
 			return err
 		}
-		out = ep
 		return access.Audit(ctx, tx, ep.UpdatedAt, m.TenantID, p, "endpoint.rotate_secret", "endpoint:"+ep.ID, nil)
 	})
 	if err != nil {
@@ -335,11 +322,7 @@ func (s *Service) DeleteEndpoint(ctx context.Context, p *access.Principal, tenan
 	if err != nil {
 		return err
 	}
-	return s.store.Write(ctx, func(tx agentowl.Tx) error {
-		ep, err := tenantEndpoint(ctx, tx, m, id)
-		if err != nil {
-			return err
-		}
+	_, err = s.changeEndpoint(ctx, m, id, func(tx agentowl.Tx, ep *agentowl.Endpoint) error {
 		n, err := tx.BindingCountByEndpoint(ctx, ep.ID)
 		if err != nil {
 			return err
@@ -363,6 +346,7 @@ func (s *Service) DeleteEndpoint(ctx context.Context, p *access.Principal, tenan
 		return access.Audit(ctx, tx, now, m.TenantID, p, "endpoint.delete", "endpoint:"+ep.ID,
 			map[string]any{"name": ep.Name, "cancelled_deliveries": len(cancelled)})
 	})
+	return err
 }
 
 // PauseEndpoint holds the endpoint's handoffs: events keep being recorded
@@ -386,13 +370,7 @@ func (s *Service) setPaused(ctx context.Context, p *access.Principal, tenant, id
 	if err != nil {
 		return nil, err
 	}
-	var out *agentowl.Endpoint
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		ep, err := tenantEndpoint(ctx, tx, m, id)
-		if err != nil {
-			return err
-		}
-		out = ep
+	out, err := s.changeEndpoint(ctx, m, id, func(tx agentowl.Tx, ep *agentowl.Endpoint) (err error) {
 		if (ep.PausedAt != nil) == pause {
 			return nil // already so: nothing to record
 		}
@@ -441,22 +419,17 @@ type EndpointView struct {
 
 // InspectEndpoint returns a live endpoint of the tenant. Members may.
 func (s *Service) InspectEndpoint(ctx context.Context, p *access.Principal, tenant, id string) (*EndpointView, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var v EndpointView
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) (v *EndpointView, err error) {
+		v = &EndpointView{}
 		if v.Endpoint, err = tenantEndpoint(ctx, tx, m, id); err != nil {
-			return err
+			return nil, err
 		}
 		if v.Credentials, err = tx.RuntimeCredentialList(ctx, id); err != nil {
-			return err
+			return nil, err
 		}
 		v.Bindings, err = tx.BindingCountByEndpoint(ctx, id)
-		return err
+		return v, err
 	})
-	return &v, err
 }
 
 // EndpointForBinding returns the live endpoint a new binding would route
@@ -554,16 +527,10 @@ func (s *Service) ListCredentials(ctx context.Context, p *access.Principal, tena
 // RevokeCredential revokes a runtime credential at once; repeating it
 // changes nothing. Admin only.
 func (s *Service) RevokeCredential(ctx context.Context, p *access.Principal, tenant, id string) (*agentowl.RuntimeCredential, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
-	if err != nil {
-		return nil, err
-	}
 	var out *agentowl.RuntimeCredential
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		c, err := tx.RuntimeCredentialGet(ctx, id)
-		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && c.TenantID != m.TenantID) {
-			return notFound(m, "runtime credential", id)
-		}
+	err := access.WriteAs(ctx, s.store, p, tenant, agentowl.RoleAdmin, func(tx agentowl.Tx, m *agentowl.Membership) error {
+		c, err := ofTenant(ctx, m, "runtime credential", id, tx.RuntimeCredentialGet,
+			func(c *agentowl.RuntimeCredential) bool { return c.TenantID == m.TenantID })
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"iter"
 	"testing"
 	"time"
 
@@ -35,9 +36,7 @@ func TestGoldenCanonicalJSON(t *testing.T) {
 // TestGoldenCallbacks parses each golden callback as RecordCallback does.
 func TestGoldenCallbacks(t *testing.T) {
 	t.Parallel()
-	for _, v := range agentworktest.Typed(t, agentworktest.Callback) {
-		var doc agentwork.Callback
-		agentworktest.DecodeStrict(t, v, &doc)
+	for v, doc := range decoded[agentwork.Callback](t, agentworktest.Callback) {
 		in, err := ParseCallback([]byte(v.Input), doc.WorkID)
 		if err != nil {
 			t.Fatalf("%s: ParseCallback: %v", v.Name, err)
@@ -79,9 +78,7 @@ func TestGoldenRequests(t *testing.T) {
 // the event rendered from a stored event, and the envelope's canonical form.
 func TestGoldenHandoffs(t *testing.T) {
 	t.Parallel()
-	for _, v := range agentworktest.Typed(t, agentworktest.Handoff) {
-		var doc agentwork.Handoff
-		agentworktest.DecodeStrict(t, v, &doc)
+	for v, doc := range decoded[agentwork.Handoff](t, agentworktest.Handoff) {
 		received, err := time.Parse(time.RFC3339, doc.Event.ReceivedAt)
 		if err != nil {
 			t.Fatal(err)
@@ -90,13 +87,7 @@ func TestGoldenHandoffs(t *testing.T) {
 		doc.Event = ToWireEvent(&agentowl.Event{ID: e.ID, BindingID: e.BindingID, ConversationID: e.ConversationID,
 			Channel: e.Channel, Sender: e.Sender, ReceivedAt: received, Headers: e.Headers, Payload: e.Payload,
 			Attachments: e.Attachments, FollowUp: e.FollowUp})
-		body, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := canonicalJSON(body); string(got) != v.Canonical {
-			t.Errorf("%s: handoff = %s, want %s", v.Name, got, v.Canonical)
-		}
+		checkCanonical(t, v, "handoff", doc)
 	}
 }
 
@@ -104,25 +95,42 @@ func TestGoldenHandoffs(t *testing.T) {
 // acceptance the push delivery requires.
 func TestGoldenDecisions(t *testing.T) {
 	t.Parallel()
-	for _, v := range agentworktest.Typed(t, agentworktest.Decision) {
-		var doc agentwork.Decision
-		agentworktest.DecodeStrict(t, v, &doc)
-		body, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := canonicalJSON(body); string(got) != v.Canonical {
-			t.Errorf("%s: decision = %s, want %s", v.Name, got, v.Canonical)
-		}
+	for v, doc := range decoded[agentwork.Decision](t, agentworktest.Decision) {
+		checkCanonical(t, v, "decision", doc)
 	}
-	for _, v := range agentworktest.Typed(t, agentworktest.Acceptance) {
-		var a agentwork.Acceptance
-		agentworktest.DecodeStrict(t, v, &a)
+	for v, a := range decoded[agentwork.Acceptance](t, agentworktest.Acceptance) {
 		if err := CheckAcceptance([]byte(v.Input), a.DecisionID); err != nil {
 			t.Errorf("%s: CheckAcceptance: %v", v.Name, err)
 		}
 		if err := CheckAcceptance([]byte(v.Input), a.DecisionID+"x"); err == nil {
 			t.Errorf("%s: accepted for another decision", v.Name)
 		}
+	}
+}
+
+// decoded yields each golden vector of type typ with its document,
+// decoded strictly as a T.
+func decoded[T any](t *testing.T, typ string) iter.Seq2[agentworktest.Vector, T] {
+	return func(yield func(agentworktest.Vector, T) bool) {
+		for _, v := range agentworktest.Typed(t, typ) {
+			var doc T
+			agentworktest.DecodeStrict(t, v, &doc)
+			if !yield(v, doc) {
+				return
+			}
+		}
+	}
+}
+
+// checkCanonical checks that doc, marshalled as the server sends it, has
+// vector v's canonical bytes.
+func checkCanonical(t *testing.T, v agentworktest.Vector, what string, doc any) {
+	t.Helper()
+	body, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := canonicalJSON(body); string(got) != v.Canonical {
+		t.Errorf("%s: %s = %s, want %s", v.Name, what, got, v.Canonical)
 	}
 }

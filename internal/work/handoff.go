@@ -161,16 +161,9 @@ func (s *Service) deliverTx(ctx context.Context, tx agentowl.Tx, ep *agentowl.En
 // generation of that event's work, in the same conversation (with its
 // runtime session, if known). The original work is unchanged. Admin only.
 func (s *Service) Replay(ctx context.Context, p *access.Principal, tenant, workID string) (*agentowl.Work, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
-	if err != nil {
-		return nil, err
-	}
 	var out *agentowl.Work
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
-		orig, err := tx.WorkGet(ctx, workID)
-		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && orig.TenantID != m.TenantID) {
-			return notFound(m, "work", workID)
-		}
+	err := access.WriteAs(ctx, s.store, p, tenant, agentowl.RoleAdmin, func(tx agentowl.Tx, m *agentowl.Membership) error {
+		orig, err := tenantWork(ctx, tx, m, workID)
 		if err != nil {
 			return err
 		}

@@ -114,39 +114,31 @@ func (s *Service) ListQueue(ctx context.Context, p *access.Principal, tenant str
 // queueEntry reads message id of q in membership m, or not_found: the
 // message of another tenant, or of another queue, is not there.
 func queueEntry(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, q Queue, id string) (*agentowl.OutboxEntry, error) {
-	e, err := tx.OutboxGet(ctx, id)
-	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (e.Message.TenantID != m.TenantID || !slices.Contains(q.kinds, e.Message.Kind))) {
-		return nil, notFound(m, q.what, id)
-	}
-	return e, err
+	return ofTenant(ctx, m, q.what, id, tx.OutboxGet, func(e *agentowl.OutboxEntry) bool {
+		return e.Message.TenantID == m.TenantID && slices.Contains(q.kinds, e.Message.Kind)
+	})
 }
 
 // InspectQueue returns one message of q with its attempts and incident.
 // Members may.
 func (s *Service) InspectQueue(ctx context.Context, p *access.Principal, tenant string, q Queue, id string) (*OutboxEntry, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out *OutboxEntry
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) (*OutboxEntry, error) {
 		e, err := queueEntry(ctx, tx, m, q, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = toEntry(e)
+		out := toEntry(e)
 		if out.Attempts, err = tx.AttemptList(ctx, id); err != nil {
-			return err
+			return nil, err
 		}
 		it, err := tx.AttentionByMessage(ctx, id)
 		if err == nil {
 			out.IncidentID = it.ID
 		} else if !errors.Is(err, agentowl.ErrNotFound) {
-			return err
+			return nil, err
 		}
-		return nil
+		return out, nil
 	})
-	return out, err
 }
 
 // Redrive starts a new attempt series of a failed or cancelled message of
@@ -160,12 +152,8 @@ func (s *Service) InspectQueue(ctx context.Context, p *access.Principal, tenant 
 // more), request_expired and already_terminal (a push whose request expired
 // or whose work ended). Audited as outbox.redrive. Admins only.
 func (s *Service) Redrive(ctx context.Context, p *access.Principal, tenant string, q Queue, id string) (*OutboxEntry, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleAdmin)
-	if err != nil {
-		return nil, err
-	}
 	var out *OutboxEntry
-	err = s.store.Write(ctx, func(tx agentowl.Tx) error {
+	err := access.WriteAs(ctx, s.store, p, tenant, agentowl.RoleAdmin, func(tx agentowl.Tx, m *agentowl.Membership) error {
 		e, err := queueEntry(ctx, tx, m, q, id)
 		if err != nil {
 			return err

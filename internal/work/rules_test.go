@@ -63,49 +63,43 @@ func TestReportableIsWhatWorkMayBecome(t *testing.T) {
 	}
 }
 
+// checkFilter pins a list filter's parser: every one of valid parses as
+// itself, every one of invalid is invalid_field of param.
+func checkFilter[T ~string](t *testing.T, name string, parse func(string) (T, error), param string, valid []T, invalid ...string) {
+	t.Helper()
+	for _, s := range valid {
+		if got, err := parse(string(s)); err != nil || got != s {
+			t.Errorf("%s(%q) = %q, %v", name, s, got, err)
+		}
+	}
+	for _, v := range invalid {
+		_, err := parse(v)
+		checkCode(t, name+"("+v+")", err, agentowl.ECodeInvalidField, param)
+	}
+}
+
 // TestParseStatus pins the work list's status filter: any work status or
 // none.
 func TestParseStatus(t *testing.T) {
 	t.Parallel()
-	for _, s := range append([]agentowl.WorkStatus{""}, allWorkStatuses...) {
-		if got, err := ParseStatus(string(s)); err != nil || got != s {
-			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
-		}
-	}
-	for _, v := range []string{"unresolved", "Pending", "ended", " running"} {
-		_, err := ParseStatus(v)
-		checkCode(t, "ParseStatus("+v+")", err, agentowl.ECodeInvalidField, "status")
-	}
+	checkFilter(t, "ParseStatus", ParseStatus, "status", append([]agentowl.WorkStatus{""}, allWorkStatuses...),
+		"unresolved", "Pending", "ended", " running")
 }
 
 // TestParseAttentionStatus pins the inbox filter: a status or unresolved.
 func TestParseAttentionStatus(t *testing.T) {
 	t.Parallel()
-	for _, s := range []agentowl.AttentionStatus{"", agentowl.AttentionOpen, agentowl.AttentionAcknowledged,
-		agentowl.AttentionResolved, agentowl.AttentionUnresolved} {
-		if got, err := ParseAttentionStatus(string(s)); err != nil || got != s {
-			t.Errorf("ParseAttentionStatus(%q) = %q, %v", s, got, err)
-		}
-	}
-	for _, v := range []string{"closed", "OPEN", "pending"} {
-		_, err := ParseAttentionStatus(v)
-		checkCode(t, "ParseAttentionStatus("+v+")", err, agentowl.ECodeInvalidField, "status")
-	}
+	checkFilter(t, "ParseAttentionStatus", ParseAttentionStatus, "status", []agentowl.AttentionStatus{"", agentowl.AttentionOpen,
+		agentowl.AttentionAcknowledged, agentowl.AttentionResolved, agentowl.AttentionUnresolved},
+		"closed", "OPEN", "pending")
 }
 
 // TestParseMessageState pins the outbox filter: a message state or none.
 func TestParseMessageState(t *testing.T) {
 	t.Parallel()
-	for _, s := range []agentowl.MessageState{"", agentowl.MessagePending, agentowl.MessageDelivered,
-		agentowl.MessageFailed, agentowl.MessageCancelled} {
-		if got, err := ParseMessageState(string(s)); err != nil || got != s {
-			t.Errorf("ParseMessageState(%q) = %q, %v", s, got, err)
-		}
-	}
-	for _, v := range []string{"sent", "Failed", "ended"} {
-		_, err := ParseMessageState(v)
-		checkCode(t, "ParseMessageState("+v+")", err, agentowl.ECodeInvalidField, "state")
-	}
+	checkFilter(t, "ParseMessageState", ParseMessageState, "state", []agentowl.MessageState{"", agentowl.MessagePending,
+		agentowl.MessageDelivered, agentowl.MessageFailed, agentowl.MessageCancelled},
+		"sent", "Failed", "ended")
 }
 
 // callbackBody is a valid callback of work work_a with status and extra

@@ -14,16 +14,9 @@ import (
 // CountAttention counts the tenant's unresolved items per kind and status
 // and, of each, those that expire at or before soon. Members may.
 func (s *Service) CountAttention(ctx context.Context, p *access.Principal, tenant string, soon time.Time) ([]agentowl.AttentionCount, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var out []agentowl.AttentionCount
-	err = s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		out, err = tx.AttentionCounts(ctx, m.TenantID, soon)
-		return err
+	return access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) ([]agentowl.AttentionCount, error) {
+		return tx.AttentionCounts(ctx, m.TenantID, soon)
 	})
-	return out, err
 }
 
 // ListAttentionByUrgency lists the tenant's unresolved items of
@@ -31,23 +24,9 @@ func (s *Service) CountAttention(ctx context.Context, p *access.Principal, tenan
 // that expire, soonest first (params.After: the last one's expiry and
 // ID); without, those that never expire, newest first. Members may.
 func (s *Service) ListAttentionByUrgency(ctx context.Context, p *access.Principal, tenant string, dated bool, params agentowl.AttentionListParams) ([]*AttentionView, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
+	list := agentowl.Tx.AttentionListUndated
+	if dated {
+		list = agentowl.Tx.AttentionListDated
 	}
-	params.TenantID = m.TenantID
-	var out []*AttentionView
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
-		list := tx.AttentionListUndated
-		if dated {
-			list = tx.AttentionListDated
-		}
-		items, err := list(ctx, params)
-		if err != nil {
-			return err
-		}
-		out, err = s.views(ctx, tx, items)
-		return err
-	})
-	return out, err
+	return s.listAttention(ctx, p, tenant, params, list)
 }

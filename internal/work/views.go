@@ -116,34 +116,27 @@ func handoffMessage(ctx context.Context, tx agentowl.Tx, w *agentowl.Work) (*age
 // InspectWork returns one work of the tenant with its delivery attempts,
 // callbacks (stale ones marked) and timeline. Members may.
 func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, id string) (*Detail, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	var d Detail
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
-		w, err := tx.WorkGet(ctx, id)
-		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
-			return notFound(m, "work", id)
-		}
+	d, err := access.ReadAs(ctx, s.store, p, tenant, agentowl.RoleMember, func(tx agentowl.Tx, m *agentowl.Membership) (*Detail, error) {
+		w, err := tenantWork(ctx, tx, m, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		d := &Detail{}
 		d.Work = w
 		if d.Handoff, err = handoffMessage(ctx, tx, w); err != nil {
-			return err
+			return nil, err
 		}
 		if d.Handoff != nil {
 			if d.Attempts, err = tx.AttemptList(ctx, w.DeliveryID); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if d.Decisions, err = tx.WorkDecisionList(ctx, w.ID); err != nil {
-			return err
+			return nil, err
 		}
 		d.Callbacks, err = tx.CallbackList(ctx, w.ID, TimelineCallbacks)
 		d.CallbacksOmitted = max(w.Callbacks-len(d.Callbacks), 0)
-		return err
+		return d, err
 	})
 	if err != nil {
 		return nil, err
@@ -157,5 +150,5 @@ func (s *Service) InspectWork(ctx context.Context, p *access.Principal, tenant, 
 			Quiet: c.Status == agentowl.WorkRunning})
 	}
 	slices.SortStableFunc(d.Timeline, func(a, b TimelineEntry) int { return a.At.Compare(b.At) })
-	return &d, nil
+	return d, nil
 }

@@ -136,11 +136,41 @@ func (s *Service) CallbackURL(workID string) string {
 	return s.cfg.PublicURL + "/runtime/v1/work/" + workID + "/callbacks"
 }
 
+// ofTenant reads record id with get and returns it if mine says membership
+// m may see it; otherwise not_found naming what, so that another tenant's
+// record looks like a missing one.
+func ofTenant[T any](ctx context.Context, m *agentowl.Membership, what, id string, get func(context.Context, string) (T, error), mine func(T) bool) (T, error) {
+	v, err := get(ctx, id)
+	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && !mine(v)) {
+		var none T
+		return none, notFound(m, what, id)
+	}
+	return v, err
+}
+
 // tenantEndpoint reads a live endpoint of membership m, or not_found.
 func tenantEndpoint(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.Endpoint, error) {
-	ep, err := tx.EndpointGet(ctx, id)
-	if errors.Is(err, agentowl.ErrNotFound) || (err == nil && (ep.TenantID != m.TenantID || ep.DeletedAt != nil)) {
-		return nil, notFound(m, "endpoint", id)
-	}
-	return ep, err
+	return ofTenant(ctx, m, "endpoint", id, tx.EndpointGet, func(ep *agentowl.Endpoint) bool {
+		return ep.TenantID == m.TenantID && ep.DeletedAt == nil
+	})
+}
+
+// tenantWork reads work of membership m, or not_found.
+func tenantWork(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id string) (*agentowl.Work, error) {
+	return ofTenant(ctx, m, "work", id, tx.WorkGet, func(w *agentowl.Work) bool { return w.TenantID == m.TenantID })
+}
+
+// changeEndpoint runs change on the live endpoint id of m in a write
+// transaction and returns the endpoint as change left it.
+func (s *Service) changeEndpoint(ctx context.Context, m *agentowl.Membership, id string, change func(tx agentowl.Tx, ep *agentowl.Endpoint) error) (*agentowl.Endpoint, error) {
+	var out *agentowl.Endpoint
+	err := s.store.Write(ctx, func(tx agentowl.Tx) error {
+		ep, err := tenantEndpoint(ctx, tx, m, id)
+		if err != nil {
+			return err
+		}
+		out = ep
+		return change(tx, ep)
+	})
+	return out, err
 }

@@ -21,11 +21,20 @@ var attestationTests = []struct {
 }{
 	{"AttestationKeys", testAttestationKeys},
 	{"Attestations", testAttestations},
+	{"AttestationPut", testAttestationPut},
+	{"AttestationsUnsigned", testAttestationsUnsigned},
 }
 
 func newAttestationKey(at time.Time) *agentowl.AttestationKey {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	return &agentowl.AttestationKey{ID: "ed25519-" + agentowl.NewID("")[:13], PrivateKey: priv.Seed(), PublicKey: pub, CreatedAt: at}
+}
+
+// newAttestation is an attestation of a subject by key keyID, decided at
+// decided and valid for an hour, with a token of its own.
+func newAttestation(tenantID, keyID, kind, subject string, decided time.Time) *agentowl.Attestation {
+	return &agentowl.Attestation{ID: agentowl.NewID(""), TenantID: tenantID, SubjectKind: kind, SubjectID: subject,
+		KeyID: keyID, Token: "eyJ.eyJ." + agentowl.NewID("")[:8], DecidedAt: decided, ExpiresAt: decided.Add(time.Hour)}
 }
 
 // testAttestationKeys: one key signs at a time; rotation retires it and
@@ -74,8 +83,7 @@ func testAttestations(t *testing.T, e *env) {
 	k := newAttestationKey(e.now)
 	e.write(t, func(tx agentowl.Tx) error { return tx.AttestationKeyCreate(e.ctx, k) })
 	tn := e.tenant(t)
-	a := &agentowl.Attestation{ID: agentowl.NewID(""), TenantID: tn.ID, SubjectKind: agentowl.AttestationWorkDecision,
-		SubjectID: "work_1/dec-1", KeyID: k.ID, Token: "eyJ.eyJ.sig", DecidedAt: e.now, ExpiresAt: e.now.Add(time.Hour)}
+	a := newAttestation(tn.ID, k.ID, agentowl.AttestationWorkDecision, "work_1/dec-1", e.now)
 	e.write(t, func(tx agentowl.Tx) error { return tx.AttestationCreate(e.ctx, a) })
 	got := read(t, e, func(tx agentowl.Tx) (*agentowl.Attestation, error) {
 		return tx.AttestationGet(e.ctx, agentowl.AttestationWorkDecision, "work_1/dec-1")
@@ -91,6 +99,130 @@ func testAttestations(t *testing.T, e *env) {
 	wantErr(t, "a second attestation of one subject", e.writeErr(func(tx agentowl.Tx) error {
 		return tx.AttestationCreate(e.ctx, &dup)
 	}), agentowl.ErrConflict)
+}
+
+// testAttestationPut: a put records an attestation of a new subject; of a
+// subject attested already, by a put or a create, it succeeds and keeps
+// the first, and of racing puts exactly one is kept.
+func testAttestationPut(t *testing.T, e *env) {
+	k := newAttestationKey(e.now)
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttestationKeyCreate(e.ctx, k) })
+	tn := e.tenant(t)
+	attestation := func(kind, subject string) *agentowl.Attestation {
+		return newAttestation(tn.ID, k.ID, kind, subject, e.now)
+	}
+	put := func(a *agentowl.Attestation) error {
+		return e.writeErr(func(tx agentowl.Tx) error { return tx.AttestationPut(e.ctx, a) })
+	}
+	mustPut := func(what string, a *agentowl.Attestation) {
+		t.Helper()
+		if err := put(a); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	get := func(kind, subject string) *agentowl.Attestation {
+		t.Helper()
+		return read(t, e, func(tx agentowl.Tx) (*agentowl.Attestation, error) { return tx.AttestationGet(e.ctx, kind, subject) })
+	}
+
+	subject := agentowl.NewID("")
+	first := attestation(agentowl.AttestationAAPRequest, subject)
+	mustPut("put", first)
+	equal(t, "put, read back", get(agentowl.AttestationAAPRequest, subject), first)
+	second := attestation(agentowl.AttestationAAPRequest, subject)
+	second.DecidedAt = e.now.Add(time.Second)
+	mustPut("a second put of one subject", second)
+	equal(t, "after a second put", get(agentowl.AttestationAAPRequest, subject), first)
+	// The same subject ID of the other kind is another subject.
+	other := attestation(agentowl.AttestationWorkDecision, subject)
+	mustPut("put of another kind", other)
+	equal(t, "another kind of subject", get(agentowl.AttestationWorkDecision, subject), other)
+
+	// A decision signed in its transaction (create) wins over a put.
+	created := attestation(agentowl.AttestationWorkDecision, "work_1/dec-1")
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttestationCreate(e.ctx, created) })
+	mustPut("put after create", attestation(agentowl.AttestationWorkDecision, "work_1/dec-1"))
+	equal(t, "after create and put", get(agentowl.AttestationWorkDecision, "work_1/dec-1"), created)
+
+	// Replicas signing one decision at once: every put succeeds, one is kept.
+	raced := agentowl.NewID("")
+	const n = 4
+	tokens := make(map[string]*agentowl.Attestation, n)
+	errs := make(chan error, n)
+	for range n {
+		a := attestation(agentowl.AttestationAAPRequest, raced)
+		tokens[a.Token] = a
+		go func() { errs <- put(a) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a racing put: %v", err)
+		}
+	}
+	got := get(agentowl.AttestationAAPRequest, raced)
+	equal(t, "the racing put kept", got, tokens[got.Token])
+}
+
+// testAttestationsUnsigned: the approved and denied requests decided in
+// [from, to) without an attestation of their own, oldest decision first,
+// at most limit; of any tenant. Pending, expired and cancelled requests,
+// requests decided outside the window and signed ones are not listed.
+func testAttestationsUnsigned(t *testing.T, e *env) {
+	from, to := e.now.Add(time.Hour), e.now.Add(2*time.Hour)
+	unsigned := func(limit int) []string {
+		t.Helper()
+		got := read(t, e, func(tx agentowl.Tx) ([]string, error) { return tx.AttestationsUnsigned(e.ctx, from, to, limit) })
+		if got == nil {
+			got = []string{}
+		}
+		return got
+	}
+	equal(t, "none yet", unsigned(10), []string{})
+
+	in, elsewhere := e.instance(t, e.tenant(t).ID, e.now), e.instance(t, e.tenant(t).ID, e.now)
+	decided := func(in *agentowl.Instance, d *agentowl.Decision) *agentowl.ApprovalRequest {
+		t.Helper()
+		r := e.request(t, in, e.now)
+		e.resolve(t, r, d, d.DecidedAt.Add(agentowl.RetentionAfterDecision))
+		return r
+	}
+	// The window's requests, listed oldest decision first.
+	atFrom := decided(in, approved(from))
+	deniedLater := decided(in, denied(from.Add(20*time.Minute)))
+	otherTenant := decided(elsewhere, approved(from.Add(10*time.Minute)))
+	// Decided when created (a policy's decision).
+	atCreation := newRequest(in, from.Add(30*time.Minute))
+	atCreation.Status, atCreation.Decision = agentowl.StatusApproved, approved(atCreation.CreatedAt)
+	e.write(t, func(tx agentowl.Tx) error { return tx.RequestCreate(e.ctx, atCreation) })
+	// Not listed: pending; expired and cancelled in the window; decided
+	// before from or at to; signed, whether in its transaction or after.
+	e.request(t, in, from)
+	expired := e.request(t, in, e.now)
+	expiredAt := from.Add(5 * time.Minute)
+	e.resolve(t, expired, &agentowl.Decision{Status: agentowl.StatusExpired, DecidedAt: expiredAt, DecidedBy: "deadline"},
+		expiredAt.Add(agentowl.RetentionAfterDecision))
+	decided(in, &agentowl.Decision{Status: agentowl.StatusCancelled, DecidedAt: from.Add(6 * time.Minute)})
+	decided(in, approved(from.Add(-time.Microsecond)))
+	decided(in, denied(to))
+	k := newAttestationKey(e.now)
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttestationKeyCreate(e.ctx, k) })
+	signedIn, signedAfter := decided(in, approved(from.Add(time.Minute))), decided(in, denied(from.Add(2*time.Minute)))
+	sign := func(r *agentowl.ApprovalRequest) *agentowl.Attestation {
+		return newAttestation(r.TenantID, k.ID, agentowl.AttestationAAPRequest, r.ID, r.Decision.DecidedAt)
+	}
+	e.write(t, func(tx agentowl.Tx) error {
+		return errors.Join(tx.AttestationCreate(e.ctx, sign(signedIn)), tx.AttestationPut(e.ctx, sign(signedAfter)),
+			// Another kind of subject with a request's ID does not sign it.
+			tx.AttestationPut(e.ctx, newAttestation(in.TenantID, k.ID, agentowl.AttestationWorkDecision, atFrom.ID, from)))
+	})
+
+	want := []string{atFrom.ID, otherTenant.ID, deniedLater.ID, atCreation.ID}
+	equal(t, "unsigned in the window", unsigned(10), want)
+	equal(t, "at most limit", unsigned(2), want[:2])
+
+	// Signing one takes it off the list.
+	e.write(t, func(tx agentowl.Tx) error { return tx.AttestationPut(e.ctx, sign(otherTenant)) })
+	equal(t, "once one is signed", unsigned(2), []string{atFrom.ID, deniedLater.ID})
 }
 
 // AttestationKeySealedAtRest checks, on a fresh store of backend b, that
