@@ -224,70 +224,67 @@ func TestAttestationMatchesCommitted(t *testing.T) {
 // the sweep once a minute old, or by the first read of their attestation;
 // a decision made before the first key was created is not.
 func TestSweepSignsUnsignedDecisions(t *testing.T) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			st, acc, appr, clock := newApproval(t, b)
-			agent, admin := acmeAgent(t, acc, appr)
-			decide := func(key string) *agentowl.ApprovalRequest {
-				t.Helper()
-				r, err := appr.CreateRequest(ctx, agent, key, refund)
-				if err != nil {
-					t.Fatal(err)
-				}
-				decided, err := appr.Decide(ctx, admin, "acme", r.Request.ID, approval.DecideParams{Approve: key != "denied"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return decided
-			}
-			before := decide("before-the-key")
-			clock.Advance(time.Hour)
-			signer := newSigner(t, st, clock, attestation.Config{})
-			// Decided on a replica that signs nothing, as one stopped before
-			// signing leaves them.
-			approved, denied, read := decide("approved"), decide("denied"), decide("read")
-			unsigned := func(r *agentowl.ApprovalRequest) bool {
-				_, err := signer.Get(ctx, agentowl.AttestationAAPRequest, r.ID)
-				if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
-					t.Fatal(err)
-				}
-				return err != nil
-			}
-			for _, r := range []*agentowl.ApprovalRequest{approved, denied, read} {
-				if !unsigned(r) {
-					t.Fatalf("%s has an attestation before any sweep", r.IdempotencyKey)
-				}
-			}
-			// The first read signs.
-			appr.UseAttestations(signer)
-			a, err := appr.Attestation(ctx, read)
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		st, acc, appr, clock := newApproval(t, b)
+		agent, admin := acmeAgent(t, acc, appr)
+		decide := func(key string) *agentowl.ApprovalRequest {
+			t.Helper()
+			r, err := appr.CreateRequest(ctx, agent, key, refund)
 			if err != nil {
 				t.Fatal(err)
 			}
-			verifyRefund(t, signer, a, read)
-			// The sweep signs the rest once a minute old.
-			clock.Advance(2 * time.Minute)
-			if _, err := signer.Sweep(ctx); err != nil {
+			decided, err := appr.Decide(ctx, admin, "acme", r.Request.ID, approval.DecideParams{Approve: key != "denied"})
+			if err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range []*agentowl.ApprovalRequest{approved, denied} {
-				a, err := signer.Get(ctx, agentowl.AttestationAAPRequest, r.ID)
-				if err != nil {
-					t.Fatalf("%s after the sweep: %v", r.IdempotencyKey, err)
-				}
-				verifyRefund(t, signer, a, r)
+			return decided
+		}
+		before := decide("before-the-key")
+		clock.Advance(time.Hour)
+		signer := newSigner(t, st, clock, attestation.Config{})
+		// Decided on a replica that signs nothing, as one stopped before
+		// signing leaves them.
+		approved, denied, read := decide("approved"), decide("denied"), decide("read")
+		unsigned := func(r *agentowl.ApprovalRequest) bool {
+			_, err := signer.Get(ctx, agentowl.AttestationAAPRequest, r.ID)
+			if err != nil && !errors.Is(err, agentowl.ErrNotFound) {
+				t.Fatal(err)
 			}
-			// Before the first key: attestations were off.
-			if !unsigned(before) {
-				t.Error("a decision made before the first key was signed by the sweep")
+			return err != nil
+		}
+		for _, r := range []*agentowl.ApprovalRequest{approved, denied, read} {
+			if !unsigned(r) {
+				t.Fatalf("%s has an attestation before any sweep", r.IdempotencyKey)
 			}
-			if _, err := appr.Attestation(ctx, before); agentowl.ErrorCode(err) != agentowl.ECodeNotFound {
-				t.Errorf("a decision made before the first key: %v, want not_found", err)
+		}
+		// The first read signs.
+		appr.UseAttestations(signer)
+		a, err := appr.Attestation(ctx, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verifyRefund(t, signer, a, read)
+		// The sweep signs the rest once a minute old.
+		clock.Advance(2 * time.Minute)
+		if _, err := signer.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []*agentowl.ApprovalRequest{approved, denied} {
+			a, err := signer.Get(ctx, agentowl.AttestationAAPRequest, r.ID)
+			if err != nil {
+				t.Fatalf("%s after the sweep: %v", r.IdempotencyKey, err)
 			}
-		})
-	}
+			verifyRefund(t, signer, a, r)
+		}
+		// Before the first key: attestations were off.
+		if !unsigned(before) {
+			t.Error("a decision made before the first key was signed by the sweep")
+		}
+		if _, err := appr.Attestation(ctx, before); agentowl.ErrorCode(err) != agentowl.ECodeNotFound {
+			t.Errorf("a decision made before the first key: %v, want not_found", err)
+		}
+	})
 }
 
 // processCost is the process's CPU time (user and system) and the bytes

@@ -19,62 +19,59 @@ import (
 // missing object's not_found names the tenant searched (issue 11, items 4
 // and 6).
 func TestOperatorUseCasesCheckTheirScope(t *testing.T) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			_, acc, appr, admin := newApprovals(t, b)
-			if _, err := acc.CreateOperator(ctx, admin, "acme", "mia", agentowl.RoleMember); err != nil {
-				t.Fatal(err)
-			}
-			issued, err := acc.CreateOperatorToken(ctx, admin, "acme", "mia", "", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			member := authenticate(t, acc, issued.Secret, agentowl.TokenOperator)
-			const missing = "00000000-0000-4000-8000-000000000000"
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		_, acc, appr, admin := newApprovals(t, b)
+		if _, err := acc.CreateOperator(ctx, admin, "acme", "mia", agentowl.RoleMember); err != nil {
+			t.Fatal(err)
+		}
+		issued, err := acc.CreateOperatorToken(ctx, admin, "acme", "mia", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		member := authenticate(t, acc, issued.Secret, agentowl.TokenOperator)
+		const missing = "00000000-0000-4000-8000-000000000000"
 
-			for what, err := range map[string]error{
-				"set validity": func() error {
-					_, err := appr.SetApprovalValidity(ctx, member, "acme", missing, time.Minute)
-					return err
-				}(),
-				"create policy": func() error {
-					_, err := appr.CreatePolicy(ctx, member, "acme", &agentowl.Policy{Tool: "*", Effect: agentowl.EffectApprove})
-					return err
-				}(),
-				"delete policy": appr.DeletePolicy(ctx, member, "acme", missing),
-			} {
-				if code := agentowl.ErrorCode(err); code != agentowl.ECodeForbidden {
-					t.Errorf("member %s: %v (code %q), want forbidden", what, err, code)
-				}
+		for what, err := range map[string]error{
+			"set validity": func() error {
+				_, err := appr.SetApprovalValidity(ctx, member, "acme", missing, time.Minute)
+				return err
+			}(),
+			"create policy": func() error {
+				_, err := appr.CreatePolicy(ctx, member, "acme", &agentowl.Policy{Tool: "*", Effect: agentowl.EffectApprove})
+				return err
+			}(),
+			"delete policy": appr.DeletePolicy(ctx, member, "acme", missing),
+		} {
+			if code := agentowl.ErrorCode(err); code != agentowl.ECodeForbidden {
+				t.Errorf("member %s: %v (code %q), want forbidden", what, err, code)
 			}
+		}
 
-			for what, err := range map[string]error{
-				"list requests": func() error {
-					_, err := appr.ListRequests(ctx, admin, "other", approval.ListFilter{})
-					return err
-				}(),
-				"decide": func() error {
-					_, err := appr.Decide(ctx, admin, "other", missing, approval.DecideParams{Approve: true})
-					return err
-				}(),
-				"instances": func() error { _, err := appr.TenantInstances(ctx, admin, "other"); return err }(),
-				"policies":  func() error { _, err := appr.ListPolicies(ctx, admin, "other"); return err }(),
-			} {
-				if code := agentowl.ErrorCode(err); code != agentowl.ECodeNotFound {
-					t.Errorf("another tenant's %s: %v (code %q), want not_found", what, err, code)
-				}
+		for what, err := range map[string]error{
+			"list requests": func() error {
+				_, err := appr.ListRequests(ctx, admin, "other", approval.ListFilter{})
+				return err
+			}(),
+			"decide": func() error {
+				_, err := appr.Decide(ctx, admin, "other", missing, approval.DecideParams{Approve: true})
+				return err
+			}(),
+			"instances": func() error { _, err := appr.TenantInstances(ctx, admin, "other"); return err }(),
+			"policies":  func() error { _, err := appr.ListPolicies(ctx, admin, "other"); return err }(),
+		} {
+			if code := agentowl.ErrorCode(err); code != agentowl.ECodeNotFound {
+				t.Errorf("another tenant's %s: %v (code %q), want not_found", what, err, code)
 			}
+		}
 
-			_, err = appr.Decide(ctx, member, "acme", missing, approval.DecideParams{Approve: true})
-			want := `No approval request "` + missing + `" in tenant "acme".`
-			var ae *agentowl.Error
-			if !errors.As(err, &ae) || ae.Code != agentowl.ECodeNotFound || ae.Message != want {
-				t.Errorf("deciding a missing request: %v, want not_found %q", err, want)
-			}
-		})
-	}
+		_, err = appr.Decide(ctx, member, "acme", missing, approval.DecideParams{Approve: true})
+		want := `No approval request "` + missing + `" in tenant "acme".`
+		var ae *agentowl.Error
+		if !errors.As(err, &ae) || ae.Code != agentowl.ECodeNotFound || ae.Message != want {
+			t.Errorf("deciding a missing request: %v, want not_found %q", err, want)
+		}
+	})
 }
 
 // newApprovals is the approval service over a fresh store of backend b,

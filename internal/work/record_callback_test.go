@@ -41,12 +41,9 @@ type cbEnv struct {
 // forEachStore runs fn on a fresh environment of every store backend.
 func forEachStore(t *testing.T, cfg Config, fn func(t *testing.T, e *cbEnv)) {
 	t.Helper()
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newCBEnv(t, b.Open(t), cfg))
-		})
-	}
+	storetest.Each(t, func(t *testing.T, b storetest.Backend) {
+		fn(t, newCBEnv(t, b.Open(t), cfg))
+	})
 }
 
 func newCBEnv(t *testing.T, st agentowl.Store, cfg Config) *cbEnv {

@@ -48,6 +48,18 @@ func Backends(t testing.TB) []Backend {
 	return bs
 }
 
+// Each runs fn as a parallel subtest per backend (Backends), named after
+// it: the opening of every test that runs on both stores.
+func Each(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	for _, b := range Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b)
+		})
+	}
+}
+
 // PostgresURL returns AGENTOWL_TEST_DATABASE_URL, failing the test when CI
 // is set and it is missing.
 func PostgresURL(t testing.TB) string {
