@@ -214,20 +214,14 @@ func (a *Adapter) apply(ctx context.Context, e *Execution, req *Request) (*Execu
 	switch req.Status {
 	case StatusPending:
 		return e, nil
-	case StatusDenied:
-		reason := "denied"
+	case StatusDenied, StatusCancelled:
+		reason := string(req.Status)
 		if req.Decision.Note != "" {
 			reason += ": " + req.Decision.Note
 		}
 		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, reason)
 	case StatusExpired:
 		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, "expired: no decision before "+req.DeadlineAt.Format(time.RFC3339))
-	case StatusCancelled:
-		reason := "cancelled"
-		if req.Decision.Note != "" {
-			reason += ": " + req.Decision.Note
-		}
-		return a.end(ctx, e, []ExecState{ExecWaiting}, ExecNotRun, reason)
 	case StatusApproved:
 		return a.start(ctx, e, *req.Decision.ExpiresAt)
 	}

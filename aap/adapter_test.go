@@ -130,15 +130,24 @@ func newAdapterEnv(t *testing.T) *adapterEnv {
 }
 
 func (e *adapterEnv) adapter(st aap.ExecutionStore) *aap.Adapter {
-	a, err := aap.NewAdapter(aap.AdapterConfig{Provider: e.fake, Store: st, Clock: e.clock,
-		Run: func(_ context.Context, x *aap.Execution) (json.RawMessage, error) {
+	a, err := aap.NewAdapter(e.config(e.fake, st, nil))
+	must(e.t, err)
+	return a
+}
+
+// config is an adapter's configuration on p and st whose tool counts its
+// runs and, if saw is not nil, tells saw what it ran.
+func (e *adapterEnv) config(p aap.Provider, st aap.ExecutionStore, saw func(ctx context.Context, x *aap.Execution)) aap.AdapterConfig {
+	return aap.AdapterConfig{Provider: p, Store: st, Clock: e.clock,
+		Run: func(ctx context.Context, x *aap.Execution) (json.RawMessage, error) {
+			if saw != nil {
+				saw(ctx, x)
+			}
 			e.mu.Lock()
 			e.runs[x.Key]++
 			e.mu.Unlock()
 			return json.RawMessage(`{"refund":"issued"}`), nil
-		}})
-	must(e.t, err)
-	return a
+		}}
 }
 
 func (e *adapterEnv) ran(key string) int {

@@ -144,16 +144,9 @@ func newAttestEnv(t *testing.T) *attestEnv {
 
 // checked is an adapter with check whose tool records what it saw.
 func (e *attestEnv) checked(check aap.AttestationCheck, saw func(ctx context.Context, x *aap.Execution)) *aap.Adapter {
-	a, err := aap.NewAdapter(aap.AdapterConfig{Provider: e.prov, Store: e.store, Clock: e.clock, Attestations: &check,
-		Run: func(ctx context.Context, x *aap.Execution) (json.RawMessage, error) {
-			if saw != nil {
-				saw(ctx, x)
-			}
-			e.mu.Lock()
-			e.runs[x.Key]++
-			e.mu.Unlock()
-			return json.RawMessage(`{"refund":"issued"}`), nil
-		}})
+	cfg := e.config(e.prov, e.store, saw)
+	cfg.Attestations = &check
+	a, err := aap.NewAdapter(cfg)
 	must(e.t, err)
 	return a
 }
@@ -219,6 +212,15 @@ func mustGet(t testing.TB, url string) []byte {
 func TestAdapterRefusesUnverifiedAttestation(t *testing.T) {
 	t.Parallel()
 	other := newSigningKey(t)
+	// signedEdited is the provider's true attestation changed by edit before
+	// it is signed with the provider's key.
+	signedEdited := func(edit func(e *attestEnv, d *attest.Document)) func(e *attestEnv, r aap.Request) (string, error) {
+		return func(e *attestEnv, r aap.Request) (string, error) {
+			d := attestedDoc(r, r.Arguments)
+			edit(e, d)
+			return e.key.sign(t, d), nil
+		}
+	}
 	cases := []struct {
 		what   string
 		attest func(e *attestEnv, r aap.Request) (string, error)
@@ -244,11 +246,9 @@ func TestAdapterRefusesUnverifiedAttestation(t *testing.T) {
 			bad := e.key.sign(t, attestedDoc(r, json.RawMessage(`{"amount":1}`)))
 			return parts[0] + "." + strings.Split(bad, ".")[1] + "." + parts[2], nil
 		}, "bad signature"},
-		{"an expired attestation", func(e *attestEnv, r aap.Request) (string, error) {
-			d := attestedDoc(r, r.Arguments)
+		{"an expired attestation", signedEdited(func(e *attestEnv, d *attest.Document) {
 			d.ExpiresAt = e.clock.Now() // the approval itself is valid for ten more minutes
-			return e.key.sign(t, d), nil
-		}, "expired"},
+		}), "expired"},
 		{"no attestation (404)", func(*attestEnv, aap.Request) (string, error) {
 			return "", &aap.APIError{StatusCode: 404, Code: "not_found"}
 		}, "has no attestation"},
@@ -256,16 +256,12 @@ func TestAdapterRefusesUnverifiedAttestation(t *testing.T) {
 			r.ID = "0f8a3b1c-0000-4000-8000-000000000001"
 			return e.key.sign(t, attestedDoc(r, r.Arguments)), nil
 		}, "wrong subject"},
-		{"another issuer", func(e *attestEnv, r aap.Request) (string, error) {
-			d := attestedDoc(r, r.Arguments)
+		{"another issuer", signedEdited(func(_ *attestEnv, d *attest.Document) {
 			d.Issuer = "https://evil.example.test"
-			return e.key.sign(t, d), nil
-		}, "wrong issuer"},
-		{"a denial's attestation", func(e *attestEnv, r aap.Request) (string, error) {
-			d := attestedDoc(r, r.Arguments)
+		}), "wrong issuer"},
+		{"a denial's attestation", signedEdited(func(_ *attestEnv, d *attest.Document) {
 			d.Decision = attest.Denied
-			return e.key.sign(t, d), nil
-		}, "wrong decision"},
+		}), "wrong decision"},
 		{"not a JWS", func(*attestEnv, aap.Request) (string, error) { return "approved, trust me", nil }, "malformed"},
 	}
 	for _, c := range cases {

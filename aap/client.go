@@ -358,41 +358,47 @@ func (c *Client) CreateRequest(ctx context.Context, key string, call *Call) (*Re
 // GetRequest reads a request (GET /v1/requests/{id}) and checks that the
 // answer is that request.
 func (c *Client) GetRequest(ctx context.Context, id string) (*Request, error) {
-	if !validUUID(id) {
-		return nil, fmt.Errorf("aap: request ID %q is not a UUID", id)
-	}
-	data, _, err := c.do(ctx, http.MethodGet, "/v1/requests/"+url.PathEscape(id), nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	return checkID(ParseRequest(data))(id)
+	return c.request(ctx, http.MethodGet, id, "")
 }
 
 // WaitRequest reads a request like GetRequest, but long-polls: the provider
 // holds the answer until the request is terminal or wait (at most 30s by
 // the contract) has passed. A pending answer after the wait is not an error.
 func (c *Client) WaitRequest(ctx context.Context, id string, wait time.Duration) (*Request, error) {
-	if !validUUID(id) {
-		return nil, fmt.Errorf("aap: request ID %q is not a UUID", id)
-	}
 	secs := max(int(wait/time.Second), 1)
-	data, _, err := c.do(ctx, http.MethodGet, "/v1/requests/"+url.PathEscape(id)+"?wait="+strconv.Itoa(secs)+"s", nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	return checkID(ParseRequest(data))(id)
+	return c.request(ctx, http.MethodGet, id, "?wait="+strconv.Itoa(secs)+"s")
 }
 
 // CancelRequest cancels a pending request (DELETE /v1/requests/{id}).
 func (c *Client) CancelRequest(ctx context.Context, id string) (*Request, error) {
-	if !validUUID(id) {
-		return nil, fmt.Errorf("aap: request ID %q is not a UUID", id)
-	}
-	data, _, err := c.do(ctx, http.MethodDelete, "/v1/requests/"+url.PathEscape(id), nil, nil)
+	return c.request(ctx, http.MethodDelete, id, "")
+}
+
+// request calls /v1/requests/{id} plus suffix and checks that the answer is
+// request id.
+func (c *Client) request(ctx context.Context, method, id, suffix string) (*Request, error) {
+	data, err := c.onRequest(ctx, method, id, suffix)
 	if err != nil {
 		return nil, err
 	}
-	return checkID(ParseRequest(data))(id)
+	r, err := ParseRequest(data)
+	if err != nil {
+		return nil, err
+	}
+	if r.ID != id {
+		return nil, fmt.Errorf("%w: asked for request %s, got %s", ErrInvalidResponse, id, r.ID)
+	}
+	return r, nil
+}
+
+// onRequest sends a call about request id (/v1/requests/{id} plus suffix),
+// refusing an ID that is not a UUID before anything is sent.
+func (c *Client) onRequest(ctx context.Context, method, id, suffix string) ([]byte, error) {
+	if !validUUID(id) {
+		return nil, fmt.Errorf("aap: request ID %q is not a UUID", id)
+	}
+	data, _, err := c.do(ctx, method, "/v1/requests/"+url.PathEscape(id)+suffix, nil, nil)
+	return data, err
 }
 
 // RequestAttestation reads the attestation of a decided request: AgentOwl's
@@ -402,10 +408,7 @@ func (c *Client) CancelRequest(ctx context.Context, id string) (*Request, error)
 // one (pending, expired, cancelled, or a provider that signs none) is an
 // *APIError with StatusCode 404.
 func (c *Client) RequestAttestation(ctx context.Context, id string) (string, error) {
-	if !validUUID(id) {
-		return "", fmt.Errorf("aap: request ID %q is not a UUID", id)
-	}
-	data, _, err := c.do(ctx, http.MethodGet, "/v1/requests/"+url.PathEscape(id)+"/attestation", nil, nil)
+	data, err := c.onRequest(ctx, http.MethodGet, id, "/attestation")
 	if err != nil {
 		return "", err
 	}
@@ -419,16 +422,4 @@ func (c *Client) RequestAttestation(ctx context.Context, id string) (string, err
 		return "", fmt.Errorf("%w: the attestation answer carries no attestation", ErrInvalidResponse)
 	}
 	return *out.Attestation, nil
-}
-
-func checkID(r *Request, err error) func(id string) (*Request, error) {
-	return func(id string) (*Request, error) {
-		if err != nil {
-			return nil, err
-		}
-		if r.ID != id {
-			return nil, fmt.Errorf("%w: asked for request %s, got %s", ErrInvalidResponse, id, r.ID)
-		}
-		return r, nil
-	}
 }

@@ -192,6 +192,12 @@ func (l *life) step(op func() error, onCrash func(after bool)) error {
 	return err
 }
 
+// stepped is step for an operation with a result and no crash hook.
+func stepped[T any](l *life, op func() (T, error)) (v T, err error) {
+	err = l.step(func() error { v, err = op(); return err }, nil)
+	return v, err
+}
+
 type mortalStore struct {
 	aap.ExecutionStore
 	l *life
@@ -202,14 +208,12 @@ func (m *mortalStore) CreateExecution(ctx context.Context, e *aap.Execution) err
 	return m.l.step(func() error { return m.ExecutionStore.CreateExecution(ctx, e) }, nil)
 }
 
-func (m *mortalStore) GetExecution(ctx context.Context, key string) (x *aap.Execution, err error) {
-	err = m.l.step(func() error { x, err = m.ExecutionStore.GetExecution(ctx, key); return err }, nil)
-	return x, err
+func (m *mortalStore) GetExecution(ctx context.Context, key string) (*aap.Execution, error) {
+	return stepped(m.l, func() (*aap.Execution, error) { return m.ExecutionStore.GetExecution(ctx, key) })
 }
 
-func (m *mortalStore) ExecutionByRequest(ctx context.Context, id string) (x *aap.Execution, err error) {
-	err = m.l.step(func() error { x, err = m.ExecutionStore.ExecutionByRequest(ctx, id); return err }, nil)
-	return x, err
+func (m *mortalStore) ExecutionByRequest(ctx context.Context, id string) (*aap.Execution, error) {
+	return stepped(m.l, func() (*aap.Execution, error) { return m.ExecutionStore.ExecutionByRequest(ctx, id) })
 }
 
 func (m *mortalStore) Transition(ctx context.Context, key string, from []aap.ExecState, c aap.Change) (ok bool, err error) {
@@ -221,9 +225,8 @@ func (m *mortalStore) Transition(ctx context.Context, key string, from []aap.Exe
 	return ok, err
 }
 
-func (m *mortalStore) ListExecutions(ctx context.Context, states ...aap.ExecState) (x []*aap.Execution, err error) {
-	err = m.l.step(func() error { x, err = m.ExecutionStore.ListExecutions(ctx, states...); return err }, nil)
-	return x, err
+func (m *mortalStore) ListExecutions(ctx context.Context, states ...aap.ExecState) ([]*aap.Execution, error) {
+	return stepped(m.l, func() ([]*aap.Execution, error) { return m.ExecutionStore.ListExecutions(ctx, states...) })
 }
 
 type mortalProvider struct {
@@ -231,19 +234,16 @@ type mortalProvider struct {
 	l *life
 }
 
-func (m *mortalProvider) CreateRequest(ctx context.Context, key string, c *aap.Call) (r *aap.Request, err error) {
-	err = m.l.step(func() error { r, err = m.Provider.CreateRequest(ctx, key, c); return err }, nil)
-	return r, err
+func (m *mortalProvider) CreateRequest(ctx context.Context, key string, c *aap.Call) (*aap.Request, error) {
+	return stepped(m.l, func() (*aap.Request, error) { return m.Provider.CreateRequest(ctx, key, c) })
 }
 
-func (m *mortalProvider) GetRequest(ctx context.Context, id string) (r *aap.Request, err error) {
-	err = m.l.step(func() error { r, err = m.Provider.GetRequest(ctx, id); return err }, nil)
-	return r, err
+func (m *mortalProvider) GetRequest(ctx context.Context, id string) (*aap.Request, error) {
+	return stepped(m.l, func() (*aap.Request, error) { return m.Provider.GetRequest(ctx, id) })
 }
 
-func (m *mortalProvider) CancelRequest(ctx context.Context, id string) (r *aap.Request, err error) {
-	err = m.l.step(func() error { r, err = m.Provider.CancelRequest(ctx, id); return err }, nil)
-	return r, err
+func (m *mortalProvider) CancelRequest(ctx context.Context, id string) (*aap.Request, error) {
+	return stepped(m.l, func() (*aap.Request, error) { return m.Provider.CancelRequest(ctx, id) })
 }
 
 // ---- the scenario

@@ -45,11 +45,7 @@ func (s *Submission) Save(path string) error { return writeSecretJSON(path, s) }
 
 // LoadSubmission reads a submission saved by Save.
 func LoadSubmission(path string) (*Submission, error) {
-	var s Submission
-	if err := readJSON(path, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return readJSON[Submission](path)
 }
 
 // Credential is an instance and its credential, as provisioning returns
@@ -70,11 +66,7 @@ func (c *Credential) Save(path string) error { return writeSecretJSON(path, c) }
 
 // LoadCredential reads a credential saved by Save.
 func LoadCredential(path string) (*Credential, error) {
-	var c Credential
-	if err := readJSON(path, &c); err != nil {
-		return nil, err
-	}
-	return &c, nil
+	return readJSON[Credential](path)
 }
 
 // Client returns a provider client that uses the credential.
@@ -285,10 +277,15 @@ func writeSecretJSON(path string, v any) error {
 	return nil
 }
 
-func readJSON(path string, v any) error {
+// readJSON reads a file that writeSecretJSON wrote.
+func readJSON[T any](path string) (*T, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return json.Unmarshal(data, v)
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }

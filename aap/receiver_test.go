@@ -185,6 +185,29 @@ func TestReceiverRefusesBadInput(t *testing.T) {
 	}
 
 	now := e.clock.Now()
+	// signed is the good notification id with its body changed by edit
+	// before signing; resigned is the good one changed by edit after.
+	signed := func(edit func(b map[string]string)) func(id string) msg {
+		return func(id string) msg {
+			b := resolved(id, e.instance, uuid.NewString(), now)
+			edit(b)
+			return e.signedWith(e.key, id, now, b)
+		}
+	}
+	resigned := func(edit func(id string, m *msg)) func(id string) msg {
+		return func(id string) msg {
+			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+			edit(id, &m)
+			return m
+		}
+	}
+	unchanged := func(map[string]string) {}
+	withField := func(name, value string) func(id string) msg {
+		return signed(func(b map[string]string) { b[name] = value })
+	}
+	withoutHeader := func(name string) func(id string) msg {
+		return resigned(func(_ string, m *msg) { m.header.Del(name) })
+	}
 	cases := []struct {
 		name   string
 		build  func(id string) msg
@@ -192,64 +215,34 @@ func TestReceiverRefusesBadInput(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"GET", func(id string) msg {
-			return e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
-		},
-			http.MethodGet, 405, "method_not_allowed"},
-		{"content type text/plain", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+		{"GET", signed(unchanged), http.MethodGet, 405, "method_not_allowed"},
+		{"content type text/plain", resigned(func(_ string, m *msg) {
 			m.header.Set("Content-Type", "text/plain")
-			return m
-		}, "", 415, "invalid_content_type"},
-		{"oversized body", func(id string) msg {
-			b := resolved(id, e.instance, uuid.NewString(), now)
-			b["padding"] = strings.Repeat("x", 5000)
-			return e.signedWith(e.key, id, now, b)
-		}, "", 413, "body_too_large"},
-		{"missing webhook-signature", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
-			m.header.Del(webhook.HeaderSignature)
-			return m
-		}, "", 401, "missing_signature_headers"},
-		{"missing webhook-id", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
-			m.header.Del(webhook.HeaderID)
-			return m
-		}, "", 401, "missing_signature_headers"},
-		{"missing webhook-timestamp", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
-			m.header.Del(webhook.HeaderTimestamp)
-			return m
-		}, "", 401, "missing_signature_headers"},
-		{"bad signature", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+		}), "", 415, "invalid_content_type"},
+		{"oversized body", withField("padding", strings.Repeat("x", 5000)), "", 413, "body_too_large"},
+		{"missing webhook-signature", withoutHeader(webhook.HeaderSignature), "", 401, "missing_signature_headers"},
+		{"missing webhook-id", withoutHeader(webhook.HeaderID), "", 401, "missing_signature_headers"},
+		{"missing webhook-timestamp", withoutHeader(webhook.HeaderTimestamp), "", 401, "missing_signature_headers"},
+		{"bad signature", resigned(func(_ string, m *msg) {
 			m.header.Set(webhook.HeaderSignature, "v1,"+strings.Repeat("A", 43)+"=")
-			return m
-		}, "", 401, "invalid_signature"},
-		{"signature over other bytes", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+		}), "", 401, "invalid_signature"},
+		{"signature over other bytes", resigned(func(_ string, m *msg) {
 			m.body = append(m.body, ' ')
-			return m
-		}, "", 401, "invalid_signature"},
-		{"v2 signature only", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+		}), "", 401, "invalid_signature"},
+		{"v2 signature only", resigned(func(_ string, m *msg) {
 			m.header.Set(webhook.HeaderSignature, strings.Replace(m.header.Get(webhook.HeaderSignature), "v1,", "v2,", 1))
-			return m
-		}, "", 401, "invalid_signature"},
+		}), "", 401, "invalid_signature"},
 		{"timestamp 5m1s old", func(id string) msg {
 			return e.signedWith(e.key, id, now.Add(-5*time.Minute-time.Second), resolved(id, e.instance, uuid.NewString(), now))
 		}, "", 401, "timestamp_out_of_tolerance"},
 		{"timestamp 5m1s ahead", func(id string) msg {
 			return e.signedWith(e.key, id, now.Add(5*time.Minute+time.Second), resolved(id, e.instance, uuid.NewString(), now))
 		}, "", 401, "timestamp_out_of_tolerance"},
-		{"timestamp not a number", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+		{"timestamp not a number", resigned(func(_ string, m *msg) {
 			m.header.Set(webhook.HeaderTimestamp, "yesterday")
-			return m
-		}, "", 401, "invalid_timestamp"},
+		}), "", 401, "invalid_timestamp"},
 		{"body id differs from webhook-id", func(id string) msg {
-			m := e.signedWith(e.key, "other-"+id, now, resolved(id, e.instance, uuid.NewString(), now))
-			return m
+			return e.signedWith(e.key, "other-"+id, now, resolved(id, e.instance, uuid.NewString(), now))
 		}, "", 400, "id_mismatch"},
 		{"instance bound to another registration", func(id string) msg {
 			// Signed with the first registration's secret, for the second
@@ -259,42 +252,22 @@ func TestReceiverRefusesBadInput(t *testing.T) {
 		{"instance not bound to any registration", func(id string) msg {
 			return e.signedWith(e.key, id, now, resolved(id, uuid.NewString(), uuid.NewString(), now))
 		}, "", 403, "unknown_instance"},
-		{"not JSON", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+		{"not JSON", resigned(func(id string, m *msg) {
 			m.body = []byte("id=" + id)
 			e.key.SetHeaders(m.header, id, now, m.body)
-			return m
-		}, "", 400, "invalid_json"},
+		}), "", 400, "invalid_json"},
 		{"JSON array", func(id string) msg { return e.signedWith(e.key, id, now, []string{id}) }, "", 400, "invalid_json"},
-		{"unknown type", func(id string) msg {
-			b := resolved(id, e.instance, uuid.NewString(), now)
-			b["type"] = "request.created"
-			return e.signedWith(e.key, id, now, b)
-		}, "", 400, "unknown_type"},
-		{"unknown field", func(id string) msg {
-			b := resolved(id, e.instance, uuid.NewString(), now)
-			b["status"] = "approved"
-			return e.signedWith(e.key, id, now, b)
-		}, "", 400, "invalid_message"},
-		{"missing request_id", func(id string) msg {
-			b := resolved(id, e.instance, uuid.NewString(), now)
+		{"unknown type", withField("type", "request.created"), "", 400, "unknown_type"},
+		{"unknown field", withField("status", "approved"), "", 400, "invalid_message"},
+		{"missing request_id", signed(func(b map[string]string) {
 			delete(b, "request_id")
-			return e.signedWith(e.key, id, now, b)
-		}, "", 400, "invalid_message"},
-		{"request_id not a UUID", func(id string) msg {
-			return e.signedWith(e.key, id, now, resolved(id, e.instance, "../admin", now))
-		}, "", 400, "invalid_message"},
-		{"created_at not RFC 3339", func(id string) msg {
-			b := resolved(id, e.instance, uuid.NewString(), now)
-			b["created_at"] = "16/09/2026"
-			return e.signedWith(e.key, id, now, b)
-		}, "", 400, "invalid_message"},
-		{"trailing data", func(id string) msg {
-			m := e.signedWith(e.key, id, now, resolved(id, e.instance, uuid.NewString(), now))
+		}), "", 400, "invalid_message"},
+		{"request_id not a UUID", withField("request_id", "../admin"), "", 400, "invalid_message"},
+		{"created_at not RFC 3339", withField("created_at", "16/09/2026"), "", 400, "invalid_message"},
+		{"trailing data", resigned(func(id string, m *msg) {
 			m.body = append(m.body, []byte(`{}`)...)
 			e.key.SetHeaders(m.header, id, now, m.body)
-			return m
-		}, "", 400, "invalid_json"},
+		}), "", 400, "invalid_json"},
 	}
 	for _, c := range cases {
 		id := uuid.NewString()

@@ -63,12 +63,7 @@ func TestGoldenDocuments(t *testing.T) {
 // parts, as a runtime or the server would build it.
 func TestGoldenActions(t *testing.T) {
 	t.Parallel()
-	for _, v := range agentworktest.Typed(t, agentworktest.Action) {
-		var a struct {
-			Tool      string          `json:"tool"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		agentworktest.DecodeStrict(t, v, &a)
+	for v, a := range agentworktest.Decoded[agentworktest.ActionDocument](t, agentworktest.Action) {
 		d, err := agentwork.ActionDigest(map[string]any{"tool": a.Tool, "arguments": a.Arguments})
 		if err != nil || d != v.SHA256 || !agentwork.IsDigest(d) {
 			t.Errorf("%s: ActionDigest = %s, %v; want %s", v.Name, d, err, v.SHA256)

@@ -56,9 +56,7 @@ func TestGoldenHandoffs(t *testing.T) {
 	t.Parallel()
 	secret := webhook.NewSecret()
 	verifier := &workclient.Verifier{Secrets: []string{secret}, Now: func() time.Time { return now }}
-	for _, v := range agentworktest.Typed(t, agentworktest.Handoff) {
-		var doc agentwork.Handoff
-		agentworktest.DecodeStrict(t, v, &doc)
+	for v, doc := range agentworktest.Decoded[agentwork.Handoff](t, agentworktest.Handoff) {
 		ho, err := verifier.Verify(signed(t, secret, doc.ID, now, v.Input), []byte(v.Input))
 		if err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
@@ -84,9 +82,7 @@ func TestGoldenCallbacks(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &workclient.Client{Token: "owl_rt_test", HTTPClient: srv.Client()}
-	for _, v := range agentworktest.Typed(t, agentworktest.Callback) {
-		var cb workclient.Callback
-		agentworktest.DecodeStrict(t, v, &cb)
+	for v, cb := range agentworktest.Decoded[workclient.Callback](t, agentworktest.Callback) {
 		if _, err := c.Post(t.Context(), srv.URL, &cb); err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
 		}
@@ -97,9 +93,7 @@ func TestGoldenCallbacks(t *testing.T) {
 			t.Errorf("%s: posted %s, want %s", v.Name, s, v.Canonical)
 		}
 	}
-	for _, v := range agentworktest.Typed(t, agentworktest.Request) {
-		var r workclient.Request
-		agentworktest.DecodeStrict(t, v, &r)
+	for v, r := range agentworktest.Decoded[workclient.Request](t, agentworktest.Request) {
 		if b, err := workclient.CanonicalJSON(r); err != nil || string(b) != v.Canonical {
 			t.Errorf("%s: request = %s, %v; want %s", v.Name, b, err, v.Canonical)
 		}
@@ -116,9 +110,7 @@ func TestGoldenDecisions(t *testing.T) {
 	// at different times).
 	var at time.Time
 	rcv := &workclient.DecisionReceiver{BearerSecret: bearer, Secrets: []string{secret}, Now: func() time.Time { return at }}
-	for _, v := range agentworktest.Typed(t, agentworktest.Decision) {
-		var decided workclient.Decision
-		agentworktest.DecodeStrict(t, v, &decided)
+	for v, decided := range agentworktest.Decoded[workclient.Decision](t, agentworktest.Decision) {
 		var err error
 		if at, err = time.Parse(time.RFC3339Nano, decided.DecidedAt); err != nil {
 			t.Fatalf("%s: decided_at: %v", v.Name, err)
@@ -135,9 +127,7 @@ func TestGoldenDecisions(t *testing.T) {
 			t.Errorf("%s: received %s, want %s", v.Name, got, v.Canonical)
 		}
 	}
-	for _, v := range agentworktest.Typed(t, agentworktest.Acceptance) {
-		var a agentwork.Acceptance
-		agentworktest.DecodeStrict(t, v, &a)
+	for v, a := range agentworktest.Decoded[agentwork.Acceptance](t, agentworktest.Acceptance) {
 		w := httptest.NewRecorder()
 		workclient.AcceptDecision(w, a.DecisionID)
 		if got := canonical(t, w.Body.Bytes()); got != v.Canonical {

@@ -7,6 +7,7 @@ package agentworktest
 
 import (
 	"encoding/json"
+	"iter"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,8 +23,14 @@ const (
 	Request    = "request"    // agentwork.Request
 	Decision   = "decision"   // agentwork.Decision
 	Acceptance = "acceptance" // agentwork.Acceptance
-	Action     = "action"     // an AAP action, {"tool": …, "arguments": …}
+	Action     = "action"     // an AAP action, ActionDocument
 )
+
+// ActionDocument is the document of an Action vector.
+type ActionDocument struct {
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
 
 // Vector is one golden vector.
 type Vector struct {
@@ -89,5 +96,21 @@ func DecodeStrict(t testing.TB, v Vector, into any) {
 	dec.UseNumber()
 	if err := dec.Decode(into); err != nil {
 		t.Fatalf("%s: decoding as %s: %v", v.Name, v.Type, err)
+	}
+}
+
+// Decoded yields the vectors of one document type, each with its input
+// decoded strictly (DecodeStrict) into a T, failing t if there are none.
+func Decoded[T any](t testing.TB, typ string) iter.Seq2[Vector, T] {
+	t.Helper()
+	vs := Typed(t, typ)
+	return func(yield func(Vector, T) bool) {
+		for _, v := range vs {
+			var doc T
+			DecodeStrict(t, v, &doc)
+			if !yield(v, doc) {
+				return
+			}
+		}
 	}
 }

@@ -222,41 +222,44 @@ func tenantEvent(ctx context.Context, tx agentowl.Tx, m *agentowl.Membership, id
 
 // EventManifest lists an event's attachments. Members may.
 func (s *Service) EventManifest(ctx context.Context, p *access.Principal, tenant, eventID string) (*Manifest, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	out := &Manifest{EventID: eventID}
-	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
-		if _, err := tenantEvent(ctx, tx, m, eventID); err != nil {
-			return err
-		}
-		out.Items, err = tx.AttachmentListByEvent(ctx, eventID)
-		return err
+	return s.manifest(ctx, p, tenant, &Manifest{EventID: eventID}, func(tx agentowl.Tx, m *agentowl.Membership) (string, error) {
+		_, err := tenantEvent(ctx, tx, m, eventID)
+		return eventID, err
 	})
-	out.At = s.clock.Now()
-	return out, err
 }
 
 // WorkFiles lists the attachments of the event that work workID of the
 // tenant handles: the retained files a Needs-attention item about that
 // work links to. Members may.
 func (s *Service) WorkFiles(ctx context.Context, p *access.Principal, tenant, workID string) (*Manifest, error) {
+	return s.manifest(ctx, p, tenant, &Manifest{WorkID: workID}, func(tx agentowl.Tx, m *agentowl.Membership) (string, error) {
+		w, err := tx.WorkGet(ctx, workID)
+		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
+			return "", notFound(m, "work", workID)
+		}
+		if err != nil {
+			return "", err
+		}
+		return w.EventID, nil
+	})
+}
+
+// manifest completes out with the attachments of the tenant's event that
+// eventOf finds (an error for anything not the member's to see), for a
+// member of the tenant.
+func (s *Service) manifest(ctx context.Context, p *access.Principal, tenant string, out *Manifest,
+	eventOf func(tx agentowl.Tx, m *agentowl.Membership) (string, error)) (*Manifest, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	out := &Manifest{WorkID: workID}
 	err = s.store.Read(ctx, func(tx agentowl.Tx) error {
-		w, err := tx.WorkGet(ctx, workID)
-		if errors.Is(err, agentowl.ErrNotFound) || (err == nil && w.TenantID != m.TenantID) {
-			return notFound(m, "work", workID)
-		}
+		eventID, err := eventOf(tx, m)
 		if err != nil {
 			return err
 		}
-		out.EventID = w.EventID
-		out.Items, err = tx.AttachmentListByEvent(ctx, w.EventID)
+		out.EventID = eventID
+		out.Items, err = tx.AttachmentListByEvent(ctx, eventID)
 		return err
 	})
 	out.At = s.clock.Now()
@@ -325,9 +328,15 @@ const sweepBatch = 100
 // instant, so the sweep may lag; every replica may run it (each deletion
 // is recorded once).
 func (s *Service) SweepExpired(ctx context.Context, now time.Time) (int, error) {
+	return sweepAll(ctx, now, s.sweepExpired)
+}
+
+// sweepAll runs batches of sweepBatch records until one is not full and
+// returns how many records they cleared.
+func sweepAll(ctx context.Context, now time.Time, batch func(ctx context.Context, now time.Time, limit int) (int, bool, error)) (int, error) {
 	n := 0
 	for {
-		k, full, err := s.sweepExpired(ctx, now, sweepBatch)
+		k, full, err := batch(ctx, now, sweepBatch)
 		n += k
 		if err != nil || !full {
 			return n, err
@@ -390,14 +399,7 @@ func (s *Service) sweepExpired(ctx context.Context, now time.Time, limit int) (n
 // already abandoned. It returns how many uploads it cleared. An upload
 // whose event commits meanwhile is left alone: its bytes are the event's.
 func (s *Service) SweepOrphans(ctx context.Context, now time.Time) (int, error) {
-	n := 0
-	for {
-		k, full, err := s.sweepOrphans(ctx, now, sweepBatch)
-		n += k
-		if err != nil || !full {
-			return n, err
-		}
-	}
+	return sweepAll(ctx, now, s.sweepOrphans)
 }
 
 // sweepOrphans clears one batch of up to limit stale uploads.

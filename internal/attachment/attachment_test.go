@@ -182,6 +182,15 @@ func (e *env) manifest(workID string) []attachment.Entry {
 	return m.Entries()
 }
 
+// wantFirstFile fails the test, at the step what, unless the first file
+// of workID's manifest has availability.
+func (e *env) wantFirstFile(what, workID, availability string) {
+	e.t.Helper()
+	if got := e.manifest(workID)[0]; got.Availability != availability {
+		e.t.Fatalf("%s: %+v, want %s", what, got, availability)
+	}
+}
+
 // download returns the bytes of attachment id of workID, or the error code.
 func (e *env) download(workID, id string, offset, length int64) ([]byte, string) {
 	e.t.Helper()
@@ -221,6 +230,30 @@ func (e *env) retained() int64 {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// wantObjects, wantRetained and wantNoUploads fail the test, at the step
+// what, unless the tenant has n stored objects, n retained bytes or no
+// upload left uncommitted and uncleared.
+func (e *env) wantObjects(what string, n int) {
+	e.t.Helper()
+	if keys := e.keys(); len(keys) != n {
+		e.t.Fatalf("%s: objects %v, want %d", what, keys, n)
+	}
+}
+
+func (e *env) wantRetained(what string, n int64) {
+	e.t.Helper()
+	if r := e.retained(); r != n {
+		e.t.Fatalf("%s: retained %d bytes, want %d", what, r, n)
+	}
+}
+
+func (e *env) wantNoUploads(what string) {
+	e.t.Helper()
+	if n := e.uploadsLeft(); n != 0 {
+		e.t.Fatalf("%s: %d uploads left", what, n)
+	}
 }
 
 func (e *env) uploadsLeft() int {
@@ -310,12 +343,8 @@ func TestIngestManifestDownload(t *testing.T) {
 				t.Errorf("key %q", k)
 			}
 		}
-		if r := e.retained(); r != int64(len(pdf)+len(png)+600+len(big)) {
-			t.Fatalf("retained bytes %d", r)
-		}
-		if n := e.uploadsLeft(); n != 0 {
-			t.Fatalf("%d uploads left after the commit", n)
-		}
+		e.wantRetained("after the commit", int64(len(pdf)+len(png)+600+len(big)))
+		e.wantNoUploads("after the commit")
 	})
 }
 
@@ -337,12 +366,8 @@ func TestFileCeilingBlocksThePart(t *testing.T) {
 		}
 		_, code := e.download(w, over.ID, 0, -1)
 		wantCode(t, "download of a blocked file", code, agentowl.ECodeAttachmentBlocked)
-		if keys := e.keys(); len(keys) != 2 {
-			t.Fatalf("stored objects %v: the blocked file's bytes must not stay", keys)
-		}
-		if r := e.retained(); r != 10<<20+int64(len("still here")) {
-			t.Fatalf("retained %d", r)
-		}
+		e.wantObjects("the blocked file's bytes must not stay", 2)
+		e.wantRetained("the files kept", 10<<20+int64(len("still here")))
 	})
 }
 
@@ -351,15 +376,9 @@ func TestFileCeilingBlocksThePart(t *testing.T) {
 func (e *env) refused(what string, err error, code string) {
 	e.t.Helper()
 	wantCode(e.t, what, agentowl.ErrorCode(err), code)
-	if keys := e.keys(); len(keys) != 0 {
-		e.t.Fatalf("%s: objects left %v", what, keys)
-	}
-	if n := e.uploadsLeft(); n != 0 {
-		e.t.Fatalf("%s: %d uploads left", what, n)
-	}
-	if r := e.retained(); r != 0 {
-		e.t.Fatalf("%s: retained %d", what, r)
-	}
+	e.wantObjects(what, 0)
+	e.wantNoUploads(what)
+	e.wantRetained(what, 0)
 }
 
 func TestDecodedCeilingRefusesTheMessage(t *testing.T) {
@@ -391,16 +410,12 @@ func TestQuota(t *testing.T) {
 		if got[0].Availability != "available" || got[1].BlockedReason != "quota" || got[2].Availability != "available" {
 			t.Fatalf("at quota: %+v", got)
 		}
-		if r := e.retained(); r != 1000 {
-			t.Fatalf("retained %d", r)
-		}
+		e.wantRetained("at quota", 1000)
 		_, w = e.mustAccept(attachmenttest.Message{Files: []attachmenttest.File{{Name: "d", Size: 1}}})
 		if got := e.manifest(w); got[0].BlockedReason != "quota" {
 			t.Fatalf("over quota: %+v", got)
 		}
-		if keys := e.keys(); len(keys) != 2 {
-			t.Fatalf("objects %v", keys)
-		}
+		e.wantObjects("over quota", 2)
 	})
 }
 
@@ -424,9 +439,7 @@ func TestQuotaRaceAtCommit(t *testing.T) {
 			return u
 		}
 		first, second := stream(), stream()
-		if keys := e.keys(); len(keys) != 2 {
-			t.Fatalf("objects while streaming %v", keys)
-		}
+		e.wantObjects("while streaming", 2)
 		commit := func(u *attachment.Upload) *agentowl.Event {
 			ev, err := e.commitUpload(u)
 			if err != nil {
@@ -441,12 +454,8 @@ func TestQuotaRaceAtCommit(t *testing.T) {
 		if err := json.Unmarshal(ev.Attachments, &entries); err != nil || entries[0].BlockedReason != "quota" {
 			t.Fatalf("second event's attachments %s", ev.Attachments)
 		}
-		if keys := e.keys(); len(keys) != 1 {
-			t.Fatalf("objects after both commits %v", keys)
-		}
-		if r := e.retained(); r != 700 {
-			t.Fatalf("retained %d", r)
-		}
+		e.wantObjects("after both commits", 1)
+		e.wantRetained("after both commits", 700)
 	})
 }
 
@@ -464,32 +473,22 @@ func TestExpiry(t *testing.T) {
 		}
 		e.clock.Advance(time.Microsecond)
 		// Expired at the instant, while its bytes still exist.
-		if keys := e.keys(); len(keys) != 1 {
-			t.Fatalf("objects at expiry %v", keys)
-		}
-		if got := e.manifest(w)[0]; got.Availability != "expired" {
-			t.Fatalf("at expiry: %+v", got)
-		}
+		e.wantObjects("at expiry", 1)
+		e.wantFirstFile("at expiry", w, "expired")
 		_, code := e.download(w, id, 0, -1)
 		wantCode(t, "download at expiry", code, agentowl.ECodeAttachmentExpired)
 
 		if n, err := e.svc.SweepExpired(e.ctx, e.clock.Now()); err != nil || n != 1 {
 			t.Fatalf("sweep at expiry: %d, %v", n, err)
 		}
-		if keys := e.keys(); len(keys) != 0 {
-			t.Fatalf("objects after the sweep %v", keys)
-		}
-		if r := e.retained(); r != 0 {
-			t.Fatalf("retained after the sweep: %d", r)
-		}
+		e.wantObjects("after the sweep", 0)
+		e.wantRetained("after the sweep", 0)
 		if n, err := e.svc.SweepExpired(e.ctx, e.clock.Now()); err != nil || n != 0 {
 			t.Fatalf("second sweep: %d, %v", n, err)
 		}
 		_, code = e.download(w, id, 0, -1)
 		wantCode(t, "download after deletion", code, agentowl.ECodeAttachmentExpired)
-		if got := e.manifest(w)[0]; got.Availability != "expired" {
-			t.Fatalf("after deletion: %+v", got)
-		}
+		e.wantFirstFile("after deletion", w, "expired")
 	})
 }
 
@@ -529,15 +528,11 @@ func TestMissingBytes(t *testing.T) {
 		}
 		_, code := e.download(w, id, 0, -1)
 		wantCode(t, "download of lost bytes", code, agentowl.ECodeAttachmentMissing)
-		if got := e.manifest(w)[0]; got.Availability != "missing" {
-			t.Fatalf("manifest after the loss: %+v", got)
-		}
+		e.wantFirstFile("manifest after the loss", w, "missing")
 		_, code = e.download(w, id, 0, -1)
 		wantCode(t, "second download", code, agentowl.ECodeAttachmentMissing)
 		e.clock.Advance(7 * 24 * time.Hour)
-		if got := e.manifest(w)[0]; got.Availability != "expired" {
-			t.Fatalf("past expiry: %+v", got)
-		}
+		e.wantFirstFile("past expiry", w, "expired")
 	})
 }
 
@@ -600,9 +595,7 @@ func TestOrphanSweep(t *testing.T) {
 		for range 2 {
 			e.storePart(u, "lost.pdf", pdf)
 		}
-		if keys := e.keys(); len(keys) != 3 {
-			t.Fatalf("objects %v", keys)
-		}
+		e.wantObjects("before the sweep", 3)
 		e.clock.Advance(59 * time.Minute)
 		if n, err := e.svc.SweepOrphans(e.ctx, e.clock.Now()); err != nil || n != 0 {
 			t.Fatalf("sweep within the grace: %d, %v", n, err)
@@ -611,15 +604,11 @@ func TestOrphanSweep(t *testing.T) {
 		if n, err := e.svc.SweepOrphans(e.ctx, e.clock.Now()); err != nil || n != 1 {
 			t.Fatalf("sweep after the grace: %d, %v", n, err)
 		}
-		if keys := e.keys(); len(keys) != 1 {
-			t.Fatalf("objects after the sweep %v", keys)
-		}
+		e.wantObjects("after the sweep", 1)
 		if got, code := e.download(w, e.manifest(w)[0].ID, 0, -1); code != "" || !bytes.Equal(got, pdf) {
 			t.Fatalf("the committed file after the sweep: %q", code)
 		}
-		if n := e.uploadsLeft(); n != 0 {
-			t.Fatalf("uploads left %d", n)
-		}
+		e.wantNoUploads("after the sweep")
 	})
 }
 
@@ -643,9 +632,7 @@ func TestSweptUploadCannotCommit(t *testing.T) {
 		}); err != agentowl.ErrNotFound {
 			t.Fatalf("event after the failed commit: %v", err)
 		}
-		if r := e.retained(); r != 0 {
-			t.Fatalf("retained %d", r)
-		}
+		e.wantRetained("after the failed commit", 0)
 	})
 }
 
@@ -660,12 +647,8 @@ func TestDuplicateMessageStoresNothing(t *testing.T) {
 		if err != nil || again.ID != first.ID {
 			t.Fatalf("duplicate: %v, %v", again, err)
 		}
-		if keys := e.keys(); len(keys) != 1 {
-			t.Fatalf("objects %v", keys)
-		}
-		if n := e.uploadsLeft(); n != 0 {
-			t.Fatalf("uploads left %d", n)
-		}
+		e.wantObjects("after the duplicate", 1)
+		e.wantNoUploads("after the duplicate")
 	})
 }
 
@@ -683,12 +666,8 @@ func TestQuotaHoldsUnderConcurrency(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if r := e.retained(); r != 5000 {
-			t.Fatalf("retained %d, want the quota, 5000", r)
-		}
-		if keys := e.keys(); len(keys) != 5 {
-			t.Fatalf("objects %d, want 5", len(keys))
-		}
+		e.wantRetained("the quota", 5000)
+		e.wantObjects("the quota", 5)
 	})
 }
 
@@ -716,8 +695,6 @@ func TestDeleteExpiredHook(t *testing.T) {
 		if keys := e.keys(); len(keys) != 1 || e.manifest(fresh)[0].Availability != "available" {
 			t.Fatalf("objects left %v", keys)
 		}
-		if r := e.retained(); r != 100 {
-			t.Fatalf("retained %d", r)
-		}
+		e.wantRetained("after the batches", 100)
 	})
 }

@@ -97,21 +97,28 @@ func setup(t *testing.T, b storetest.Backend) *env {
 	ctx := context.Background()
 	st := b.Open(t)
 	clock := clocktest.New(time.Date(2026, 10, 6, 12, 0, 0, 0, time.UTC))
-	acc := access.New(st, clock, access.Config{})
-	res, err := acc.Bootstrap(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := acc.Authenticate(ctx, res.Token, agentowl.TokenOperator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: ctx, st: st, clock: clock, admin: admin, tenantID: res.Tenant.ID,
+	e := &env{t: t, ctx: ctx, st: st, clock: clock,
 		sched: &fakeScheduler{clock: clock, leader: "replica-1"}, overdue: &fakeOverdue{n: map[string]int{}},
 		rate: ratelimit.New("runtime-callbacks", ratelimit.Limit{Events: 10, Per: time.Minute}, st, clock)}
+	e.tenantID, e.admin = e.tenant("acme")
 	e.doctor = doctor.New(st, clock, doctor.Config{Scheduler: e.sched, Overdue: e.overdue, Engines: e.sched, CallbackRate: e.rate,
 		MaxCallbacksPerWork: callbackCap, RetainedBytesLimit: retainedCap})
 	return e
+}
+
+// tenant creates tenant name and returns its ID and its first admin.
+func (e *env) tenant(name string) (string, *access.Principal) {
+	e.t.Helper()
+	acc := access.New(e.st, e.clock, access.Config{})
+	res, err := acc.Bootstrap(e.ctx, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	admin, err := acc.Authenticate(e.ctx, res.Token, agentowl.TokenOperator)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Tenant.ID, admin
 }
 
 func (e *env) write(fn func(tx agentowl.Tx) error) {
@@ -503,15 +510,7 @@ func TestBindingSchedulerAndOverdueFindings(t *testing.T) {
 func TestAccess(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env) {
-		acc := access.New(e.st, e.clock, access.Config{})
-		other, err := acc.Bootstrap(e.ctx, "other")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := acc.Authenticate(e.ctx, other.Token, agentowl.TokenOperator)
-		if err != nil {
-			t.Fatal(err)
-		}
+		otherID, p := e.tenant("other")
 		if _, err := e.doctor.Check(e.ctx, p, "acme"); agentowl.ErrorCode(err) != agentowl.ECodeNotFound {
 			t.Errorf("another tenant's admin: %v, want not_found", err)
 		}
@@ -522,7 +521,7 @@ func TestAccess(t *testing.T) {
 		}
 		// The other tenant's failing deliveries do not show in acme's report.
 		e.healthy()
-		otherEP := &agentowl.Endpoint{ID: id("ep"), TenantID: other.Tenant.ID, Name: "x", URL: "https://x.example/", AgentWork: true,
+		otherEP := &agentowl.Endpoint{ID: id("ep"), TenantID: otherID, Name: "x", URL: "https://x.example/", AgentWork: true,
 			SigningSecret: []byte("s"), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
 		e.write(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, otherEP) })
 		e.expect("acme, beside a tenant with an endpoint without credentials", "ok")

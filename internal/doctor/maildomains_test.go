@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/agentowl/agentowl"
-	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/doctor"
 )
 
@@ -33,24 +32,16 @@ func TestMailDomainFindings(t *testing.T) {
 			SMTPDomain: "Server.Example"})
 		ep, _, _ := e.healthy()
 		// acme is the system tenant (bootstrapped first); beta is another.
-		acc := access.New(e.st, e.clock, access.Config{})
-		res, err := acc.Bootstrap(e.ctx, "beta")
-		if err != nil {
-			t.Fatal(err)
-		}
-		beta, err := acc.Authenticate(e.ctx, res.Token, agentowl.TokenOperator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		epB := &agentowl.Endpoint{ID: id("ep"), TenantID: res.Tenant.ID, Name: "rt", URL: "https://runtime.example/b",
+		betaID, beta := e.tenant("beta")
+		epB := &agentowl.Endpoint{ID: id("ep"), TenantID: betaID, Name: "rt", URL: "https://runtime.example/b",
 			SigningSecret: []byte("sealed"), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()}
 		e.write(func(tx agentowl.Tx) error { return tx.EndpointCreate(e.ctx, epB) })
-		e.assign("beta.example", res.Tenant.ID)
-		e.smtpBinding(res.Tenant.ID, epB, "desk@beta.example")                  // its domain
-		e.smtpBinding(res.Tenant.ID, epB, "agent-abcdefghijklm@server.example") // generated
-		e.smtpBinding(e.tenantID, ep, "agent-nopqrstuvwxyz@server.example")     // generated
+		e.assign("beta.example", betaID)
+		e.smtpBinding(betaID, epB, "desk@beta.example")                     // its domain
+		e.smtpBinding(betaID, epB, "agent-abcdefghijklm@server.example")    // generated
+		e.smtpBinding(e.tenantID, ep, "agent-nopqrstuvwxyz@server.example") // generated
 		mine := e.smtpBinding(e.tenantID, ep, "help@shared.example")
-		theirs := e.smtpBinding(res.Tenant.ID, epB, "info@shared.example")
+		theirs := e.smtpBinding(betaID, epB, "info@shared.example")
 		e.expect("a healthy tenant", "warning", "bindings_outside_mail_domains warning binding:"+mine.ID,
 			"bindings_outside_mail_domains warning mail_domain:shared.example")
 		r := e.report()

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,15 @@ func setup(t *testing.T, cfg Config) fixture {
 	c.dial = d.dial
 	t.Cleanup(c.CloseIdleConnections)
 	return fixture{client: c, dials: d}
+}
+
+// requireDialed fails t unless the client asked to connect to exactly
+// want, in order (nothing when want is empty).
+func (f fixture) requireDialed(t *testing.T, want ...string) {
+	t.Helper()
+	if got := f.dials.dialed(); !slices.Equal(got, want) {
+		t.Fatalf("dialed %v, want %v", got, want)
+	}
 }
 
 func newRequest(t *testing.T, rawURL string) *http.Request {
@@ -208,43 +218,33 @@ func TestCheckURLBlocksNonPublicLiterals(t *testing.T) {
 	}
 }
 
-func TestDoBlocksNonPublicResolvedAddresses(t *testing.T) {
+// Do refuses a non-public address before dialing it, whether a name
+// resolved to it or the URL names it; a literal is refused without
+// resolving anything.
+func TestDoBlocksNonPublicAddresses(t *testing.T) {
 	t.Parallel()
 	for _, tc := range blockedCases {
-		t.Run(tc.addr, func(t *testing.T) {
-			t.Parallel()
-			a := netip.MustParseAddr(tc.addr)
-			f := setup(t, Config{Resolver: fixedResolver("hooks.example", a)})
-			resp, err := f.client.Do(newRequest(t, "https://hooks.example/hook"))
-			if resp != nil {
-				resp.Body.Close()
-				t.Fatalf("Do returned a response for %s", a)
+		a := netip.MustParseAddr(tc.addr)
+		for _, literal := range []bool{false, true} {
+			r, url := fixedResolver("hooks.example", a), "https://hooks.example/hook"
+			if literal {
+				r, url = fixedResolver("unused.example"), literalURL(a)
 			}
-			requireBlocked(t, err, a, tc.reason)
-			if got := f.dials.dialed(); len(got) != 0 {
-				t.Fatalf("dialed %v, want nothing", got)
-			}
-		})
-	}
-}
-
-func TestDoBlocksNonPublicLiteralsBeforeResolving(t *testing.T) {
-	t.Parallel()
-	for _, tc := range blockedCases {
-		t.Run(tc.addr, func(t *testing.T) {
-			t.Parallel()
-			r := fixedResolver("unused.example")
-			f := setup(t, Config{Resolver: r})
-			a := netip.MustParseAddr(tc.addr)
-			_, err := f.client.Do(newRequest(t, literalURL(a)))
-			requireBlocked(t, err, a, tc.reason)
-			if got := f.dials.dialed(); len(got) != 0 {
-				t.Fatalf("dialed %v, want nothing", got)
-			}
-			if n := r.calls.Load(); n != 0 {
-				t.Fatalf("resolver called %d times for an IP literal", n)
-			}
-		})
+			t.Run(fmt.Sprintf("%s/literal=%v", tc.addr, literal), func(t *testing.T) {
+				t.Parallel()
+				f := setup(t, Config{Resolver: r})
+				resp, err := f.client.Do(newRequest(t, url))
+				if resp != nil {
+					resp.Body.Close()
+					t.Fatalf("Do returned a response for %s", a)
+				}
+				requireBlocked(t, err, a, tc.reason)
+				f.requireDialed(t)
+				if n := r.calls.Load(); literal && n != 0 {
+					t.Fatalf("resolver called %d times for an IP literal", n)
+				}
+			})
+		}
 	}
 }
 
@@ -270,9 +270,7 @@ func TestPublicAddressesPass(t *testing.T) {
 			if !errors.Is(err, errNoNetwork) || IsBlocked(err) {
 				t.Fatalf("Do err = %v, want the test dialer's refusal", err)
 			}
-			if got := f.dials.dialed(); len(got) != 1 || got[0] != tc.dialed {
-				t.Fatalf("dialed %v, want [%s]", got, tc.dialed)
-			}
+			f.requireDialed(t, tc.dialed)
 		})
 	}
 }
@@ -285,9 +283,7 @@ func TestDoAnyPortAndLiteralHost(t *testing.T) {
 	if !errors.Is(err, errNoNetwork) {
 		t.Fatalf("Do err = %v, want the test dialer's refusal", err)
 	}
-	if got := f.dials.dialed(); len(got) != 1 || got[0] != "93.184.215.14:8443" {
-		t.Fatalf("dialed %v, want [93.184.215.14:8443]", got)
-	}
+	f.requireDialed(t, "93.184.215.14:8443")
 	if n := r.calls.Load(); n != 0 {
 		t.Fatalf("resolver called %d times for an IP literal", n)
 	}
@@ -306,18 +302,14 @@ func TestDoDialsOnlyAllowedAddresses(t *testing.T) {
 		if !errors.Is(err, errNoNetwork) || IsBlocked(err) {
 			t.Fatalf("Do err = %v, want the test dialer's refusal", err)
 		}
-		if got := f.dials.dialed(); len(got) != 1 || got[0] != "93.184.215.14:443" {
-			t.Fatalf("dialed %v, want only [93.184.215.14:443]", got)
-		}
+		f.requireDialed(t, "93.184.215.14:443")
 	})
 	t.Run("all blocked reports the first", func(t *testing.T) {
 		t.Parallel()
 		f := setup(t, Config{Resolver: fixedResolver("hooks.example", meta, loop)})
 		_, err := f.client.Do(newRequest(t, "https://hooks.example/hook"))
 		requireBlocked(t, err, meta, "cloud metadata")
-		if got := f.dials.dialed(); len(got) != 0 {
-			t.Fatalf("dialed %v, want nothing", got)
-		}
+		f.requireDialed(t)
 	})
 	t.Run("empty answer is a DNS error", func(t *testing.T) {
 		t.Parallel()
@@ -355,9 +347,7 @@ func TestDoRebindingCannotReachBlockedAddress(t *testing.T) {
 	_, err = f.client.Do(newRequest(t, "https://rebind.example/hook"))
 	requireBlocked(t, err, loop, "loopback")
 
-	if got := f.dials.dialed(); len(got) != 1 || got[0] != "93.184.215.14:443" {
-		t.Fatalf("dialed %v, want only [93.184.215.14:443]", got)
-	}
+	f.requireDialed(t, "93.184.215.14:443")
 	if n := r.calls.Load(); n != 2 {
 		t.Fatalf("resolver called %d times, want exactly once per connection (2)", n)
 	}

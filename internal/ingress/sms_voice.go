@@ -118,17 +118,23 @@ func (s *Service) acceptSMS(ctx context.Context, b *agentowl.Binding, req Provid
 	for _, md := range m.Media {
 		attachments = append(attachments, linkAttachment{Kind: "link", URL: md.URL, ContentType: md.ContentType})
 	}
-	payload, err := json.Marshal(smsPayload{Provider: "twilio", MessageSID: m.SID, From: m.From, To: m.To, Body: m.Body,
-		NumMedia: len(m.Media), Params: params(req.Form)})
-	if err != nil {
+	return s.acceptTwilio(ctx, b, req, smsPayload{Provider: "twilio", MessageSID: m.SID, From: m.From, To: m.To, Body: m.Body,
+		NumMedia: len(m.Media), Params: params(req.Form)}, attachments,
+		Inbound{Sender: m.From, DedupeKey: m.SID, Thread: WindowThread{Key: m.From, Window: SMSWindow}})
+}
+
+// acceptTwilio accepts in, an event of a Twilio webhook req, with payload
+// and attachments as its JSON and the headers it keeps.
+func (s *Service) acceptTwilio(ctx context.Context, b *agentowl.Binding, req ProviderRequest, payload any, attachments []linkAttachment, in Inbound) (*Accepted, error) {
+	var err error
+	if in.Payload, err = json.Marshal(payload); err != nil {
 		return nil, err
 	}
-	atts, err := json.Marshal(attachments)
-	if err != nil {
+	if in.Attachments, err = json.Marshal(attachments); err != nil {
 		return nil, err
 	}
-	return s.Accept(ctx, b, Inbound{Sender: m.From, Headers: KeptHeaders(req.Header, twilio.HeaderSignature), Payload: payload,
-		PayloadMarshaled: true, Attachments: atts, DedupeKey: m.SID, Thread: WindowThread{Key: m.From, Window: SMSWindow}})
+	in.Headers, in.PayloadMarshaled = KeptHeaders(req.Header, twilio.HeaderSignature), true
+	return s.Accept(ctx, b, in)
 }
 
 type callPayload struct {
@@ -169,18 +175,10 @@ func (s *Service) acceptCall(ctx context.Context, b *agentowl.Binding, req Provi
 	if c.Recording != nil && c.Recording.URL != "" {
 		attachments = append(attachments, linkAttachment{Kind: "link", URL: c.Recording.URL, RecordingSID: c.Recording.SID})
 	}
-	payload, err := json.Marshal(callPayload{Provider: "twilio", Event: c.Kind(), CallSID: c.SID, CallStatus: c.Status,
+	return s.acceptTwilio(ctx, b, req, callPayload{Provider: "twilio", Event: c.Kind(), CallSID: c.SID, CallStatus: c.Status,
 		From: c.From, To: c.To, Direction: c.Direction, CallDuration: c.Duration, Recording: c.Recording,
-		Transcription: c.Transcription, Params: params(req.Form)})
-	if err != nil {
-		return nil, err
-	}
-	atts, err := json.Marshal(attachments)
-	if err != nil {
-		return nil, err
-	}
-	return s.Accept(ctx, b, Inbound{Sender: c.From, Headers: KeptHeaders(req.Header, twilio.HeaderSignature), Payload: payload,
-		PayloadMarshaled: true, Attachments: atts, DedupeKey: c.DedupeKey(), Thread: KeyThread(c.SID), QuietFollowUp: !callWork(c)})
+		Transcription: c.Transcription, Params: params(req.Form)}, attachments,
+		Inbound{Sender: c.From, DedupeKey: c.DedupeKey(), Thread: KeyThread(c.SID), QuietFollowUp: !callWork(c)})
 }
 
 // WindowThread is the threading rule of a conversation per binding and key

@@ -343,24 +343,34 @@ func (s *Service) WorkStory(ctx context.Context, p *access.Principal, tenant, wo
 // tenant's works handles (works of other tenants are left out). Members
 // may.
 func (s *Service) WorkMessages(ctx context.Context, p *access.Principal, tenant string, works []string) (map[string]*Message, error) {
+	return tenantDigests(ctx, s, p, tenant, works, agentowl.Tx.EventDigestsByWork,
+		func(ev *agentowl.Event) string { return ev.TenantID }, MessageOf)
+}
+
+// tenantDigests reads digests by key in one transaction and returns those
+// of the tenant, converted by of, for a member of the tenant; tenantOf
+// says whose a digest is.
+func tenantDigests[D, V any](ctx context.Context, s *Service, p *access.Principal, tenant string, keys []string,
+	read func(tx agentowl.Tx, ctx context.Context, keys []string) (map[string]D, error),
+	tenantOf func(D) string, of func(D) V) (map[string]V, error) {
 	m, err := p.Tenant(tenant, agentowl.RoleMember)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*Message{}
-	if len(works) == 0 {
+	out := map[string]V{}
+	if len(keys) == 0 {
 		return out, nil
 	}
-	var evs map[string]*agentowl.Event
+	var ds map[string]D
 	if err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		evs, err = tx.EventDigestsByWork(ctx, works)
+		ds, err = read(tx, ctx, keys)
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	for w, ev := range evs {
-		if ev.TenantID == m.TenantID {
-			out[w] = MessageOf(ev)
+	for k, d := range ds {
+		if tenantOf(d) == m.TenantID {
+			out[k] = of(d)
 		}
 	}
 	return out, nil
@@ -384,25 +394,14 @@ func (c *ConversationSummary) Peer() string {
 // ConversationSummaries returns, by conversation ID, the summaries of the
 // tenant's conversations ids. Members may.
 func (s *Service) ConversationSummaries(ctx context.Context, p *access.Principal, tenant string, ids []string) (map[string]*ConversationSummary, error) {
-	m, err := p.Tenant(tenant, agentowl.RoleMember)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]*ConversationSummary{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	var ds map[string]*agentowl.ConversationDigest
-	if err := s.store.Read(ctx, func(tx agentowl.Tx) (err error) {
-		ds, err = tx.ConversationDigests(ctx, ids)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	for id, d := range ds {
-		if d.First != nil && d.First.TenantID == m.TenantID {
-			out[id] = &ConversationSummary{First: MessageOf(d.First), OpenWork: d.OpenWork}
-		}
-	}
-	return out, nil
+	return tenantDigests(ctx, s, p, tenant, ids, agentowl.Tx.ConversationDigests,
+		func(d *agentowl.ConversationDigest) string {
+			if d.First == nil {
+				return "" // no first message to show: left out
+			}
+			return d.First.TenantID
+		},
+		func(d *agentowl.ConversationDigest) *ConversationSummary {
+			return &ConversationSummary{First: MessageOf(d.First), OpenWork: d.OpenWork}
+		})
 }

@@ -12,9 +12,10 @@ import (
 	"github.com/agentowl/agentowl/internal/secret/secrettest"
 )
 
-func newBox(t *testing.T) *secret.Box {
+// boxOf is the Box of the current key and previous keys.
+func boxOf(t *testing.T, current []byte, previous ...[]byte) *secret.Box {
 	t.Helper()
-	b, err := secret.New(secret.NewKey())
+	b, err := secret.New(current, previous...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func newBox(t *testing.T) *secret.Box {
 // for, only under its key, and not once altered.
 func TestSealBindsPlace(t *testing.T) {
 	t.Parallel()
-	box := newBox(t)
+	box := secrettest.NewBox(t)
 	plain := []byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	sealed, err := box.Seal("endpoints", "signing_secret", "ep_a", plain)
 	if err != nil {
@@ -53,7 +54,7 @@ func TestSealBindsPlace(t *testing.T) {
 			t.Errorf("the value sealed for endpoints.signing_secret of ep_a opened as %s.%s of %s", place[0], place[1], place[2])
 		}
 	}
-	if _, err := newBox(t).Open("endpoints", "signing_secret", "ep_a", sealed); err == nil {
+	if _, err := secrettest.NewBox(t).Open("endpoints", "signing_secret", "ep_a", sealed); err == nil {
 		t.Error("another key opened the value")
 	}
 	for i := range sealed {
@@ -84,10 +85,7 @@ func TestNewRefusesOtherKeySizes(t *testing.T) {
 func TestKeyCheckIsStable(t *testing.T) {
 	t.Parallel()
 	key := secret.NewKey()
-	box, err := secret.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	box := boxOf(t, key)
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("agentowl/secret-key-check/v1"))
 	if !bytes.Equal(box.KeyCheck(), mac.Sum(nil)) {
@@ -105,10 +103,7 @@ func TestKeyCheckIsStable(t *testing.T) {
 func TestOpenUnversioned(t *testing.T) {
 	t.Parallel()
 	key := secret.NewKey()
-	box, err := secret.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	box := boxOf(t, key)
 	sealed := secrettest.SealUnversioned(key, "endpoint:ep_a:signing", []byte("whsec_old"))
 	if got, err := box.OpenUnversioned("endpoint:ep_a:signing", sealed); err != nil || string(got) != "whsec_old" {
 		t.Fatalf("open = %q, %v", got, err)
@@ -129,18 +124,9 @@ func TestOpenUnversioned(t *testing.T) {
 func TestKeySelection(t *testing.T) {
 	t.Parallel()
 	oldKey, newKey := secret.NewKey(), secret.NewKey()
-	oldBox, err := secret.New(oldKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := secret.New(newKey, oldKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newBox, err := secret.New(newKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldBox := boxOf(t, oldKey)
+	ring := boxOf(t, newKey, oldKey)
+	newBox := boxOf(t, newKey)
 	if !bytes.Equal(ring.KeyCheck(), newBox.KeyCheck()) || len(ring.PreviousKeyChecks()) != 1 ||
 		!bytes.Equal(ring.PreviousKeyChecks()[0], oldBox.KeyCheck()) {
 		t.Fatal("the ring's current key is not the new key, or its previous key is not the old one")
@@ -196,10 +182,7 @@ func TestOpenFormatV1(t *testing.T) {
 	t.Parallel()
 	oldKey, newKey := secret.NewKey(), secret.NewKey()
 	v1 := secrettest.SealV1(oldKey, "bindings", "signing_secret", "bnd_a", []byte("whsec_v1"))
-	ring, err := secret.New(newKey, oldKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := boxOf(t, newKey, oldKey)
 	if got, err := ring.Open("bindings", "signing_secret", "bnd_a", v1); err != nil || string(got) != "whsec_v1" {
 		t.Fatalf("open v1 with the ring = %q, %v", got, err)
 	}

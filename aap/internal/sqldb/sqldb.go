@@ -116,6 +116,24 @@ const execColumns = "exec_key, tool, arguments, timeout, agent_reasoning, contex
 
 type scanner interface{ Scan(dest ...any) error }
 
+// scanAll reads every row of a query's answer (rows, err) with scan and
+// closes them.
+func scanAll[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 func scanExecution(s scanner) (*aap.Execution, error) {
 	var e aap.Execution
 	var args, state string
@@ -218,19 +236,7 @@ func (db *DB) ListExecutions(ctx context.Context, states ...aap.ExecState) ([]*a
 	}
 	rows, err := db.reader.QueryContext(ctx, db.q("SELECT "+execColumns+" FROM aap_executions WHERE state IN ("+
 		placeholders(len(states))+") ORDER BY created_at, exec_key"), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*aap.Execution
-	for rows.Next() {
-		e, err := scanExecution(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return scanAll(rows, err, scanExecution)
 }
 
 // ---- registrations
@@ -299,40 +305,36 @@ func (db *DB) BindRegistration(ctx context.Context, id, instanceID string, confi
 			res, err = tx.ExecContext(ctx, db.q(`UPDATE aap_registrations SET instance_id = ?
 				WHERE id = ? AND (confirmed = 0 OR instance_id = ?)`), instanceID, id, instanceID)
 		}
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		var one int
-		err = tx.QueryRowContext(ctx, db.q("SELECT 1 FROM aap_registrations WHERE id = ?"), id).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return aap.ErrNotFound
-		}
-		if err != nil {
+		if changed, err := db.changedOne(ctx, tx, res, err, "aap_registrations", id); changed || err != nil {
 			return err
 		}
 		return fmt.Errorf("%w: registration %s is confirmed for another instance", aap.ErrConflict, id)
 	})
 }
 
+// changedOne reports whether a guarded update of row id of table (its
+// result res, err) changed that row. When it changed nothing, the error is
+// aap.ErrNotFound if there is no such row, and nil if the row is there but
+// its guard did not hold.
+func (db *DB) changedOne(ctx context.Context, tx *sql.Tx, res sql.Result, err error, table, id string) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err == nil, err
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, db.q("SELECT 1 FROM "+table+" WHERE id = ?"), id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, aap.ErrNotFound
+	}
+	return false, err
+}
+
 // InstanceRegistrations implements aap.ReceiverStore.
 func (db *DB) InstanceRegistrations(ctx context.Context, instanceID string) ([]*aap.Registration, error) {
 	rows, err := db.reader.QueryContext(ctx, db.q("SELECT "+regColumns+" FROM aap_registrations WHERE instance_id = ? ORDER BY created_at DESC, id"), instanceID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*aap.Registration
-	for rows.Next() {
-		r, err := scanRegistration(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanAll(rows, err, scanRegistration)
 }
 
 // ---- events and wake-ups
@@ -396,17 +398,7 @@ func (db *DB) LeaseWakeups(ctx context.Context, now, leaseUntil time.Time, limit
 func (db *DB) AckWakeup(ctx context.Context, eventID string, at time.Time) error {
 	return db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, db.q("UPDATE aap_events SET acked_at = ? WHERE id = ? AND acked_at IS NULL"), nanos(at), eventID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		var one int
-		err = tx.QueryRowContext(ctx, db.q("SELECT 1 FROM aap_events WHERE id = ?"), eventID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return aap.ErrNotFound
-		}
+		_, err = db.changedOne(ctx, tx, res, err, "aap_events", eventID)
 		return err
 	})
 }

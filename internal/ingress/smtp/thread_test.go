@@ -62,62 +62,66 @@ func TestSMTPThreading(t *testing.T) {
 		if first.FollowUp {
 			t.Fatal("the first message is a follow-up")
 		}
-		same := func(what string, ev *agentowl.Event, want *agentowl.Event) {
-			t.Helper()
-			if ev.ConversationID != want.ConversationID || !ev.FollowUp {
-				t.Errorf("%s: conversation %s (follow-up %v), want %s", what, ev.ConversationID, ev.FollowUp, want.ConversationID)
-			}
+		// Each message, found later by its subject, continues the
+		// conversation of the message with subject joins, or else starts
+		// a new one apart from the conversations of the subjects apart.
+		type step struct {
+			what  string
+			m     mail
+			joins string
+			apart []string
 		}
-		fresh := func(what string, ev *agentowl.Event, others ...*agentowl.Event) {
+		delivered := map[string]*agentowl.Event{"first": first}
+		run := func(steps []step) {
 			t.Helper()
-			for _, o := range others {
-				if ev.ConversationID == o.ConversationID || ev.FollowUp {
-					t.Errorf("%s joined conversation %s (follow-up %v); want a new one", what, o.ConversationID, ev.FollowUp)
+			for _, s := range steps {
+				ev := e.deliver(t, s.m.to, s.m)
+				delivered[s.m.subject] = ev
+				if want := delivered[s.joins]; s.joins != "" && (ev.ConversationID != want.ConversationID || !ev.FollowUp) {
+					t.Errorf("%s: conversation %s (follow-up %v), want %s", s.what, ev.ConversationID, ev.FollowUp, want.ConversationID)
+				}
+				for _, subject := range s.apart {
+					if o := delivered[subject]; ev.ConversationID == o.ConversationID || ev.FollowUp {
+						t.Errorf("%s joined conversation %s (follow-up %v); want a new one", s.what, o.ConversationID, ev.FollowUp)
+					}
 				}
 			}
 		}
+		run([]step{
+			{"a reply by In-Reply-To", mail{from: "alice@example.org", to: addr, subject: "reply", id: "2@example.org",
+				inReplyTo: "<1@example.org>", references: "<1@example.org>"}, "first", nil},
+			{"a reply by References alone, sender in another case", mail{from: "ALICE@example.org", to: addr, subject: "references only", id: "3@example.org",
+				references: "<unknown@elsewhere> <2@example.org>"}, "first", nil},
+			{"a reply from a Cc'd participant", mail{from: "bob@example.org", to: addr, subject: "cc replies", id: "4@example.org",
+				inReplyTo: "<3@example.org>"}, "first", nil},
+			{"a reply to a message AgentOwl never saw, referring to the thread", mail{from: "alice@example.org", to: addr, subject: "reply to the agent's reply", id: "5@example.org",
+				inReplyTo: "<agent-reply@runtime.example>", references: "<1@example.org> <agent-reply@runtime.example>"}, "first", nil},
 
-		reply := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "reply", id: "2@example.org",
-			inReplyTo: "<1@example.org>", references: "<1@example.org>"})
-		same("a reply by In-Reply-To", reply, first)
-		refsOnly := e.deliver(t, addr, mail{from: "ALICE@example.org", to: addr, subject: "references only", id: "3@example.org",
-			references: "<unknown@elsewhere> <2@example.org>"})
-		same("a reply by References alone, sender in another case", refsOnly, first)
-		cc := e.deliver(t, addr, mail{from: "bob@example.org", to: addr, subject: "cc replies", id: "4@example.org",
-			inReplyTo: "<3@example.org>"})
-		same("a reply from a Cc'd participant", cc, first)
-		agentReply := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "reply to the agent's reply", id: "5@example.org",
-			inReplyTo: "<agent-reply@runtime.example>", references: "<1@example.org> <agent-reply@runtime.example>"})
-		same("a reply to a message AgentOwl never saw, referring to the thread", agentReply, first)
-
-		noRef := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "no reference", id: "6@example.org"})
-		fresh("a message without references", noRef, first)
-		unknown := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "unknown reference", id: "7@example.org",
-			inReplyTo: "<never-seen@example.org>"})
-		fresh("a reply to an unknown message", unknown, first, noRef)
-		stranger := e.deliver(t, addr, mail{from: "mallory@example.net", to: addr, subject: "stranger", id: "8@example.org",
-			inReplyTo: "<1@example.org>"})
-		fresh("a reply from a stranger", stranger, first)
-		ambiguous := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "ambiguous", id: "9@example.org",
-			inReplyTo: "<2@example.org>", references: "<1@example.org> <6@example.org>"})
-		fresh("references to two conversations", ambiguous, first, noRef)
-		elsewhere := e.deliver(t, other, mail{from: "alice@example.org", to: other, subject: "another binding", id: "10@example.org",
-			inReplyTo: "<1@example.org>", references: "<1@example.org>"})
-		fresh("a reply to another binding's message", elsewhere, first)
-		// The support address itself is no participant, though it was in To.
-		own := e.deliver(t, addr, mail{from: addr, to: addr, subject: "from our own address", id: "11@example.org", inReplyTo: "<1@example.org>"})
-		fresh("a reply from the binding's own address", own, first)
+			{"a message without references", mail{from: "alice@example.org", to: addr, subject: "no reference", id: "6@example.org"},
+				"", []string{"first"}},
+			{"a reply to an unknown message", mail{from: "alice@example.org", to: addr, subject: "unknown reference", id: "7@example.org",
+				inReplyTo: "<never-seen@example.org>"}, "", []string{"first", "no reference"}},
+			{"a reply from a stranger", mail{from: "mallory@example.net", to: addr, subject: "stranger", id: "8@example.org",
+				inReplyTo: "<1@example.org>"}, "", []string{"first"}},
+			{"references to two conversations", mail{from: "alice@example.org", to: addr, subject: "ambiguous", id: "9@example.org",
+				inReplyTo: "<2@example.org>", references: "<1@example.org> <6@example.org>"}, "", []string{"first", "no reference"}},
+			{"a reply to another binding's message", mail{from: "alice@example.org", to: other, subject: "another binding", id: "10@example.org",
+				inReplyTo: "<1@example.org>", references: "<1@example.org>"}, "", []string{"first"}},
+			// The support address itself is no participant, though it was in To.
+			{"a reply from the binding's own address", mail{from: addr, to: addr, subject: "from our own address", id: "11@example.org",
+				inReplyTo: "<1@example.org>"}, "", []string{"first"}},
+		})
 
 		// A reset conversation takes no more replies.
 		e.srv.Store().Write(t.Context(), func(tx agentowl.Tx) error {
 			return tx.ConversationEnd(t.Context(), first.ConversationID, e.clock.Now())
 		})
-		afterReset := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "after the reset", id: "12@example.org",
-			inReplyTo: "<5@example.org>"})
-		fresh("a reply after the reset", afterReset, first)
-		again := e.deliver(t, addr, mail{from: "alice@example.org", to: addr, subject: "again", id: "13@example.org",
-			inReplyTo: "<12@example.org>"})
-		same("a reply in the new conversation", again, afterReset)
+		run([]step{
+			{"a reply after the reset", mail{from: "alice@example.org", to: addr, subject: "after the reset", id: "12@example.org",
+				inReplyTo: "<5@example.org>"}, "", []string{"first"}},
+			{"a reply in the new conversation", mail{from: "alice@example.org", to: addr, subject: "again", id: "13@example.org",
+				inReplyTo: "<12@example.org>"}, "after the reset", nil},
+		})
 
 		// Routing stays authoritative: every event went to the one endpoint.
 		for _, w := range e.api(http.MethodGet, "/work?limit=100", nil, http.StatusOK)["items"].([]any) {
