@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/buildinfo"
 	"github.com/agentowl/agentowl/internal/server"
@@ -332,19 +333,47 @@ func (c *cli) serveCommand() *cobra.Command {
 	return cmd
 }
 
+// offlineDatabase is the database a command works on directly, without a
+// server (admin bootstrap, secrets, attestation-keys): --data-dir or
+// --database-url, else their variables.
+type offlineDatabase struct{ dataDir, dbURL string }
+
+// flags adds --data-dir and --database-url to cmd.
+func (o *offlineDatabase) flags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "data directory (env AGENTOWL_DATA_DIR, default ./agentowl-data)")
+	cmd.Flags().StringVar(&o.dbURL, "database-url", "", "postgres:// URL (env AGENTOWL_DATABASE_URL)")
+	cmd.MarkFlagsMutuallyExclusive("data-dir", "database-url")
+}
+
+// where returns the data directory and the PostgreSQL URL ("" for SQLite).
+func (o *offlineDatabase) where() (dir, url string, err error) {
+	url = envOr(o.dbURL, "AGENTOWL_DATABASE_URL", "")
+	if url != "" && !server.IsPostgresURL(url) {
+		return "", "", errors.New("database URL must start with postgres:// or postgresql://")
+	}
+	return envOr(o.dataDir, "AGENTOWL_DATA_DIR", server.DefaultDataDir), url, nil
+}
+
+// open opens the store with key (nil for what holds no sealed secret).
+func (o *offlineDatabase) open(ctx context.Context, key []byte) (agentowl.Store, error) {
+	dir, url, err := o.where()
+	if err != nil {
+		return nil, err
+	}
+	st, _, err := server.OpenStore(ctx, dir, url, key, 0)
+	return st, err
+}
+
 func (c *cli) adminCommand() *cobra.Command {
 	admin := &cobra.Command{Use: "admin", Short: "Offline administration, directly against the database"}
-	var tenant, dataDir, dbURL string
+	var tenant string
+	var db offlineDatabase
 	bootstrap := &cobra.Command{
 		Use:   "bootstrap",
 		Short: "Create a tenant (if missing) and a new admin operator token for it",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d := envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
-			if d != "" && !server.IsPostgresURL(d) {
-				return errors.New("database URL must start with postgres:// or postgresql://")
-			}
 			// Tenants, operators and tokens hold no sealed secret: no key.
-			st, _, err := server.OpenStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", "agentowl-data"), d, nil, 0)
+			st, err := db.open(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
@@ -365,9 +394,7 @@ func (c *cli) adminCommand() *cobra.Command {
 	}
 	bootstrap.Flags().StringVar(&tenant, "tenant", "", "tenant name")
 	bootstrap.MarkFlagRequired("tenant")
-	bootstrap.Flags().StringVar(&dataDir, "data-dir", "", "data directory (env AGENTOWL_DATA_DIR, default ./agentowl-data)")
-	bootstrap.Flags().StringVar(&dbURL, "database-url", "", "postgres:// URL (env AGENTOWL_DATABASE_URL)")
-	bootstrap.MarkFlagsMutuallyExclusive("data-dir", "database-url")
+	db.flags(bootstrap)
 	admin.AddCommand(bootstrap)
 	return admin
 }

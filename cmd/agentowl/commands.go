@@ -124,6 +124,19 @@ func (c *cli) inspectCmd(use, short string, path func(id string) string, human f
 	return cmd
 }
 
+// deleteCmd is `delete ID`: it deletes the item at path(ID) and says
+// "Deleted <noun> ID".
+func (c *cli) deleteCmd(use, short string, path func(id string) string, noun string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1), RunE: func(cmd *cobra.Command, args []string) error {
+		if err := c.call(cmd.Context(), http.MethodDelete, path(args[0]), nil, nil); err != nil {
+			return err
+		}
+		return c.emit(item{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "Deleted %s %s\n", noun, args[0]) })
+	}}
+	c.tenantFlag(cmd)
+	return cmd
+}
+
 // itemPath is the path of one item of a tenant's collection (such as
 // "/work/") by its ID.
 func (c *cli) itemPath(collection string) func(id string) string {
@@ -400,14 +413,7 @@ func (c *cli) policiesCommand() *cobra.Command {
 	f.IntVar(&priority, "priority", 0, "lower runs first")
 	create.MarkFlagRequired("tool")
 	create.MarkFlagRequired("effect")
-	del := &cobra.Command{Use: "delete ID", Short: "Remove a rule", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath("/policies/"+url.PathEscape(args[0])), nil, nil); err != nil {
-				return err
-			}
-			return c.emit(item{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "Deleted policy %s\n", args[0]) })
-		}}
-	c.tenantFlag(del)
+	del := c.deleteCmd("delete ID", "Remove a rule", c.itemPath("/policies/"), "policy")
 	cmd.AddCommand(list, create, del)
 	return cmd
 }

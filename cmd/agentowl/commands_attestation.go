@@ -209,24 +209,13 @@ func checkAttestation(d *attest.Document, issuer, requestID, workID, tool, argsF
 
 func (c *cli) attestationKeysCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "attestation-keys", Short: "The keys that sign decision attestations: list and rotate, directly against the database"}
-	var dataDir, dbURL, retention string
-	where := func(f *cobra.Command) {
-		f.Flags().StringVar(&dataDir, "data-dir", "", "data directory (env AGENTOWL_DATA_DIR, default ./agentowl-data)")
-		f.Flags().StringVar(&dbURL, "database-url", "", "postgres:// URL (env AGENTOWL_DATABASE_URL)")
-		f.MarkFlagsMutuallyExclusive("data-dir", "database-url")
-	}
-	database := func() (dir, url string, err error) {
-		url = envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
-		if url != "" && !server.IsPostgresURL(url) {
-			return "", "", errors.New("database URL must start with postgres:// or postgresql://")
-		}
-		return envOr(dataDir, "AGENTOWL_DATA_DIR", server.DefaultDataDir), url, nil
-	}
+	var db offlineDatabase
+	var retention string
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the attestation keys: the signing key, and retired keys with when they leave the JWK Set",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, url, err := database()
+			dir, url, err := db.where()
 			if err != nil {
 				return err
 			}
@@ -276,7 +265,7 @@ func (c *cli) attestationKeysCommand() *cobra.Command {
 			})
 		},
 	}
-	where(list)
+	db.flags(list)
 	list.Flags().StringVar(&retention, "retention", "", "the retention to compute publication with (env AGENTOWL_ATTESTATION_KEY_RETENTION, default 30d)")
 	rotate := &cobra.Command{
 		Use:   "rotate",
@@ -288,7 +277,7 @@ plus AGENTOWL_ATTESTATION_KEY_RETENTION, so attestations signed before the rotat
 verifying. Safe while replicas run. Needs the secret key (AGENTOWL_SECRET_KEY or
 DATA-DIR/secret-key).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, url, err := database()
+			dir, url, err := db.where()
 			if err != nil {
 				return err
 			}
@@ -313,7 +302,7 @@ DATA-DIR/secret-key).`,
 			})
 		},
 	}
-	where(rotate)
+	db.flags(rotate)
 	cmd.AddCommand(list, rotate)
 	return cmd
 }

@@ -25,13 +25,9 @@ const defaultResealBatch = 100
 
 func (c *cli) secretsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "secrets", Short: "The secret key that seals stored secrets: rotation, directly against the database"}
-	var dataDir, dbURL, newKeyFile, oldKeyFile string
+	var db offlineDatabase
+	var newKeyFile, oldKeyFile string
 	var batch, batches int
-	where := func(f *cobra.Command) {
-		f.Flags().StringVar(&dataDir, "data-dir", "", "data directory (env AGENTOWL_DATA_DIR, default ./agentowl-data)")
-		f.Flags().StringVar(&dbURL, "database-url", "", "postgres:// URL (env AGENTOWL_DATABASE_URL)")
-		f.MarkFlagsMutuallyExclusive("data-dir", "database-url")
-	}
 	rotate := &cobra.Command{
 		Use:   "rotate-key",
 		Short: "Re-seal every stored secret with a new key, then report when the old key can be removed",
@@ -47,11 +43,10 @@ DATA-DIR/secret-key.
 Safe while replicas run, once every replica runs with the new key as AGENTOWL_SECRET_KEY and
 the old one as AGENTOWL_SECRET_KEY_PREVIOUS; interrupted, run it again: it continues.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d := envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
-			if d != "" && !server.IsPostgresURL(d) {
-				return errors.New("database URL must start with postgres:// or postgresql://")
+			dir, d, err := db.where()
+			if err != nil {
+				return err
 			}
-			dir := envOr(dataDir, "AGENTOWL_DATA_DIR", server.DefaultDataDir)
 			newKey, others, err := rotationKeys(dir, newKeyFile, oldKeyFile)
 			if err != nil {
 				return err
@@ -68,7 +63,7 @@ the old one as AGENTOWL_SECRET_KEY_PREVIOUS; interrupted, run it again: it conti
 				})
 		},
 	}
-	where(rotate)
+	db.flags(rotate)
 	rotate.Flags().StringVar(&newKeyFile, "new-key-file", "", "file holding the new key, base64 of 32 bytes (openssl rand -base64 32)")
 	rotate.Flags().StringVar(&oldKeyFile, "old-key-file", "", "file holding the old key (default: AGENTOWL_SECRET_KEY_PREVIOUS or DATA-DIR/secret-key.previous, AGENTOWL_SECRET_KEY or DATA-DIR/secret-key)")
 	rotate.Flags().IntVar(&batch, "batch", defaultResealBatch, "values re-sealed per transaction")
@@ -78,12 +73,8 @@ the old one as AGENTOWL_SECRET_KEY_PREVIOUS; interrupted, run it again: it conti
 		Use:   "key-status",
 		Short: "Show the secret key's check values and how many stored secrets the current key has not sealed yet",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d := envOr(dbURL, "AGENTOWL_DATABASE_URL", "")
-			if d != "" && !server.IsPostgresURL(d) {
-				return errors.New("database URL must start with postgres:// or postgresql://")
-			}
 			// Counting sealed values opens none: no key.
-			st, _, err := server.OpenStore(cmd.Context(), envOr(dataDir, "AGENTOWL_DATA_DIR", server.DefaultDataDir), d, nil, 0)
+			st, err := db.open(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
@@ -95,7 +86,7 @@ the old one as AGENTOWL_SECRET_KEY_PREVIOUS; interrupted, run it again: it conti
 			return c.emit(statusJSON(s), func(w io.Writer) { printKeyStatus(w, s) })
 		},
 	}
-	where(status)
+	db.flags(status)
 	cmd.AddCommand(rotate, status)
 	return cmd
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,11 +46,7 @@ func expectStartRefused(t *testing.T, s site, want string, key []byte, previous 
 // with a key that opens nothing, refuses to start and says why.
 func TestRotateKeyCommand(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s site) {
-		rcv := newReceiver(t, func(context.Context, string, int) answer { return answer{status: http.StatusNoContent} })
-		rs := newRuntimeSink(t)
-		caPEM := certPEM(rs.srv)
-		srv := s.startWork(t, caPEM)
-		e := createEverySecret(t, s, srv, rcv, rs)
+		srv, e := startWithEverySecret(t, s)
 		if err := srv.close(); err != nil {
 			t.Fatal(err)
 		}
@@ -86,10 +81,10 @@ func TestRotateKeyCommand(t *testing.T) {
 
 		expectStartRefused(t, s, "retired by a finished key rotation", oldKey, nil)
 		expectStartRefused(t, s, "opens none of this database's secrets", secret.NewKey(), nil)
-		srv = s.startWorkWith(t, caPEM, func(cfg *server.Config) { cfg.SecretKey = newKey })
+		srv = s.startWorkWith(t, e.caPEM(), func(cfg *server.Config) { cfg.SecretKey = newKey })
 		e.instance.url = srv.url
-		e.useEverySecret(t, srv, rcv, rs, submitPending(t, e.instance, "after-rotation"))
-		checkNoSecretStored(t, s, e, rs.srv.URL+"/events")
+		e.useEverySecret(t, srv, submitPending(t, e.instance, "after-rotation"))
+		checkNoSecretStored(t, s, e)
 	})
 }
 

@@ -166,15 +166,7 @@ func (c *cli) endpointsCommand() *cobra.Command {
 	f.BoolVar(&noDecision, "no-decision", false, "remove the decision URL and secret")
 	c.apiURLFlag(update)
 
-	del := &cobra.Command{Use: "delete ENDPOINT", Short: "Delete an endpoint: revokes its credentials, cancels queued deliveries",
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := c.call(cmd.Context(), http.MethodDelete, c.endpointPath(args[0]), nil, nil); err != nil {
-				return err
-			}
-			return c.emit(item{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "Deleted endpoint %s\n", args[0]) })
-		}}
-	c.tenantFlag(del)
+	del := c.deleteCmd("delete ENDPOINT", "Delete an endpoint: revokes its credentials, cancels queued deliveries", c.endpointPath, "endpoint")
 
 	rotate := &cobra.Command{Use: "rotate-secret ENDPOINT", Short: "Replace an endpoint's signing secret; the new one is printed once",
 		Args: cobra.ExactArgs(1),
@@ -318,14 +310,7 @@ func (c *cli) bindingsCommand() *cobra.Command {
 	inspect := c.inspectCmd("inspect BINDING", "Show a binding", c.itemPath("/bindings/"), func(w io.Writer, out item) {
 		showItem(w, out, "id", "channel", "name", "endpoint_id", "signed", "address", "handoff_delay_seconds", "created_at")
 	})
-	del := &cobra.Command{Use: "delete BINDING", Short: "Delete a binding: its ingress URL stops accepting events", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := c.call(cmd.Context(), http.MethodDelete, c.tenantPath("/bindings/"+url.PathEscape(args[0])), nil, nil); err != nil {
-				return err
-			}
-			return c.emit(item{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "Deleted binding %s\n", args[0]) })
-		}}
-	c.tenantFlag(del)
+	del := c.deleteCmd("delete BINDING", "Delete a binding: its ingress URL stops accepting events", c.itemPath("/bindings/"), "binding")
 	cmd.AddCommand(list, create, inspect, del)
 	return cmd
 }

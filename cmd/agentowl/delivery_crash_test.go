@@ -500,7 +500,7 @@ func TestCrashDuringAttempt(t *testing.T) {
 // unchanged across attempts made by either server, and the two together keep
 // to the destination's concurrency limit.
 func TestTwoServersShareOnePostgres(t *testing.T) {
-	bin, dbURL := replicasOnPostgres(t)
+	bin, dbURL := replicasOnPostgres(t, 2)
 	rcv := newReceiver(t, func(ctx context.Context, id string, n int) answer {
 		// A slow answer widens the window in which a second attempt of the
 		// same event would be seen overlapping this one.

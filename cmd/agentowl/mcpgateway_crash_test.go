@@ -124,6 +124,7 @@ func startGatewayProcess(t *testing.T, bin, config, addr string) *serveProcess {
 // gets the same approval request, and the approved call runs once, even
 // across another kill -9 after it ran.
 func TestMCPGatewayCrash(t *testing.T) {
+	t.Parallel()
 	bin := buildAgentowl(t)
 	up := newCountingUpstream(t)
 	cfg := servertest.Config(t, storetest.Backends(t)[0])
@@ -230,6 +231,7 @@ func must(t *testing.T, err error) {
 // `mcp-gateway serve --stdio --agent NAME` serves one agent on stdin and
 // stdout, for MCP clients that start servers as subprocesses.
 func TestMCPGatewayStdio(t *testing.T) {
+	t.Parallel()
 	bin := buildAgentowl(t)
 	up := newCountingUpstream(t)
 	prov := servertest.Start(t, servertest.Config(t, storetest.Backends(t)[0]))
@@ -256,6 +258,7 @@ func TestMCPGatewayStdio(t *testing.T) {
 // receiver for the provider's verification, `serve` receives the decision
 // as a signed webhook and forwards the approved call once.
 func TestMCPGatewayAsynchronous(t *testing.T) {
+	t.Parallel()
 	bin := buildAgentowl(t)
 	up := newCountingUpstream(t)
 	dir := t.TempDir()

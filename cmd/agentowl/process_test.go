@@ -2,14 +2,19 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,14 +31,36 @@ import (
 // binDir holds what the test process builds once; TestMain removes it.
 var binDir string
 
+// processParallel is how many tests run at once unless -parallel says:
+// the tests of the built binary mostly wait (for a child process to
+// start, a lease to lapse, a receiver to be called), so more of them than
+// the default GOMAXPROCS overlap their waits without contending for CPU.
+const processParallel = 8
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelGiven := false
+	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
+	if !parallelGiven {
+		flag.Set("test.parallel", strconv.Itoa(max(runtime.GOMAXPROCS(0), processParallel)))
+	}
 	dir, err := os.MkdirTemp("", "agentowl-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	binDir = dir
+	// A whole run starts the build at once, so that it overlaps the tests
+	// that need no binary; a run of chosen tests (-run) builds when one
+	// first needs it.
+	prebuild := flag.Lookup("test.run").Value.String() == ""
+	if prebuild {
+		go built()
+	}
 	code := m.Run()
+	if prebuild {
+		built() // not removed under a build still writing
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -60,23 +87,97 @@ func buildAgentowl(t *testing.T) string {
 
 // forEachBackendBuilt is the frame of a test of the built binary on each
 // store: in parallel with other tests, it builds the binary once, then runs
-// fn as a parallel subtest per backend, each on a fresh site.
+// fn as a parallel subtest per backend, each on a fresh site (on
+// PostgreSQL, with one process of pgProcesses).
 func forEachBackendBuilt(t *testing.T, fn func(t *testing.T, s site, bin string)) {
 	t.Parallel()
 	bin := buildAgentowl(t)
-	eachBackend(t, func(t *testing.T, s site) { fn(t, s, bin) })
+	eachBackend(t, func(t *testing.T, s site) {
+		if s.dbURL != "" {
+			pgProcesses.take(t, 1)
+		}
+		fn(t, s, bin)
+	})
 }
 
-// replicasOnPostgres is the frame of a test of replicas sharing one
-// database: it skips the test without PostgreSQL, and returns the built
-// binary and a fresh database.
-func replicasOnPostgres(t *testing.T) (bin, dbURL string) {
+// replicasOnPostgres is the frame of a test of n replicas sharing one
+// database: it skips the test without PostgreSQL, waits for n processes of
+// pgProcesses, and returns the built binary and a fresh database. These
+// tests, the longest, queue before the parallel tests resume, so that
+// they start first.
+func replicasOnPostgres(t *testing.T, n int) (bin, dbURL string) {
 	t.Helper()
-	t.Parallel()
 	if storetest.PostgresURL(t) == "" { // with CI set, this fails the test
 		t.Skip("AGENTOWL_TEST_DATABASE_URL is not set: replicas sharing a database need PostgreSQL")
 	}
+	pgProcesses.queue(n)
+	t.Parallel()
+	pgProcesses.await(t, n)
 	return buildAgentowl(t), storetest.FreshPostgresURL(t)
+}
+
+// pgProcesses bounds the processes of the built binary that run at once on
+// PostgreSQL. Each holds up to 16 connections (postgres.MaxConns), and the
+// server's max_connections (100 by default) is shared with this package's
+// in-process servers and with the package go test runs alongside (the
+// soak's replicas): three, what the largest test runs at once, keep this
+// package within about half of it however many tests run in parallel.
+var pgProcesses = newBudget(3)
+
+// budget is a count of something tests share, taken by weight.
+type budget struct {
+	mu      sync.Mutex
+	changed *sync.Cond
+	free    int
+	waiting map[int]int // weight → tests waiting for it
+}
+
+func newBudget(n int) *budget {
+	b := &budget{free: n, waiting: map[int]int{}}
+	b.changed = sync.NewCond(&b.mu)
+	return b
+}
+
+// take waits until n is free and no test waits for more (the larger tests
+// are the longer ones: they go first), then holds n until t ends.
+func (b *budget) take(t *testing.T, n int) {
+	t.Helper()
+	b.queue(n)
+	b.await(t, n)
+}
+
+// queue counts a test as waiting for n from now on; await is its wait.
+func (b *budget) queue(n int) {
+	b.mu.Lock()
+	b.waiting[n]++
+	b.mu.Unlock()
+}
+
+func (b *budget) await(t *testing.T, n int) {
+	t.Helper()
+	b.mu.Lock()
+	for b.free < n || b.largerWaits(n) {
+		b.changed.Wait()
+	}
+	b.waiting[n]--
+	b.free -= n
+	b.mu.Unlock()
+	b.changed.Broadcast() // what is left may serve a smaller one
+	t.Cleanup(func() {
+		b.mu.Lock()
+		b.free += n
+		b.mu.Unlock()
+		b.changed.Broadcast()
+	})
+}
+
+func (b *budget) largerWaits(n int) bool {
+	for w, k := range b.waiting {
+		if w > n && k > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -258,4 +359,54 @@ func bindAgentWork(t *testing.T, baseURL, admin string, endpoint, binding map[st
 	r = send(t, http.MethodPost, baseURL+"/api/v1/tenants/default/bindings", admin, binding)
 	expectStatus(t, "create binding", r, http.StatusCreated)
 	return ep, r.object(t)
+}
+
+// workRuntime is an agent runtime at a TLS endpoint: it acknowledges every
+// handoff and records its work by a field of the event's payload (the
+// subject of a mail, the MessageSid of an SMS).
+type workRuntime struct {
+	srv  *httptest.Server
+	key  string
+	mu   sync.Mutex
+	work map[string]map[string]bool // payload[key] → work IDs handed off for it
+}
+
+func newWorkRuntime(t *testing.T, key string) *workRuntime {
+	t.Helper()
+	rt := &workRuntime{key: key, work: map[string]map[string]bool{}}
+	rt.srv = newTLSServer(t, func(w http.ResponseWriter, r *http.Request) {
+		var d struct {
+			Event struct {
+				Payload map[string]any `json:"payload"`
+			} `json:"event"`
+			Work struct {
+				WorkID string `json:"work_id"`
+			} `json:"work"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &d); err != nil || d.Work.WorkID == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		k, _ := d.Event.Payload[rt.key].(string)
+		rt.mu.Lock()
+		if rt.work[k] == nil {
+			rt.work[k] = map[string]bool{}
+		}
+		rt.work[k][d.Work.WorkID] = true
+		rt.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return rt
+}
+
+// handedOff returns, for every key the runtime got, how many works.
+func (rt *workRuntime) handedOff() map[string]int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := map[string]int{}
+	for k, ws := range rt.work {
+		out[k] = len(ws)
+	}
+	return out
 }

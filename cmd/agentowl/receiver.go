@@ -292,19 +292,12 @@ func (p *provisionFlags) open(ctx context.Context) (*aap.Provisioner, aap.Store,
 		return nil, nil, errors.New("no provisioner token: pass --provisioner-token or set AGENTOWL_PROVISIONER_TOKEN")
 	}
 	hc := &http.Client{Timeout: 60 * time.Second}
-	if p.caFile != "" {
-		pemData, err := os.ReadFile(p.caFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pemData) {
-			return nil, nil, fmt.Errorf("--ca-file %s holds no certificate", p.caFile)
-		}
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	tlsConfig, err := clientTLS(p.caFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tlsConfig != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: tlsConfig}
 	}
 	st, err := sqlite.Open(ctx, receiverDBPath(receiverDataDir(p.dataDir)))
 	if err != nil {
@@ -312,6 +305,25 @@ func (p *provisionFlags) open(ctx context.Context) (*aap.Provisioner, aap.Store,
 	}
 	client := &aap.Client{BaseURL: envOr(p.provider, "AGENTOWL_URL", "http://127.0.0.1:8470"), Token: token, HTTP: hc}
 	return &aap.Provisioner{Provider: client, Registrations: st}, st, nil
+}
+
+// submit sends the saved submission at path (for name, to this receiver's
+// URL) with call, on the provisioner of these flags. A failed call is
+// retried by running the same command again: it sends the same submission.
+func (p *provisionFlags) submit(ctx context.Context, path, name, what string, call func(*aap.Provisioner, *aap.Submission) error) (*aap.Submission, error) {
+	sub, err := pendingSubmission(path, name, p.url)
+	if err != nil {
+		return nil, err
+	}
+	prov, st, err := p.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	if err := call(prov, sub); err != nil {
+		return nil, fmt.Errorf("%s: %w (run the same command again to retry the same submission)", what, err)
+	}
+	return sub, nil
 }
 
 var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -357,18 +369,14 @@ signing secret.`,
 			if credFile == "" {
 				credFile = filepath.Join(dataDir, "credentials", name+".json")
 			}
-			sub, err := pendingSubmission(filepath.Join(dataDir, "provisioning", name+".json"), name, pf.url)
+			var cred *aap.Credential
+			_, err := pf.submit(cmd.Context(), filepath.Join(dataDir, "provisioning", name+".json"), name, "provision",
+				func(p *aap.Provisioner, sub *aap.Submission) (err error) {
+					cred, err = p.Provision(cmd.Context(), sub)
+					return err
+				})
 			if err != nil {
 				return err
-			}
-			p, st, err := pf.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			cred, err := p.Provision(cmd.Context(), sub)
-			if err != nil {
-				return fmt.Errorf("provision: %w (run the same command again to retry the same submission)", err)
 			}
 			if err := cred.Save(credFile); err != nil {
 				return fmt.Errorf("save credential: %w", err)
@@ -400,17 +408,11 @@ func (c *cli) receiverReplaceCommand() *cobra.Command {
 				return errors.New("--instance must be an instance ID")
 			}
 			path := filepath.Join(dataDir, "provisioning", "replace-"+instance+".json")
-			sub, err := pendingSubmission(path, "", pf.url)
+			sub, err := pf.submit(cmd.Context(), path, "", "replace delivery", func(p *aap.Provisioner, sub *aap.Submission) error {
+				return p.ReplaceDelivery(cmd.Context(), instance, sub)
+			})
 			if err != nil {
 				return err
-			}
-			p, st, err := pf.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := p.ReplaceDelivery(cmd.Context(), instance, sub); err != nil {
-				return fmt.Errorf("replace delivery: %w (run the same command again to retry the same submission)", err)
 			}
 			// The next replacement is another submission with new values.
 			_ = os.Remove(path)

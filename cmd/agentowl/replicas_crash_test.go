@@ -218,6 +218,20 @@ func (f *fleet) do(method, path, token string, body any, headers ...string) (rep
 	return reply{}, last
 }
 
+// create POSTs body to path with an Idempotency-Key through do and returns
+// the field of the answer: the item created (status created) or, the
+// request sent again, the one found (200).
+func (f *fleet) create(what, path, token string, body any, key string, created int, field string) (string, error) {
+	r, err := f.do(http.MethodPost, path, token, body, "Idempotency-Key", key)
+	if err != nil || (r.status != created && r.status != http.StatusOK) {
+		return "", fmt.Errorf("%s %s: %v %d %s", what, key, err, r.status, r.body)
+	}
+	var doc map[string]any
+	_ = json.Unmarshal(r.body, &doc)
+	id, _ := doc[field].(string)
+	return id, nil
+}
+
 // leader asks replica i for the scheduler's status.
 func (f *fleet) leader(admin string, i int) (leaderID string, self bool) {
 	r, err := exchange(f.t, http.MethodGet, f.replicas[i].url+"/api/v1/maintenance", admin, nil)
@@ -237,7 +251,7 @@ func (f *fleet) leader(admin string, i int) (leaderID string, self bool) {
 }
 
 func TestThreeReplicasSurviveSIGKILL(t *testing.T) {
-	bin, dbURL := replicasOnPostgres(t)
+	bin, dbURL := replicasOnPostgres(t, 3)
 
 	const (
 		approvals, events = 90, 90
@@ -341,42 +355,33 @@ func TestThreeReplicasSurviveSIGKILL(t *testing.T) {
 				if err := func() error {
 					defer done.Add(1)
 					if i%2 == 1 || i/2 >= approvals {
-						k := fmt.Sprintf("evt-%d", i)
-						r, err := f.do(http.MethodPost, ingressPath, "", map[string]any{"n": i}, "Idempotency-Key", k)
-						if err != nil || (r.status != http.StatusAccepted && r.status != http.StatusOK) {
-							return fmt.Errorf("event %s: %v %d %s", k, err, r.status, r.body)
+						id, err := f.create("event", ingressPath, "", map[string]any{"n": i}, fmt.Sprintf("evt-%d", i), http.StatusAccepted, "event_id")
+						if err != nil {
+							return err
 						}
-						var acc struct {
-							EventID string `json:"event_id"`
-						}
-						_ = json.Unmarshal(r.body, &acc)
 						got.mu.Lock()
-						got.events[acc.EventID] = true
+						got.events[id] = true
 						got.mu.Unlock()
 						return nil
 					}
 					k := fmt.Sprintf("req-%d", i)
-					r, err := f.do(http.MethodPost, "/v1/requests", instCred, map[string]any{"tool": "t", "arguments": map[string]any{}, "timeout": "30m"},
-						"Idempotency-Key", k)
-					if err != nil || (r.status != http.StatusCreated && r.status != http.StatusOK) {
-						return fmt.Errorf("request %s: %v %d %s", k, err, r.status, r.body)
+					id, err := f.create("request", "/v1/requests", instCred, map[string]any{"tool": "t", "arguments": map[string]any{}, "timeout": "30m"},
+						k, http.StatusCreated, "id")
+					if err != nil {
+						return err
 					}
-					var req struct {
-						ID string `json:"id"`
-					}
-					_ = json.Unmarshal(r.body, &req)
 					got.mu.Lock()
-					got.requests[k] = req.ID
+					got.requests[k] = id
 					got.mu.Unlock()
-					r, err = f.do(http.MethodPost, "/api/v1/tenants/default/approvals/"+req.ID+"/decision", admin, map[string]any{"decision": "approve"})
+					r, err := f.do(http.MethodPost, "/api/v1/tenants/default/approvals/"+id+"/decision", admin, map[string]any{"decision": "approve"})
 					// A decision whose answer was lost with its replica is
 					// retried on another, which finds it already made.
 					if err != nil || (r.status != http.StatusOK && r.status != http.StatusConflict) {
-						return fmt.Errorf("approve %s: %v %d %s", req.ID, err, r.status, r.body)
+						return fmt.Errorf("approve %s: %v %d %s", id, err, r.status, r.body)
 					}
 					if r.status == http.StatusOK {
 						got.mu.Lock()
-						got.decided[req.ID] = true
+						got.decided[id] = true
 						got.mu.Unlock()
 					}
 					return nil

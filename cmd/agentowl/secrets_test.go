@@ -54,14 +54,30 @@ type everySecret struct {
 	bindingID      string
 	bindingSecret  string // signs events sent to the binding
 	ingressPath    string // carries the binding's token
+
+	rcv *receiver    // the instance's receiver
+	rs  *runtimeSink // the endpoint
 }
+
+// startWithEverySecret starts a server on s whose egress reaches a
+// receiver and a runtime sink of the test, and creates every secret on it.
+func startWithEverySecret(t *testing.T, s site) (*running, *everySecret) {
+	t.Helper()
+	rcv := newReceiver(t, func(context.Context, string, int) answer { return answer{status: http.StatusNoContent} })
+	rs := newRuntimeSink(t)
+	srv := s.startWork(t, certPEM(rs.srv))
+	return srv, createEverySecret(t, s, srv, rcv, rs)
+}
+
+// caPEM is the certificate a server's egress trusts to reach e's receivers.
+func (e *everySecret) caPEM() []byte { return certPEM(e.rs.srv) }
 
 // createEverySecret creates them on srv: the bootstrap operator token of s,
 // a provisioner token, an instance with rcv as receiver, an endpoint at rs
 // with a decision secret, a runtime credential and a signed binding.
 func createEverySecret(t *testing.T, s site, srv *running, rcv *receiver, rs *runtimeSink) *everySecret {
 	t.Helper()
-	e := &everySecret{admin: s.adminToken(t)}
+	e := &everySecret{admin: s.adminToken(t), rcv: rcv, rs: rs}
 	e.provisioner = provisionerToken(t, srv.url, e.admin)
 	e.instance = provisionWithDelivery(t, srv.url, e.provisioner, "sealed", rcv)
 	rcv.mu.Lock()
@@ -114,8 +130,9 @@ func (e *everySecret) byName() map[string]string {
 // signed with the binding secret is accepted, its handoff reaches the
 // endpoint signed with the endpoint secret, and a decision push would
 // carry the decision secret.
-func (e *everySecret) useEverySecret(t *testing.T, srv *running, rcv *receiver, rs *runtimeSink, requestID string) {
+func (e *everySecret) useEverySecret(t *testing.T, srv *running, requestID string) {
 	t.Helper()
+	rcv, rs := e.rcv, e.rs
 	approve(t, srv.url, e.admin, requestID)
 	notified := func() bool {
 		for _, n := range rcv.notifications() {
@@ -166,10 +183,11 @@ func (e *everySecret) useEverySecret(t *testing.T, srv *running, rcv *receiver, 
 }
 
 // checkNoSecretStored fails the test if the database of s holds any of e's
-// secrets in any form. control, a value stored in plain text, must be
+// secrets in any form. The endpoint's URL, stored in plain text, must be
 // found: the search does see the data.
-func checkNoSecretStored(t *testing.T, s site, e *everySecret, control string) {
+func checkNoSecretStored(t *testing.T, s site, e *everySecret) {
 	t.Helper()
+	control := e.rs.srv.URL + "/events"
 	secrets := e.byName()
 	secrets["control"] = control
 	hits := storetest.FindRaw(t, s.database(), secrets)
@@ -188,16 +206,13 @@ func checkNoSecretStored(t *testing.T, s site, e *everySecret, control string) {
 // whsec_ secrets, those of the key bytes).
 func TestSecretsAtRestAreSealed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s site) {
-		rcv := newReceiver(t, func(context.Context, string, int) answer { return answer{status: http.StatusNoContent} })
-		rs := newRuntimeSink(t)
-		srv := s.startWork(t, certPEM(rs.srv))
-		e := createEverySecret(t, s, srv, rcv, rs)
-		e.useEverySecret(t, srv, rcv, rs, submitPending(t, e.instance, "sealed-1"))
-		checkNoSecretStored(t, s, e, rs.srv.URL+"/events")
+		srv, e := startWithEverySecret(t, s)
+		e.useEverySecret(t, srv, submitPending(t, e.instance, "sealed-1"))
+		checkNoSecretStored(t, s, e)
 		if err := srv.close(); err != nil {
 			t.Fatal(err)
 		}
-		checkNoSecretStored(t, s, e, rs.srv.URL+"/events") // SQLite: the checkpointed file
+		checkNoSecretStored(t, s, e) // SQLite: the checkpointed file
 	})
 }
 
@@ -208,11 +223,7 @@ func TestSecretsAtRestAreSealed(t *testing.T) {
 // are signed, the decision secret is sent.
 func TestUpgradeSealsSecretsFromBefore(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s site) {
-		rcv := newReceiver(t, func(context.Context, string, int) answer { return answer{status: http.StatusNoContent} })
-		rs := newRuntimeSink(t)
-		caPEM := certPEM(rs.srv)
-		srv := s.startWork(t, caPEM)
-		e := createEverySecret(t, s, srv, rcv, rs)
+		srv, e := startWithEverySecret(t, s)
 		pending := submitPending(t, e.instance, "before-upgrade")
 		if err := srv.close(); err != nil {
 			t.Fatal(err)
@@ -223,17 +234,17 @@ func TestUpgradeSealsSecretsFromBefore(t *testing.T) {
 			t.Fatal("the database from before does not hold the receiver secret in plain text")
 		}
 
-		srv = s.startWork(t, caPEM)
-		checkNoSecretStored(t, s, e, rs.srv.URL+"/events")
-		e.useEverySecret(t, srv, rcv, rs, pending)
+		srv = s.startWork(t, e.caPEM())
+		checkNoSecretStored(t, s, e)
+		e.useEverySecret(t, srv, pending)
 		if err := srv.close(); err != nil {
 			t.Fatal(err)
 		}
 		// Starting again finds nothing left to seal and changes nothing.
-		srv = s.startWork(t, caPEM)
+		srv = s.startWork(t, e.caPEM())
 		e.instance.url = srv.url
-		e.useEverySecret(t, srv, rcv, rs, submitPending(t, e.instance, "after-upgrade"))
-		checkNoSecretStored(t, s, e, rs.srv.URL+"/events")
+		e.useEverySecret(t, srv, submitPending(t, e.instance, "after-upgrade"))
+		checkNoSecretStored(t, s, e)
 	})
 }
 

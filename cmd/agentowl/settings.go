@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -48,17 +49,17 @@ var settings = []setting{
 	{section: "Server", flag: "public-url", env: "AGENTOWL_PUBLIC_URL", def: "http://LISTEN-ADDRESS", bound: "a URL",
 		help: "externally reachable base URL of callback and ingress URLs", set: text(func(c *server.Config) *string { return &c.PublicURL })},
 	{section: "Server", env: "AGENTOWL_SECRET_KEY", def: "DATA-DIR/secret-key, created on first start", bound: "base64 of 32 bytes",
-		help: "key that seals stored secrets; every replica needs the same", set: secretKey},
+		help: "key that seals stored secrets; every replica needs the same", set: parsed(parseKey, func(c *server.Config) *[]byte { return &c.SecretKey })},
 	{section: "Server", env: "AGENTOWL_SECRET_KEY_PREVIOUS", def: "DATA-DIR/secret-key.previous if present, else none", bound: "base64 of 32 bytes",
 		help: "during a key rotation, the old key: it only opens what it sealed until `agentowl secrets rotate-key` reports it can be removed (docs/operating.md, \"The secret key\")",
-		set:  previousSecretKey},
+		set:  parsed(parseKey, func(c *server.Config) *[]byte { return &c.PreviousSecretKey })},
 
 	{section: "Delivery and egress", env: "AGENTOWL_EGRESS_ALLOW_CIDRS", def: "empty", bound: "comma-separated CIDRs",
-		help: "addresses exempt from the SSRF address check (internal receivers)", set: allowCIDRs},
+		help: "addresses exempt from the SSRF address check (internal receivers)", set: parsed(egress.ParseAllowCIDRs, func(c *server.Config) *[]netip.Prefix { return &c.Egress.AllowCIDRs })},
 	{section: "Delivery and egress", env: "AGENTOWL_EGRESS_CA_FILE", def: "none", bound: "a PEM file",
-		help: "extra roots trusted for receivers' TLS", set: caFile},
+		help: "extra roots trusted for receivers' TLS", set: parsed(os.ReadFile, func(c *server.Config) *[]byte { return &c.Egress.ExtraRootsPEM })},
 	{section: "Delivery and egress", env: "AGENTOWL_DELIVERY", def: "on", bound: "on or off",
-		help: "off runs no delivery engine in this process (an API-only replica): messages wait for a replica that delivers", set: deliveryOnOff},
+		help: "off runs no delivery engine in this process (an API-only replica): messages wait for a replica that delivers", set: offSwitch(func(c *server.Config) *bool { return &c.NoDelivery })},
 	{section: "Delivery and egress", env: "AGENTOWL_RETRY_MIN_DELAY", def: "5s", bound: "a positive duration",
 		help: "first retry delay bound", set: duration(func(c *server.Config) *time.Duration { return &c.Delivery.RetryMinDelay })},
 	{section: "Delivery and egress", env: "AGENTOWL_RETRY_MAX_DELAY", def: "1h", bound: "a positive duration",
@@ -147,7 +148,7 @@ var settings = []setting{
 		help: "private object storage of retained attachment bytes (S3 credentials from the AWS environment)",
 		set:  text(func(c *server.Config) *string { return &c.BlobURL })},
 	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_PROFILE", def: "self-hosted", bound: "self-hosted or hosted",
-		help: "hosted: the whole email (MIME encoding included) at most 1 MB, 30 days of retention", set: attachmentProfile},
+		help: "hosted: the whole email (MIME encoding included) at most 1 MB, 30 days of retention", set: parsed(attachment.ParseProfile, func(c *server.Config) *string { return &c.Attachments.Profile })},
 	{section: "Attachments", env: "AGENTOWL_ATTACHMENT_RETENTION", def: "168h (hosted: 720h)", bound: "a positive duration",
 		help: "how long a new file is kept; a recorded file keeps its expiry",
 		set:  duration(func(c *server.Config) *time.Duration { return &c.Attachments.Retention })},
@@ -161,7 +162,7 @@ var settings = []setting{
 		help: "time from a message's first stored byte to its commit; bytes of older uncommitted messages are deleted",
 		set:  duration(func(c *server.Config) *time.Duration { return &c.Attachments.OrphanGrace })},
 	{section: "Maintenance", env: "AGENTOWL_SCHEDULER", def: "on", bound: "on or off",
-		help: "off keeps this process out of the maintenance scheduler's leadership (it runs no job; another replica must)", set: schedulerOnOff},
+		help: "off keeps this process out of the maintenance scheduler's leadership (it runs no job; another replica must)", set: offSwitch(func(c *server.Config) *bool { return &c.Maintenance.Disabled })},
 	{section: "Maintenance", env: "AGENTOWL_SCHEDULER_LEASE", def: "15s", bound: "3s–10m",
 		help: "the scheduler leader's lease: a dead leader's jobs move to another replica within about this",
 		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Maintenance.Lease }, 3*time.Second, 10*time.Minute)},
@@ -170,7 +171,7 @@ var settings = []setting{
 	{section: "Maintenance", env: "AGENTOWL_OVERDUE_REPORT_INTERVAL", def: "30m", bound: "a duration, or off",
 		help: "default: accepted or running work is overdue without a callback this often", set: overdueDuration(reportInterval)},
 	{section: "Maintenance", env: "AGENTOWL_OVERDUE_INPUT_EXPIRY", def: "on", bound: "on or off",
-		help: "default: needs_input work is overdue once a request expires unanswered", set: inputExpiryOnOff},
+		help: "default: needs_input work is overdue once a request expires unanswered", set: offSwitch(func(c *server.Config) *bool { return &c.Maintenance.Overdue.InputExpiryOff })},
 	{section: "Maintenance", env: "AGENTOWL_RETAIN_EVENTS", def: "30d", bound: "≥ 1h (30d or 720h)",
 		help: "inbound events kept from receipt, once no work refers to them", set: retention(func(r *maintenance.Retention) *time.Duration { return &r.Events }, time.Hour)},
 	{section: "Maintenance", env: "AGENTOWL_RETAIN_CONVERSATIONS", def: "30d", bound: "≥ 1h",
@@ -196,7 +197,7 @@ var settings = []setting{
 		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Maintenance.AuditCheckpoints.Interval }, time.Minute, 24*time.Hour)},
 
 	{section: "Attestations", env: "AGENTOWL_ATTESTATIONS", def: "on", bound: "on or off",
-		help: "sign every approval and denial (docs/attestations.md); off only to measure their cost: decisions then carry none", set: attestationsOnOff},
+		help: "sign every approval and denial (docs/attestations.md); off only to measure their cost: decisions then carry none", set: offSwitch(func(c *server.Config) *bool { return &c.NoAttestations })},
 	{section: "Attestations", env: "AGENTOWL_ATTESTATION_KEY_RETENTION", def: "30d", bound: "≥ 1h (30d or 720h)",
 		help: "a retired attestation key stays in the JWK Set this long after the last attestation it signed expired, and at least as long as AGENTOWL_RETAIN_AUDIT (the audit checkpoints it signed must still verify)",
 		set:  durationWithin(func(c *server.Config) *time.Duration { return &c.Attestation.Retention }, time.Hour, 0)},
@@ -283,6 +284,16 @@ func settingsMarkdown() string {
 
 // ---- value parsers
 
+// parsed sets the field to what parse makes of the value; a value parse
+// refuses stops serve with its error.
+func parsed[T any](parse func(string) (T, error), field func(*server.Config) *T) func(*server.Config, string) error {
+	return func(c *server.Config, v string) error {
+		x, err := parse(v)
+		*field(c) = x
+		return err
+	}
+}
+
 func text(field func(*server.Config) *string) func(*server.Config, string) error {
 	return func(c *server.Config, v string) error { *field(c) = v; return nil }
 }
@@ -311,47 +322,23 @@ func positive(v string, most int) (int, error) {
 
 // count parses a positive whole number of at most most (0: unbounded).
 func count(field func(*server.Config) *int, most int) func(*server.Config, string) error {
-	return func(c *server.Config, v string) error {
-		n, err := positive(v, most)
-		*field(c) = n
-		return err
-	}
+	return parsed(func(v string) (int, error) { return positive(v, most) }, field)
 }
 
 // byteCount parses a positive number of bytes of at most most (0:
 // unbounded).
 func byteCount(field func(*server.Config) *int64, most int) func(*server.Config, string) error {
-	return func(c *server.Config, v string) error {
+	return parsed(func(v string) (int64, error) {
 		n, err := positive(v, most)
-		*field(c) = int64(n)
-		return err
-	}
+		return int64(n), err
+	}, field)
 }
 
 func perMinute(field func(*server.Config) *ratelimit.Limit) func(*server.Config, string) error {
-	return func(c *server.Config, v string) error {
+	return parsed(func(v string) (ratelimit.Limit, error) {
 		n, err := positive(v, 0)
-		*field(c) = ratelimit.Limit{Events: n, Per: time.Minute}
-		return err
-	}
-}
-
-func attachmentProfile(c *server.Config, v string) error {
-	p, err := attachment.ParseProfile(v)
-	c.Attachments.Profile = p
-	return err
-}
-
-func attestationsOnOff(c *server.Config, v string) error {
-	on, err := onOff(v)
-	c.NoAttestations = !on
-	return err
-}
-
-func deliveryOnOff(c *server.Config, v string) error {
-	on, err := onOff(v)
-	c.NoDelivery = !on
-	return err
+		return ratelimit.Limit{Events: n, Per: time.Minute}, err
+	}, field)
 }
 
 func databaseURL(c *server.Config, v string) error {
@@ -360,18 +347,6 @@ func databaseURL(c *server.Config, v string) error {
 	}
 	c.DatabaseURL = v
 	return nil
-}
-
-func secretKey(c *server.Config, v string) error {
-	key, err := parseKey(v)
-	c.SecretKey = key
-	return err
-}
-
-func previousSecretKey(c *server.Config, v string) error {
-	key, err := parseKey(v)
-	c.PreviousSecretKey = key
-	return err
 }
 
 // parseKey parses a secret key setting: the base64 of 32 bytes.
@@ -383,41 +358,20 @@ func parseKey(v string) ([]byte, error) {
 	return key, nil
 }
 
-func allowCIDRs(c *server.Config, v string) error {
-	allow, err := egress.ParseAllowCIDRs(v)
-	c.Egress.AllowCIDRs = allow
-	return err
-}
-
-func caFile(c *server.Config, v string) error {
-	pem, err := os.ReadFile(v)
-	c.Egress.ExtraRootsPEM = pem
-	return err
+// offSwitch parses on or off into a field that says what is off.
+func offSwitch(field func(*server.Config) *bool) func(*server.Config, string) error {
+	return parsed(func(v string) (bool, error) {
+		switch v {
+		case "on":
+			return false, nil
+		case "off":
+			return true, nil
+		}
+		return false, fmt.Errorf("%q is not on or off", v)
+	}, field)
 }
 
 // ---- maintenance values
-
-func schedulerOnOff(c *server.Config, v string) error {
-	on, err := onOff(v)
-	c.Maintenance.Disabled = !on
-	return err
-}
-
-func inputExpiryOnOff(c *server.Config, v string) error {
-	on, err := onOff(v)
-	c.Maintenance.Overdue.InputExpiryOff = !on
-	return err
-}
-
-func onOff(v string) (bool, error) {
-	switch v {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	}
-	return false, fmt.Errorf("%q is not on or off", v)
-}
 
 // parseDays is a positive Go duration, or a whole number of days ("30d").
 func parseDays(v string) (time.Duration, error) {

@@ -43,7 +43,7 @@ func TestSecondServeOnSQLiteRefused(t *testing.T) {
 // bound a new process keeps to, so what the stopped one hands back is what
 // makes it prompt.
 func TestSIGTERMHandsLeasesBack(t *testing.T) {
-	bin, dbURL := replicasOnPostgres(t)
+	bin, dbURL := replicasOnPostgres(t, 1)
 	var slow atomic.Bool
 	slow.Store(true)
 	var rcv *receiver
