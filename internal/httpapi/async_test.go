@@ -27,6 +27,7 @@ import (
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
 	"github.com/agentowl/agentowl/internal/egress"
+	"github.com/agentowl/agentowl/internal/httpapi"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -51,6 +52,10 @@ const (
 	asyncRetryMax = 4 * time.Second
 	// syncLimit bounds (in real time) every wait for asynchronous work.
 	syncLimit = 10 * time.Second
+	// slowAttemptTimeout is the attempt timeout of tests whose receiver
+	// never answers: long enough for a loaded machine's loopback TLS
+	// exchange, short enough not to wait out the 10s default.
+	slowAttemptTimeout = 2 * time.Second
 )
 
 // asyncEnv is env with asynchronous mode enabled.
@@ -64,7 +69,7 @@ type asyncEnv struct {
 // egress client that allows loopback and trusts the receivers' test CA, and
 // a delivery engine on the fake clock running until the test ends.
 func setupAsync(t *testing.T, b storetest.Backend) *asyncEnv {
-	return setupAsyncWith(t, b, true)
+	return setupAsyncServer(t, b, nil)
 }
 
 // debugServerConfig is servertest's configuration with the server's debug
@@ -83,28 +88,32 @@ func debugServerConfig(t *testing.T, b storetest.Backend) server.Config {
 	return sc
 }
 
-// setupAsyncWith is setupAsync; allowLoopback false keeps egress at its
-// production default, where loopback destinations are refused.
-func setupAsyncWith(t *testing.T, b storetest.Backend, allowLoopback bool) *asyncEnv {
+// deliveryConfig is debugServerConfig with what the async and work tests
+// deliver through: an egress client that allows loopback and trusts the
+// receivers' test CA, and retries between asyncRetryMin and asyncRetryMax.
+func deliveryConfig(t *testing.T, b storetest.Backend) server.Config {
 	t.Helper()
 	sc := debugServerConfig(t, b)
-	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t)}
-	if allowLoopback {
-		sc.Egress.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	}
+	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	sc.Delivery = delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}
+	return sc
+}
+
+// setupAsyncServer is setupAsync with any server setting adjusted (nil
+// adjusts none).
+func setupAsyncServer(t *testing.T, b storetest.Backend, adjust func(sc *server.Config)) *asyncEnv {
+	t.Helper()
+	sc := deliveryConfig(t, b)
+	if adjust != nil {
+		adjust(&sc)
+	}
 	e := start(t, sc)
 	return &asyncEnv{env: e, engine: e.server.Engine(), egress: e.server.Egress()}
 }
 
 // forEachAsyncBackend runs fn as a parallel subtest per store backend.
 func forEachAsyncBackend(t *testing.T, fn func(t *testing.T, e *asyncEnv)) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, setupAsync(t, b))
-		})
-	}
+	forEachBackendWith(t, setupAsync, fn)
 }
 
 type syncBuffer struct {
@@ -499,58 +508,19 @@ func checkSignature(h http.Header, body []byte, secret string, now time.Time, bo
 	return nil
 }
 
-// ---- the deliveries API (called with a plain client: it is not yet in
-// api/openapi.yaml, so e.do's contract check would reject it)
+// ---- the deliveries API
 
-type deliveryView struct {
-	ID          string        `json:"id"`
-	Kind        string        `json:"kind"`
-	Destination string        `json:"destination"`
-	Subject     string        `json:"subject"`
-	State       string        `json:"state"`
-	Attempts    int           `json:"attempts"`
-	CreatedAt   string        `json:"created_at"`
-	DeadlineAt  string        `json:"deadline_at"`
-	NextAttempt *string       `json:"next_attempt_at"`
-	LastStatus  int           `json:"last_status"`
-	LastError   string        `json:"last_error"`
-	EndedAt     *string       `json:"ended_at"`
-	History     []attemptView `json:"attempt_history"`
-}
-
-type attemptView struct {
-	N          int    `json:"n"`
-	URL        string `json:"url"`
-	StartedAt  string `json:"started_at"`
-	EndedAt    string `json:"ended_at"`
-	StatusCode int    `json:"status_code"`
-	Error      string `json:"error"`
-}
+// deliveryView is a message of the deliveries API, with its attempt history.
+type deliveryView = httpapi.DeliveryView
 
 // operatorGet GETs an operator path with e's admin token, expecting 200.
 func (e *asyncEnv) operatorGet(t *testing.T, path string) []byte {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
+	r := e.doIn(t, http.MethodGet, path, e.operatorToken, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
 	}
-	req.Header.Set("Authorization", "Bearer "+e.operatorToken)
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, data)
-	}
-	if resp.Header.Get("X-Request-ID") == "" {
-		t.Errorf("GET %s: no X-Request-ID header", path)
-	}
-	return data
+	return r.Body
 }
 
 // deliveries lists tenant "default"'s messages; query is e.g. "?request=…".
@@ -894,7 +864,8 @@ func TestAsyncVerificationDestinationNotAllowed(t *testing.T) {
 	for _, b := range storetest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			e := setupAsyncWith(t, b, false)
+			// Egress at its production default refuses loopback.
+			e := setupAsyncServer(t, b, func(sc *server.Config) { sc.Egress.AllowCIDRs = nil })
 			rc := newReceiver(t, e)
 			prov, _ := provisionerToken(t, e.env, "default")
 			regID, secret := rc.register()
@@ -1060,7 +1031,12 @@ func TestAsyncRetries(t *testing.T) {
 // outlives the attempt timeout are failures that are retried, never with
 // two attempts in flight.
 func TestAsyncRetryTransportFailures(t *testing.T) {
-	forEachAsyncBackend(t, func(t *testing.T, e *asyncEnv) {
+	// The slow attempt ends at the attempt timeout, in real time: a short
+	// one, not the 10s default.
+	short := func(t *testing.T, b storetest.Backend) *asyncEnv {
+		return setupAsyncServer(t, b, func(sc *server.Config) { sc.Delivery.AttemptTimeout = slowAttemptTimeout })
+	}
+	forEachBackendWith(t, short, func(t *testing.T, e *asyncEnv) {
 		rc := newReceiver(t, e)
 		rc.onNotify(actReset, actSlow, act204)
 		prov, _ := provisionerToken(t, e.env, "default")
@@ -1076,8 +1052,8 @@ func TestAsyncRetryTransportFailures(t *testing.T) {
 
 		e.advance(asyncRetryMax)
 		rc.waitNotifications(t, 2)
-		// The attempt times out after 10s (real time) and the engine gives up
-		// the connection; only then may the clock move on.
+		// The attempt times out after slowAttemptTimeout (real time) and the
+		// engine gives up the connection; only then may the clock move on.
 		d = e.waitAttemptsWithin(t, first.ID, 2, 3*syncLimit)
 		if d.State != "pending" || d.History[1].StatusCode != 0 || !strings.Contains(d.History[1].Error, "timed out") {
 			t.Fatalf("after a slow attempt: %+v", d)

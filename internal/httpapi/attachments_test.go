@@ -93,12 +93,7 @@ func (e *attachEnv) receive(t *testing.T, files ...attachmenttest.File) (*agento
 
 func (e *attachEnv) manifest(t *testing.T, path, token string) []map[string]any {
 	t.Helper()
-	doc := wantJSON(t, "manifest "+path, e.do(http.MethodGet, path, token, nil), http.StatusOK)
-	var out []map[string]any
-	for _, it := range doc["items"].([]any) {
-		out = append(out, it.(map[string]any))
-	}
-	return out
+	return itemsOf(t, wantJSON(t, "manifest "+path, e.do(http.MethodGet, path, token, nil), http.StatusOK))
 }
 
 func hexSum(p []byte) string {

@@ -14,17 +14,21 @@ import (
 // and `audit verify` read it page by page): the entries with their hashes
 // in seq order, and the signed checkpoints.
 
-// afterParam reads the after cursor: a non-negative integer, 0 when absent.
-func afterParam(r *http.Request) (int64, error) {
+// seqPage reads a page's limit and its after cursor: a non-negative
+// integer, 0 when absent.
+func seqPage(r *http.Request) (limit int, after int64, err error) {
+	if limit, err = limitParam(r); err != nil {
+		return 0, 0, err
+	}
 	v := r.URL.Query().Get("after")
 	if v == "" {
-		return 0, nil
+		return limit, 0, nil
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, agentowl.FieldError(agentowl.ECodeInvalidField, "after", "after must be a non-negative integer.")
+	after, err = strconv.ParseInt(v, 10, 64)
+	if err != nil || after < 0 {
+		return 0, 0, agentowl.FieldError(agentowl.ECodeInvalidField, "after", "after must be a non-negative integer.")
 	}
-	return n, nil
+	return limit, after, nil
 }
 
 type wireAuditChain struct {
@@ -37,11 +41,7 @@ type wireAuditChain struct {
 }
 
 func (s *Server) auditChain(r *http.Request, p *access.Principal) (int, any, error) {
-	limit, err := limitParam(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	after, err := afterParam(r)
+	limit, after, err := seqPage(r)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -79,11 +79,7 @@ func (s *Server) auditChain(r *http.Request, p *access.Principal) (int, any, err
 }
 
 func (s *Server) auditCheckpoints(r *http.Request, p *access.Principal) (int, any, error) {
-	limit, err := limitParam(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	after, err := afterParam(r)
+	limit, after, err := seqPage(r)
 	if err != nil {
 		return 0, nil, err
 	}

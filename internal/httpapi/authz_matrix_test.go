@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,54 +177,71 @@ func TestAuthorizationMatrix(t *testing.T) {
 		// Expire the tokens made to expire in a day.
 		e.clock.Advance(25 * time.Hour)
 
-		ops := make([]string, 0, len(authzRoutes))
-		for op := range authzRoutes {
-			ops = append(ops, op)
+		// A subtest per route, a few at once on this server (a route's calls
+		// change nothing another route's calls read, see fillPath). They
+		// run within this test, so the server stops when they end.
+		routes := make(chan string)
+		var wg sync.WaitGroup
+		for range matrixWorkers {
+			wg.Go(func() {
+				for op := range routes {
+					t.Run(op, func(t *testing.T) { matrixRoute(t, e, op, authzRoutes[op], objects, callers) })
+				}
+			})
 		}
-		sort.Strings(ops)
-		seq := 0
-		for _, op := range ops {
-			method, path, _ := strings.Cut(op, " ")
-			row := authzRoutes[op]
-			for _, pathTenant := range []string{"default", "other"} {
-				// A mail domain is server-wide: no tenant owns its path.
-				params := strings.Contains(path, "{") && !strings.HasPrefix(path, "/api/v1/mail-domains")
-				if pathTenant == "other" && !params {
-					continue // no tenant or object in the path: one round is enough
-				}
-				url := fillPath(method, path, pathTenant, objects[pathTenant])
-				for _, c := range callers {
-					var body any
-					var headers []string
-					// Bodies are empty objects where the route checks the
-					// caller before the body; valid ones where the body is
-					// checked first (identically for every caller, so the
-					// answer shows nothing of other tenants' objects).
-					switch {
-					case op == "POST /api/v1/tenants":
-						body = map[string]any{"name": "t-" + agentowl.NewID("")[:8]}
-					case op == "PATCH /v1/instances/{id}":
-						body = map[string]any{"instance_name": "renamed"}
-					case op == "POST /runtime/v1/work/{work}/callbacks":
-						seq++
-						wk := objects[pathTenant].work
-						body = map[string]any{"version": "agent-work.v1", "callback_id": fmt.Sprintf("%s:%d", wk, seq), "work_id": wk,
-							"sequence": seq, "status": "running", "occurred_at": e.clock.Now().UTC().Format(time.RFC3339)}
-					case method == "POST" || method == "PATCH":
-						body = map[string]any{}
-					}
-					if strings.HasPrefix(path, "/v1/") && method != "GET" {
-						headers = []string{"Idempotency-Key", agentowl.NewID("")}
-					}
-					r := e.do(method, url, c.token, body, headers...)
-					want := expectAuthz(row, c, pathTenant, params)
-					if !want.matches(r.Status) {
-						t.Errorf("%s %s as %s: %d %s, want %s", method, url, c.name, r.Status, r.Body, want)
-					}
-				}
+		for op := range authzRoutes {
+			routes <- op
+		}
+		close(routes)
+		wg.Wait()
+	})
+}
+
+// matrixWorkers is how many routes the matrix calls at once.
+const matrixWorkers = 4
+
+// matrixRoute calls the route op with every caller, on each tenant's
+// objects where its path has any, and checks the class of each answer.
+func matrixRoute(t *testing.T, e *workEnv, op string, row need, objects map[string]*tenantObjects, callers []caller) {
+	method, path, _ := strings.Cut(op, " ")
+	seq := 0
+	for _, pathTenant := range []string{"default", "other"} {
+		// A mail domain is server-wide: no tenant owns its path.
+		params := strings.Contains(path, "{") && !strings.HasPrefix(path, "/api/v1/mail-domains")
+		if pathTenant == "other" && !params {
+			continue // no tenant or object in the path: one round is enough
+		}
+		url := fillPath(method, path, pathTenant, objects[pathTenant])
+		for _, c := range callers {
+			var body any
+			var headers []string
+			// Bodies are empty objects where the route checks the
+			// caller before the body; valid ones where the body is
+			// checked first (identically for every caller, so the
+			// answer shows nothing of other tenants' objects).
+			switch {
+			case op == "POST /api/v1/tenants":
+				body = map[string]any{"name": "t-" + agentowl.NewID("")[:8]}
+			case op == "PATCH /v1/instances/{id}":
+				body = map[string]any{"instance_name": "renamed"}
+			case op == "POST /runtime/v1/work/{work}/callbacks":
+				seq++
+				wk := objects[pathTenant].work
+				body = map[string]any{"version": "agent-work.v1", "callback_id": fmt.Sprintf("%s:%d", wk, seq), "work_id": wk,
+					"sequence": seq, "status": "running", "occurred_at": e.clock.Now().UTC().Format(time.RFC3339)}
+			case method == "POST" || method == "PATCH":
+				body = map[string]any{}
+			}
+			if strings.HasPrefix(path, "/v1/") && method != "GET" {
+				headers = []string{"Idempotency-Key", agentowl.NewID("")}
+			}
+			r := e.doIn(t, method, url, c.token, body, headers...)
+			want := expectAuthz(row, c, pathTenant, params)
+			if !want.matches(r.Status) {
+				t.Errorf("%s %s as %s: %d %s, want %s", method, url, c.name, r.Status, r.Body, want)
 			}
 		}
-	})
+	}
 }
 
 // outcome is a class of answer.

@@ -9,3 +9,7 @@ func RouteAuths() map[string]string {
 	}
 	return out
 }
+
+// DeliveryView is a message of the deliveries API as the external tests
+// decode it.
+type DeliveryView = wireMessage

@@ -23,11 +23,7 @@ import (
 func (e *workEnv) notices(t *testing.T, token, query string) ([]map[string]any, float64) {
 	t.Helper()
 	body := wantJSON(t, "list notifications", e.do(http.MethodGet, tenantPath+"/notifications"+query, token, nil), http.StatusOK)
-	var out []map[string]any
-	for _, it := range body["items"].([]any) {
-		out = append(out, it.(map[string]any))
-	}
-	return out, body["unread"].(float64)
+	return itemsOf(t, body), body["unread"].(float64)
 }
 
 // causes returns token's notices as sorted "cause subject-id" strings.

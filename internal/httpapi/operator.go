@@ -154,14 +154,20 @@ type wireToken struct {
 	Token     string  `json:"token,omitempty"`
 }
 
-func (s *Server) toWireToken(t *agentowl.Token) wireToken {
-	status := "active"
+// credentialStatus is a token's or a runtime credential's status on the
+// wire: revoked wins over expired.
+func credentialStatus(revoked, active bool) string {
 	switch {
-	case t.RevokedAt != nil:
-		status = "revoked"
-	case !t.Active(s.clock.Now()):
-		status = "expired"
+	case revoked:
+		return "revoked"
+	case !active:
+		return "expired"
 	}
+	return "active"
+}
+
+func (s *Server) toWireToken(t *agentowl.Token) wireToken {
+	status := credentialStatus(t.RevokedAt != nil, t.Active(s.clock.Now()))
 	return wireToken{ID: t.ID, Kind: string(t.Kind), Label: t.Label, Status: status, CreatedAt: timestamp(t.CreatedAt),
 		ExpiresAt: timestampPtr(t.ExpiresAt), RevokedAt: timestampPtr(t.RevokedAt)}
 }

@@ -30,6 +30,18 @@ func (s *Server) idempotencyKey(r *http.Request) (string, error) {
 	return k, nil
 }
 
+// keyedObject reads the Idempotency-Key header, then the JSON object body
+// with the allowed fields: what every keyed write of the provider API reads
+// first.
+func (s *Server) keyedObject(r *http.Request, allowed ...string) (string, map[string]json.RawMessage, error) {
+	key, err := s.idempotencyKey(r)
+	if err != nil {
+		return "", nil, err
+	}
+	fields, err := readObject(r, allowed...)
+	return key, fields, err
+}
+
 // ---- wire objects
 
 type wireDelivery struct {
@@ -101,11 +113,7 @@ func toWireRequest(r *agentowl.ApprovalRequest) *WireRequest {
 // ---- instances
 
 func (s *Server) provisionInstance(r *http.Request, p *access.Principal) (int, any, error) {
-	key, err := s.idempotencyKey(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	fields, err := readObject(r, "instance_name", "delivery")
+	key, fields, err := s.keyedObject(r, "instance_name", "delivery")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -173,11 +181,7 @@ func (s *Server) getInstance(r *http.Request, p *access.Principal) (int, any, er
 }
 
 func (s *Server) updateInstance(r *http.Request, p *access.Principal) (int, any, error) {
-	key, err := s.idempotencyKey(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	fields, err := readObject(r, "instance_name", "delivery")
+	key, fields, err := s.keyedObject(r, "instance_name", "delivery")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -211,11 +215,7 @@ func (s *Server) deleteInstance(r *http.Request, p *access.Principal) (int, any,
 // ---- requests
 
 func (s *Server) createRequest(r *http.Request, p *access.Principal) (int, any, error) {
-	key, err := s.idempotencyKey(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	fields, err := readObject(r, "tool", "arguments", "timeout", "agent_reasoning", "context")
+	key, fields, err := s.keyedObject(r, "tool", "arguments", "timeout", "agent_reasoning", "context")
 	if err != nil {
 		return 0, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentowl/agentowl"
+	"github.com/agentowl/agentowl/internal/httpapi"
 )
 
 // End-to-end tests of the AAP provider surface (/v1) against the contract in
@@ -107,27 +108,9 @@ func newInstance(t *testing.T, e *env) *instance {
 	return provision(t, e, prov, map[string]any{})
 }
 
-// wireRequest mirrors ApprovalRequest, decoded strictly; Arguments and
-// Context keep the response's bytes.
-type wireRequest struct {
-	ID             string          `json:"id"`
-	Tool           string          `json:"tool"`
-	Arguments      json.RawMessage `json:"arguments"`
-	Timeout        string          `json:"timeout"`
-	AgentReasoning *string         `json:"agent_reasoning,omitempty"`
-	Context        json.RawMessage `json:"context,omitempty"`
-	Status         string          `json:"status"`
-	CreatedAt      string          `json:"created_at"`
-	DeadlineAt     string          `json:"deadline_at"`
-	Decision       *wireDecision   `json:"decision,omitempty"`
-}
-
-type wireDecision struct {
-	Status    string  `json:"status"`
-	Note      *string `json:"note,omitempty"`
-	DecidedAt string  `json:"decided_at"`
-	ExpiresAt *string `json:"expires_at,omitempty"`
-}
+// wireRequest is the contract's ApprovalRequest as the server writes it,
+// decoded strictly; Arguments and Context keep the response's bytes.
+type wireRequest = httpapi.WireRequest
 
 // refundBody is a valid CreateApprovalRequest.
 func refundBody() map[string]any {
@@ -1049,7 +1032,7 @@ func TestProviderLongPollApproved(t *testing.T) {
 		wantStatus(t, r, http.StatusOK)
 		got := decodeRequest(t, r)
 		if got.Status != "approved" || got.Decision == nil || got.Decision.Status != "approved" || got.Decision.ExpiresAt == nil ||
-			got.Decision.Note == nil || *got.Decision.Note != "The duplicate charge has been confirmed." {
+			got.Decision.Note != "The duplicate charge has been confirmed." {
 			t.Fatalf("long poll returned %s", r.Body)
 		}
 		if !bytes.Equal(r.Body, d.Body) {
@@ -1267,7 +1250,7 @@ func TestProviderDecisionRace(t *testing.T) {
 				t.Fatalf("round %d: no decision succeeded", round)
 			}
 			got := getRequest(t, e, inst.Credential, req.ID)
-			if got.Status != winner.Status || *got.Decision.Note != *winner.Decision.Note || got.Decision.DecidedAt != winner.Decision.DecidedAt {
+			if got.Status != winner.Status || got.Decision.Note != winner.Decision.Note || got.Decision.DecidedAt != winner.Decision.DecidedAt {
 				t.Fatalf("round %d: recorded %+v, winner %+v", round, got.Decision, winner.Decision)
 			}
 		}
@@ -1328,7 +1311,7 @@ func TestProviderDecisions(t *testing.T) {
 		if exp := mustTime(t, *got.Decision.ExpiresAt); !exp.Equal(decided.Add(5 * time.Minute)) {
 			t.Errorf("expires_at %s, want decided_at + 5m", *got.Decision.ExpiresAt)
 		}
-		if got.Decision.Note == nil || *got.Decision.Note != "The duplicate charge has been confirmed." {
+		if got.Decision.Note != "The duplicate charge has been confirmed." {
 			t.Errorf("note not echoed: %+v", got.Decision)
 		}
 		// The approval's validity ending changes nothing recorded, and reads do not renew it.
@@ -1356,7 +1339,7 @@ func TestProviderDecisions(t *testing.T) {
 		wantStatus(t, dr, http.StatusOK)
 		dg := e.do("GET", "/v1/requests/"+denied.ID, inst.Credential, nil)
 		g := decodeRequest(t, dg)
-		if g.Status != "denied" || g.Decision == nil || g.Decision.Status != "denied" || g.Decision.Note == nil || *g.Decision.Note != "Not a duplicate." {
+		if g.Status != "denied" || g.Decision == nil || g.Decision.Status != "denied" || g.Decision.Note != "Not a duplicate." {
 			t.Fatalf("denied: %s", dg.Body)
 		}
 		wantAbsent(t, mustRaw(t, dg.Body, "decision"), "expires_at")

@@ -184,13 +184,7 @@ type wireRuntimeCredential struct {
 }
 
 func (s *Server) toWireRuntimeCredential(c *agentowl.RuntimeCredential) wireRuntimeCredential {
-	status := "active"
-	switch {
-	case c.RevokedAt != nil:
-		status = "revoked"
-	case !c.Active(s.clock.Now()):
-		status = "expired"
-	}
+	status := credentialStatus(c.RevokedAt != nil, c.Active(s.clock.Now()))
 	scopes := c.Scopes
 	if scopes == nil {
 		scopes = []string{}

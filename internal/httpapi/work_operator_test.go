@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/delivery"
-	"github.com/agentowl/agentowl/internal/egress"
 	"github.com/agentowl/agentowl/internal/ingress"
 	"github.com/agentowl/agentowl/internal/secret"
 	"github.com/agentowl/agentowl/internal/server"
@@ -55,9 +53,7 @@ func setupWorkWith(t *testing.T, b storetest.Backend, cfg work.Config, icfg ingr
 // setupWorkServer is setupWork with any server setting adjusted.
 func setupWorkServer(t *testing.T, b storetest.Backend, adjust func(sc *server.Config)) *workEnv {
 	t.Helper()
-	sc := debugServerConfig(t, b)
-	sc.Egress = egress.Config{ExtraRootsPEM: receiverCAPEM(t), AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	sc.Delivery = delivery.Config{RetryMinDelay: asyncRetryMin, RetryMaxDelay: asyncRetryMax}
+	sc := deliveryConfig(t, b)
 	adjust(&sc)
 	e := start(t, sc)
 	return &workEnv{env: e, engine: e.server.Engine(), work: e.server.Work(), box: e.server.Box()}
@@ -65,12 +61,7 @@ func setupWorkServer(t *testing.T, b storetest.Backend, adjust func(sc *server.C
 
 // forEachWorkBackend runs fn as a parallel subtest per store backend.
 func forEachWorkBackend(t *testing.T, cfg work.Config, fn func(t *testing.T, e *workEnv)) {
-	for _, b := range storetest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, setupWork(t, b, cfg))
-		})
-	}
+	forEachBackendWith(t, func(t *testing.T, b storetest.Backend) *workEnv { return setupWork(t, b, cfg) }, fn)
 }
 
 // parallelWork is the set-up most work tests share: the test runs in
@@ -266,12 +257,7 @@ func (e *workEnv) getWork(t *testing.T, id string) map[string]any {
 
 func (e *workEnv) listWork(t *testing.T, query string) []map[string]any {
 	t.Helper()
-	doc := wantJSON(t, "list work", e.do(http.MethodGet, tenantPath+"/work"+query, e.operatorToken, nil), http.StatusOK)
-	var out []map[string]any
-	for _, it := range doc["items"].([]any) {
-		out = append(out, it.(map[string]any))
-	}
-	return out
+	return itemsOf(t, wantJSON(t, "list work", e.do(http.MethodGet, tenantPath+"/work"+query, e.operatorToken, nil), http.StatusOK))
 }
 
 // jsonAt reads a nested value of a decoded JSON document.
