@@ -36,9 +36,9 @@ func BenchmarkConsolePages(b *testing.B) {
 				{"work", "/console/t/default/work"},
 				{"work-deep", "/console/t/default/work?after=" + deepCursor(b, c, "/console/t/default/work")},
 				{"attention-urgency", "/console/t/default/attention"},
-				{"attention-urgency-deep", "/console/t/default/attention?after=" + urgentCursor(b, c, 30)},
+				{"attention-urgency-deep", "/console/t/default/attention?after=" + cursorAfter(b, c, "/console/t/default/attention", moreItems, 30)},
 				{"conversation-500", "/console/t/default/conversations/conv_thread"},
-				{"conversation-500-last", "/console/t/default/conversations/conv_thread?after=" + laterCursor(b, c, 4)},
+				{"conversation-500-last", "/console/t/default/conversations/conv_thread?after=" + cursorAfter(b, c, "/console/t/default/conversations/conv_thread", laterEvents, 4)},
 			} {
 				b.Run(pg.name, func(b *testing.B) {
 					if p := c.get(pg.path); p.Status != http.StatusOK || !strings.Contains(p.Body, "Older") && !strings.Contains(p.Body, "More items") &&
@@ -172,36 +172,22 @@ func deepCursor(b *testing.B, c *browserless, path string) string {
 	return next
 }
 
-var moreItems = regexp.MustCompile(`href="/console/t/default/attention\?[^"]*after=([^"&]+)">More items`)
+var (
+	moreItems   = regexp.MustCompile(`href="/console/t/default/attention\?[^"]*after=([^"&]+)">More items`)
+	laterEvents = regexp.MustCompile(`href="/console/t/default/conversations/conv_thread\?after=([^"]+)">Later messages`)
+)
 
-// urgentCursor follows Needs attention's "More items" links pages deep
-// (by urgency) and returns that page's cursor.
-func urgentCursor(b *testing.B, c *browserless, pages int) string {
+// cursorAfter follows the next-page links that link matches on path
+// (Needs attention's "More items", by urgency; a conversation's "Later
+// messages") pages deep and returns that page's cursor.
+func cursorAfter(b *testing.B, c *browserless, path string, link *regexp.Regexp, pages int) string {
 	b.Helper()
 	next := ""
 	for range pages {
-		page := c.get("/console/t/default/attention?after=" + next)
-		m := moreItems.FindStringSubmatch(page.Body)
+		page := c.get(path + "?after=" + next)
+		m := link.FindStringSubmatch(page.Body)
 		if m == nil {
-			b.Fatalf("no more items after %s", next)
-		}
-		next = m[1]
-	}
-	return next
-}
-
-var laterEvents = regexp.MustCompile(`href="/console/t/default/conversations/conv_thread\?after=([^"]+)">Later messages`)
-
-// laterCursor follows the conversation's "Later messages" links and
-// returns the cursor of that page.
-func laterCursor(b *testing.B, c *browserless, pages int) string {
-	b.Helper()
-	next := ""
-	for range pages {
-		page := c.get("/console/t/default/conversations/conv_thread?after=" + next)
-		m := laterEvents.FindStringSubmatch(page.Body)
-		if m == nil {
-			b.Fatalf("no later messages after %s", next)
+			b.Fatalf("no next page of %s after %s", path, next)
 		}
 		next = m[1]
 	}

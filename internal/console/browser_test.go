@@ -61,7 +61,12 @@ func tab(t *testing.T) context.Context {
 			browserOnce.err = errNoBrowser
 			return
 		}
-		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.WindowSize(1280, 900))
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.WindowSize(1280, 900),
+			// Headless Chromium is the whole browser: each window (one per
+			// test's browser context) preloads two WebUI renderers for an
+			// omnibox popup no test opens, which cost more CPU than the
+			// pages tested. The first two names are chromedp's defaults.
+			chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,WebUIOmniboxPopup,WebUIOmniboxAimPopup"))
 		if os.Geteuid() == 0 {
 			opts = append(opts, chromedp.NoSandbox)
 		}

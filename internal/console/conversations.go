@@ -27,6 +27,20 @@ func (c *Console) ingressService() (*ingress.Service, error) {
 	return c.svc.Ingress, nil
 }
 
+// ingressPage is what a paged conversation view starts from: the ingress
+// service and the page's cursor (nil for the first page).
+func (c *Console) ingressPage(q *req) (*ingress.Service, *agentowl.Cursor, error) {
+	in, err := c.ingressService()
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := q.after()
+	if err != nil {
+		return nil, nil, err
+	}
+	return in, after, nil
+}
+
 var conversationStatuses = []string{"", agentowl.ConversationOpen, agentowl.ConversationEnded}
 
 type conversationListView struct {
@@ -84,11 +98,7 @@ func (c *Console) bindingLabels(q *req, in *ingress.Service) (map[string]string,
 }
 
 func (c *Console) conversationList(q *req) error {
-	in, err := c.ingressService()
-	if err != nil {
-		return err
-	}
-	after, err := q.after()
+	in, after, err := c.ingressPage(q)
 	if err != nil {
 		return err
 	}
@@ -165,11 +175,7 @@ func (c *Console) conversationItem(q *req) error { return c.renderConversation(q
 // renderConversation shows conversation {id} with a page of its events
 // and, when a link or reset was refused, why.
 func (c *Console) renderConversation(q *req, status int, failed error) error {
-	in, err := c.ingressService()
-	if err != nil {
-		return err
-	}
-	after, err := q.after()
+	in, after, err := c.ingressPage(q)
 	if err != nil {
 		return err
 	}

@@ -258,7 +258,7 @@ func (c *Console) itemViews(q *req, items []*inbox.Item) ([]itemView, error) {
 	}
 	var instances map[string]string
 	if aap {
-		if instances, err = c.instanceNames(q); err != nil {
+		if instances, _, err = c.instanceNames(q); err != nil {
 			return nil, err
 		}
 	}
@@ -275,21 +275,21 @@ func (c *Console) itemViews(q *req, items []*inbox.Item) ([]itemView, error) {
 }
 
 func (c *Console) attentionItem(q *req) error {
-	it, err := c.inbox.Inspect(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	v, err := c.itemPage(q, it)
+	v, err := c.itemPage(q)
 	if err != nil {
 		return err
 	}
 	return c.render(q, http.StatusOK, "item", "Attention item", "attention", v)
 }
 
-// itemPage is an item with its whole story: the message that started its
+// itemPage is item {id} with its whole story: the message that started its
 // work, the conversation's earlier messages and the agent's reports, or an
 // AAP request with its instance's name.
-func (c *Console) itemPage(q *req, it *inbox.Item) (itemView, error) {
+func (c *Console) itemPage(q *req) (itemView, error) {
+	it, err := c.inbox.Inspect(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
+	if err != nil {
+		return itemView{}, err
+	}
 	v := c.itemView(it)
 	names, _, err := c.endpointNames(q)
 	if err != nil {
@@ -319,11 +319,7 @@ func (c *Console) itemPage(q *req, it *inbox.Item) (itemView, error) {
 // renderItemError shows the item page again with err (a refused decision
 // or acknowledgement), or fails the request when the item is gone.
 func (c *Console) renderItemError(q *req, err error) error {
-	it, ierr := c.inbox.Inspect(q.r.Context(), q.p(), q.tenant, q.r.PathValue("id"))
-	if ierr != nil {
-		return err
-	}
-	v, verr := c.itemPage(q, it)
+	v, verr := c.itemPage(q)
 	if verr != nil {
 		return err
 	}
@@ -436,7 +432,7 @@ func (c *Console) approvalList(q *req) error {
 	if err != nil {
 		return err
 	}
-	names, err := c.instanceNames(q)
+	names, _, err := c.instanceNames(q)
 	if err != nil {
 		return err
 	}
@@ -466,7 +462,7 @@ func (c *Console) approvalPage(q *req, id string) (approvalView, error) {
 	if err != nil {
 		return approvalView{}, err
 	}
-	names, err := c.instanceNames(q)
+	names, _, err := c.instanceNames(q)
 	if err != nil {
 		return approvalView{}, err
 	}

@@ -118,13 +118,11 @@ func (c *Console) renderSettings(q *req, status int, failed error) error {
 	if failed != nil {
 		v.Error = errorView(failed)
 	}
-	eps, err := c.svc.Work.ListEndpoints(ctx, p, q.tenant)
+	epName, eps, err := c.endpointNames(q)
 	if err != nil {
 		return err
 	}
-	epName := map[string]string{}
 	for _, e := range eps {
-		epName[e.ID] = e.Name
 		v.Endpoints = append(v.Endpoints, cfgEndpoint{ID: e.ID, Name: e.Name, URL: e.URL, AgentWork: e.AgentWork,
 			DecisionURL: e.DecisionURL != "", PausedAt: e.PausedAt})
 	}
@@ -154,13 +152,11 @@ func (c *Console) renderSettings(q *req, status int, failed error) error {
 	for _, cv := range creds {
 		v.Credentials = append(v.Credentials, cfgCredentialOf(cv, now))
 	}
-	insts, err := c.svc.Approval.TenantInstances(ctx, p, q.tenant)
+	instName, insts, err := c.instanceNames(q)
 	if err != nil {
 		return err
 	}
-	instName := map[string]string{}
 	for _, in := range insts {
-		instName[in.ID] = in.Name
 		row := cfgInstance{ID: in.ID, Name: in.Name, Validity: "the server's default", CreatedAt: in.CreatedAt}
 		if in.Receiver != nil {
 			row.Receiver = in.Receiver.URL
@@ -215,7 +211,7 @@ func cfgCredentialOf(cv *work.CredentialView, now time.Time) cfgCredential {
 	cr := cv.Credential
 	row := cfgCredential{ID: cr.ID, Label: cr.Label, Endpoint: cv.Endpoint.Name, EndpointID: cv.Endpoint.ID,
 		Scopes: strings.Join(cr.Scopes, ", "), CreatedAt: cr.CreatedAt, ExpiresAt: cr.ExpiresAt, LastReport: cv.LastReport,
-		RevokedAt: cr.RevokedAt, Created: cfgAgo(now.Sub(cr.CreatedAt))}
+		RevokedAt: cr.RevokedAt, Created: ago(now.Sub(cr.CreatedAt))}
 	switch {
 	case cr.RevokedAt != nil:
 		row.Status = "revoked"
@@ -226,7 +222,7 @@ func cfgCredentialOf(cv *work.CredentialView, now time.Time) cfgCredential {
 		row.ExpiresIn = timeLeft(cr.ExpiresAt.Sub(now))
 	}
 	if cv.LastReport != nil {
-		row.LastReportAgo = cfgAgo(now.Sub(*cv.LastReport))
+		row.LastReportAgo = ago(now.Sub(*cv.LastReport))
 	}
 	return row
 }
@@ -239,20 +235,6 @@ func tokenStatus(t *agentowl.Token, now time.Time) string {
 		return "expired"
 	}
 	return "active"
-}
-
-// cfgAgo is how long ago something was, as a person reads it: "40 s ago",
-// "12 min ago", "3 h ago", "2 days ago".
-func cfgAgo(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%d s ago", max(int(d/time.Second), 0))
-	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d/time.Hour))
-	}
-	return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
 }
 
 // cfgDuration is a configured duration as people write it: "90 s",

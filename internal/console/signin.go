@@ -178,13 +178,7 @@ func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
-	if !c.checkPreCSRF(r) {
-		c.renderPublic(w, r, http.StatusForbidden, "signin", "Sign in", signInView{},
-			notice("The form's security token is missing or stale; try again."))
-		return
-	}
-	if field, ok := formText(r); !ok {
-		c.renderPublic(w, r, http.StatusBadRequest, "signin", "Sign in", signInView{}, notTextNotice(field))
+	if !c.publicFormOK(w, r, "signin", "Sign in", "The form's security token is missing or stale; try again.") {
 		return
 	}
 	next := returnPath(r.PostForm.Get("next"))
@@ -194,6 +188,21 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.startSession(w, r, s, next)
+}
+
+// publicFormOK checks a form posted before any session (the sign-in
+// page's, a login link's): its CSRF token, then its text. When one fails it
+// shows page name again with why (stale, for the token) and reports false.
+func (c *Console) publicFormOK(w http.ResponseWriter, r *http.Request, name, title, stale string) bool {
+	if !c.checkPreCSRF(r) {
+		c.renderPublic(w, r, http.StatusForbidden, name, title, signInView{}, notice(stale))
+		return false
+	}
+	if field, ok := formText(r); !ok {
+		c.renderPublic(w, r, http.StatusBadRequest, name, title, signInView{}, notTextNotice(field))
+		return false
+	}
+	return true
 }
 
 // startSession sets the new session's cookie, signing out the session the
@@ -235,13 +244,7 @@ func (c *Console) linkForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) link(w http.ResponseWriter, r *http.Request) {
-	if !c.checkPreCSRF(r) {
-		c.renderPublic(w, r, http.StatusForbidden, "link", "Sign in with a link", signInView{},
-			notice("The form's security token is missing or stale; open the link again."))
-		return
-	}
-	if field, ok := formText(r); !ok {
-		c.renderPublic(w, r, http.StatusBadRequest, "link", "Sign in with a link", signInView{}, notTextNotice(field))
+	if !c.publicFormOK(w, r, "link", "Sign in with a link", "The form's security token is missing or stale; open the link again.") {
 		return
 	}
 	s, err := c.svc.Access.SignInWithLink(r.Context(), r.PostForm.Get("code"))

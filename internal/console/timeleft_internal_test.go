@@ -26,3 +26,26 @@ func TestTimeLeft(t *testing.T) {
 		}
 	}
 }
+
+func TestAgoAndRelative(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		d        time.Duration
+		ago, rel string
+	}{
+		{40 * time.Second, "40 s ago", "just now"},
+		{time.Minute, "1 min ago", "1 min ago"},
+		{3*time.Hour + 5*time.Minute, "3 h ago", "3 h ago"},
+		{48 * time.Hour, "2 days ago", "2 days ago"},
+	} {
+		if got := ago(c.d); got != c.ago {
+			t.Errorf("ago(%v) = %q, want %q", c.d, got, c.ago)
+		}
+		if got := relative(-c.d); got != c.rel {
+			t.Errorf("relative(%v) = %q, want %q", -c.d, got, c.rel)
+		}
+	}
+	if got := relative(2 * time.Minute); got != "in 2 min" {
+		t.Errorf("relative(2m) = %q", got)
+	}
+}

@@ -195,6 +195,19 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
+	// fields makes a form's hidden fields of name, value pairs, in order;
+	// a pair whose value is false is left out (a flag not set).
+	"fields": func(kv ...any) []formField {
+		out := make([]formField, 0, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] == false {
+				continue
+			}
+			name, _ := kv[i].(string)
+			out = append(out, formField{Name: name, Value: kv[i+1]})
+		}
+		return out
+	},
 	// addrs is a list of email addresses as text: "Ann <ann@example.com>, …".
 	"addrs": func(as []ingress.MailAddress) string {
 		out := make([]string, 0, len(as))
@@ -214,6 +227,12 @@ var funcs = template.FuncMap{
 		}
 		return many
 	},
+}
+
+// formField is a hidden field of a form (the template func fields).
+type formField struct {
+	Name  string
+	Value any
 }
 
 // timeOf reads a time of a template value; ok is false for none.
@@ -258,19 +277,13 @@ func timeTag(now, t any, mode string) template.HTML {
 // relative is a duration from now as a person reads it: "in 12 min",
 // "just now", "2 h ago", "3 days ago".
 func relative(d time.Duration) string {
-	if d > time.Minute {
-		return timeLeft(d)
-	}
-	d = -d
 	switch {
-	case d < time.Minute:
+	case d > time.Minute:
+		return timeLeft(d)
+	case d > -time.Minute:
 		return "just now"
-	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d/time.Hour))
 	}
-	return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
+	return ago(-d)
 }
 
 // humanBytes is a size as a person reads it.
@@ -365,20 +378,28 @@ func (c *Console) itemView(it *inbox.Item) itemView {
 
 // timeLeft is a wait as a person reads it at a glance: "in 40 s", "in 12
 // min", "in 3 h 5 min", "in 2 days".
-func timeLeft(d time.Duration) string {
+func timeLeft(d time.Duration) string { return "in " + roughly(d, true) }
+
+// ago is how long ago something was, as a person reads it: "40 s ago",
+// "12 min ago", "3 h ago", "2 days ago".
+func ago(d time.Duration) string { return roughly(d, false) + " ago" }
+
+// roughly is a duration read at a glance: "40 s" (0 s when negative), "12
+// min", "3 h" (or "3 h 5 min" with minutes set), "2 days".
+func roughly(d time.Duration, minutes bool) string {
 	switch {
 	case d < time.Minute:
-		return fmt.Sprintf("in %d s", max(int(d/time.Second), 0))
+		return fmt.Sprintf("%d s", max(int(d/time.Second), 0))
 	case d < time.Hour:
-		return fmt.Sprintf("in %d min", int(d/time.Minute))
+		return fmt.Sprintf("%d min", int(d/time.Minute))
 	case d < 48*time.Hour:
 		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
-		if m == 0 {
-			return fmt.Sprintf("in %d h", h)
+		if m == 0 || !minutes {
+			return fmt.Sprintf("%d h", h)
 		}
-		return fmt.Sprintf("in %d h %d min", h, m)
+		return fmt.Sprintf("%d h %d min", h, m)
 	}
-	return fmt.Sprintf("in %d days", int(d/(24*time.Hour)))
+	return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
 }
 
 func (c *Console) itemViewOf(it *inbox.Item) itemView {
@@ -663,27 +684,27 @@ func (c *Console) story(q *req, workID string, detail *work.Detail) (*storyView,
 // endpointNames maps the tenant's endpoint IDs to their names.
 func (c *Console) endpointNames(q *req) (map[string]string, []*agentowl.Endpoint, error) {
 	eps, err := c.svc.Work.ListEndpoints(q.r.Context(), q.p(), q.tenant)
-	if err != nil {
-		return nil, nil, err
-	}
-	names := make(map[string]string, len(eps))
-	for _, ep := range eps {
-		names[ep.ID] = ep.Name
-	}
-	return names, eps, nil
+	return namesOf(eps, err, func(e *agentowl.Endpoint) (string, string) { return e.ID, e.Name })
 }
 
 // instanceNames maps the tenant's AAP instance IDs to their names.
-func (c *Console) instanceNames(q *req) (map[string]string, error) {
+func (c *Console) instanceNames(q *req) (map[string]string, []*agentowl.Instance, error) {
 	ins, err := c.svc.Approval.TenantInstances(q.r.Context(), q.p(), q.tenant)
+	return namesOf(ins, err, func(in *agentowl.Instance) (string, string) { return in.ID, in.Name })
+}
+
+// namesOf maps the IDs of list, read with err, to their names (idName
+// says both of one), and returns the list too.
+func namesOf[T any](list []T, err error, idName func(T) (id, name string)) (map[string]string, []T, error) {
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	names := make(map[string]string, len(ins))
-	for _, in := range ins {
-		names[in.ID] = in.Name
+	names := make(map[string]string, len(list))
+	for _, x := range list {
+		id, name := idName(x)
+		names[id] = name
 	}
-	return names, nil
+	return names, list, nil
 }
 
 // workMessages are the digests of the messages of works, by work ID (none
