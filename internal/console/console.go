@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentowl/agentowl"
@@ -102,12 +103,26 @@ func New(svc Services, cfg Config) (*Console, error) {
 	if svc.Access == nil || svc.Approval == nil || svc.Work == nil || svc.Notify == nil || svc.StatusOf == nil {
 		return nil, errors.New("console: every service is required")
 	}
-	c := &Console{svc: svc, cfg: cfg.withDefaults(), pages: map[string]*template.Template{},
+	pages, err := parsedPages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{svc: svc, cfg: cfg.withDefaults(), pages: pages,
 		inbox: inbox.New(svc.Work, svc.Approval, svc.Clock)}
+	c.routes()
+	return c, nil
+}
+
+// parsedPages parses every page (with the layout and the shared parts)
+// once per process: the templates are embedded and their functions fixed,
+// so every Console shares one parse (tests start hundreds of servers), and
+// executing a parsed html/template concurrently is safe.
+var parsedPages = sync.OnceValues(func() (map[string]*template.Template, error) {
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
+	pages := map[string]*template.Template{}
 	for _, n := range names {
 		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
 		if base == "layout" || base == "parts" {
@@ -117,11 +132,10 @@ func New(svc Services, cfg Config) (*Console, error) {
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", n, err)
 		}
-		c.pages[base] = t
+		pages[base] = t
 	}
-	c.routes()
-	return c, nil
-}
+	return pages, nil
+})
 
 // Cookie names. A browser holds one session per tenant it signed in to, in
 // a cookie named for the tenant (tenant names are cookie-safe slugs).
