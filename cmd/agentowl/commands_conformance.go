@@ -32,7 +32,7 @@ JSON document instead of text; --junit FILE also writes JUnit XML.
 See docs/conformance.md.`,
 	}
 	cmd.AddCommand(c.conformanceProviderCommand(), c.conformanceReceiverCommand(), c.conformanceAdapterCommand(),
-		c.conformanceAdapterShimCommand())
+		c.conformanceAdapterShimCommand(), c.conformanceGatewayShimCommand())
 	return cmd
 }
 
@@ -289,7 +289,7 @@ func (c *cli) conformanceAdapterCommand() *cobra.Command {
 	var preset, stdinFile, receiver string
 	var expect [4]string
 	cmd := &cobra.Command{
-		Use:   "adapter [--preset agentowl-adapter|aap-hook] [--env K={url}…] [--stdin-template FILE] [--expect-allow RE --expect-deny RE …] -- CMD ARGS…",
+		Use:   "adapter [--preset agentowl-adapter|agentowl-mcp-gateway|aap-hook] [--env K={url}…] [--stdin-template FILE] [--expect-allow RE --expect-deny RE …] -- CMD ARGS…",
 		Short: "Check an AAP adapter command: the kit plays its provider and scripts each answer",
 		Long: `Runs a provider of the kit's own on a loopback port and drives the adapter
 command against it, once or twice per check: it hands the adapter the
@@ -308,8 +308,9 @@ it and delivers a signed notification for each decision. The adapter's output (s
 by --expect-allow, --expect-expired, --expect-cancelled, --expect-deny
 (regular expressions, tried in that order). --preset supplies all of
 these for a known adapter: agentowl-adapter (the harness kit's
-aap.Adapter; without CMD the kit runs this binary's adapter shim) and
-aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
+aap.Adapter; without CMD the kit runs this binary's adapter shim),
+agentowl-mcp-gateway (the MCP gateway between the kit's agent and a fake
+upstream; without CMD this binary's gateway shim) and aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Command = args
@@ -338,13 +339,16 @@ aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
 				if err != nil {
 					return err
 				}
-				if preset == conformance.PresetAgentOwl {
+				if shim := map[string]string{conformance.PresetAgentOwl: "adapter-shim", conformance.PresetMCPGateway: "mcp-gateway-shim"}[preset]; shim != "" {
 					self, err := os.Executable()
 					if err != nil {
 						return err
 					}
-					p.Command = []string{self, "conformance", "adapter-shim", "--state", "{state}", "--mode", "{mode}"}
-					p.Receiver = []string{self, "conformance", "adapter-shim", "--state", "{state}", "--receive", "{receiver_addr}"}
+					p.Command = []string{self, "conformance", shim, "--state", "{state}", "--mode", "{mode}"}
+					if preset == conformance.PresetMCPGateway {
+						p.Command = append(p.Command, "--timeout", "{timeout}")
+					}
+					p.Receiver = []string{self, "conformance", shim, "--state", "{state}", "--receive", "{receiver_addr}"}
 				}
 				cfg.ApplyPreset(p)
 			}
@@ -358,13 +362,14 @@ aap-hook (the aap CLI's hook contract as described in docs/conformance.md).`,
 	}
 	rf.add(cmd)
 	f := cmd.Flags()
-	f.StringVar(&preset, "preset", "", "a known adapter's contract: agentowl-adapter or aap-hook")
+	f.StringVar(&preset, "preset", "", "a known adapter's contract: agentowl-adapter, agentowl-mcp-gateway or aap-hook")
 	f.StringArrayVar(&cfg.Env, "env", nil, "K=template added to the adapter's environment (repeatable), such as AAP_BASE_URL={url}")
 	f.StringVar(&stdinFile, "stdin-template", "", "FILE: the tool call as the adapter reads it on stdin, with {tool}, {arguments}, {call_id}, {timeout}")
 	f.StringVar(&expect[0], "expect-allow", "", "regular expression: the adapter allowed (ran) the call")
 	f.StringVar(&expect[1], "expect-expired", "", "regular expression: the adapter reported an expiry")
 	f.StringVar(&expect[2], "expect-cancelled", "", "regular expression: the adapter reported a cancellation")
 	f.StringVar(&expect[3], "expect-deny", "", "regular expression: the adapter reported a denial")
+	f.StringVar(&cfg.Tool, "submitted-tool", "", "template: the tool name the adapter submits for the probe call (default {tool}; an MCP gateway's may be SERVER/{tool})")
 	f.BoolVar(&cfg.Stateful, "stateful", false, "the adapter keeps executions across runs ({state} in a template implies it): check a rerun of the same call")
 	f.BoolVar(&cfg.SuspendsOnTerm, "sigterm-suspends", false, "SIGTERM suspends the adapter's execution instead of abandoning it (skips adapter.abandon.cancel)")
 	f.StringVar(&receiver, "receiver-command", "", "the adapter's receiving service, run with /bin/sh -c per asynchronous check ({receiver_addr}, {registration_id}, {secret}, {instance_id}; exec the service so SIGTERM reaches it); without it the adapter.async checks are SKIP")
@@ -403,5 +408,38 @@ func (c *cli) conformanceAdapterShimCommand() *cobra.Command {
 	cmd.Flags().StringVar(&state, "state", "", "directory of the saved executions (default: a temporary one)")
 	cmd.Flags().StringVar(&mode, "mode", "sync", "sync: long poll; async: suspend, and let the receiving service (--receive) resume")
 	cmd.Flags().StringVar(&receive, "receive", "", "ADDR: be the receiving service of the asynchronous shim (AAP_REGISTRATION_ID, AAP_SIGNING_SECRET)")
+	return cmd
+}
+
+// conformanceGatewayShimCommand is the agentowl-mcp-gateway preset's
+// subject: the MCP gateway between the kit's agent (a tools/call on stdin)
+// and a fake upstream, and (--receive) its receiving service.
+func (c *cli) conformanceGatewayShimCommand() *cobra.Command {
+	var o conformance.GatewayShimOptions
+	var mode, receive string
+	cmd := &cobra.Command{
+		Use:    "mcp-gateway-shim --state DIR [--mode sync|async] [--timeout 30m] [--receive ADDR]",
+		Short:  "The MCP gateway as an adapter command (the agentowl-mcp-gateway preset's subject)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n := 0
+			if receive != "" {
+				n = conformance.RunGatewayShimReceiver(cmd.Context(), o.State, receive, c.stdout)
+			} else {
+				o.Async = mode == "async"
+				n = conformance.RunGatewayShim(cmd.Context(), o, cmd.InOrStdin(), c.stdout)
+			}
+			if n != 0 {
+				cmd.SilenceErrors = true
+				return exitCode(n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.State, "state", "", "directory of the gateway's store")
+	cmd.Flags().StringVar(&mode, "mode", "sync", "sync: the gateway long polls; async: it waits for the receiving service's wake-ups (--receive)")
+	cmd.Flags().StringVar(&o.Timeout, "timeout", "30m", "the gateway's approval.timeout")
+	cmd.Flags().StringVar(&receive, "receive", "", "ADDR: be the gateway's receiving service (AAP_REGISTRATION_ID, AAP_SIGNING_SECRET)")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,38 +195,56 @@ func TestConformanceReceiver(t *testing.T) {
 // TestConformanceAdapterPreset: the built binary's `conformance adapter
 // --preset agentowl-adapter` (no command: it runs its own adapter shim,
 // the harness kit's aap.Adapter, as a separate process) passes every
-// adapter check, with --json and --junit.
+// adapter check, with --json and --junit; `--preset agentowl-mcp-gateway`
+// (its gateway shim: the MCP gateway between the kit's agent and a fake
+// upstream) passes every check that applies to the gateway, the rerun
+// check SKIP.
 func TestConformanceAdapterPreset(t *testing.T) {
 	t.Parallel()
 	bin := buildAgentowl(t)
-	junit := filepath.Join(t.TempDir(), "adapter.xml")
-	cmd := exec.Command(bin, "--json", "conformance", "adapter", "--preset", "agentowl-adapter", "--junit", junit)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var rep struct {
-		Subject string
-		Summary struct{ Pass, Fail, Skip int }
-		Checks  []struct{ ID, Status, Reason, Requirement string }
-	}
-	if jerr := json.Unmarshal(out, &rep); jerr != nil {
-		t.Fatalf("--json output is not the report: %v\n%s\nstderr: %s", jerr, out, stderr.String())
-	}
-	if err != nil || rep.Subject != "adapter" || rep.Summary.Fail != 0 || rep.Summary.Skip != 0 || rep.Summary.Pass != len(rep.Checks) || len(rep.Checks) < 10 {
-		t.Fatalf("exit %v, summary %+v\n%s\nstderr: %s", err, rep.Summary, out, stderr.String())
-	}
-	for _, c := range rep.Checks {
-		if !strings.HasPrefix(c.Requirement, "8_security.md Adapter ") && !strings.HasPrefix(c.Requirement, "8_security.md Async adapter ") {
-			t.Errorf("%s names no adapter requirement: %q", c.ID, c.Requirement)
-		}
-	}
-	data, err := os.ReadFile(junit)
-	var suites struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
-	}
-	if err != nil || xml.Unmarshal(data, &suites) != nil || suites.Tests != len(rep.Checks) || suites.Failures != 0 {
-		t.Errorf("JUnit: %+v %v\n%s", suites, err, data)
+	for _, c := range []struct {
+		preset string
+		skip   []string
+	}{
+		{"agentowl-adapter", nil},
+		{"agentowl-mcp-gateway", []string{"adapter.approval.twice"}},
+	} {
+		t.Run(c.preset, func(t *testing.T) {
+			t.Parallel()
+			junit := filepath.Join(t.TempDir(), "adapter.xml")
+			cmd := exec.Command(bin, "--json", "conformance", "adapter", "--preset", c.preset, "--junit", junit)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			var rep struct {
+				Subject string
+				Summary struct{ Pass, Fail, Skip int }
+				Checks  []struct{ ID, Status, Reason, Requirement string }
+			}
+			if jerr := json.Unmarshal(out, &rep); jerr != nil {
+				t.Fatalf("--json output is not the report: %v\n%s\nstderr: %s", jerr, out, stderr.String())
+			}
+			if err != nil || rep.Subject != "adapter" || rep.Summary.Fail != 0 || rep.Summary.Skip != len(c.skip) ||
+				rep.Summary.Pass != len(rep.Checks)-len(c.skip) || len(rep.Checks) < 10 {
+				t.Fatalf("exit %v, summary %+v\n%s\nstderr: %s", err, rep.Summary, out, stderr.String())
+			}
+			for _, ch := range rep.Checks {
+				if !strings.HasPrefix(ch.Requirement, "8_security.md Adapter ") && !strings.HasPrefix(ch.Requirement, "8_security.md Async adapter ") {
+					t.Errorf("%s names no adapter requirement: %q", ch.ID, ch.Requirement)
+				}
+				if want := slices.Contains(c.skip, ch.ID); want != (ch.Status == "SKIP") {
+					t.Errorf("%s: %s (%s)", ch.ID, ch.Status, ch.Reason)
+				}
+			}
+			data, err := os.ReadFile(junit)
+			var suites struct {
+				Tests    int `xml:"tests,attr"`
+				Failures int `xml:"failures,attr"`
+			}
+			if err != nil || xml.Unmarshal(data, &suites) != nil || suites.Tests != len(rep.Checks) || suites.Failures != 0 {
+				t.Errorf("JUnit: %+v %v\n%s", suites, err, data)
+			}
+		})
 	}
 }
 

@@ -38,6 +38,14 @@ type AdapterConfig struct {
 	// again for the same call ID is a recovery of the same execution
 	// (adapter.approval.twice); false skips that check.
 	Stateful bool
+	// RunIsNewCall says every run is a new call, whatever {state} holds: the
+	// adapter has no call ID to recover an execution by (an MCP tools/call
+	// carries none), so adapter.approval.twice is SKIP.
+	RunIsNewCall bool
+	// Tool is the template of the tool name the adapter must submit for
+	// the probe call (default {tool}): an adapter may name tools its own
+	// way, such as the MCP gateway's SERVER/TOOL.
+	Tool string
 	// SuspendsOnTerm says SIGTERM suspends the execution rather than
 	// abandoning it (an asynchronous adapter that resumes later): the
 	// abandonment check is then SKIP.
@@ -86,22 +94,19 @@ const (
 	outOther     = "other"
 )
 
-// Preset is the known contract of an adapter.
+// Preset is the known contract of an adapter: the parts of an
+// AdapterConfig it sets (Command empty: the CLI supplies AgentOwl's own for
+// its presets).
 type Preset struct {
-	Name     string
-	Env      []string
-	Stdin    string
-	Expect   Expectations
-	Stateful bool
-	// Command is the default command ("" entries: none; the CLI supplies
-	// AgentOwl's own for agentowl-adapter), Receiver its receiving service.
-	Command, Receiver []string
+	Name string
+	AdapterConfig
 }
 
 // The presets.
 const (
-	PresetAgentOwl = "agentowl-adapter"
-	PresetAAPHook  = "aap-hook"
+	PresetAgentOwl   = "agentowl-adapter"
+	PresetMCPGateway = "agentowl-mcp-gateway"
+	PresetAAPHook    = "aap-hook"
 )
 
 // AdapterPreset returns the preset name, or an error.
@@ -113,6 +118,14 @@ const (
 // on stdout; AAP_BASE_URL and AAP_INSTANCE_CREDENTIAL in the environment;
 // executions kept in --state.
 //
+// agentowl-mcp-gateway is AgentOwl's MCP gateway (package mcpgateway)
+// through `agentowl conformance mcp-gateway-shim` (RunGatewayShim): a
+// JSON-RPC tools/call on stdin as an agent sends it, the gateway's AAP
+// side the adapter under test, submitting the tool as conformance/TOOL; the
+// fake upstream's line {"upstream_call": …} is the call running, a tool
+// error whose text starts with denied:, expired: or cancelled: a refusal.
+// An agent's repeated tools/call is a new call (RunIsNewCall).
+//
 // aap-hook is the public `aap` CLI's `hook` contract as far as the AAP
 // documentation describes it (a JSON tool call in, a JSON decision out).
 // The documentation gives no field names, so the preset assumes the
@@ -123,11 +136,14 @@ const (
 // environment. Each part can be overridden (--env, --stdin-template,
 // --expect-*).
 func AdapterPreset(name string) (*Preset, error) {
+	// AgentOwl's shims read the provider and, for their receiving
+	// services, the registration from these.
+	kitEnv := []string{"AAP_BASE_URL={url}", "AAP_INSTANCE_CREDENTIAL={token}",
+		"AAP_REGISTRATION_ID={registration_id}", "AAP_SIGNING_SECRET={secret}"}
 	switch name {
 	case PresetAgentOwl:
-		return &Preset{Name: name,
-			Env: []string{"AAP_BASE_URL={url}", "AAP_INSTANCE_CREDENTIAL={token}",
-				"AAP_REGISTRATION_ID={registration_id}", "AAP_SIGNING_SECRET={secret}"},
+		return &Preset{Name: name, AdapterConfig: AdapterConfig{
+			Env:   kitEnv,
 			Stdin: `{"id":"{call_id}","tool":"{tool}","arguments":{arguments},"timeout":"{timeout}"}` + "\n",
 			Expect: Expectations{
 				Allow:     regexp.MustCompile(`"outcome"\s*:\s*"ran"`),
@@ -136,10 +152,24 @@ func AdapterPreset(name string) (*Preset, error) {
 				Cancelled: regexp.MustCompile(`"outcome"\s*:\s*"cancelled"`),
 			},
 			Stateful: true,
-		}, nil
+		}}, nil
+	case PresetMCPGateway:
+		refusal := `"text"\s*:\s*"`
+		return &Preset{Name: name, AdapterConfig: AdapterConfig{
+			Env:   kitEnv,
+			Stdin: `{"jsonrpc":"2.0","id":"{call_id}","method":"tools/call","params":{"name":"{tool}","arguments":{arguments}}}` + "\n",
+			Tool:  gatewayShimUpstream + "/{tool}",
+			Expect: Expectations{
+				Allow:     regexp.MustCompile(`"upstream_call"`),
+				Deny:      regexp.MustCompile(refusal + `denied:`),
+				Expired:   regexp.MustCompile(refusal + `expired:`),
+				Cancelled: regexp.MustCompile(refusal + `cancelled:`),
+			},
+			RunIsNewCall: true,
+		}}, nil
 	case PresetAAPHook:
 		reason := `"(?:reason|permissionDecisionReason)"\s*:\s*"[^"]*`
-		return &Preset{Name: name,
+		return &Preset{Name: name, AdapterConfig: AdapterConfig{
 			Env:   []string{"AAP_BASE_URL={url}", "AAP_API_KEY={token}"},
 			Stdin: `{"hook_event_name":"PreToolUse","tool_name":"{tool}","tool_input":{arguments},"tool_use_id":"{call_id}"}` + "\n",
 			Expect: Expectations{
@@ -148,9 +178,9 @@ func AdapterPreset(name string) (*Preset, error) {
 				Expired:   regexp.MustCompile(`(?i)` + reason + `expir`),
 				Cancelled: regexp.MustCompile(`(?i)` + reason + `cancel`),
 			},
-		}, nil
+		}}, nil
 	}
-	return nil, fmt.Errorf("unknown preset %q (known: %s, %s)", name, PresetAgentOwl, PresetAAPHook)
+	return nil, fmt.Errorf("unknown preset %q (known: %s, %s, %s)", name, PresetAgentOwl, PresetMCPGateway, PresetAAPHook)
 }
 
 // ApplyPreset fills what cfg leaves empty from p.
@@ -173,7 +203,11 @@ func (cfg *AdapterConfig) ApplyPreset(p *Preset) {
 			*f.dst = *f.src
 		}
 	}
+	if cfg.Tool == "" {
+		cfg.Tool = p.Tool
+	}
 	cfg.Stateful = cfg.Stateful || p.Stateful
+	cfg.RunIsNewCall = cfg.RunIsNewCall || p.RunIsNewCall
 }
 
 // The adapter checks' IDs.
@@ -200,6 +234,9 @@ const (
 
 type adapterRun struct {
 	cfg AdapterConfig
+	// givesTimeout: a template hands the adapter the call's timeout, so
+	// the submission must carry it.
+	givesTimeout bool
 }
 
 // CheckAdapter runs every adapter check against cfg.Command.
@@ -233,10 +270,14 @@ func CheckAdapter(ctx context.Context, cfg AdapterConfig) (*Report, error) {
 	if cfg.AsyncSettle <= 0 {
 		cfg.AsyncSettle = 2 * time.Second
 	}
+	templates := strings.Join(append(append([]string{cfg.Stdin}, cfg.Command...), cfg.Env...), "\n")
 	if !cfg.Stateful {
-		cfg.Stateful = strings.Contains(strings.Join(append(append([]string{cfg.Stdin}, cfg.Command...), cfg.Env...), "\n"), "{state}")
+		cfg.Stateful = strings.Contains(templates, "{state}")
 	}
-	a := &adapterRun{cfg: cfg}
+	if cfg.Tool == "" {
+		cfg.Tool = "{tool}"
+	}
+	a := &adapterRun{cfg: cfg, givesTimeout: strings.Contains(templates, "{timeout}")}
 	run := &Run{Parallel: cfg.Parallel, Progress: cfg.Progress}
 	return run.Execute(ctx, "adapter", strings.Join(cfg.Command, " "), a.checks()), nil
 }
@@ -489,13 +530,13 @@ func (a *adapterRun) checkSubmit(ctx context.Context, t *T) {
 		var tool, timeout string
 		_ = json.Unmarshal(call["tool"], &tool)
 		_ = json.Unmarshal(call["timeout"], &timeout)
-		if tool != probeTool {
-			t.Failf("%s: tool %q, the call given was %q", n, tool, probeTool)
+		if want := s.expand(a.cfg.Tool); tool != want {
+			t.Failf("%s: tool %q, the call given was %q (submitted as %q)", n, tool, probeTool, want)
 		}
 		if !sameJSONBytes(call["arguments"], []byte(probeArguments)) {
 			t.Failf("%s: arguments %s, the call given had %s", n, call["arguments"], probeArguments)
 		}
-		if strings.Contains(a.cfg.Stdin, "{timeout}") && timeout != probeTimeout {
+		if a.givesTimeout && timeout != probeTimeout {
 			t.Failf("%s: timeout %q, the call given had %q", n, timeout, probeTimeout)
 		}
 	}
@@ -555,6 +596,9 @@ func (a *adapterRun) checkStaleApproval(ctx context.Context, t *T) {
 func (a *adapterRun) checkTwice(ctx context.Context, t *T) {
 	if !a.cfg.Stateful {
 		t.Skipf("the adapter keeps no state the kit can hand it ({state}): a rerun of the same call is a new call to it")
+	}
+	if a.cfg.RunIsNewCall {
+		t.Skipf("every run of the adapter is a new call: it has no call ID to recover an execution by, so a rerun asks again (the same approval retrieved twice within one call is adapter.async.duplicate)")
 	}
 	s := a.session(ctx, t, script{decide: "approved"})
 	defer s.stop()

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -202,12 +204,30 @@ func (a *adapterRun) asyncSession(ctx context.Context, t *T, sc script) *session
 	if len(a.cfg.Receiver) == 0 {
 		t.Skipf("the adapter has no receiving service (--receiver-command): the asynchronous checks need one")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("reserving the receiving service's address: %v", err)
+	for attempt := 1; ; attempt++ {
+		s, lost, err := a.startReceiving(ctx, t, sc)
+		switch {
+		case err == nil:
+			return s
+		case lost && attempt < 3:
+			// Another process took the address between its reservation
+			// and the service's listen: a fresh one.
+			t.Notef("the receiving service exited without verifying (%v): trying again on another address", err)
+		default:
+			t.Fatalf("the receiving service did not verify the registration the kit handed it: %v", err)
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+}
+
+// startReceiving starts a session and its receiving service on a reserved
+// loopback address, and verifies the registration. On failure the session
+// is stopped; lost says the service exited (as one that could not listen
+// does) rather than answered wrongly.
+func (a *adapterRun) startReceiving(ctx context.Context, t *T, sc script) (*session, bool, error) {
+	addr, err := reserveLoopbackAddr()
+	if err != nil {
+		return nil, false, fmt.Errorf("reserving its address: %w", err)
+	}
 	rc := &receiving{addr: addr, regID: newUUID(), secret: newWebhookSecret(), instance: newUUID()}
 	t.Secret(rc.secret, "signing-secret")
 	s := a.session(ctx, t, sc)
@@ -219,7 +239,7 @@ func (a *adapterRun) asyncSession(ctx context.Context, t *T, sc script) *session
 	cmd.Stdout, cmd.Stderr = &rc.out, &rc.out
 	if err := cmd.Start(); err != nil {
 		s.stop()
-		t.Fatalf("starting the receiving service %q: %v", cmd.Path, err)
+		return nil, false, fmt.Errorf("starting %q: %w", cmd.Path, err)
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
@@ -235,11 +255,61 @@ func (a *adapterRun) asyncSession(ctx context.Context, t *T, sc script) *session
 		stopSession()
 	}
 	if err := s.verify(ctx, exited); err != nil {
-		s.evidence(t)
+		// A service that could not listen exits at once; another
+		// process's server may have answered the verification first.
+		lost := false
+		select {
+		case <-exited:
+			lost = true
+		case <-time.After(time.Second):
+		}
+		if !lost {
+			s.evidence(t)
+		}
 		s.stop()
-		t.Fatalf("the receiving service did not verify the registration the kit handed it: %v\nits output: %s", err, lastBytes(rc.out.String()))
+		return nil, lost, fmt.Errorf("%v\nits output: %s", err, lastBytes(rc.out.String()))
 	}
-	return s
+	return s, false, nil
+}
+
+// reservedPorts are the loopback ports handed to receiving services in
+// this process: never handed out twice.
+var reservedPorts sync.Map
+
+// reserveLoopbackAddr picks a free loopback address for a receiving
+// service to listen on. The port lies below the system's ephemeral range,
+// so that no listener on port 0 (the kit's own servers, other tests) is
+// given it between the reservation and the service's listen.
+func reserveLoopbackAddr() (string, error) {
+	low := ephemeralLow()
+	span := min(10000, low-1024)
+	for range 200 {
+		port := low - 1 - mathrand.IntN(span)
+		if _, taken := reservedPorts.LoadOrStore(port, true); taken {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr, nil
+	}
+	return "", errors.New("no free loopback port below the ephemeral range")
+}
+
+// ephemeralLow is the first port of the ephemeral range (Linux's, else
+// the IANA range's).
+func ephemeralLow() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				return n
+			}
+		}
+	}
+	return 49152
 }
 
 // verify sends the registration's webhook.verification (retrying while

@@ -226,13 +226,6 @@ func RunAdapterShimReceiver(ctx context.Context, stateDir, listen string, stdout
 		return fail("opening the store: %v", err)
 	}
 	defer st.Close()
-	rcv, err := aap.NewReceiver(aap.ReceiverConfig{Store: st})
-	if err != nil {
-		return fail("%v", err)
-	}
-	if err := rcv.Register(ctx, os.Getenv("AAP_REGISTRATION_ID"), os.Getenv("AAP_SIGNING_SECRET")); err != nil {
-		return fail("registering: %v", err)
-	}
 	var mu sync.Mutex
 	client := &aap.Client{BaseURL: base, Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
 	ad, err := aap.NewAdapter(aap.AdapterConfig{Provider: client, Store: st,
@@ -245,18 +238,38 @@ func RunAdapterShimReceiver(ctx context.Context, stateDir, listen string, stdout
 	if err != nil {
 		return fail("%v", err)
 	}
-	ln, err := net.Listen("tcp", listen)
+	err = serveShimReceiver(ctx, st, listen, func(ctx context.Context, rcv *aap.Receiver) error {
+		return rcv.Dispatch(ctx, aap.DispatchConfig{Handle: ad.HandleWakeup, Lease: time.Second})
+	})
 	if err != nil {
 		return fail("%v", err)
 	}
+	return 0
+}
+
+// serveShimReceiver serves the harness kit's aap.Receiver over st on
+// listen, with the registration from AAP_REGISTRATION_ID and
+// AAP_SIGNING_SECRET, while work runs; work ends when ctx does.
+func serveShimReceiver(ctx context.Context, st aap.Store, listen string, work func(context.Context, *aap.Receiver) error) error {
+	rcv, err := aap.NewReceiver(aap.ReceiverConfig{Store: st})
+	if err != nil {
+		return err
+	}
+	if err := rcv.Register(ctx, os.Getenv("AAP_REGISTRATION_ID"), os.Getenv("AAP_SIGNING_SECRET")); err != nil {
+		return fmt.Errorf("registering: %w", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: rcv, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	err = rcv.Dispatch(ctx, aap.DispatchConfig{Handle: ad.HandleWakeup, Lease: time.Second})
+	err = work(ctx, rcv)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return fail("%v", err)
+		return err
 	}
-	return 0
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The test binary doubles as the agentowl-adapter shim (the real
@@ -19,6 +20,11 @@ func init() {
 		os.Exit(RunAdapterShim(context.Background(), os.Getenv("SHIM_STATE"), os.Getenv("SHIM_MODE") == "async", os.Stdin, os.Stdout))
 	case "receive":
 		os.Exit(RunAdapterShimReceiver(context.Background(), os.Getenv("SHIM_STATE"), os.Getenv("SHIM_LISTEN"), os.Stdout))
+	case "gateway":
+		os.Exit(RunGatewayShim(context.Background(), GatewayShimOptions{State: os.Getenv("SHIM_STATE"), Async: os.Getenv("SHIM_MODE") == "async",
+			Timeout: os.Getenv("SHIM_TIMEOUT")}, os.Stdin, os.Stdout))
+	case "gateway-receive":
+		os.Exit(RunGatewayShimReceiver(context.Background(), os.Getenv("SHIM_STATE"), os.Getenv("SHIM_LISTEN"), os.Stdout))
 	}
 }
 
@@ -27,7 +33,13 @@ func init() {
 // goroutine.
 func adapterReport(t *testing.T, cfg AdapterConfig) *Report {
 	t.Helper()
-	p, err := AdapterPreset(PresetAgentOwl)
+	return presetReport(t, PresetAgentOwl, cfg)
+}
+
+// presetReport runs the adapter checks with preset's contract.
+func presetReport(t *testing.T, preset string, cfg AdapterConfig) *Report {
+	t.Helper()
+	p, err := AdapterPreset(preset)
 	if err != nil {
 		t.Error(err)
 		return nil
@@ -63,6 +75,22 @@ func TestAdapterAgentOwlPreset(t *testing.T) {
 		WriteText(&b, rep)
 		t.Fatalf("passed %v of %v\n%s", got, allAdapterChecks(), b.String())
 	}
+}
+
+// TestAdapterMCPGateway: the MCP gateway's upstream side, an AAP adapter
+// (the shim runs it between the kit's agent and a fake upstream, in its
+// own process), passes every adapter check that applies to it;
+// adapter.approval.twice does not (an agent's repeated tools/call is a new
+// call) and is SKIP.
+func TestAdapterMCPGateway(t *testing.T) {
+	t.Parallel()
+	rep := presetReport(t, PresetMCPGateway, AdapterConfig{Command: []string{os.Args[0]},
+		Env:      []string{"AGENTOWL_CONFORMANCE_TEST_SHIM=gateway", "SHIM_STATE={state}", "SHIM_MODE={mode}", "SHIM_TIMEOUT={timeout}"},
+		Receiver: []string{"/usr/bin/env", "AGENTOWL_CONFORMANCE_TEST_SHIM=gateway-receive", "SHIM_LISTEN={receiver_addr}", os.Args[0]}})
+	if rep == nil {
+		t.FailNow()
+	}
+	requireOutcome(t, rep, nil, []string{ATwice})
 }
 
 var brokenAdapter = sync.OnceValues(func() (string, error) {
@@ -120,8 +148,15 @@ func TestAdapterBroken(t *testing.T) {
 	var wg sync.WaitGroup
 	for mode := range cases {
 		wg.Go(func() {
-			rep := adapterReport(t, AdapterConfig{Command: []string{bin, "-state", "{state}", "-mode", "{mode}", "-break", mode},
-				Receiver: []string{bin, "-state", "{state}", "-receive", "{receiver_addr}", "-break", mode}})
+			cfg := AdapterConfig{Command: []string{bin, "-state", "{state}", "-mode", "{mode}", "-break", mode},
+				Receiver: []string{bin, "-state", "{state}", "-receive", "{receiver_addr}", "-break", mode}}
+			if mode == "drop-early" {
+				// Its run never resumes and ends only when the kit gives
+				// up on it: a shorter wait than the kit's default still
+				// leaves a resumed call seconds to run.
+				cfg.AsyncWait = 5 * time.Second
+			}
+			rep := adapterReport(t, cfg)
 			mu.Lock()
 			reports[mode] = rep
 			mu.Unlock()

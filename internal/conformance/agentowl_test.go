@@ -66,9 +66,14 @@ func startAgentOwl(t testing.TB, b storetest.Backend, opts agentOwlOptions) *age
 		// The broken-implementation suites start many servers at once;
 		// their SQLite files go to memory so that their commits do not
 		// queue on one disk. They test the wire, not durability.
+		// The copy of the migrated template comes along: migrating anew
+		// would be most of a server's start.
 		dir, err := os.MkdirTemp("/dev/shm", "aap-conformance-")
 		if err == nil {
 			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.CopyFS(dir, os.DirFS(cfg.DataDir)); err != nil {
+				t.Fatal(err)
+			}
 			cfg.DataDir = dir
 		}
 	}
