@@ -86,7 +86,7 @@ func (g *Gateway) gated(ctx context.Context, req *mcp.CallToolRequest, a *agent,
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(min(g.cfg.Approval.Progress, 2*time.Second)):
+			case <-time.After(retryWait(err, min(g.cfg.Approval.Progress, 2*time.Second))):
 			}
 			if ctx.Err() == nil {
 				e, err = g.adapter.Submit(work, key, call)
@@ -106,6 +106,17 @@ func (g *Gateway) gated(ctx context.Context, req *mcp.CallToolRequest, a *agent,
 			e, err = g.adapter.Resume(work, e.RequestID)
 		}
 	}
+}
+
+// retryWait is how long to wait before calling the provider again after
+// err: pause, or the provider's Retry-After when it asks for longer (AAP
+// 5_http.md: a retry waits at least that long).
+func retryWait(err error, pause time.Duration) time.Duration {
+	var ae *aap.APIError
+	if errors.As(err, &ae) && ae.RetryAfter > pause {
+		return ae.RetryAfter
+	}
+	return pause
 }
 
 // awaitWakeup waits (asynchronous mode) for the receiver's wake-up of a
