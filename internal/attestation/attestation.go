@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,9 @@ type Config struct {
 	// transactions that record them, as runtime and policy decisions are;
 	// by default they are signed after it (deferred.go).
 	InTransaction bool
+	// Logger receives what the background signer could not sign (the
+	// sweep and the readers sign it later). Defaults to discarding.
+	Logger *slog.Logger
 }
 
 // Signer signs attestations. A nil *Signer signs nothing: decisions are

@@ -3,6 +3,7 @@ package attestation
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -77,6 +78,14 @@ func (s *Signer) After(id string) {
 	s.def.mu.Unlock()
 }
 
+// log is the configured logger, or one that discards.
+func (s *Signer) log() *slog.Logger {
+	if s.cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.cfg.Logger
+}
+
 // kick starts the background signer if it is idle: it sweeps, then stops
 // when nothing is queued.
 func (s *Signer) kick() {
@@ -100,13 +109,17 @@ func (s *Signer) signLoop() {
 	ctx := context.Background()
 	for {
 		if now := s.clock.Now(); s.sweepDue(now) {
-			_, _ = s.Sweep(ctx)
+			if _, err := s.Sweep(ctx); err != nil {
+				s.log().Warn("attestation sweep failed; it runs again", "err", err)
+			}
 		}
 		ids := s.nextBatch()
 		if ids == nil {
 			return
 		}
-		_, _ = s.signRequests(ctx, ids)
+		if _, err := s.signRequests(ctx, ids); err != nil {
+			s.log().Warn("signing decisions after their transactions failed; the sweep or their first reader signs them", "decisions", len(ids), "err", err)
+		}
 	}
 }
 

@@ -269,6 +269,9 @@ func (s *Server) start(ctx context.Context) (err error) {
 		ac := cfg.Attestation
 		ac.Issuer = s.work.Config().PublicURL
 		ac.Retention = KeyPublication(ac.Retention, cfg.Maintenance.Retention.Audit)
+		if ac.Logger == nil {
+			ac.Logger = cfg.Logger
+		}
 		signer, err := attestation.New(s.store, cfg.Clock, ac)
 		if err == nil {
 			err = signer.Ensure(ctx)

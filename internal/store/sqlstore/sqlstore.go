@@ -77,6 +77,9 @@ type DB struct {
 	rebound sync.Map
 	// readers are held reader connections (CacheStatements only).
 	readers chan *conn
+	// closed is closed by Close: a Read waiting for a held reader
+	// connection then fails instead of waiting for one forever.
+	closed chan struct{}
 	// pool, when set (PostgreSQL), runs reads and writes through pgx's
 	// native interface, writes pipelined (pgx.go); writer and reader then
 	// serve only what needs database/sql.
@@ -93,7 +96,7 @@ type DB struct {
 // With CacheStatements, readConns reader connections (and, with group
 // commit, the one writer connection) are held for the store's lifetime.
 func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, readConns int) (*DB, error) {
-	db := &DB{dialect: d, box: box, writer: writer, reader: reader}
+	db := &DB{dialect: d, box: box, writer: writer, reader: reader, closed: make(chan struct{})}
 	ctx := context.Background()
 	if d.CacheStatements {
 		db.readers = make(chan *conn, readConns)
@@ -125,7 +128,7 @@ func New(d Dialect, box *secret.Box, writer, reader *sql.DB, groupCommit bool, r
 // (pgx.go); sqlDB is the same pool as a database/sql handle, closed with
 // the store.
 func NewPgx(d Dialect, box *secret.Box, pool *pgxpool.Pool, sqlDB *sql.DB) *DB {
-	return &DB{dialect: d, box: box, writer: sqlDB, reader: sqlDB, pool: pool}
+	return &DB{dialect: d, box: box, writer: sqlDB, reader: sqlDB, pool: pool, closed: make(chan struct{})}
 }
 
 // Dialect implements agentowl.Store.
@@ -149,6 +152,20 @@ func (db *DB) unavailable(err error) error {
 	return fmt.Errorf("%w: %w", agentowl.ErrUnavailable, err)
 }
 
+// errClosed answers a Read after Close.
+var errClosed = fmt.Errorf("%w: the store is closed", agentowl.ErrUnavailable)
+
+// putReader hands a held reader connection back, or closes it once the
+// store is closed (Close closed the ones it found idle).
+func (db *DB) putReader(c *conn) {
+	select {
+	case <-db.closed:
+		c.close()
+	default:
+		db.readers <- c
+	}
+}
+
 // Close implements agentowl.Store.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() { db.closeErr = db.close() })
@@ -156,6 +173,7 @@ func (db *DB) Close() error {
 }
 
 func (db *DB) close() error {
+	close(db.closed)
 	if db.batch != nil {
 		db.batch.close()
 	}
@@ -183,11 +201,18 @@ func (db *DB) read(ctx context.Context, fn func(agentowl.Tx) error) error {
 	if db.readers != nil {
 		var held *conn
 		select {
+		case <-db.closed:
+			return errClosed
+		default:
+		}
+		select {
 		case held = <-db.readers:
+		case <-db.closed:
+			return errClosed
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		defer func() { db.readers <- held }()
+		defer db.putReader(held)
 		if _, err := held.c.ExecContext(ctx, "BEGIN"); err != nil {
 			return err
 		}
