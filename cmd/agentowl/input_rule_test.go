@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/agentowl/agentowl/internal/ingress/twilio"
 	"github.com/agentowl/agentowl/internal/mcpgateway"
 	"github.com/agentowl/agentowl/internal/server"
+	"github.com/agentowl/agentowl/internal/syncbuf"
 )
 
 // The two kinds of string no surface takes (agentowl.IsText): U+0000, and
@@ -61,7 +61,7 @@ type inputRuleCase struct {
 // cleaned (invalid bytes and NUL become U+FFFD), not refused.
 func TestInputRule(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s site) {
-		logs := &lockedBuffer{}
+		logs := &syncbuf.Buffer{}
 		srv := s.startWith(t, nil, func(cfg *server.Config) {
 			cfg.NoDelivery = true // handoffs stay queued: the work waits for callbacks as it is
 			cfg.SMTP.Listen = "127.0.0.1:0"
@@ -527,22 +527,4 @@ func toolText(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
-}
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

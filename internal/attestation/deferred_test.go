@@ -1,40 +1,21 @@
 package attestation
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentowl/agentowl/internal/clocktest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
+	"github.com/agentowl/agentowl/internal/syncbuf"
 )
-
-// syncBuffer is a log destination safe for the background signer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // What the background signer cannot sign (here: its store is gone) is
 // logged, not dropped in silence; the sweep and the readers sign it later.
 func TestBackgroundSigningFailureIsLogged(t *testing.T) {
 	st := storetest.OpenSQLite(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s, err := New(st, clocktest.New(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)),
 		Config{Issuer: "https://agentowl.example", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

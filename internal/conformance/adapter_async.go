@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentowl/agentowl/internal/syncbuf"
 )
 
 // The asynchronous adapter checks (8_security.md, the asynchronous adapter
@@ -166,35 +168,11 @@ func (p *scriptedProvider) awaitSuspension(req *scriptedRequest, read <-chan str
 	}
 }
 
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
-}
-
 // receiving is a check's receiving service: the registration the kit
 // hands it and the running command.
 type receiving struct {
 	addr, regID, secret, instance string
-	out                           lockedBuffer
+	out                           syncbuf.Buffer
 	stop                          func()
 }
 

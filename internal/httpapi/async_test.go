@@ -31,6 +31,7 @@ import (
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
+	"github.com/agentowl/agentowl/internal/syncbuf"
 	"github.com/agentowl/agentowl/webhook"
 )
 
@@ -77,7 +78,7 @@ func setupAsync(t *testing.T, b storetest.Backend) *asyncEnv {
 // tests share, whose failures are hard to read without the log.
 func debugServerConfig(t *testing.T, b storetest.Backend) server.Config {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", logs.String())
@@ -114,23 +115,6 @@ func setupAsyncServer(t *testing.T, b storetest.Backend, adjust func(sc *server.
 // forEachAsyncBackend runs fn as a parallel subtest per store backend.
 func forEachAsyncBackend(t *testing.T, fn func(t *testing.T, e *asyncEnv)) {
 	forEachBackendWith(t, setupAsync, fn)
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 var (
