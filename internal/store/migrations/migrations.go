@@ -11,16 +11,13 @@
 package migrations
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
-	"io"
 	"io/fs"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
+	"testing/fstest"
 )
 
 //go:embed *.sql
@@ -67,7 +64,9 @@ func join(own fs.FS, dir string, translate func([]byte) []byte) (fs.FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, versions := memFS{}, map[int64]string{}
+	// fstest.MapFS is a plain in-memory fs.FS (the package imports no
+	// testing machinery): one flat directory, all goose reads.
+	files, versions := fstest.MapFS{}, map[int64]string{}
 	add := func(fsys fs.FS, translate func([]byte) []byte) error {
 		names, err := fs.Glob(fsys, "*.sql")
 		if err != nil {
@@ -89,7 +88,7 @@ func join(own fs.FS, dir string, translate func([]byte) []byte) (fs.FS, error) {
 			if translate != nil {
 				b = translate(b)
 			}
-			files[name] = b
+			files[name] = &fstest.MapFile{Data: b, Mode: 0o444}
 		}
 		return nil
 	}
@@ -112,85 +111,3 @@ func Version(name string) (int64, error) {
 	}
 	return v, nil
 }
-
-// memFS is a flat directory of files held in memory, all goose reads.
-type memFS map[string][]byte
-
-func (m memFS) Open(name string) (fs.File, error) {
-	if name == "." {
-		return &memDir{entries: m.entries()}, nil
-	}
-	b, ok := m[name]
-	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	return &memFile{Reader: bytes.NewReader(b), info: memInfo{name: name, size: int64(len(b))}}, nil
-}
-
-func (m memFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	if name != "." {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
-	}
-	return m.entries(), nil
-}
-
-func (m memFS) entries() []fs.DirEntry {
-	es := make([]fs.DirEntry, 0, len(m))
-	for name, b := range m {
-		es = append(es, fs.FileInfoToDirEntry(memInfo{name: name, size: int64(len(b))}))
-	}
-	slices.SortFunc(es, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return es
-}
-
-type memFile struct {
-	*bytes.Reader
-	info memInfo
-}
-
-func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
-func (f *memFile) Close() error               { return nil }
-
-type memDir struct {
-	entries []fs.DirEntry
-	read    int
-}
-
-func (d *memDir) Stat() (fs.FileInfo, error) { return memInfo{name: ".", dir: true}, nil }
-func (d *memDir) Read([]byte) (int, error) {
-	return 0, &fs.PathError{Op: "read", Path: ".", Err: fs.ErrInvalid}
-}
-func (d *memDir) Close() error { return nil }
-
-// ReadDir follows fs.ReadDirFile: n > 0 reads at most n, io.EOF at the end.
-func (d *memDir) ReadDir(n int) ([]fs.DirEntry, error) {
-	rest := d.entries[d.read:]
-	if n <= 0 {
-		d.read = len(d.entries)
-		return rest, nil
-	}
-	if len(rest) == 0 {
-		return nil, io.EOF
-	}
-	rest = rest[:min(n, len(rest))]
-	d.read += len(rest)
-	return rest, nil
-}
-
-type memInfo struct {
-	name string
-	size int64
-	dir  bool
-}
-
-func (i memInfo) Name() string { return i.name }
-func (i memInfo) Size() int64  { return i.size }
-func (i memInfo) Mode() fs.FileMode {
-	if i.dir {
-		return fs.ModeDir | 0o555
-	}
-	return 0o444
-}
-func (i memInfo) ModTime() time.Time { return time.Time{} }
-func (i memInfo) IsDir() bool        { return i.dir }
-func (i memInfo) Sys() any           { return nil }
