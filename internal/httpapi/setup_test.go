@@ -1,29 +1,24 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/agentowl/agentowl"
 	"github.com/agentowl/agentowl/internal/access"
 	"github.com/agentowl/agentowl/internal/approval"
 	"github.com/agentowl/agentowl/internal/clocktest"
+	"github.com/agentowl/agentowl/internal/conformance"
 	"github.com/agentowl/agentowl/internal/server"
 	"github.com/agentowl/agentowl/internal/server/servertest"
 	"github.com/agentowl/agentowl/internal/store/storetest"
@@ -202,10 +197,9 @@ func (e *env) doIn(t *testing.T, method, path, token string, body any, headers .
 }
 
 var (
-	specOnce   sync.Once
-	specDoc    *openapi3.T
-	specRouter routers.Router
-	specErr    error
+	specOnce sync.Once
+	spec     *conformance.Contract
+	specErr  error
 )
 
 func specPath() string {
@@ -214,172 +208,32 @@ func specPath() string {
 }
 
 // checkContract validates a response against api/openapi.yaml, so the
-// document cannot drift from the server.
+// document cannot drift from the server: the conformance kit's validator
+// (its JSON bodies against schemas compiled once for the document).
 func checkContract(t *testing.T, req *http.Request, resp *http.Response, body []byte) {
 	t.Helper()
 	specOnce.Do(func() {
 		// TwiML answers of the sms and voice channels are text.
 		openapi3filter.RegisterBodyDecoder("text/xml", openapi3filter.FileBodyDecoder)
-		specDoc, specErr = openapi3.NewLoader().LoadFromFile(specPath())
-		if specErr == nil {
-			specErr = specDoc.Validate(context.Background())
+		var doc *openapi3.T
+		if doc, specErr = openapi3.NewLoader().LoadFromFile(specPath()); specErr == nil {
+			specErr = doc.Validate(context.Background())
 		}
 		if specErr == nil {
-			specRouter, specErr = gorillamux.NewRouter(specDoc)
+			spec, specErr = conformance.LoadContract(specPath())
 		}
 	})
 	if specErr != nil {
 		t.Fatalf("api/openapi.yaml: %v", specErr)
 	}
-	route, params, err := specRouter.FindRoute(req)
-	if err != nil {
-		t.Errorf("%s %s: not described in api/openapi.yaml: %v", req.Method, req.URL.Path, err)
-		return
+	path := req.URL.EscapedPath()
+	if req.URL.RawQuery != "" {
+		path += "?" + req.URL.RawQuery
 	}
-	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, SchemaValidationOptions: contractFormats}
-	legacy := legacyBodySchema(req, route, resp)
-	// kin-openapi checks the status and the headers; a body it would
-	// check with its own validator is checked here, with the same options.
-	opts.ExcludeResponseBody = legacy != nil
-	in := &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
-		Status:                 resp.StatusCode,
-		Header:                 resp.Header,
-		Options:                opts,
+	if err := spec.ValidateExchange(&conformance.Exchange{Method: req.Method, Path: path, ReqHeader: req.Header,
+		Status: resp.StatusCode, RespHeader: resp.Header, RespBody: body}); err != nil {
+		t.Errorf("%s %s -> %d violates api/openapi.yaml: %v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode, err, body)
 	}
-	in.SetBodyBytes(body)
-	err = openapi3filter.ValidateResponse(context.Background(), in)
-	if err == nil && legacy != nil {
-		err = legacy.check(resp.Header, body)
-	}
-	if err != nil {
-		t.Errorf("%s %s -> %d violates api/openapi.yaml (%s): %v\nbody: %s", req.Method, req.URL.Path, resp.StatusCode,
-			route.Operation.OperationID, err, body)
-	}
-}
-
-// contractFormats are the format checks every schema of the contract gets.
-var contractFormats = []openapi3.SchemaValidationOption{
-	openapi3.WithStringFormatValidator("uuid", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC9562)),
-}
-
-// legacySchema is a response body schema that kin-openapi, on an OpenAPI
-// 3.1 document, compiles into a JSON Schema 2020-12 validator and then
-// sets aside for its own: one that refers to #/components/schemas and uses
-// none of the keywords only 2020-12 checks. The compilation is most of what
-// a test's contract check costs (it is not cached), so for these schemas
-// checkContract calls the validator kin-openapi would end up calling.
-type legacySchema struct{ ref *openapi3.SchemaRef }
-
-// legacySchemas caches, per body schema, whether it is a legacySchema.
-var legacySchemas sync.Map // *openapi3.Schema → bool
-
-// legacyBodySchema returns the schema of resp's JSON body when it is a
-// legacySchema, or nil when kin-openapi is to check the body itself.
-func legacyBodySchema(req *http.Request, route *routers.Route, resp *http.Response) *legacySchema {
-	switch resp.StatusCode {
-	case http.StatusNotModified, http.StatusPermanentRedirect, http.StatusTemporaryRedirect, http.StatusMovedPermanently:
-		return nil // kin-openapi checks nothing of these
-	}
-	responses := route.Operation.Responses
-	if req.Method == http.MethodHead || responses.Len() == 0 {
-		return nil
-	}
-	r := responses.Status(resp.StatusCode)
-	if r == nil {
-		r = responses.Default()
-	}
-	if r == nil || r.Value == nil {
-		return nil
-	}
-	media := r.Value.Content.Get(resp.Header.Get("Content-Type"))
-	mediaType, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
-	if media == nil || media.Schema == nil || media.Schema.Value == nil || strings.ToLower(strings.TrimSpace(mediaType)) != "application/json" {
-		return nil
-	}
-	s := media.Schema.Value
-	is, ok := legacySchemas.Load(s)
-	if !ok {
-		is = refersToComponents(s) && !usesOnly2020Keywords(s)
-		legacySchemas.Store(s, is)
-	}
-	if !is.(bool) {
-		return nil
-	}
-	return &legacySchema{ref: media.Schema}
-}
-
-// check validates a JSON body as kin-openapi's ValidateResponse does after
-// setting the 2020-12 validator aside.
-func (l *legacySchema) check(header http.Header, body []byte) error {
-	value, err := openapi3filter.JSONBodyDecoder(bytes.NewReader(body), header, l.ref, nil)
-	if err != nil {
-		return fmt.Errorf("failed to decode response body: %w", err)
-	}
-	if err := l.ref.Value.VisitJSON(value, append([]openapi3.SchemaValidationOption{openapi3.MultiErrors()},
-		append(contractFormats, openapi3.VisitAsResponse())...)...); err != nil {
-		return fmt.Errorf("response body doesn't match schema: %w", err)
-	}
-	return nil
-}
-
-// refersToComponents reports whether s, as JSON, holds a $ref to
-// #/components/schemas (kin-openapi's containsInternalSchemaRef).
-func refersToComponents(s *openapi3.Schema) bool {
-	data, err := json.Marshal(s)
-	if err != nil {
-		return false
-	}
-	var doc any
-	if json.Unmarshal(data, &doc) != nil {
-		return false
-	}
-	var refers func(node any) bool
-	refers = func(node any) bool {
-		switch node := node.(type) {
-		case map[string]any:
-			if ref, ok := node["$ref"].(string); ok && strings.HasPrefix(ref, "#/components/schemas/") {
-				return true
-			}
-			for _, v := range node {
-				if refers(v) {
-					return true
-				}
-			}
-		case []any:
-			for _, v := range node {
-				if refers(v) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return refers(doc)
-}
-
-// usesOnly2020Keywords reports whether s or a schema under it has a keyword
-// that makes kin-openapi keep its 2020-12 validator (its
-// schemaUsesJSONSchema2020Features), or nullable, which its own validator
-// reads differently once told the document is OpenAPI 3.1.
-func usesOnly2020Keywords(s *openapi3.Schema) bool {
-	found := errors.New("found")
-	err := openapi3.NewSchemaRef("", s).WalkSubtree(func(_ string, ref *openapi3.SchemaRef) error {
-		v := ref.Value
-		if v == nil {
-			return nil
-		}
-		if v.Nullable || v.Const != nil || len(v.PrefixItems) != 0 || v.Contains != nil ||
-			len(v.PatternProperties) != 0 || len(v.DependentSchemas) != 0 || v.PropertyNames != nil ||
-			v.UnevaluatedItems.Has != nil || v.UnevaluatedItems.Schema != nil ||
-			v.UnevaluatedProperties.Has != nil || v.UnevaluatedProperties.Schema != nil ||
-			v.If != nil || v.Then != nil || v.Else != nil ||
-			len(v.DependentRequired) != 0 || len(v.Defs) != 0 || v.ContentSchema != nil {
-			return found
-		}
-		return nil
-	})
-	return errors.Is(err, found)
 }
 
 var _ = agentowl.StatusPending
